@@ -1,0 +1,82 @@
+"""Input checks shared by every module: a bad argument raises a ValueError naming it.
+
+Nothing in `minimal` silently broadcasts, truncates or casts an input. Each public function calls
+`check_array` on its inputs, which states the argument's name, the expected shape (with the names of the
+dimensions, e.g. ``(B, T, D)``) and what was received.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["check_array", "check_same_shape", "check_positive_int", "check_choice"]
+
+
+def _fmt_shape(spec, names):
+    parts = []
+    for i, s in enumerate(spec):
+        if names is not None and i < len(names):
+            parts.append(names[i] if s is None else f"{names[i]}={s}")
+        else:
+            parts.append("*" if s is None else str(s))
+    return "(" + ", ".join(parts) + ")"
+
+
+def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=True, min_ndim=None):
+    """Check one array argument and return it as an ndarray (never copied or cast).
+
+    Args:
+        name: the argument's name, used in the error message.
+        x: the value to check; must already be a NumPy array.
+        shape: expected shape; a tuple of ints or None (any size), e.g. ``(B, None, D)``.
+        ndim: expected number of dimensions (implied by ``shape`` when given).
+        names: names of the dimensions for the message, e.g. ``("B", "T", "D")``.
+        kind: allowed dtype kinds: "f" float, "c" complex, "i" integer (signed or unsigned), or a
+            combination such as "fc"; None skips the dtype check.
+        finite: reject NaN and inf.
+        min_ndim: at least this many dimensions.
+    Raises:
+        ValueError: naming ``name``, the expected shape or dtype, and what was received.
+    """
+    if not isinstance(x, np.ndarray):
+        raise ValueError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if shape is not None:
+        ndim = len(shape)
+    expected = _fmt_shape(shape, names) if shape is not None else (
+        f"{ndim}-d array" if ndim is not None else "array")
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"{name} must have shape {expected}, got shape {x.shape}")
+    if min_ndim is not None and x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {x.shape}")
+    if shape is not None:
+        for want, got in zip(shape, x.shape):
+            if want is not None and want != got:
+                raise ValueError(f"{name} must have shape {expected}, got shape {x.shape}")
+    if kind is not None:
+        k = x.dtype.kind
+        ok = (k == "f" and "f" in kind) or (k == "c" and "c" in kind) or (k in "iu" and "i" in kind)
+        if not ok:
+            want = {"f": "floating", "c": "complex", "i": "integer"}
+            raise ValueError(f"{name} must have a {' or '.join(want[c] for c in kind)} dtype, "
+                             f"got {x.dtype}")
+    if finite and x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return x
+
+
+def check_same_shape(name, x, ref_name, ref):
+    """Require ``x.shape == ref.shape`` (no broadcasting)."""
+    if x.shape != ref.shape:
+        raise ValueError(f"{name} must have the same shape as {ref_name} {ref.shape}, got {x.shape}")
+    return x
+
+
+def check_positive_int(name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value
