@@ -1,0 +1,67 @@
+"""Command line: ``python -m minimal {check,bench} ...``.
+
+    python -m minimal check [--only NAME ...] [--no-scans]
+        gradient check of every registered cell and the scan equivalence checks; exit code 1 on any failure.
+    python -m minimal bench scan [--backend numba|cuda] [--quick]
+    python -m minimal bench window --backend cuda
+        speed as ratios to a same-run memory copy (see minimal.bench).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _check(args):
+    from . import check
+
+    rows = check.run(names=args.only, seed=args.seed, scans=not args.no_scans)
+    print(check.format_table(rows))
+    return 0 if all(r.passed for r in rows) else 1
+
+
+def _bench(args):
+    from . import bench
+
+    if args.what == "scan":
+        kw = {"shape": (8, 1024, 256)} if args.quick and args.backend != "cuda" else {}
+        rows = bench.bench_scan(backend=args.backend, **kw)
+    else:
+        rows = bench.bench_window(backend=args.backend)
+    if args.backend != "cuda":  # the CUDA benchmark prints and saves its own tables
+        print(bench.format_table(rows))
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m minimal", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("check", help="gradient-check every cell and check every scan")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="registered cell names to check")
+    p.add_argument("--no-scans", action="store_true", help="skip the scan checks")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_check)
+
+    p = sub.add_parser("bench", help="speed, as ratios measured in one run")
+    p.add_argument("what", choices=["scan", "window"])
+    p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
+    p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
+    p.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if getattr(args, "what", None) == "window" and args.backend != "cuda":
+        build_parser().error("bench window needs --backend cuda (the windowed cross-product kernel is CUDA)")
+    try:
+        return args.func(args)
+    except ValueError as e:  # bad arguments reach the user as one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""The command line: `python -m minimal check` reports every cell and fails loudly on errors."""
+import subprocess
+import sys
+
+import pytest
+
+from minimal.__main__ import main
+
+
+def test_check_one_cell_prints_a_passing_row(capsys):
+    assert main(["check", "--only", "linear", "--no-scans"]) == 0
+    out = capsys.readouterr().out
+    assert "linear/" in out and "pass" in out and "FAIL" not in out
+
+
+def test_check_unknown_cell_exits_with_message(capsys):
+    assert main(["check", "--only", "nope", "--no-scans"]) == 2
+    assert "name must be one of" in capsys.readouterr().err
+
+
+def test_bench_window_needs_cuda_backend():
+    with pytest.raises(SystemExit):
+        main(["bench", "window"])
+
+
+def test_module_entry_point_runs():
+    out = subprocess.run([sys.executable, "-m", "minimal", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "check" in out.stdout
