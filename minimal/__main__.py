@@ -5,6 +5,8 @@
     python -m minimal bench scan [--backend numba|cuda] [--quick]
     python -m minimal bench window --backend cuda
         speed as ratios to a same-run memory copy (see minimal.bench).
+    python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR]
+        run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
 """
 from __future__ import annotations
 
@@ -33,6 +35,13 @@ def _bench(args):
     return 0
 
 
+def _reproduce(args):
+    from .reproduce import reproduce
+
+    reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=not args.no_progress)
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m minimal", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,6 +58,16 @@ def build_parser():
     p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
     p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
     p.set_defaults(func=_bench)
+
+    p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")
+    p.add_argument("work", help="e.g. zucchet")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
+    mode.add_argument("--full", action="store_true", help="the full configs")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="experiments to run")
+    p.add_argument("--out", help="output folder (default results/WORK)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_reproduce)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Analysis of trained networks: polynomials, identification scores, pruning, optimal GD step sizes."""

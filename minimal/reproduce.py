@@ -1,0 +1,58 @@
+"""`python -m minimal reproduce WORK`: run a work's experiments, write a results table and figures.
+
+For each experiment module (see ``minimal.experiments``) the quick or full ``Config`` is run and every metric
+that has a paper value is put side by side with it. Writes ``OUT/results.md``, ``OUT/results.json`` and the
+experiments' PNG figures.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from .experiments import experiments
+
+
+def _fmt(v):
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.4g}"
+    return str(v)
+
+
+def results_table(results):
+    """Markdown table: experiment, metric, paper value, ours."""
+    lines = ["| experiment | metric | paper | ours |", "|---|---|---|---|"]
+    for name, res in results.items():
+        paper = res.get("paper", {})
+        for key, ours in res["metrics"].items():
+            if isinstance(ours, (list, dict)):
+                continue
+            lines.append(f"| {name} | {key} | {_fmt(paper[key]) if key in paper else ''} | {_fmt(ours)} |")
+        lines.append(f"| {name} | wall time (s) |  | {res['seconds']:.1f} |")
+    return "\n".join(lines)
+
+
+def reproduce(work, quick=True, only=None, out_dir=None, progress=True):
+    mods = experiments(work)
+    if only:
+        unknown = sorted(set(only) - set(mods))
+        if unknown:
+            raise ValueError(f"only must name experiments of {work!r} {sorted(mods)}, got {unknown}")
+        mods = {k: v for k, v in mods.items() if k in only}
+    out = Path(out_dir or f"results/{work}")
+    out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for name, mod in mods.items():
+        config = mod.Config.quick() if quick else mod.Config()
+        print(f"== {work}/{name} ({'quick' if quick else 'full'})", flush=True)
+        t0 = time.perf_counter()
+        metrics = mod.run(config, out_dir=out / name, progress=progress)
+        seconds = time.perf_counter() - t0
+        figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
+        results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures}
+        (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
+    table = results_table(results)
+    (out / "results.md").write_text(f"# {work}: paper vs ours ({'quick' if quick else 'full'})\n\n{table}\n")
+    print(table)
+    return results
