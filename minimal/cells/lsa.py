@@ -1,0 +1,163 @@
+"""Causal linear self-attention (LSA), Zucchet et al., "Gated recurrent neural networks discover attention",
+Sec. 2, Eq. 1:
+
+    y_t = ( Σ_{t'<=t} (W_V x_t')(W_K x_t')^T ) (W_Q x_t)
+
+with values v_t = W_V x_t, keys k_t = W_K x_t, queries q_t = W_Q x_t. No softmax, no normalisation and no
+output projection: Eq. 1 is a single head whose output is read out directly.
+
+Two forms of the same function:
+    parallel   (default, O(T^2))  A_{t,s} = k_s . q_t for s <= t (0 otherwise),  y_t = Σ_s A_{t,s} v_s
+    recurrent  (O(T))             W_t = W_{t-1} + v_t k_t^T,  W_0 = 0,  y_t = W_t q_t
+The recurrent state W_t (D_v x D_k) is the "fast weight" matrix; the gated RNN of Eq. 2 reproduces it
+neuron by neuron in the paper's construction (Sec. 3, Fig. 1).
+
+Glossary: B batch, T time, D input features, D_k key/query features, D_v value (= output) features.
+Weights act on column vectors as in the paper: W_V (D_v, D), W_K (D_k, D), W_Q (D_k, D). The paper uses
+square D x D matrices; rectangular ones are the extension it mentions.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validate import check_array, check_choice, check_positive_int
+from ._contract import Example
+
+__all__ = ["init", "forward", "backward", "step_forward", "examples", "MODES"]
+
+MODES = ("parallel", "recurrent")
+
+
+class Cache(NamedTuple):
+    mode: str
+    x: np.ndarray  # (B, T, D)
+    q: np.ndarray  # (B, T, D_k)
+    k: np.ndarray  # (B, T, D_k)
+    v: np.ndarray  # (B, T, D_v)
+    A: np.ndarray | None  # (B, T, T) masked scores A_{t,s} = k_s . q_t (parallel form only)
+    W: np.ndarray | None  # (B, T, D_v, D_k) states W_t after each step (recurrent form only)
+
+
+def init(rng, D, D_k=None, D_v=None):
+    """W_V (D_v, D), W_K (D_k, D), W_Q (D_k, D), entries N(0, 1/D). D_k and D_v default to D (the paper)."""
+    D = check_positive_int("D", D)
+    D_k = D if D_k is None else check_positive_int("D_k", D_k)
+    D_v = D if D_v is None else check_positive_int("D_v", D_v)
+    s = 1.0 / np.sqrt(D)
+    return {"W_V": s * rng.standard_normal((D_v, D)),
+            "W_K": s * rng.standard_normal((D_k, D)),
+            "W_Q": s * rng.standard_normal((D_k, D))}
+
+
+def _check_params(params):
+    W_V = check_array("W_V", params["W_V"], ndim=2)
+    W_K = check_array("W_K", params["W_K"], (None, W_V.shape[1]), names=("D_k", "D"))
+    check_array("W_Q", params["W_Q"], W_K.shape, names=("D_k", "D"))
+
+
+def _check(params, x):
+    _check_params(params)
+    check_array("x", x, (None, None, params["W_V"].shape[1]), names=("B", "T", "D"))
+    if x.shape[1] < 1:
+        raise ValueError(f"x must have at least one time step (axis 1), got shape {x.shape}")
+
+
+def step_forward(params, W_prev, x_t):
+    """One step of the recurrent form.
+
+    Args:
+        W_prev: (B, D_v, D_k) state W_{t-1} (zeros at t = 1).
+        x_t: (B, D) input at step t.
+    Returns:
+        (y_t, W_t): (B, D_v) output and (B, D_v, D_k) state, W_t = W_{t-1} + v_t k_t^T, y_t = W_t q_t.
+    """
+    _check_params(params)
+    D_v, D, D_k = params["W_V"].shape + params["W_K"].shape[:1]
+    B = check_array("x_t", x_t, (None, D), names=("B", "D")).shape[0]
+    check_array("W_prev", W_prev, (B, D_v, D_k), names=("B", "D_v", "D_k"))
+    v = x_t @ params["W_V"].T
+    k = x_t @ params["W_K"].T
+    q = x_t @ params["W_Q"].T
+    W_t = W_prev + v[:, :, None] * k[:, None, :]
+    return np.einsum("bvk,bk->bv", W_t, q), W_t
+
+
+def forward(params, x, mode="parallel"):
+    """y_t = Σ_{t'<=t} v_t' k_t'^T q_t (Eq. 1).
+
+    Args:
+        params: W_V (D_v, D), W_K (D_k, D), W_Q (D_k, D).
+        x: (B, T, D) inputs.
+        mode: "parallel" (T x T masked score matrix) or "recurrent" (state W_t, one step at a time).
+    Returns:
+        y: (B, T, D_v), and the cache for ``backward``.
+    """
+    _check(params, x)
+    check_choice("mode", mode, MODES)
+    q = x @ params["W_Q"].T  # (B, T, D_k)
+    k = x @ params["W_K"].T
+    v = x @ params["W_V"].T  # (B, T, D_v)
+    if mode == "parallel":
+        A = np.tril(q @ k.transpose(0, 2, 1))  # causal mask: A_{t,s} = 0 for s > t
+        return A @ v, Cache(mode, x, q, k, v, A, None)
+    B, T, _ = x.shape
+    W = np.empty((B, T, v.shape[2], k.shape[2]), dtype=np.result_type(q, v))
+    y = np.empty((B, T, v.shape[2]), dtype=W.dtype)
+    W_t = np.zeros((B, v.shape[2], k.shape[2]), dtype=W.dtype)
+    for t in range(T):
+        W_t = W_t + v[:, t, :, None] * k[:, t, None, :]
+        W[:, t] = W_t
+        y[:, t] = np.einsum("bvk,bk->bv", W_t, q[:, t])
+    return y, Cache(mode, x, q, k, v, None, W)
+
+
+def backward(params, cache, dy):
+    """Gradients of ``forward`` in either mode.
+
+    Args:
+        cache: from ``forward``; dy: (B, T, D_v) dL/dy.
+    Returns:
+        dx (B, T, D) and grads {W_V, W_K, W_Q} of the params' shapes.
+    """
+    x, q, k, v = cache.x, cache.q, cache.k, cache.v
+    check_array("dy", dy, v.shape, names=("B", "T", "D_v"))
+    if cache.mode == "parallel":
+        # 2. y = A v
+        dA = np.tril(dy @ v.transpose(0, 2, 1))  # entries above the diagonal never reached y
+        dv = cache.A.transpose(0, 2, 1) @ dy
+        # 1. A = tril(q k^T)
+        dq = dA @ k
+        dk = dA.transpose(0, 2, 1) @ q
+    else:
+        # BPTT through the state. G is dL/dW_t accumulated from every later output, since W_t enters
+        # W_{t+1}, W_{t+2}, ... with coefficient 1.
+        dq = np.empty_like(q)
+        dk = np.empty_like(k)
+        dv = np.empty_like(v)
+        G = np.zeros(cache.W.shape[:1] + cache.W.shape[2:], dtype=cache.W.dtype)  # (B, D_v, D_k)
+        for t in reversed(range(x.shape[1])):
+            # 2. y_t = W_t q_t
+            dq[:, t] = np.einsum("bvk,bv->bk", cache.W[:, t], dy[:, t])
+            G = G + dy[:, t, :, None] * q[:, t, None, :]
+            # 1. W_t = W_{t-1} + v_t k_t^T
+            dv[:, t] = np.einsum("bvk,bk->bv", G, k[:, t])
+            dk[:, t] = np.einsum("bvk,bv->bk", G, v[:, t])
+    # 0. q, k, v = W_Q x, W_K x, W_V x
+    grads = {"W_V": np.einsum("btv,btd->vd", dv, x),
+             "W_K": np.einsum("btk,btd->kd", dk, x),
+             "W_Q": np.einsum("btk,btd->kd", dq, x)}
+    dx = dq @ params["W_Q"] + dk @ params["W_K"] + dv @ params["W_V"]
+    return dx, grads
+
+
+def examples(rng):
+    """Tiny float64 cases in both modes: T = 1, odd T, rectangular D_k != D_v."""
+    out = []
+    for mode in MODES:
+        for name, B, T, D, D_k, D_v in [("T1", 2, 1, 3, None, None), ("T5", 2, 5, 3, None, None),
+                                        ("rect-T4", 1, 4, 3, 2, 4)]:
+            out.append(Example(f"{mode}-{name}", init(rng, D, D_k, D_v), rng.standard_normal((B, T, D)),
+                               {"mode": mode}))
+    return out

@@ -1,0 +1,215 @@
+"""Causal single-head softmax attention, in transformer (parallel) mode and in RNN mode.
+
+Vaswani et al. (2017), "Attention is all you need", Sec. 3.2.1 (scaled dot-product attention), with the
+causal mask of the decoder:
+
+    q_t = W_Q x_t,  k_t = W_K x_t,  v_t = W_V x_t
+    a_{t,s} = q_t . k_s / sqrt(D_k)                                 for s <= t
+    o_t = Σ_{s<=t} softmax_s(a_{t,.}) v_s = Σ_{s<=t} exp(a_{t,s}) v_s / Σ_{s<=t} exp(a_{t,s})
+    y_t = W_O o_t   (only when the params hold W_O; otherwise y_t = o_t)
+
+RNN mode follows Katharopoulos et al. (2020), "Transformers are RNNs", Sec. 3.2 (Eq. 2-3) and 3.4: with a
+similarity sim(q, k) = φ(q)^T φ(k), causal attention is an RNN whose state is the pair
+S_t = Σ_{s<=t} φ(k_s) v_s^T (numerator) and z_t = Σ_{s<=t} φ(k_s) (denominator), both independent of the
+query. For softmax, sim(q, k) = exp(q . k / sqrt(D_k)) has an infinite-dimensional feature map, so no finite
+S_t exists. What the RNN carries from step to step here is therefore, precisely:
+
+    state after step t = (K_t, V_t) = ((k_1, ..., k_t), (v_1, ..., v_t))      (B, t, D_k), (B, t, D_v)
+
+(the "KV cache"; it grows by one key and one value per step). The output at step t reads the state with the
+new query q_t by a second recurrence over s = 1..t that keeps the numerator n, the denominator z and a
+running max m so that no exponential overflows (the "online softmax" of Milakov & Gimelshein, 2018):
+
+    m_s = max(m_{s-1}, a_{t,s})
+    n_s = exp(m_{s-1} - m_s) n_{s-1} + exp(a_{t,s} - m_s) v_s          (numerator,   D_v)
+    z_s = exp(m_{s-1} - m_s) z_{s-1} + exp(a_{t,s} - m_s)              (denominator, scalar)
+    o_t = n_t / z_t,    with m_0 = -inf, n_0 = 0, z_0 = 0.
+
+Both n and z are scaled by the same exp(-m_s), which cancels in the ratio, so o_t equals the parallel form.
+
+Glossary: B batch, T time, D input features, D_k key/query features, D_v value features, D_out output features.
+Weights act on column vectors: W_Q (D_k, D), W_K (D_k, D), W_V (D_v, D), W_O (D_out, D_v).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validate import check_array, check_choice, check_positive_int
+from ._contract import Example
+
+__all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
+
+MODES = ("parallel", "rnn")
+
+
+class KVState(NamedTuple):
+    """The RNN-mode state after t steps: every key and value so far."""
+    K: np.ndarray  # (B, t, D_k)
+    V: np.ndarray  # (B, t, D_v)
+
+
+class Cache(NamedTuple):
+    x: np.ndarray  # (B, T, D)
+    q: np.ndarray  # (B, T, D_k)
+    k: np.ndarray  # (B, T, D_k)
+    v: np.ndarray  # (B, T, D_v)
+    P: np.ndarray  # (B, T, T) attention weights P_{t,s}, zero for s > t
+    o: np.ndarray  # (B, T, D_v) attention output before W_O
+
+
+def init(rng, D, D_k=None, D_v=None, D_out=None, output_projection=False):
+    """W_Q, W_K (D_k, D), W_V (D_v, D), entries N(0, 1/D); W_O (D_out, D_v), N(0, 1/D_v), if
+    ``output_projection``. D_k, D_v, D_out default to D."""
+    D = check_positive_int("D", D)
+    D_k = D if D_k is None else check_positive_int("D_k", D_k)
+    D_v = D if D_v is None else check_positive_int("D_v", D_v)
+    s = 1.0 / np.sqrt(D)
+    params = {"W_Q": s * rng.standard_normal((D_k, D)),
+              "W_K": s * rng.standard_normal((D_k, D)),
+              "W_V": s * rng.standard_normal((D_v, D))}
+    if output_projection:
+        D_out = D if D_out is None else check_positive_int("D_out", D_out)
+        params["W_O"] = rng.standard_normal((D_out, D_v)) / np.sqrt(D_v)
+    elif D_out is not None:
+        raise ValueError("D_out must be None unless output_projection=True")
+    return params
+
+
+def _check_params(params):
+    keys = set(params)
+    if keys not in ({"W_Q", "W_K", "W_V"}, {"W_Q", "W_K", "W_V", "W_O"}):
+        raise ValueError(f"params must have keys W_Q, W_K, W_V and optionally W_O, got {sorted(keys)}")
+    W_Q = check_array("W_Q", params["W_Q"], ndim=2)
+    check_array("W_K", params["W_K"], W_Q.shape, names=("D_k", "D"))
+    W_V = check_array("W_V", params["W_V"], (None, W_Q.shape[1]), names=("D_v", "D"))
+    if "W_O" in params:
+        check_array("W_O", params["W_O"], (None, W_V.shape[0]), names=("D_out", "D_v"))
+
+
+def _project(params, x):
+    return x @ params["W_Q"].T, x @ params["W_K"].T, x @ params["W_V"].T
+
+
+def _read(q_t, K, V):
+    """Online-softmax readout of the state (K, V) by the query q_t.
+
+    q_t: (B, D_k); K: (B, t, D_k); V: (B, t, D_v). Returns o_t (B, D_v) and the weights p (B, t).
+    """
+    a = np.einsum("bk,bsk->bs", q_t, K) / np.sqrt(K.shape[2])  # (B, t)
+    B = q_t.shape[0]
+    m = np.full((B, 1), -np.inf, dtype=a.dtype)
+    n = np.zeros((B, V.shape[2]), dtype=np.result_type(a, V))
+    z = np.zeros((B, 1), dtype=a.dtype)
+    for s in range(K.shape[1]):
+        m_new = np.maximum(m, a[:, s:s + 1])
+        decay = np.exp(m - m_new)  # exp(-inf) = 0 at s = 0: the empty sums vanish
+        w = np.exp(a[:, s:s + 1] - m_new)
+        n = decay * n + w * V[:, s]
+        z = decay * z + w
+        m = m_new
+    # The weights of the backward, exp(a_s - m_t) / z_t, from the final running max and denominator.
+    return n / z, np.exp(a - m) / z
+
+
+def step_forward(params, state, x_t):
+    """One RNN-mode step: append k_t, v_t to the state, then read it with q_t.
+
+    Args:
+        state: KVState after t-1 steps, or None before the first step.
+        x_t: (B, D) input at step t.
+    Returns:
+        (y_t, state): (B, D_out) output (D_v without W_O) and the KVState after t steps.
+    """
+    _check_params(params)
+    x_t = check_array("x_t", x_t, (None, params["W_Q"].shape[1]), names=("B", "D"))
+    q, k, v = _project(params, x_t)
+    if state is None:
+        state = KVState(k[:, None], v[:, None])
+    else:
+        check_array("state.K", state.K, (x_t.shape[0], None, k.shape[1]), names=("B", "t", "D_k"))
+        check_array("state.V", state.V, (x_t.shape[0], state.K.shape[1], v.shape[1]), names=("B", "t", "D_v"))
+        state = KVState(np.concatenate([state.K, k[:, None]], axis=1),
+                        np.concatenate([state.V, v[:, None]], axis=1))
+    o, _ = _read(q, state.K, state.V)
+    return (o @ params["W_O"].T if "W_O" in params else o), state
+
+
+def forward(params, x, mode="parallel"):
+    """Causal softmax attention.
+
+    Args:
+        params: W_Q (D_k, D), W_K (D_k, D), W_V (D_v, D), optional W_O (D_out, D_v).
+        x: (B, T, D) inputs.
+        mode: "parallel" (masked T x T score matrix, row-wise stable softmax) or "rnn" (one step at a
+            time, state = keys and values so far, online-softmax readout; see the module docstring).
+    Returns:
+        y: (B, T, D_out), or (B, T, D_v) without W_O; and the cache for ``backward`` (same for both modes).
+    """
+    _check_params(params)
+    check_array("x", x, (None, None, params["W_Q"].shape[1]), names=("B", "T", "D"))
+    if x.shape[1] < 1:
+        raise ValueError(f"x must have at least one time step (axis 1), got shape {x.shape}")
+    check_choice("mode", mode, MODES)
+    q, k, v = _project(params, x)
+    T = x.shape[1]
+    if mode == "parallel":
+        a = q @ k.transpose(0, 2, 1) / np.sqrt(k.shape[2])  # (B, T, T)
+        a = np.where(np.tri(T, dtype=bool), a, -np.inf)
+        E = np.exp(a - a.max(axis=2, keepdims=True))  # the diagonal is never masked: the max is finite
+        P = E / E.sum(axis=2, keepdims=True)
+        o = P @ v
+    else:
+        # The state after step t is the prefix (k[:, :t+1], v[:, :t+1]); step_forward builds it by appending.
+        P = np.zeros((x.shape[0], T, T), dtype=q.dtype)
+        o = np.empty(q.shape[:2] + v.shape[2:], dtype=np.result_type(q, v))
+        for t in range(T):
+            o[:, t], P[:, t, :t + 1] = _read(q[:, t], k[:, :t + 1], v[:, :t + 1])
+    y = o @ params["W_O"].T if "W_O" in params else o
+    return y, Cache(x, q, k, v, P, o)
+
+
+def backward(params, cache, dy):
+    """Gradients of ``forward`` (either mode; both leave the same cache).
+
+    Args:
+        cache: from ``forward``; dy: (B, T, D_out) dL/dy ((B, T, D_v) without W_O).
+    Returns:
+        dx (B, T, D) and grads with the keys of params.
+    """
+    x, q, k, v, P, o = cache
+    grads = {}
+    # 3. y = W_O o
+    if "W_O" in params:
+        check_array("dy", dy, o.shape[:2] + params["W_O"].shape[:1], names=("B", "T", "D_out"))
+        grads["W_O"] = np.einsum("bty,btv->yv", dy, o)
+        do = dy @ params["W_O"]
+    else:
+        check_array("dy", dy, o.shape, names=("B", "T", "D_v"))
+        do = dy
+    # 2. o = P v
+    dP = do @ v.transpose(0, 2, 1)
+    dv = P.transpose(0, 2, 1) @ do
+    # 1. P = softmax(a) row-wise; masked entries have P = 0, so they get no gradient.
+    da = P * (dP - np.sum(P * dP, axis=2, keepdims=True))
+    da /= np.sqrt(k.shape[2])  # a = q k^T / sqrt(D_k)
+    dq = da @ k
+    dk = da.transpose(0, 2, 1) @ q
+    # 0. q, k, v = W_Q x, W_K x, W_V x
+    grads["W_Q"] = np.einsum("btk,btd->kd", dq, x)
+    grads["W_K"] = np.einsum("btk,btd->kd", dk, x)
+    grads["W_V"] = np.einsum("btv,btd->vd", dv, x)
+    dx = dq @ params["W_Q"] + dk @ params["W_K"] + dv @ params["W_V"]
+    return dx, grads
+
+
+def examples(rng):
+    """Tiny float64 cases in both modes: T = 1, odd T, rectangular sizes with W_O."""
+    out = []
+    for mode in MODES:
+        out.append(Example(f"{mode}-T1", init(rng, 3), rng.standard_normal((2, 1, 3)), {"mode": mode}))
+        out.append(Example(f"{mode}-T5", init(rng, 3), rng.standard_normal((2, 5, 3)), {"mode": mode}))
+        out.append(Example(f"{mode}-WO-T4", init(rng, 3, D_k=2, D_v=4, D_out=2, output_projection=True),
+                           rng.standard_normal((1, 4, 3)), {"mode": mode}))
+    return out

@@ -1,0 +1,188 @@
+"""Linear self-attention (Zucchet et al. Eq. 1) and causal softmax attention (transformer mode = RNN mode)."""
+import numpy as np
+import pytest
+
+from minimal.cells import lsa, softmax_attention as sa
+from minimal.gradcheck import TOLERANCE, check_cell, rel_error
+
+MODULES = {"lsa": lsa, "softmax_attention": sa}
+CASES = [(name, i) for name, mod in MODULES.items() for i in range(len(mod.examples(np.random.default_rng(0))))]
+
+
+@pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_backward_matches_finite_differences(name, i):
+    module = MODULES[name]
+    ex = module.examples(np.random.default_rng(0))[i]
+    errors = check_cell(module, ex)
+    assert set(errors) == {"x"} | set(ex.params)
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+def test_examples_cover_T1_and_an_odd_T_in_every_mode():
+    for module in MODULES.values():
+        exs = module.examples(np.random.default_rng(0))
+        for mode in module.MODES:
+            Ts = {ex.x.shape[1] for ex in exs if ex.kwargs["mode"] == mode}
+            assert 1 in Ts and any(T % 2 == 1 and T > 1 for T in Ts)
+
+
+# ---------------------------------------------------------------- linear self-attention
+
+@pytest.mark.parametrize("D_k,D_v", [(None, None), (2, 5)])
+def test_lsa_parallel_form_equals_recurrent_form(rng, D_k, D_v):
+    params = lsa.init(rng, 4, D_k, D_v)
+    x = rng.standard_normal((3, 9, 4))
+    y_par, c_par = lsa.forward(params, x)
+    y_rec, c_rec = lsa.forward(params, x, mode="recurrent")
+    assert rel_error(y_rec, y_par) <= 1e-12
+    dy = rng.standard_normal(y_par.shape)
+    dx_par, g_par = lsa.backward(params, c_par, dy)
+    dx_rec, g_rec = lsa.backward(params, c_rec, dy)
+    assert rel_error(dx_rec, dx_par) <= 1e-12
+    for key in params:
+        assert rel_error(g_rec[key], g_par[key]) <= 1e-12
+
+
+def test_lsa_step_by_step_equals_forward_and_state_is_sum_of_outer_products(rng):
+    params = lsa.init(rng, 3)
+    x = rng.standard_normal((2, 6, 3))
+    W = np.zeros((2, 3, 3))
+    ys = []
+    for t in range(6):
+        y_t, W = lsa.step_forward(params, W, x[:, t])
+        ys.append(y_t)
+    assert rel_error(np.stack(ys, axis=1), lsa.forward(params, x)[0]) <= 1e-12
+    v, k = x @ params["W_V"].T, x @ params["W_K"].T
+    assert rel_error(W, np.einsum("btv,btk->bvk", v, k)) <= 1e-12  # W_T = sum_t v_t k_t^T
+
+
+def test_lsa_by_hand_with_identity_weights():
+    # W_V = W_K = W_Q = I: y_t = sum_{s<=t} x_s (x_s . x_t).
+    x = np.array([[[1.0, 0.0], [1.0, 2.0], [0.0, -1.0]]])
+    params = {name: np.eye(2) for name in ("W_V", "W_K", "W_Q")}
+    y, _ = lsa.forward(params, x)
+    expected = np.array([[[1.0, 0.0],                         # x1 (x1.x1 = 1)
+                          [1.0 + 5.0, 10.0],                  # x1 (x1.x2 = 1) + x2 (x2.x2 = 5)
+                          [-2.0 + 0.0, -4.0 - 1.0]]])          # x1 (0) + x2 (-2) + x3 (1)
+    np.testing.assert_allclose(y, expected, rtol=0, atol=1e-15)
+
+
+def test_lsa_is_causal(rng):
+    params = lsa.init(rng, 3)
+    x = rng.standard_normal((1, 7, 3))
+    x2 = x.copy()
+    x2[:, 4:] += 1.0
+    y, _ = lsa.forward(params, x)
+    y2, _ = lsa.forward(params, x2)
+    np.testing.assert_array_equal(y[:, :4], y2[:, :4])
+    assert not np.allclose(y[:, 4:], y2[:, 4:])
+
+
+# ---------------------------------------------------------------- softmax attention
+
+@pytest.mark.parametrize("kw", [{}, {"D_k": 2, "D_v": 5, "D_out": 3, "output_projection": True}])
+def test_softmax_transformer_mode_equals_rnn_mode(rng, kw):
+    params = sa.init(rng, 4, **kw)
+    x = rng.standard_normal((2, 9, 4))
+    y_par, c_par = sa.forward(params, x)
+    y_rnn, c_rnn = sa.forward(params, x, mode="rnn")
+    assert rel_error(y_rnn, y_par) <= 1e-12
+    assert rel_error(c_rnn.P, c_par.P) <= 1e-12
+
+
+def test_softmax_rnn_mode_is_stable_where_exp_of_the_scores_overflows(rng):
+    params = {k: 40.0 * w for k, w in sa.init(rng, 4).items()}
+    x = 3.0 * rng.standard_normal((2, 7, 4))
+    y_par, c = sa.forward(params, x)
+    scores = c.q @ c.k.transpose(0, 2, 1) / np.sqrt(4)
+    assert np.max(np.tril(scores)) > 800  # exp() of this overflows float64
+    y_rnn, _ = sa.forward(params, x, mode="rnn")
+    assert np.all(np.isfinite(y_par))
+    assert rel_error(y_rnn, y_par) <= 1e-12
+
+
+def test_softmax_step_by_step_state_is_the_growing_list_of_keys_and_values(rng):
+    params = sa.init(rng, 3, output_projection=True)
+    x = rng.standard_normal((2, 5, 3))
+    state, ys = None, []
+    for t in range(5):
+        y_t, state = sa.step_forward(params, state, x[:, t])
+        assert state.K.shape == (2, t + 1, 3) and state.V.shape == (2, t + 1, 3)
+        ys.append(y_t)
+    assert rel_error(np.stack(ys, axis=1), sa.forward(params, x)[0]) <= 1e-12
+    np.testing.assert_array_equal(state.K, x @ params["W_K"].T)
+    np.testing.assert_array_equal(state.V, x @ params["W_V"].T)
+
+
+def test_softmax_weights_are_a_causal_distribution(rng):
+    params = sa.init(rng, 3)
+    _, c = sa.forward(params, rng.standard_normal((2, 6, 3)))
+    np.testing.assert_allclose(c.P.sum(axis=2), 1.0, rtol=0, atol=1e-15)
+    causal = np.tri(6, dtype=bool)
+    assert np.all(c.P[:, ~causal] == 0) and np.all(c.P[:, causal] > 0)
+
+
+@pytest.mark.parametrize("mode", sa.MODES)
+def test_softmax_with_zero_queries_averages_the_values(rng, mode):
+    # q = 0 makes every score 0: uniform attention, o_t = mean_{s<=t} v_s; at t = 1, o_1 = v_1.
+    params = sa.init(rng, 3)
+    params["W_Q"][:] = 0.0
+    x = rng.standard_normal((2, 4, 3))
+    y, _ = sa.forward(params, x, mode=mode)
+    v = x @ params["W_V"].T
+    expected = np.cumsum(v, axis=1) / np.arange(1, 5)[None, :, None]
+    np.testing.assert_allclose(y, expected, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(y[:, 0], v[:, 0], rtol=1e-15, atol=0)
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("module", [lsa, sa], ids=["lsa", "softmax_attention"])
+def test_bad_inputs_name_the_argument(rng, module):
+    params = module.init(rng, 3)
+    x = rng.standard_normal((2, 4, 3))
+    with pytest.raises(ValueError, match=r"^x must have shape \(B, T, D=3\)"):
+        module.forward(params, x[..., :2])
+    with pytest.raises(ValueError, match=r"^x must have shape"):
+        module.forward(params, x[0])
+    with pytest.raises(ValueError, match=r"^x must have at least one time step"):
+        module.forward(params, x[:, :0])
+    with pytest.raises(ValueError, match=r"^x must have a floating dtype"):
+        module.forward(params, x.astype(int))
+    with pytest.raises(ValueError, match=r"^x contains NaN"):
+        module.forward(params, np.where(x > 1, np.nan, x))
+    with pytest.raises(ValueError, match=r"^mode must be one of"):
+        module.forward(params, x, mode="chunked")
+    with pytest.raises(ValueError, match=r"^W_K must have shape \(D_k(=3)?, D=3\)"):
+        module.forward({**params, "W_K": params["W_K"][:, :2]}, x)
+    with pytest.raises(ValueError, match=r"^W_[QK] must have shape \(D_k=[23], D=3\)"):  # whichever disagrees first
+        module.forward({**params, "W_Q": params["W_Q"][:2]}, x)
+    with pytest.raises(ValueError, match=r"^D must be an integer >= 1"):
+        module.init(rng, 0)
+    y, cache = module.forward(params, x)
+    with pytest.raises(ValueError, match=r"^dy must have shape"):
+        module.backward(params, cache, y[:, :-1])
+
+
+def test_lsa_step_forward_checks_its_state(rng):
+    params = lsa.init(rng, 3, D_k=2)
+    with pytest.raises(ValueError, match=r"^W_prev must have shape \(B=2, D_v=3, D_k=2\)"):
+        lsa.step_forward(params, np.zeros((2, 3, 3)), rng.standard_normal((2, 3)))
+    with pytest.raises(ValueError, match=r"^x_t must have shape \(B, D=3\)"):
+        lsa.step_forward(params, np.zeros((2, 3, 2)), rng.standard_normal((2, 1, 3)))
+
+
+def test_softmax_attention_checks_params_and_state(rng):
+    params = sa.init(rng, 3, output_projection=True)
+    x = rng.standard_normal((1, 2, 3))
+    with pytest.raises(ValueError, match=r"^params must have keys W_Q, W_K, W_V"):
+        sa.forward({k: w for k, w in params.items() if k != "W_V"}, x)
+    with pytest.raises(ValueError, match=r"^W_O must have shape \(D_out, D_v=3\)"):
+        sa.forward({**params, "W_O": params["W_O"][:, :2]}, x)
+    with pytest.raises(ValueError, match=r"^D_out must be None"):
+        sa.init(rng, 3, D_out=2)
+    _, state = sa.step_forward(params, None, x[:, 0])
+    with pytest.raises(ValueError, match=r"^state.K must have shape"):
+        sa.step_forward(params, sa.KVState(state.K[..., :2], state.V), x[:, 1])
+    with pytest.raises(ValueError, match=r"^x_t must have shape"):
+        sa.step_forward(params, state, x)
