@@ -1,20 +1,29 @@
 """Linear-recurrence scans: h_t = a_t * h_{t-1} + b_t along the time axis (axis 1).
 
-Shapes: ``a``, ``b`` and the result ``h`` are (B, T, ...) with the same shape; ``h0`` is (B, ...) or None
-(meaning zeros). Time is axis 1; the trailing axes (channels) are contiguous.
+Glossary: B batch, T time (axis 1), C channels = the product of the trailing axes, which stay contiguous.
+Shapes: ``a``, ``b`` and the result ``h`` are (B, T, ...) with one shape and one dtype (float32 or float64);
+``h0`` is (B, ...) or None (meaning zeros). We write h[:, t] for the state after step t (0-based), so
+h[:, 0] = a[:, 0] * h0 + b[:, 0].
 
-Methods:
+Methods (``method=``):
     "sequential"  the plain loop over t, the reference every other method is tested against.
-    "blelloch"    the work-efficient up-sweep/down-sweep scan over pairs (a, b) with the associative
-                  operator (a1, b1) ∘ (a2, b2) = (a1 a2, a2 b1 + b2) (Blelloch 1990), compiled with Numba.
-Log space (Heinsen 2023, used by minGRU/minLSTM): for positive a, b, h0,
-    log h_t = a*_t + logcumsumexp_{s<=t}(log b_s − a*_s),   a*_t = Σ_{s<=t} log a_s,
-with log h0 entering as an extra term at s = 0.
+    "blelloch"    the work-efficient up-sweep/down-sweep scan over pairs (a, b) with the associative operator
+                  (a1, b1) ∘ (a2, b2) = (a1 a2, a2 b1 + b2)  (pair 1 earlier in time; Blelloch 1990, Sec. 1.4),
+                  2(T - 1) operator applications in place, any T (not only powers of two).
+Backends (``backend=``):
+    "numpy"  sequential = the reference loop; blelloch = the teaching version, one strided NumPy op per level.
+    "numba"  compiled loops (``minimal._scan_numba``), time outer, contiguous channel axis inner.
+    "cuda"   delegates to ``cuda_kernels.scan`` (imported only when asked for).
 
-Backward (vector-Jacobian product): given g_T = dL/dh_T + ..., the adjoint is itself a linear scan in
-reverse time,
-    g_t = dL/dh_t + a_{t+1} g_{t+1},   dL/db_t = g_t,   dL/da_t = g_t h_{t-1},   dL/dh0 = a_1 g_1,
-so every backward reuses the forward kernels on time-reversed inputs.
+Log space (Heinsen 2023, "Efficient parallelization of a ubiquitous sequential computation", Sec. 2; used by
+minGRU/minLSTM in Feng et al., "Were RNNs All We Needed?", App. B) for positive a, b, h0:
+    log h_t = a*_t + logcumsumexp_{s<=t}(log b_s − a*_s),   a*_t = Σ_{s<=t} log a_s,
+with log h0 entering as an extra leading term of the logcumsumexp.
+
+Backward (vector-Jacobian product): the adjoint is itself a linear scan in reverse time,
+    g_t = dL/dh_t + a_{t+1} g_{t+1}  (g_{T-1} = dL/dh_{T-1}),
+    dL/db_t = g_t,   dL/da_t = g_t h_{t-1},   dL/dh0 = a_0 g_0,
+so every backward reuses the forward's algorithm on time-reversed, shifted coefficients.
 """
 from __future__ import annotations
 
@@ -22,14 +31,19 @@ import numpy as np
 
 from .validate import check_array, check_choice, check_same_shape
 
-__all__ = ["linear_scan", "linear_scan_backward", "sequential_scan"]
+__all__ = ["linear_scan", "linear_scan_backward", "sequential_scan", "blelloch_scan_numpy", "log_scan",
+           "log_scan_backward", "METHODS", "BACKENDS"]
 
 METHODS = ("sequential", "blelloch")
+BACKENDS = ("numpy", "numba", "cuda")
+LOG_BACKENDS = ("numpy", "numba")
 
 
 def _check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", kind="f"):
     check_array(a_name, a, min_ndim=2, kind=kind)
     check_array(b_name, b, min_ndim=2, kind=kind)
+    if a.dtype not in (np.float32, np.float64):
+        raise ValueError(f"{a_name} must be float32 or float64, got {a.dtype}")
     check_same_shape(b_name, b, a_name, a)
     if a.dtype != b.dtype:
         raise ValueError(f"{b_name} must have the dtype of {a_name} ({a.dtype}), got {b.dtype}")
@@ -45,6 +59,38 @@ def _check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", kind="f")
             raise ValueError(f"{h0_name} must have the dtype of {a_name} ({a.dtype}), got {h0.dtype}")
 
 
+def _check_same_dtype(name, x, ref_name, ref):
+    if x.dtype != ref.dtype:
+        raise ValueError(f"{name} must have the dtype of {ref_name} ({ref.dtype}), got {x.dtype}")
+
+
+def _cuda():
+    """``cuda_kernels.scan``, imported only when the CUDA backend is asked for."""
+    try:
+        import cuda_kernels.scan as cuda_scan
+    except ImportError as e:
+        raise ValueError(f"backend='cuda' needs the module cuda_kernels.scan, which could not be imported "
+                         f"({e}); use backend='numba' or 'numpy'") from e
+    return cuda_scan
+
+
+def _as_btc(x):
+    """(B, T, ...) -> a C-contiguous (B, T, C) view (a copy only if x is not contiguous)."""
+    return np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], -1)
+
+
+def _as_bc(x, like):
+    """(B, ...) or None -> a C-contiguous (B, C) array; None becomes zeros."""
+    B, C = like.shape[0], like.shape[2]
+    if x is None:
+        return np.zeros((B, C), dtype=like.dtype)
+    return np.ascontiguousarray(x).reshape(B, C)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# NumPy: the reference loop and the teaching Blelloch scan
+# ---------------------------------------------------------------------------------------------------------
+
 def sequential_scan(a, b, h0=None):
     """Reference loop. a, b: (B, T, ...); h0: (B, ...) or None. Returns h: (B, T, ...)."""
     h = np.empty_like(b)
@@ -55,44 +101,188 @@ def sequential_scan(a, b, h0=None):
     return h
 
 
-def linear_scan(a, b, h0=None, method="blelloch"):
-    """h_t = a_t * h_{t-1} + b_t, h_0 = h0 (zeros if None).
+def blelloch_scan_numpy(a, b, h0=None):
+    """Work-efficient scan, one vectorised strided op per level (teaching version). Shapes as ``linear_scan``.
+
+    h0 is folded into the first pair, b_0 <- a_0 h0 + b_0, so the scan itself starts from zero.
+    Up-sweep, d = 1, 2, 4, ...: pair k = 2d-1, 4d-1, ... absorbs pair k-d, after which pair k holds the
+    reduction of the 2d steps (k-2d, k].
+    Down-sweep, d = ..., 2, 1: pair k = 3d-1, 5d-1, ... (holding the steps (k-d, k]) absorbs the complete
+    prefix at k-d. Only the b half is needed there (a2 b1 + b2 uses the later pair's a), so the prefix
+    products of a are never formed. Lengths that are not powers of two need no padding: a level simply has
+    fewer pairs.
+    """
+    T = a.shape[1]
+    A = a.copy()
+    H = b.copy()
+    if h0 is not None:
+        H[:, 0] += a[:, 0] * h0
+    d = 1
+    while d < T:  # up-sweep
+        right, left = slice(2 * d - 1, T, 2 * d), slice(d - 1, T - d, 2 * d)
+        H[:, right] += A[:, right] * H[:, left]
+        A[:, right] *= A[:, left]
+        d *= 2
+    d //= 2
+    while d >= 1:  # down-sweep
+        right, left = slice(3 * d - 1, T, 2 * d), slice(2 * d - 1, T - d, 2 * d)
+        H[:, right] += A[:, right] * H[:, left]
+        d //= 2
+    return H
+
+
+def _adjoint_numpy(a, dh, method):
+    """g_t = dh_t + a_{t+1} g_{t+1}: the forward scan on reversed time with coefficients shifted by one."""
+    a_next = np.zeros_like(a)
+    a_next[:, :-1] = a[:, 1:]
+    scan = sequential_scan if method == "sequential" else blelloch_scan_numpy
+    return scan(a_next[:, ::-1], dh[:, ::-1])[:, ::-1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The public linear scan
+# ---------------------------------------------------------------------------------------------------------
+
+def linear_scan(a, b, h0=None, method="blelloch", backend="numba"):
+    """h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros if None).
 
     Args:
-        a, b: (B, T, ...) float arrays of one shape and dtype.
-        h0: (B, ...) or None.
+        a, b: (B, T, ...) float32 or float64 arrays of one shape and dtype, finite.
+        h0: (B, ...) of the same dtype, or None.
         method: "sequential" or "blelloch".
+        backend: "numpy", "numba" or "cuda".
     Returns:
         h: (B, T, ...), h[:, t] is the state after step t.
     """
-    _check_scan_inputs(a, b, h0)
     check_choice("method", method, METHODS)
-    if method == "sequential":
-        return sequential_scan(a, b, h0)
-    raise NotImplementedError("blelloch scan: in progress")
+    check_choice("backend", backend, BACKENDS)
+    _check_scan_inputs(a, b, h0)
+    if backend == "numpy":
+        return sequential_scan(a, b, h0) if method == "sequential" else blelloch_scan_numpy(a, b, h0)
+    if backend == "cuda":
+        return _cuda().linear_scan(a, b, h0, method)
+    from . import _scan_numba
+
+    a3, b3 = _as_btc(a), _as_btc(b)
+    h = (_scan_numba.sequential if method == "sequential" else _scan_numba.blelloch)(a3, b3, _as_bc(h0, a3))
+    return h.reshape(a.shape)
 
 
-def linear_scan_backward(a, h, dh, h0=None, method="blelloch"):
+def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):
     """Vector-Jacobian product of ``linear_scan``.
 
     Args:
         a: (B, T, ...) the forward's coefficients; h: (B, T, ...) the forward's output;
-        dh: (B, T, ...) dL/dh; h0: (B, ...) or None as in the forward.
+        dh: (B, T, ...) dL/dh; h0: (B, ...) or None as in the forward. All of one dtype.
+        method, backend: as in ``linear_scan`` (the adjoint scan uses the same algorithm).
     Returns:
         (da, db, dh0): dL/da and dL/db of shape (B, T, ...), dL/dh0 of shape (B, ...)
         (returned even when h0 is None, as the gradient with respect to a zero initial state).
     """
+    check_choice("method", method, METHODS)
+    check_choice("backend", backend, BACKENDS)
     _check_scan_inputs(a, h, h0, b_name="h")
     check_array("dh", dh, kind="f")
     check_same_shape("dh", dh, "h", h)
-    check_choice("method", method, METHODS)
-    # g_t = dh_t + a_{t+1} g_{t+1}: a forward scan on reversed time with coefficients shifted by one.
-    a_next = np.zeros_like(a)
-    a_next[:, :-1] = a[:, 1:]
-    g = linear_scan(a_next[:, ::-1], dh[:, ::-1], method=method)[:, ::-1]
-    h_prev = np.empty_like(h)
-    h_prev[:, 0] = 0.0 if h0 is None else h0
-    h_prev[:, 1:] = h[:, :-1]
-    da = g * h_prev
-    dh0 = a[:, 0] * g[:, 0]
-    return da, g, dh0
+    _check_same_dtype("dh", dh, "a", a)
+    if backend == "cuda":
+        return _cuda().linear_scan_backward(a, h, dh, h0, method)
+    if backend == "numpy":
+        g = _adjoint_numpy(a, dh, method)
+        h_prev = np.empty_like(h)
+        h_prev[:, 0] = 0.0 if h0 is None else h0
+        h_prev[:, 1:] = h[:, :-1]
+        return g * h_prev, g, a[:, 0] * g[:, 0]
+    from . import _scan_numba
+
+    a3, h3, dh3 = _as_btc(a), _as_btc(h), _as_btc(dh)
+    fn = _scan_numba.sequential_backward if method == "sequential" else _scan_numba.blelloch_backward
+    da, db, dh0 = fn(a3, h3, dh3, _as_bc(h0, a3))
+    return da.reshape(a.shape), db.reshape(a.shape), dh0.reshape((a.shape[0],) + a.shape[2:])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Log space (Heinsen 2023; Feng et al. App. B)
+# ---------------------------------------------------------------------------------------------------------
+
+def _check_log_inputs(log_a, log_b, log_h0):
+    _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0")
+
+
+def log_scan(log_a, log_b, log_h0=None, backend="numba"):
+    """log h for h_t = a_t h_{t-1} + b_t with a, b, h0 > 0, computed from the logs only.
+
+        log h_t = a*_t + logcumsumexp_{s<=t}(log b_s − a*_s),   a*_t = Σ_{s<=t} log a_s    (Heinsen 2023, Sec. 2)
+
+    with log h0 as an extra term at the front of the logcumsumexp (h0 = 0 when log_h0 is None).
+
+    Args:
+        log_a, log_b: (B, T, ...) finite float32/float64 arrays of one dtype.
+        log_h0: (B, ...) or None.
+        backend: "numpy" evaluates Heinsen's closed form above with cumsum and ``np.logaddexp.accumulate``
+            (as in Feng et al. App. B); "numba" computes the same values in one pass with the equivalent
+            recurrence log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which has no cancellation between
+            a*_t and the logcumsumexp (both grow like T) and so keeps its accuracy for long sequences.
+    Returns:
+        log_h: (B, T, ...).
+    """
+    check_choice("backend", backend, LOG_BACKENDS)
+    _check_log_inputs(log_a, log_b, log_h0)
+    if backend == "numba":
+        from . import _scan_numba
+
+        la, lb = _as_btc(log_a), _as_btc(log_b)
+        lh0 = None if log_h0 is None else _as_bc(log_h0, la)
+        return _scan_numba.log_scan(la, lb, lh0).reshape(log_a.shape)
+    a_star = np.cumsum(log_a, axis=1)  # (B, T, ...)
+    terms = log_b - a_star
+    if log_h0 is not None:
+        terms = np.concatenate([log_h0[:, None], terms], axis=1)
+    lcse = np.logaddexp.accumulate(terms, axis=1)
+    if log_h0 is not None:
+        lcse = lcse[:, 1:]
+    return a_star + lcse
+
+
+def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend="numba"):
+    """Vector-Jacobian product of ``log_scan`` with respect to its log inputs.
+
+    With l_t = log h_t = logaddexp(log a_t + l_{t-1}, log b_t), the local derivatives are the two shares of
+    h_t, both in [0, 1] and formed from differences of logs (never exp of a large number):
+        w_t = ∂l_t/∂l_{t-1} = ∂l_t/∂log a_t = exp(log a_t + l_{t-1} − l_t) = a_t h_{t-1} / h_t,
+        v_t = ∂l_t/∂log b_t = exp(log b_t − l_t) = b_t / h_t.
+    The adjoint G_t = dL/dl_t (total) is a reverse-time linear scan with coefficients w_{t+1} in [0, 1],
+        G_t = dlog_h_t + w_{t+1} G_{t+1},
+    and dlog_a_t = w_t G_t, dlog_b_t = v_t G_t, dlog_h0 = w_0 G_0.
+
+    Args:
+        log_a, log_b, log_h, dlog_h: (B, T, ...) of one dtype; log_h is ``log_scan``'s output.
+        log_h0: (B, ...) or None as in the forward.
+        backend: "numpy" (vectorised shares, reference reverse loop) or "numba" (one fused reverse pass).
+    Returns:
+        (dlog_a, dlog_b, dlog_h0), dlog_h0 of shape (B, ...) (zeros when log_h0 is None: h0 = 0 has w_0 = 0).
+    """
+    check_choice("backend", backend, LOG_BACKENDS)
+    _check_log_inputs(log_a, log_b, log_h0)
+    for name, x in (("log_h", log_h), ("dlog_h", dlog_h)):
+        check_array(name, x, kind="f")
+        check_same_shape(name, x, "log_a", log_a)
+        _check_same_dtype(name, x, "log_a", log_a)
+    if backend == "numba":
+        from . import _scan_numba
+
+        la, lb, lh, dlh = _as_btc(log_a), _as_btc(log_b), _as_btc(log_h), _as_btc(dlog_h)
+        lh0 = None if log_h0 is None else _as_bc(log_h0, la)
+        dla, dlb, dlh0 = _scan_numba.log_scan_backward(la, lb, lh, dlh, lh0)
+        return (dla.reshape(log_a.shape), dlb.reshape(log_a.shape),
+                dlh0.reshape((log_a.shape[0],) + log_a.shape[2:]))
+    # 1. the shares w_t and v_t; l_{-1} = log h0, or -inf (h0 = 0, w_0 = 0) when there is none
+    l_prev = np.empty_like(log_h)
+    l_prev[:, 1:] = log_h[:, :-1]
+    l_prev[:, 0] = -np.inf if log_h0 is None else log_h0
+    w = np.exp(log_a + l_prev - log_h)
+    v = np.exp(log_b - log_h)
+    # 2. the reverse-time adjoint scan
+    G = _adjoint_numpy(w, dlog_h, "sequential")
+    # 3. distribute G to the inputs
+    return w * G, v * G, w[:, 0] * G[:, 0]

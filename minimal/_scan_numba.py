@@ -1,0 +1,242 @@
+"""Numba kernels behind ``minimal.scan`` (backend="numba"). Private: call them through ``minimal.scan``.
+
+Every kernel takes C-contiguous (B, T, C) arrays (``minimal.scan`` flattens the trailing axes into C) and
+(B, C) initial states, and returns new arrays of the input's dtype (float32 or float64). Time is the outer
+loop and the contiguous channel axis the inner one, so each step is a vectorisable sweep over C: a scan
+along a strided axis is latency-bound instead (see TOOLING-NOTES). One thread: ``prange`` gave no speedup on
+the project's CPUs, so batch rows run one after another.
+
+The Blelloch kernel serves both directions. The forward scans steps t = 0 .. T-1 with coefficients a_t. The
+backward's adjoint g_t = dh_t + a_{t+1} g_{t+1} is the same scan run over j = 0 .. T-1 with time t = T-1-j
+and coefficient a_{t+1}; ``reverse=True`` maps indices that way instead of copying reversed, shifted arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sequential
+# ---------------------------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def sequential(a, b, h0):
+    """h_t = a_t h_{t-1} + b_t. a, b: (B, T, C); h0: (B, C). Returns h: (B, T, C)."""
+    B, T, C = a.shape
+    h = np.empty_like(b)
+    for i in range(B):
+        for c in range(C):
+            h[i, 0, c] = a[i, 0, c] * h0[i, c] + b[i, 0, c]
+        for t in range(1, T):
+            for c in range(C):
+                h[i, t, c] = a[i, t, c] * h[i, t - 1, c] + b[i, t, c]
+    return h
+
+
+@njit(cache=True)
+def sequential_backward(a, h, dh, h0):
+    """Reverse-time adjoint in one pass. a, h, dh: (B, T, C); h0: (B, C). Returns (da, db, dh0).
+
+    g_t = dh_t + a_{t+1} g_{t+1}; db_t = g_t; da_t = g_t h_{t-1} (h_{-1} = h0); dh0 = a_0 g_0.
+    """
+    B, T, C = a.shape
+    da = np.empty_like(a)
+    db = np.empty_like(a)
+    dh0 = np.empty_like(h0)
+    for i in range(B):
+        for c in range(C):
+            db[i, T - 1, c] = dh[i, T - 1, c]
+        for t in range(T - 2, -1, -1):
+            for c in range(C):
+                db[i, t, c] = dh[i, t, c] + a[i, t + 1, c] * db[i, t + 1, c]
+        # da in a second sweep over the row: fusing it into the loop above made that loop's body
+        # read four arrays per step, which vectorised worse.
+        for t in range(1, T):
+            for c in range(C):
+                da[i, t, c] = db[i, t, c] * h[i, t - 1, c]
+        for c in range(C):
+            da[i, 0, c] = db[i, 0, c] * h0[i, c]
+            dh0[i, c] = a[i, 0, c] * db[i, 0, c]
+    return da, db, dh0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Blelloch (work-efficient up-sweep / down-sweep)
+# ---------------------------------------------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _time(j, T, reverse):
+    """Time index of scan position j."""
+    return T - 1 - j if reverse else j
+
+
+@njit(cache=True, inline="always")
+def _coef_time(j, T, reverse):
+    """Time index of the coefficient of scan position j (the backward's coefficient is a_{t+1})."""
+    return T - j if reverse else j
+
+
+@njit(cache=True)
+def _blelloch_inplace(a, x, scratch, reverse):
+    """In-place inclusive scan of the pairs (A_j, x_j) over positions j = 0 .. T-1, for every row and channel.
+
+    a: (B, T, C) coefficients, read only (position j reads a[:, _coef_time(j)]; position 0's coefficient
+       multiplies the zero initial state and is never read).
+    x: (B, T, C) holds b on entry and h on exit (position j at time _time(j)).
+    scratch: (T // 2, C) products of a over the ranges the up-sweep forms; a range always ends at an odd
+       position j (slot j // 2), while even positions only ever need their own coefficient, read from a.
+
+    Up-sweep, d = 1, 2, 4, ...: position k = 2d-1, 4d-1, ... absorbs position k-d: with the range (k-2d, k]
+        A_k <- A_{k-d} A_k,  x_k <- A_k x_{k-d} + x_k   (x_k uses the old A_k: a2 b1 + b2).
+    Down-sweep, d = ..., 2, 1: position k = 3d-1, 5d-1, ... (range (k-d, k]) absorbs the finished prefix
+    at k-d: x_k <- A_k x_{k-d} + x_k. Prefix products of a are never needed, so A is not updated there.
+    """
+    B, T, C = x.shape
+    for i in range(B):
+        # up-sweep, d = 1: the coefficients come straight from a
+        for k in range(1, T, 2):
+            tk, tl = _time(k, T, reverse), _time(k - 1, T, reverse)
+            ck, cl = _coef_time(k, T, reverse), _coef_time(k - 1, T, reverse)
+            s = k // 2
+            if k == 1 and reverse:  # position 0 has no coefficient; its range product is never used
+                for c in range(C):
+                    x[i, tk, c] += a[i, ck, c] * x[i, tl, c]
+                    scratch[s, c] = 0.0
+            else:
+                for c in range(C):
+                    x[i, tk, c] += a[i, ck, c] * x[i, tl, c]
+                    scratch[s, c] = a[i, cl, c] * a[i, ck, c]
+        # up-sweep, d >= 2: both ranges end at odd positions, so both products are in scratch
+        d = 2
+        while d < T:
+            for k in range(2 * d - 1, T, 2 * d):
+                tk, tl = _time(k, T, reverse), _time(k - d, T, reverse)
+                sk, sl = k // 2, (k - d) // 2
+                for c in range(C):
+                    x[i, tk, c] += scratch[sk, c] * x[i, tl, c]
+                    scratch[sk, c] *= scratch[sl, c]
+            d *= 2
+        # down-sweep, d >= 2: k = 3d-1 mod 2d is odd, its range product is in scratch
+        d //= 2
+        while d >= 2:
+            for k in range(3 * d - 1, T, 2 * d):
+                tk, tl = _time(k, T, reverse), _time(k - d, T, reverse)
+                sk = k // 2
+                for c in range(C):
+                    x[i, tk, c] += scratch[sk, c] * x[i, tl, c]
+            d //= 2
+        # down-sweep, d = 1: even positions k >= 2, ranges of one step
+        for k in range(2, T, 2):
+            tk, tl = _time(k, T, reverse), _time(k - 1, T, reverse)
+            ck = _coef_time(k, T, reverse)
+            for c in range(C):
+                x[i, tk, c] += a[i, ck, c] * x[i, tl, c]
+
+
+@njit(cache=True)
+def blelloch(a, b, h0):
+    """Blelloch scan of h_t = a_t h_{t-1} + b_t. a, b: (B, T, C); h0: (B, C). Returns h: (B, T, C)."""
+    B, T, C = a.shape
+    h = b.copy()
+    # h0 folded into the first step, b_0 <- a_0 h0 + b_0, so the scan starts from zero
+    for i in range(B):
+        for c in range(C):
+            h[i, 0, c] += a[i, 0, c] * h0[i, c]
+    scratch = np.empty((T // 2, C), dtype=a.dtype)
+    _blelloch_inplace(a, h, scratch, False)
+    return h
+
+
+@njit(cache=True)
+def blelloch_backward(a, h, dh, h0):
+    """Adjoint by the Blelloch scan in reverse time. a, h, dh: (B, T, C); h0: (B, C). Returns (da, db, dh0)."""
+    B, T, C = a.shape
+    g = dh.copy()
+    scratch = np.empty((T // 2, C), dtype=a.dtype)
+    _blelloch_inplace(a, g, scratch, True)
+    da = np.empty_like(a)
+    dh0 = np.empty_like(h0)
+    for i in range(B):
+        for c in range(C):
+            da[i, 0, c] = g[i, 0, c] * h0[i, c]
+            dh0[i, c] = a[i, 0, c] * g[i, 0, c]
+        for t in range(1, T):
+            for c in range(C):
+                da[i, t, c] = g[i, t, c] * h[i, t - 1, c]
+    return da, g, dh0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# log space
+# ---------------------------------------------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _logaddexp(x, y):
+    m = max(x, y)
+    return m + np.log1p(np.exp(-abs(x - y)))
+
+
+@njit(cache=True)
+def _log_scan(log_a, log_b, log_h0, has_h0):
+    B, T, C = log_a.shape
+    log_h = np.empty_like(log_b)
+    for i in range(B):
+        for c in range(C):
+            if has_h0:
+                log_h[i, 0, c] = _logaddexp(log_a[i, 0, c] + log_h0[i, c], log_b[i, 0, c])
+            else:
+                log_h[i, 0, c] = log_b[i, 0, c]
+        for t in range(1, T):
+            for c in range(C):
+                log_h[i, t, c] = _logaddexp(log_a[i, t, c] + log_h[i, t - 1, c], log_b[i, t, c])
+    return log_h
+
+
+def log_scan(log_a, log_b, log_h0):
+    """log h_t = logaddexp(log a_t + log h_{t-1}, log b_t). (B, T, C) arrays; log_h0: (B, C) or None (h0 = 0)."""
+    has_h0 = log_h0 is not None
+    if not has_h0:
+        log_h0 = np.zeros((log_a.shape[0], log_a.shape[2]), dtype=log_a.dtype)
+    return _log_scan(log_a, log_b, log_h0, has_h0)
+
+
+@njit(cache=True)
+def _log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, has_h0):
+    B, T, C = log_a.shape
+    dlog_a = np.empty_like(log_a)
+    dlog_b = np.empty_like(log_a)
+    dlog_h0 = np.empty_like(log_h0)
+    G = np.empty(C, dtype=log_a.dtype)
+    w_next = np.empty(C, dtype=log_a.dtype)  # w_{t+1}, the adjoint's coefficient
+    for i in range(B):
+        for c in range(C):
+            G[c] = 0.0
+            w_next[c] = 0.0
+        for t in range(T - 1, -1, -1):
+            for c in range(C):
+                # 1. G_t = dlog_h_t + w_{t+1} G_{t+1}
+                G[c] = dlog_h[i, t, c] + w_next[c] * G[c]
+                # 2. the shares w_t = exp(log a_t + l_{t-1} - l_t), v_t = exp(log b_t - l_t)
+                if t > 0:
+                    w = np.exp(log_a[i, t, c] + log_h[i, t - 1, c] - log_h[i, t, c])
+                elif has_h0:
+                    w = np.exp(log_a[i, 0, c] + log_h0[i, c] - log_h[i, 0, c])
+                else:
+                    w = 0.0
+                v = np.exp(log_b[i, t, c] - log_h[i, t, c])
+                # 3. distribute
+                dlog_a[i, t, c] = w * G[c]
+                dlog_b[i, t, c] = v * G[c]
+                w_next[c] = w
+        for c in range(C):
+            dlog_h0[i, c] = w_next[c] * G[c]
+    return dlog_a, dlog_b, dlog_h0
+
+
+def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0):
+    """VJP of ``log_scan`` (see ``minimal.scan.log_scan_backward``). Returns (dlog_a, dlog_b, dlog_h0)."""
+    has_h0 = log_h0 is not None
+    if not has_h0:
+        log_h0 = np.zeros((log_a.shape[0], log_a.shape[2]), dtype=log_a.dtype)
+    return _log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, has_h0)
