@@ -132,15 +132,19 @@ def initial_state(batch, d_v, n_features, dtype=np.float64):
     return KernelState(np.zeros((batch, d_v, n_features), dtype), np.zeros((batch, n_features), dtype))
 
 
-def kernel_attention_step(state, q, k, v, phi):
+def kernel_attention_step(state, q, k, v, phi, normalise=True):
     """One token of RNN mode (Katharopoulos et al. Sec. 3.4, Eq. 16-20).
 
         S_t = S_{t-1} + v_t φ(k_t)^T,   u_t = u_{t-1} + φ(k_t),   y_t = S_t φ(q_t) / <u_t, φ(q_t)>
+
+    With ``normalise=False`` the readout is y_t = S_t φ(q_t) (no denominator): for φ(x) = x this is linear
+    self-attention (Zucchet et al. Eq. 1), S_t the fast-weight matrix.
 
     Args:
         state: ``KernelState`` with S (B, D_v, F), u (B, F).
         q, k: (B, D_k); v: (B, D_v).
         phi: feature map (..., D_k) -> (..., F).
+        normalise: divide by the denominator <u_t, φ(q_t)> (which must then be > 0).
     Returns:
         (new_state, y) with y: (B, D_v).
     """
@@ -154,25 +158,28 @@ def kernel_attention_step(state, q, k, v, phi):
     phi_k = _apply_phi(phi, k, "k")
     if phi_k.shape[-1] != F:
         raise ValueError(f"phi must give F={F} features to match the state S {S.shape}, got {phi_k.shape[-1]}")
-    return _step(S, u, _apply_phi(phi, q, "q"), phi_k, v)
+    return _step(S, u, _apply_phi(phi, q, "q"), phi_k, v, normalise)
 
 
-def _step(S, u, phi_q, phi_k, v):
+def _step(S, u, phi_q, phi_k, v, normalise):
     # the unchecked body of kernel_attention_step, so the RNN loop pays for validation once, not T times
     S = S + v[:, :, None] * phi_k[:, None, :]
     u = u + phi_k
-    z = np.sum(u * phi_q, axis=1)                                             # (B,)
-    _check_denominator(z)
-    y = (S @ phi_q[:, :, None])[:, :, 0] / z[:, None]
+    y = (S @ phi_q[:, :, None])[:, :, 0]
+    if normalise:
+        z = np.sum(u * phi_q, axis=1)                                         # (B,)
+        _check_denominator(z)
+        y = y / z[:, None]
     return KernelState(S, u), y
 
 
-def kernel_attention_rnn(Q, K, V, phi, state=None):
+def kernel_attention_rnn(Q, K, V, phi, state=None, normalise=True):
     """Causal kernel attention in RNN mode: a loop over t carrying (S_t, u_t); memory O(1) in T.
 
     Args:
         Q, K: (B, T, D_k); V: (B, T, D_v); phi: feature map (..., D_k) -> (..., F).
         state: ``KernelState`` to start from, or None for the empty state.
+        normalise: divide by <u_t, φ(q_t)>; False gives the plain numerator S_t φ(q_t).
     Returns:
         (Y, state): Y (B, T, D_v) and the ``KernelState`` after the last token.
     """
@@ -190,11 +197,11 @@ def kernel_attention_rnn(Q, K, V, phi, state=None):
         if phi_k.shape[-1] != F:
             raise ValueError(f"phi must give F={F} features to match state.S {state.S.shape}, "
                              f"got {phi_k.shape[-1]}")
-        state, Y[:, t] = _step(state.S, state.u, phi_q, phi_k, V[:, t])
+        state, Y[:, t] = _step(state.S, state.u, phi_q, phi_k, V[:, t], normalise)
     return Y, state
 
 
-def kernel_attention_parallel(Q, K, V, phi, causal=True):
+def kernel_attention_parallel(Q, K, V, phi, causal=True, normalise=True):
     """Kernel attention in transformer mode: the T x T weight matrix A_ti = <φ(q_t), φ(k_i)>.
 
         Y = (M ⊙ A) V / ((M ⊙ A) 1),   M_ti = [i <= t] if causal else 1     (Katharopoulos et al. Eq. 2-4)
@@ -202,6 +209,7 @@ def kernel_attention_parallel(Q, K, V, phi, causal=True):
     Args:
         Q, K: (B, T, D_k); V: (B, T, D_v); phi: feature map (..., D_k) -> (..., F).
         causal: mask future keys (the form that equals RNN mode token by token).
+        normalise: divide by the row sums (M ⊙ A) 1; False gives (M ⊙ A) V.
     Returns:
         Y: (B, T, D_v).
     """
@@ -209,6 +217,8 @@ def kernel_attention_parallel(Q, K, V, phi, causal=True):
     A = _apply_phi(phi, Q, "Q") @ np.swapaxes(_apply_phi(phi, K, "K"), 1, 2)   # (B, T, T)
     if causal:
         A *= np.tri(T, dtype=bool)
+    if not normalise:
+        return A @ V
     z = A.sum(axis=2)                                                          # (B, T)
     _check_denominator(z)
     return (A @ V) / z[:, :, None]

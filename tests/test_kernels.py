@@ -129,6 +129,21 @@ def test_non_causal_attention_reads_the_final_state(rng):
                                rtol=1e-12)
 
 
+@pytest.mark.parametrize("T", [1, 7])
+def test_without_the_denominator_both_modes_are_linear_self_attention(rng, T):
+    # φ(x) = x and no normalisation is Zucchet et al.'s Eq. 1; compare with the LSA cell, written independently
+    from minimal.cells import lsa
+    params = lsa.init(np.random.default_rng(1), D=4, D_k=DK, D_v=DV)
+    x = rng.standard_normal((B, T, 4))
+    Q, K, V = (x @ params[w].T for w in ("W_Q", "W_K", "W_V"))
+    want, _ = lsa.forward(params, x)
+    identity = lambda z: z  # noqa: E731
+    Y_rnn, state = kernels.kernel_attention_rnn(Q, K, V, identity, normalise=False)
+    np.testing.assert_allclose(kernels.kernel_attention_parallel(Q, K, V, identity, normalise=False), want,
+                               rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(Y_rnn, want, rtol=1e-12, atol=1e-13)
+
+
 def test_modes_agree_in_float32_to_float32_precision(rng):
     Q, K, V = _qkv(rng, 9, dtype=np.float32)
     Y_par = kernels.kernel_attention_parallel(Q, K, V, kernels.elu_features)
