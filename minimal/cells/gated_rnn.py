@@ -1,0 +1,278 @@
+"""Gated linear RNN of Zucchet et al., "Gated recurrent neural networks discover attention" (2023/2024), Eq. 2.
+
+A linear recurrent layer with multiplicative (linear) gating at its input and its output:
+
+    g_in(x)  = (W_in_m x) ⊙ (W_in_x x)                      input gating, (H,)
+    h_t      = λ ⊙ h_{t-1} + g_in(x_t),   h_0 = 0           diagonal recurrence ("diagonal", Eq. 2)
+    h_t      = A h_{t-1}   + g_in(x_t)                      dense recurrence ("dense", Fig. 4 baseline)
+    g_out(h) = (W_out_m h) ⊙ (W_out_x h)                    output gating, (H_out,)
+    y_t      = D g_out(h_t)                                  readout, (D_out,)
+    λ        = exp(-exp(ν)) ∈ [0, 1]                        (param ``nu``, one per hidden neuron)
+
+Indexing: the paper writes h_{t+1} = λ ⊙ h_t + g_in(x_t), y_t = D g_out(h_t). We read the output from the
+state *after* it has absorbed x_t (y_t = D g_out(h_t) with h_t containing g_in(x_t)), so that a neuron with
+λ = 0 holds the current token and the layer can implement causal attention including the current token, as
+the construction of Sec. 3 / Fig. 1 needs (queries come from λ = 0 neurons, key-values from λ = 1 neurons).
+No biases (as in the paper): a construction that needs one appends a constant 1 to x itself.
+
+λ exactly 0 or 1. The parametrisation exp(-exp(ν)) reaches λ = 1 only at ν = -inf and λ = 0 only at
+ν = +inf, which validation rejects. Constructions therefore pass ``lam=`` to ``forward`` / ``step_forward``:
+an (H,) array in [0, 1] used instead of exp(-exp(ν)); ``nu`` is then unused and its gradient is zero.
+
+Glossary (shapes): B batch, T time, D_in input features, H recurrent neurons, H_out output-gate neurons,
+D_out output features.
+    x        (B, T, D_in)         W_in_m, W_in_x    (H, D_in)
+    nu       (H,)   ["diagonal"]  A                 (H, H)   ["dense"]
+    W_out_m, W_out_x (H_out, H)   D                 (D_out, H_out)
+    y        (B, T, D_out)
+
+The diagonal recurrence runs on ``minimal.scan.linear_scan`` (``method`` / ``backend`` are passed through;
+default the Numba Blelloch scan); the dense one on a plain loop over time. ``step_forward`` is the
+sequential (RNN) mode, one token at a time; the tests show it equals the scan mode.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import scan
+from ..validate import check_array, check_choice, check_positive_int
+from ._contract import Example
+
+__all__ = ["init", "forward", "backward", "step_forward", "examples", "lam_from_nu", "nu_from_lam",
+           "RECURRENCES"]
+
+RECURRENCES = ("diagonal", "dense")
+
+
+def lam_from_nu(nu):
+    """λ = exp(-exp(ν)), elementwise; in (0, 1) for finite ν."""
+    return np.exp(-np.exp(nu))
+
+
+def nu_from_lam(lam):
+    """Inverse of ``lam_from_nu`` for λ in (0, 1): ν = log(-log λ)."""
+    return np.log(-np.log(lam))
+
+
+def init(rng, d_in, d_hidden, d_out, d_gate=None, recurrence="diagonal", lam_min=0.0, lam_max=0.999):
+    """Random parameters.
+
+    Args:
+        rng: ``numpy.random.Generator``.
+        d_in: input features D_in; d_hidden: recurrent neurons H; d_out: output features D_out;
+        d_gate: output-gate neurons H_out (default H).
+        recurrence: "diagonal" (param ``nu``) or "dense" (param ``A``).
+        lam_min, lam_max: λ drawn from U[lam_min, lam_max] (diagonal) or the spectral radius of A scaled
+            to lam_max (dense). Defaults as in the project's training notes (U[0, 0.999]).
+    Returns:
+        dict with "W_in_m", "W_in_x" (H, D_in), "nu" (H,) or "A" (H, H), "W_out_m", "W_out_x" (H_out, H),
+        "D" (D_out, H_out); float64. Gaussian weights with variance 1 / fan-in.
+    """
+    d_in = check_positive_int("d_in", d_in)
+    H = check_positive_int("d_hidden", d_hidden)
+    d_out = check_positive_int("d_out", d_out)
+    H_out = H if d_gate is None else check_positive_int("d_gate", d_gate)
+    check_choice("recurrence", recurrence, RECURRENCES)
+    if not 0.0 <= lam_min <= lam_max < 1.0:
+        raise ValueError(f"lam_min, lam_max must satisfy 0 <= lam_min <= lam_max < 1, got {lam_min}, {lam_max}")
+
+    def gauss(shape, fan_in):
+        return rng.standard_normal(shape) / np.sqrt(fan_in)
+
+    params = {"W_in_m": gauss((H, d_in), d_in), "W_in_x": gauss((H, d_in), d_in)}
+    if recurrence == "diagonal":
+        # Keep λ strictly inside (0, 1) so that ν is finite.
+        lam = np.clip(rng.uniform(lam_min, lam_max, H), 1e-12, None)
+        params["nu"] = nu_from_lam(lam)
+    else:
+        A = gauss((H, H), H)
+        radius = np.max(np.abs(np.linalg.eigvals(A)))
+        params["A"] = A * (lam_max / radius)
+    params["W_out_m"] = gauss((H_out, H), H)
+    params["W_out_x"] = gauss((H_out, H), H)
+    params["D"] = gauss((d_out, H_out), H_out)
+    return params
+
+
+class Cache(NamedTuple):
+    x: np.ndarray        # (B, T, D_in)
+    p: np.ndarray        # (B, T, H)  W_in_m x
+    q: np.ndarray        # (B, T, H)  W_in_x x
+    lam: np.ndarray      # (H,) λ used ("diagonal"), None for "dense"
+    lam_given: bool      # λ came from the ``lam`` override, so ν gets no gradient
+    h: np.ndarray        # (B, T, H)  states after absorbing x_t
+    r: np.ndarray        # (B, T, H_out)  W_out_m h
+    s: np.ndarray        # (B, T, H_out)  W_out_x h
+    method: str
+    backend: str
+
+
+def _recurrence(params):
+    has_nu, has_A = "nu" in params, "A" in params
+    if has_nu == has_A:
+        raise ValueError("params must contain exactly one of 'nu' (diagonal recurrence) or 'A' (dense "
+                         f"recurrence), got keys {sorted(params)}")
+    return "diagonal" if has_nu else "dense"
+
+
+def _check_params(params):
+    """Validate every param's shape against W_in_m; return (recurrence, D_in, H, H_out, D_out)."""
+    recurrence = _recurrence(params)
+    want = {"W_in_m", "W_in_x", "W_out_m", "W_out_x", "D", "nu" if recurrence == "diagonal" else "A"}
+    if set(params) != want:
+        raise ValueError(f"params must have exactly the keys {sorted(want)}, got {sorted(params)}")
+    W_in_m = check_array("W_in_m", params["W_in_m"], ndim=2, names=("H", "D_in"))
+    H, D_in = W_in_m.shape
+    check_array("W_in_x", params["W_in_x"], (H, D_in), names=("H", "D_in"))
+    if recurrence == "diagonal":
+        check_array("nu", params["nu"], (H,), names=("H",))
+    else:
+        check_array("A", params["A"], (H, H), names=("H", "H"))
+    W_out_m = check_array("W_out_m", params["W_out_m"], (None, H), names=("H_out", "H"))
+    H_out = W_out_m.shape[0]
+    check_array("W_out_x", params["W_out_x"], (H_out, H), names=("H_out", "H"))
+    D = check_array("D", params["D"], (None, H_out), names=("D_out", "H_out"))
+    return recurrence, D_in, H, H_out, D.shape[0]
+
+
+def _resolve_lam(params, recurrence, H, lam):
+    """λ for a diagonal recurrence: the ``lam`` override if given, else exp(-exp(ν))."""
+    if lam is None:
+        return (lam_from_nu(params["nu"]), False) if recurrence == "diagonal" else (None, False)
+    if recurrence != "diagonal":
+        raise ValueError("lam overrides λ of a diagonal recurrence; params have a dense 'A'")
+    check_array("lam", lam, (H,), names=("H",))
+    if np.any(lam < 0.0) or np.any(lam > 1.0):
+        raise ValueError(f"lam must lie in [0, 1], got values in [{lam.min()}, {lam.max()}]")
+    return lam, True
+
+
+def _dense_scan(A, b):
+    """h_t = A h_{t-1} + b_t, h_0 = 0. A: (H, H); b: (B, T, H). Returns h: (B, T, H)."""
+    h = np.empty_like(b)
+    prev = np.zeros_like(b[:, 0])
+    for t in range(b.shape[1]):
+        prev = prev @ A.T + b[:, t]
+        h[:, t] = prev
+    return h
+
+
+def _dense_scan_backward(A, h, dh):
+    """VJP of ``_dense_scan``: g_t = dh_t + A^T g_{t+1}; returns (dA, db) with db_t = g_t."""
+    g = np.empty_like(dh)
+    nxt = np.zeros_like(dh[:, 0])
+    for t in range(dh.shape[1] - 1, -1, -1):
+        nxt = dh[:, t] + nxt @ A
+        g[:, t] = nxt
+    h_prev = np.concatenate([np.zeros_like(h[:, :1]), h[:, :-1]], axis=1)
+    dA = np.einsum("bti,btj->ij", g, h_prev)
+    return dA, g
+
+
+def forward(params, x, lam=None, method="blelloch", backend="numba"):
+    """Run the layer over a whole sequence (scan mode).
+
+    Args:
+        params: as returned by ``init``.
+        x: (B, T, D_in) float input.
+        lam: optional (H,) array in [0, 1] used as λ instead of exp(-exp(ν)) (diagonal recurrence only;
+            lets constructions put λ exactly at 0 or 1).
+        method, backend: passed to ``minimal.scan.linear_scan`` (diagonal recurrence only).
+    Returns:
+        y: (B, T, D_out), y_t = D g_out(h_t); cache for ``backward``.
+    """
+    recurrence, D_in, H, H_out, D_out = _check_params(params)
+    check_array("x", x, (None, None, D_in), names=("B", "T", "D_in"))
+    if x.shape[1] < 1:
+        raise ValueError(f"x must have at least one time step, got shape {x.shape}")
+    lam, lam_given = _resolve_lam(params, recurrence, H, lam)
+
+    p = x @ params["W_in_m"].T                      # (B, T, H)
+    q = x @ params["W_in_x"].T                      # (B, T, H)
+    b = p * q                                       # g_in(x_t)
+    if recurrence == "diagonal":
+        a = np.broadcast_to(lam.astype(b.dtype), b.shape).copy()
+        h = scan.linear_scan(a, b, method=method, backend=backend)
+    else:
+        h = _dense_scan(params["A"], b)
+    r = h @ params["W_out_m"].T                     # (B, T, H_out)
+    s = h @ params["W_out_x"].T                     # (B, T, H_out)
+    y = (r * s) @ params["D"].T                     # (B, T, D_out)
+    return y, Cache(x, p, q, lam, lam_given, h, r, s, method, backend)
+
+
+def backward(params, cache, dy):
+    """Gradients of a scalar loss L given dy = dL/dy of shape (B, T, D_out).
+
+    Returns:
+        dx: (B, T, D_in); grads: dict with the keys of params (dL/dν = 0 when λ came from ``lam``).
+    """
+    x, p, q, lam, lam_given, h, r, s, method, backend = cache
+    check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
+    grads = {}
+    # 4. readout y = D o, o = r ⊙ s
+    grads["D"] = np.einsum("btk,btj->kj", dy, r * s)
+    do = dy @ params["D"]                           # (B, T, H_out)
+    # 3. output gating r = W_out_m h, s = W_out_x h
+    dr, ds = do * s, do * r
+    grads["W_out_m"] = np.einsum("btk,bth->kh", dr, h)
+    grads["W_out_x"] = np.einsum("btk,bth->kh", ds, h)
+    dh = dr @ params["W_out_m"] + ds @ params["W_out_x"]   # (B, T, H)
+    # 2. recurrence: the adjoint is a reverse-time scan
+    if "nu" in params:
+        a = np.broadcast_to(lam.astype(h.dtype), h.shape).copy()
+        da, db, _ = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)
+        dlam = da.sum(axis=(0, 1))
+        nu = params["nu"]
+        # dλ/dν = -exp(ν) λ; ν is unused when λ was given directly.
+        grads["nu"] = np.zeros_like(nu) if lam_given else dlam * (-np.exp(nu)) * lam
+    else:
+        grads["A"], db = _dense_scan_backward(params["A"], h, dh)
+    # 1. input gating b = p ⊙ q, p = W_in_m x, q = W_in_x x
+    dp, dq = db * q, db * p
+    grads["W_in_m"] = np.einsum("bth,btd->hd", dp, x)
+    grads["W_in_x"] = np.einsum("bth,btd->hd", dq, x)
+    dx = dp @ params["W_in_m"] + dq @ params["W_in_x"]
+    return dx, {k: grads[k] for k in params}
+
+
+def step_forward(params, x_t, h_prev, lam=None):
+    """One step of the sequential (RNN) mode.
+
+    Args:
+        x_t: (B, D_in) the input at step t; h_prev: (B, H) the state h_{t-1} (zeros at t = 1).
+        lam: optional (H,) λ override in [0, 1], as in ``forward``.
+    Returns:
+        (y_t, h_t): (B, D_out) and (B, H).
+    """
+    recurrence, D_in, H, H_out, D_out = _check_params(params)
+    check_array("x_t", x_t, (None, D_in), names=("B", "D_in"))
+    check_array("h_prev", h_prev, (x_t.shape[0], H), names=("B", "H"))
+    lam, _ = _resolve_lam(params, recurrence, H, lam)
+    g_in = (x_t @ params["W_in_m"].T) * (x_t @ params["W_in_x"].T)
+    if recurrence == "diagonal":
+        h_t = lam * h_prev + g_in
+    else:
+        h_t = h_prev @ params["A"].T + g_in
+    y_t = ((h_t @ params["W_out_m"].T) * (h_t @ params["W_out_x"].T)) @ params["D"].T
+    return y_t, h_t
+
+
+def examples(rng):
+    """Tiny float64 cases: T = 1, odd T, the dense variant, and λ given exactly (0, 1 and in between)."""
+    out = []
+    for name, T, kw, cfg in [
+        ("diagonal-T1", 1, {}, {}),
+        ("diagonal-T5", 5, {}, {}),
+        ("diagonal-T4-sequential", 4, {"method": "sequential", "backend": "numpy"}, {"d_gate": 2}),
+        ("diagonal-T7-numpy-blelloch", 7, {"method": "blelloch", "backend": "numpy"}, {}),
+        ("dense-T3", 3, {}, {"recurrence": "dense"}),
+    ]:
+        params = init(rng, d_in=3, d_hidden=4, d_out=2, **cfg)
+        out.append(Example(name, params, rng.standard_normal((2, T, 3)), kw))
+    params = init(rng, d_in=3, d_hidden=4, d_out=2)
+    out.append(Example("lam-override-T3", params, rng.standard_normal((2, 3, 3)),
+                       {"lam": np.array([0.0, 1.0, 0.5, 1.0])}))
+    return out

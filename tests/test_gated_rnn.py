@@ -1,0 +1,184 @@
+"""The gated linear RNN of Zucchet et al. (Eq. 2): gradients, the two modes, λ in [0, 1], and the paper's
+claim that λ = 1 neurons accumulate the input gating and, with λ = 0 query neurons, give linear attention."""
+import numpy as np
+import pytest
+
+from minimal.cells import gated_rnn
+from minimal.gradcheck import TOLERANCE, check_cell
+
+EXAMPLES = gated_rnn.examples(np.random.default_rng(0))
+IDS = [ex.name for ex in EXAMPLES]
+SCANS = [("sequential", "numpy"), ("blelloch", "numpy"), ("blelloch", "numba")]
+
+
+@pytest.mark.parametrize("ex", EXAMPLES, ids=IDS)
+def test_every_example_passes_gradcheck_with_its_own_scan(ex):
+    errors = check_cell(gated_rnn, ex)
+    assert set(errors) == set(ex.params) | {"x"}
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+@pytest.mark.parametrize("ex", EXAMPLES, ids=IDS)
+def test_every_example_passes_gradcheck_on_the_sequential_scan(ex):
+    ex = ex._replace(kwargs={**ex.kwargs, "method": "sequential", "backend": "numpy"})
+    errors = check_cell(gated_rnn, ex)
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+def _step_mode(params, x, lam=None):
+    h = np.zeros((x.shape[0], gated_rnn._check_params(params)[2]))
+    ys = []
+    for t in range(x.shape[1]):
+        y_t, h = gated_rnn.step_forward(params, x[:, t], h, lam=lam)
+        ys.append(y_t)
+    return np.stack(ys, axis=1)
+
+
+@pytest.mark.parametrize("method,backend", SCANS)
+@pytest.mark.parametrize("recurrence", ["diagonal", "dense"])
+def test_step_mode_equals_scan_mode(rng, recurrence, method, backend):
+    params = gated_rnn.init(rng, d_in=3, d_hidden=6, d_out=2, d_gate=4, recurrence=recurrence)
+    x = rng.standard_normal((3, 13, 3))
+    y, _ = gated_rnn.forward(params, x, method=method, backend=backend)
+    y_step = _step_mode(params, x)
+    assert np.max(np.abs(y - y_step)) <= 1e-12 * np.max(np.abs(y_step))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_blelloch_and_sequential_backward_agree(rng, backend):
+    params = gated_rnn.init(rng, d_in=3, d_hidden=5, d_out=2)
+    x, dy = rng.standard_normal((2, 11, 3)), rng.standard_normal((2, 11, 2))
+    out = {}
+    for method in ("sequential", "blelloch"):
+        y, cache = gated_rnn.forward(params, x, method=method, backend=backend)
+        out[method] = (y, *gated_rnn.backward(params, cache, dy))
+    (y0, dx0, g0), (y1, dx1, g1) = out["sequential"], out["blelloch"]
+    assert np.allclose(y1, y0, rtol=1e-12, atol=0) and np.allclose(dx1, dx0, rtol=1e-12, atol=1e-14)
+    for k in params:
+        assert np.max(np.abs(g1[k] - g0[k])) <= 1e-12 * np.max(np.abs(g0[k])), k
+
+
+def test_lambda_lies_in_the_unit_interval(rng):
+    params = gated_rnn.init(rng, d_in=2, d_hidden=500, d_out=1)
+    lam = gated_rnn.lam_from_nu(params["nu"])
+    assert np.all((lam > 0) & (lam < 1))
+    # Any finite ν, however extreme, maps into [0, 1] (the bounds are reached only in floating point).
+    lam = gated_rnn.lam_from_nu(np.linspace(-50, 50, 1001))
+    assert np.all((lam >= 0) & (lam <= 1)) and lam[0] == 1.0 and lam[-1] == 0.0
+    assert np.allclose(gated_rnn.nu_from_lam(np.array([0.1, 0.5, 0.9])), np.log(-np.log([0.1, 0.5, 0.9])))
+
+
+@pytest.mark.parametrize("method,backend", SCANS)
+def test_lambda_one_accumulates_and_lambda_zero_holds_the_current_input_gating(rng, method, backend):
+    params = gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2)
+    x = rng.standard_normal((2, 9, 3))
+    lam = np.array([1.0, 0.0, 1.0, 0.0])
+    _, cache = gated_rnn.forward(params, x, lam=lam, method=method, backend=backend)
+    g_in = (x @ params["W_in_m"].T) * (x @ params["W_in_x"].T)
+    assert np.allclose(cache.h[..., 0::2], np.cumsum(g_in[..., 0::2], axis=1), rtol=1e-13, atol=1e-13)
+    assert np.array_equal(cache.h[..., 1::2], g_in[..., 1::2])
+
+
+def test_lam_override_gives_nu_no_gradient(rng):
+    params = gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2)
+    x = rng.standard_normal((2, 5, 3))
+    y, cache = gated_rnn.forward(params, x, lam=np.ones(4), method="sequential")
+    _, grads = gated_rnn.backward(params, cache, np.ones_like(y))
+    assert np.array_equal(grads["nu"], np.zeros(4))
+    assert np.any(grads["W_in_m"] != 0)
+
+
+@pytest.mark.parametrize("method,backend", SCANS)
+def test_one_kv_neuron_and_one_query_neuron_implement_scalar_causal_linear_attention(rng, method, backend):
+    # Sec. 3 in one dimension: y_t = q_t Σ_{s<=t} v_s k_s with v = w_v x, k = w_k x, q = w_q x.
+    # The constant 1 appended to the input lets the λ = 0 neuron store q_t alone (no biases).
+    w_v, w_k, w_q = 0.7, -1.3, 2.1
+    params = {
+        "W_in_m": np.array([[w_v, 0.0], [w_q, 0.0]]),   # rows: kv neuron, query neuron; columns: (x, 1)
+        "W_in_x": np.array([[w_k, 0.0], [0.0, 1.0]]),
+        "nu": np.zeros(2),                               # unused: λ is given exactly
+        "W_out_m": np.array([[1.0, 0.0]]),
+        "W_out_x": np.array([[0.0, 1.0]]),
+        "D": np.array([[1.0]]),
+    }
+    xs = rng.standard_normal((2, 7, 1))
+    x = np.concatenate([xs, np.ones_like(xs)], axis=-1)
+    y, _ = gated_rnn.forward(params, x, lam=np.array([1.0, 0.0]), method=method, backend=backend)
+    v, k, q = w_v * xs, w_k * xs, w_q * xs
+    attention = q * np.cumsum(v * k, axis=1)
+    assert np.allclose(y, attention, rtol=1e-12, atol=1e-12)
+
+
+def test_output_is_causal_and_includes_the_current_token(rng):
+    params = gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2)
+    x = rng.standard_normal((1, 6, 3))
+    y, _ = gated_rnn.forward(params, x, method="sequential")
+    x2 = x.copy()
+    x2[:, 3] += 1.0
+    y2, _ = gated_rnn.forward(params, x2, method="sequential")
+    assert np.array_equal(y2[:, :3], y[:, :3])
+    assert np.all(np.abs(y2[:, 3] - y[:, 3]) > 0)
+
+
+# --- bad input -------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def small(rng):
+    return gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2), rng.standard_normal((2, 5, 3))
+
+
+def test_x_with_wrong_shape_or_dtype_is_rejected(small):
+    params, x = small
+    with pytest.raises(ValueError, match="x must have shape"):
+        gated_rnn.forward(params, x[0])
+    with pytest.raises(ValueError, match="x must have shape"):
+        gated_rnn.forward(params, x[..., :2])
+    with pytest.raises(ValueError, match="x must have a floating dtype"):
+        gated_rnn.forward(params, np.ones((2, 5, 3), dtype=np.int64))
+    with pytest.raises(ValueError, match="x must have at least one time step"):
+        gated_rnn.forward(params, x[:, :0])
+
+
+def test_params_with_wrong_shapes_or_keys_are_rejected(small):
+    params, x = small
+    with pytest.raises(ValueError, match="W_out_x must have shape"):
+        gated_rnn.forward({**params, "W_out_x": params["W_out_x"][:, :2]}, x)
+    with pytest.raises(ValueError, match="nu must have shape"):
+        gated_rnn.forward({**params, "nu": params["nu"][:3]}, x)
+    with pytest.raises(ValueError, match="nu contains NaN or inf"):
+        gated_rnn.forward({**params, "nu": np.array([-np.inf, 0.0, 0.0, 0.0])}, x)
+    with pytest.raises(ValueError, match="exactly one of 'nu'"):
+        gated_rnn.forward({**params, "A": np.eye(4)}, x)
+    with pytest.raises(ValueError, match="params must have exactly the keys"):
+        gated_rnn.forward({k: v for k, v in params.items() if k != "D"}, x)
+
+
+def test_lam_override_is_checked(rng, small):
+    params, x = small
+    with pytest.raises(ValueError, match="lam must have shape"):
+        gated_rnn.forward(params, x, lam=np.ones(3))
+    with pytest.raises(ValueError, match=r"lam must lie in \[0, 1\]"):
+        gated_rnn.forward(params, x, lam=np.array([0.5, 1.5, 0.0, 1.0]))
+    dense = gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2, recurrence="dense")
+    with pytest.raises(ValueError, match="lam overrides"):
+        gated_rnn.forward(dense, x, lam=np.ones(4))
+
+
+def test_dy_and_step_inputs_are_checked(small):
+    params, x = small
+    y, cache = gated_rnn.forward(params, x, method="sequential")
+    with pytest.raises(ValueError, match="dy must have shape"):
+        gated_rnn.backward(params, cache, y[:, :-1])
+    with pytest.raises(ValueError, match="h_prev must have shape"):
+        gated_rnn.step_forward(params, x[:, 0], np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="x_t must have shape"):
+        gated_rnn.step_forward(params, x, np.zeros((2, 4)))
+
+
+def test_init_arguments_are_checked(rng):
+    with pytest.raises(ValueError, match="recurrence must be one of"):
+        gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2, recurrence="full")
+    with pytest.raises(ValueError, match="lam_min, lam_max"):
+        gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2, lam_max=1.0)
+    with pytest.raises(ValueError, match="d_hidden must be an integer"):
+        gated_rnn.init(rng, d_in=3, d_hidden=0, d_out=2)
