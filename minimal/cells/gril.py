@@ -1,0 +1,340 @@
+"""The GRIL block: windowed cross-product update, diagonal (elementwise) accumulation, multiplicative readout.
+Tian et al., "Learning in the Recurrent State: Gradient Descent with Linear Recurrent Networks"
+(arXiv:2410.11687, Def. 4.2):
+
+    C_k = [x_{ks}, x_{ks+1}, ..., x_{ks+w-1}]      (f, w)   window k: w consecutive tokens, stride s
+    U_k = C_k Q C_k^T                               (f, f)   cross products of the tokens in the window
+    Z_k = A ⊙ Z_{k-1} + U_k,   Z_{-1} = 0            (f, f)   elementwise decay A, one scalar state per entry
+    o_k = β ⊙ (Z_k C_k q)                           (f,)     multiplicative readout of the window
+
+Window k ends at input step t_k = k s + w - 1: its newest token is column w - 1 of C_k, its oldest column 0.
+Windows start only when full (no zero padding), so there are T' = (T - w) / s + 1 of them and output k
+belongs to input step t_k. We require the last window to end at the last token, (T - w) % s == 0; otherwise
+the trailing tokens would be dropped silently, and a ValueError says so instead.
+
+With Q = [[0, 0], [1, 0]], q = (1, 0), w = s = 2 and tokens alternating x_i, y_i, U_k = y_i x_i^T and
+o = β Σ_i y_i x_i^T x_query: the state accumulates the gradient of a least-squares loss and the readout
+applies it to the query, i.e. one step of gradient descent from W = 0 (the paper's construction, App. A).
+
+Two modes of one function:
+    parallel    (default) build every C_k and U_k, run Z through ``minimal.scan.linear_scan`` as a
+                (B, T', f*f) recurrence with a_k = A for every k, then read out.
+    sequential  one ``step_forward`` per window with the state Z (the recurrent form used at inference).
+
+Glossary: B batch, T input steps, f features per token, w window width, s stride, T' number of windows.
+Params: Q (w, w), q (w,), beta (1,) for a scalar β or (f,) for one β per output feature, A (f, f).
+The block has no input projection of its own: tokens come from ``minimal.layers`` (Embedding, Linear).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..scan import linear_scan, linear_scan_backward, sequential_scan
+from ..validate import check_array, check_choice, check_positive_int
+from ._contract import Example
+
+__all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "window",
+           "window_backward", "n_windows", "gril_forward_reference", "MODES"]
+
+MODES = ("parallel", "sequential")
+
+
+class Cache(NamedTuple):
+    mode: str
+    T: int  # input length, to scatter dC back onto x
+    s: int
+    C: np.ndarray  # (B, T', f, w) windows
+    Z: np.ndarray  # (B, T', f, f) states after each window
+    scan_kwargs: dict  # method / backend passed to the scan (parallel mode)
+
+
+# ----------------------------------------------------------------------------------------- windows
+def n_windows(T, w, s):
+    """T' = (T - w) / s + 1, the number of full windows; ValueError unless they tile x exactly.
+
+    Raises:
+        ValueError: naming ``w`` when w > T, ``s`` when s < 1, ``T`` when (T - w) % s != 0.
+    """
+    w = check_positive_int("w", w)
+    s = check_positive_int("s", s)
+    if w > T:
+        raise ValueError(f"w must be <= T (a window cannot be wider than the sequence), got w={w}, T={T}")
+    if (T - w) % s != 0:
+        raise ValueError(f"T must satisfy (T - w) % s == 0 so that the last window ends at the last token, "
+                         f"got T={T}, w={w}, s={s}; pad or trim the sequence explicitly")
+    return (T - w) // s + 1
+
+
+def _window_index(T, w, s):
+    """(T', w) integer array: idx[k, j] = k s + j, the input step in column j of window k."""
+    return s * np.arange(n_windows(T, w, s))[:, None] + np.arange(w)[None, :]
+
+
+def window(x, w, s):
+    """The windows C_k of Def. 4.2.
+
+    Args:
+        x: (B, T, f) tokens.
+        w: window width (tokens per window), 1 <= w <= T.
+        s: stride between consecutive windows, >= 1, with (T - w) % s == 0.
+    Returns:
+        C: (B, T', f, w), C[b, k, :, j] = x[b, k s + j, :] (column w - 1 is the newest token).
+    """
+    check_array("x", x, ndim=3, names=("B", "T", "f"))
+    idx = _window_index(x.shape[1], w, s)
+    return x[:, idx, :].transpose(0, 1, 3, 2)  # gather (B, T', w, f), then features first
+
+
+def window_backward(dC, T, w, s):
+    """Adjoint of ``window``: scatter-add each window's gradient back onto its tokens.
+
+    Args:
+        dC: (B, T', f, w) dL/dC, T' = (T - w) / s + 1.
+        T, w, s: the input length, window width and stride of the forward.
+    Returns:
+        dx: (B, T, f). A token in several windows (s < w) receives the sum of their gradients.
+    """
+    T = check_positive_int("T", T)
+    T_out = n_windows(T, w, s)
+    check_array("dC", dC, (None, T_out, None, w), names=("B", "T'", "f", "w"))
+    B, _, f, _ = dC.shape
+    dx = np.zeros((B, T, f), dtype=dC.dtype)
+    steps = s * np.arange(T_out)
+    for j in range(w):
+        # within one column j the steps k s + j are distinct, so a fancy-index += does not lose updates;
+        # the overlap between windows is summed across the loop over j.
+        dx[:, steps + j] += dC[:, :, :, j]
+    return dx
+
+
+# ------------------------------------------------------------------------------------ the block
+def init(rng, f, w, per_feature_beta=False):
+    """Random GRIL parameters.
+
+    Args:
+        f: features per token; w: window width.
+        per_feature_beta: one β per output feature (beta (f,)) instead of a scalar (beta (1,)).
+    Returns:
+        Q (w, w) and q (w,) with entries N(0, 1/w); beta ones; A (f, f) uniform in [0.9, 1), a slow
+        decay near the A = 1 of the gradient-descent construction.
+    """
+    f = check_positive_int("f", f)
+    w = check_positive_int("w", w)
+    return {"Q": rng.standard_normal((w, w)) / np.sqrt(w),
+            "q": rng.standard_normal(w) / np.sqrt(w),
+            "beta": np.ones(f if per_feature_beta else 1),
+            "A": rng.uniform(0.9, 1.0, (f, f))}
+
+
+def _check_params(params):
+    """Returns (f, w)."""
+    A = check_array("A", params["A"], ndim=2, names=("f", "f"))
+    f = A.shape[0]
+    check_array("A", A, (f, f), names=("f", "f"))
+    Q = check_array("Q", params["Q"], ndim=2, names=("w", "w"))
+    w = Q.shape[0]
+    check_array("Q", Q, (w, w), names=("w", "w"))
+    check_array("q", params["q"], (w,), names=("w",))
+    beta = check_array("beta", params["beta"], ndim=1)
+    if beta.shape not in ((1,), (f,)):
+        raise ValueError(f"beta must have shape (1,) (scalar) or (f,) = ({f},), got shape {beta.shape}")
+    return f, w
+
+
+def _scan_kwargs(method, backend):
+    """Only what the caller set: None leaves the scan's own default (its fastest method and backend)."""
+    return {k: v for k, v in (("method", method), ("backend", backend)) if v is not None}
+
+
+def _step(params, Z_prev, C_t):
+    U_t = C_t @ params["Q"] @ C_t.transpose(0, 2, 1)  # (B, f, f)
+    Z_t = params["A"] * Z_prev + U_t
+    o_t = params["beta"] * np.einsum("bij,bj->bi", Z_t, C_t @ params["q"])
+    return o_t, Z_t
+
+
+def step_forward(params, Z_prev, C_t):
+    """One window of the recurrent form: Z_t = A ⊙ Z_{t-1} + C_t Q C_t^T, o_t = β ⊙ (Z_t C_t q).
+
+    Args:
+        Z_prev: (B, f, f) state before the window (zeros before the first).
+        C_t: (B, f, w) the window (see ``window``).
+    Returns:
+        (o_t, Z_t): (B, f) output and (B, f, f) state.
+    """
+    f, w = _check_params(params)
+    B = check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")).shape[0]
+    check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f"))
+    return _step(params, Z_prev, C_t)
+
+
+def step_backward(params, Z_prev, C_t, do_t, dZ_t):
+    """Vector-Jacobian product of ``step_forward`` (one step of backpropagation through time).
+
+    Args:
+        Z_prev: (B, f, f), C_t: (B, f, w) as given to ``step_forward``.
+        do_t: (B, f) dL/do_t.
+        dZ_t: (B, f, f) dL/dZ_t through the later steps (zeros after the last window).
+    Returns:
+        (dZ_prev, dC_t, grads): (B, f, f), (B, f, w), and this step's share of {Q, q, beta, A}.
+    """
+    f, w = _check_params(params)
+    B = check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")).shape[0]
+    check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f"))
+    check_array("do_t", do_t, (B, f), names=("B", "f"))
+    check_array("dZ_t", dZ_t, (B, f, f), names=("B", "f", "f"))
+    return _step_backward(params, Z_prev, C_t, do_t, dZ_t)
+
+
+def _step_backward(params, Z_prev, C_t, do_t, dZ_t):
+    Q, q, beta, A = params["Q"], params["q"], params["beta"], params["A"]
+    # Z_t and the readout vector are cheap to recompute and are not stored.
+    U_t = C_t @ Q @ C_t.transpose(0, 2, 1)
+    Z_t = A * Z_prev + U_t
+    r_t = C_t @ q  # (B, f)
+    m_t = np.einsum("bij,bj->bi", Z_t, r_t)
+    # 3. o_t = β ⊙ (Z_t r_t), r_t = C_t q
+    dbeta = (do_t * m_t).sum(axis=0)
+    dbeta = dbeta.sum(keepdims=True) if beta.shape == (1,) else dbeta
+    dm = beta * do_t
+    G = dZ_t + dm[:, :, None] * r_t[:, None, :]  # total dL/dZ_t
+    dr = np.einsum("bij,bi->bj", Z_t, dm)
+    dq = np.einsum("bfw,bf->w", C_t, dr)
+    dC_t = dr[:, :, None] * q[None, None, :]
+    # 2. Z_t = A ⊙ Z_prev + U_t
+    dA = (G * Z_prev).sum(axis=0)
+    dZ_prev = A * G
+    # 1. U_t = C_t Q C_t^T
+    dQ = np.einsum("bfi,bfg,bgj->ij", C_t, G, C_t)
+    dC_t = dC_t + G @ C_t @ Q.T + G.transpose(0, 2, 1) @ C_t @ Q
+    return dZ_prev, dC_t, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}
+
+
+def _check_forward(params, x, s):
+    f, w = _check_params(params)
+    check_array("x", x, (None, None, f), names=("B", "T", "f"))
+    n_windows(x.shape[1], w, s)
+    return f, w
+
+
+def forward(params, x, s=1, mode="parallel", method=None, backend=None):
+    """The GRIL block of Def. 4.2 over a whole sequence.
+
+    Args:
+        params: Q (w, w), q (w,), beta (1,) or (f,), A (f, f).
+        x: (B, T, f) tokens, with w <= T and (T - w) % s == 0.
+        s: stride between windows (>= 1).
+        mode: "parallel" (windows, updates and a linear scan over all steps) or "sequential"
+            (``step_forward`` once per window).
+        method, backend: passed to ``minimal.scan.linear_scan`` in parallel mode; None keeps the scan's
+            default (its fast method). Unused in sequential mode.
+    Returns:
+        o: (B, T', f), o[:, k] the output at input step t_k = k s + w - 1; and the cache for ``backward``.
+    """
+    f, w = _check_forward(params, x, s)
+    check_choice("mode", mode, MODES)
+    C = window(x, w, s)  # (B, T', f, w)
+    B, T_out = C.shape[:2]
+    scan_kwargs = _scan_kwargs(method, backend)
+    if mode == "parallel":
+        U = C @ params["Q"] @ C.transpose(0, 1, 3, 2)  # (B, T', f, f)
+        b = U.reshape(B, T_out, f * f)
+        a = np.empty_like(b)
+        a[...] = params["A"].reshape(1, 1, f * f)  # the scan takes one coefficient per step: no broadcasting
+        Z = linear_scan(a, b, **scan_kwargs).reshape(B, T_out, f, f)
+        o = params["beta"] * np.einsum("btij,btj->bti", Z, C @ params["q"])
+        return o, Cache(mode, x.shape[1], s, C, Z, scan_kwargs)
+    Z = np.empty((B, T_out, f, f), dtype=np.result_type(C, params["A"], params["Q"]))
+    o = np.empty((B, T_out, f), dtype=Z.dtype)
+    Z_t = np.zeros((B, f, f), dtype=Z.dtype)
+    for k in range(T_out):
+        o[:, k], Z_t = _step(params, Z_t, C[:, k])
+        Z[:, k] = Z_t
+    return o, Cache(mode, x.shape[1], s, C, Z, scan_kwargs)
+
+
+def backward(params, cache, do):
+    """Gradients of ``forward`` in either mode.
+
+    Args:
+        cache: from ``forward``; do: (B, T', f) dL/do.
+    Returns:
+        dx (B, T, f) and grads {Q, q, beta, A} of the params' shapes.
+    """
+    Q, q, beta, A = params["Q"], params["q"], params["beta"], params["A"]
+    C, Z = cache.C, cache.Z
+    B, T_out, f, w = C.shape
+    check_array("do", do, (B, T_out, f), names=("B", "T'", "f"))
+    if cache.mode == "sequential":
+        grads = {name: np.zeros_like(p) for name, p in params.items()}
+        dC = np.empty_like(C)
+        dZ = np.zeros((B, f, f), dtype=Z.dtype)
+        for k in reversed(range(T_out)):
+            Z_prev = Z[:, k - 1] if k > 0 else np.zeros_like(dZ)
+            dZ, dC[:, k], g = _step_backward(params, Z_prev, C[:, k], do[:, k], dZ)
+            for name in grads:
+                grads[name] += g[name]
+        return window_backward(dC, cache.T, w, cache.s), grads
+
+    # 4. o = β ⊙ (Z r), r = C q
+    r = C @ q  # (B, T', f), recomputed: cheaper to redo than to store
+    m = np.einsum("btij,btj->bti", Z, r)
+    dbeta = (do * m).sum(axis=(0, 1))
+    dbeta = dbeta.sum(keepdims=True) if beta.shape == (1,) else dbeta
+    dm = beta * do
+    dZ = dm[..., :, None] * r[..., None, :]  # (B, T', f, f)
+    dr = np.einsum("btij,bti->btj", Z, dm)
+    dq = np.einsum("btfw,btf->w", C, dr)
+    dC = dr[..., :, None] * q
+    # 3. Z = scan(a = A at every step, b = U): the adjoint is a reverse-time scan.
+    a = np.empty((B, T_out, f * f), dtype=Z.dtype)
+    a[...] = A.reshape(1, 1, f * f)
+    da, dU, _ = linear_scan_backward(a, Z.reshape(B, T_out, f * f), dZ.reshape(B, T_out, f * f),
+                                     **cache.scan_kwargs)
+    dA = da.sum(axis=(0, 1)).reshape(f, f)
+    dU = dU.reshape(B, T_out, f, f)
+    # 2. U = C Q C^T
+    dQ = np.einsum("btfi,btfg,btgj->ij", C, dU, C)
+    dC = dC + dU @ C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
+    # 1. C = window(x)
+    dx = window_backward(dC, cache.T, w, cache.s)
+    return dx, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}
+
+
+def gril_forward_reference(x, Q, q, beta, A, w, s):
+    """The explicit, unfused NumPy reference of the block, for testing fused kernels. Kept stable.
+
+    Args:
+        x: (B, T, f); Q: (w, w); q: (w,); beta: (1,) or (f,); A: (f, f); w: window width (must equal
+        Q's size); s: stride. Requires w <= T and (T - w) % s == 0.
+    Returns:
+        o: (B, T', f) with T' = (T - w) / s + 1; o[:, k] belongs to input step k s + w - 1.
+    """
+    params = {"Q": Q, "q": q, "beta": beta, "A": A}
+    f, w_Q = _check_forward(params, x, s)
+    if check_positive_int("w", w) != w_Q:
+        raise ValueError(f"w must equal the size of Q (w, w) = {Q.shape}, got w={w}")
+    C = window(x, w, s)
+    B, T_out = C.shape[:2]
+    U = (C @ Q @ C.transpose(0, 1, 3, 2)).reshape(B, T_out, f * f)
+    a = np.empty_like(U)
+    a[...] = A.reshape(1, 1, f * f)
+    Z = sequential_scan(a, U).reshape(B, T_out, f, f)  # the plain loop: no scan method or backend involved
+    return beta * np.einsum("btij,btj->bti", Z, C @ q)
+
+
+def examples(rng):
+    """Tiny float64 cases in both modes: T = 1 (w = 1), odd T, overlapping windows (s < w), strided
+    windows (s = w and s > w), scalar and per-feature β."""
+    out = []
+    for mode in MODES:
+        for name, B, T, f, w, s, per_feature in [("T1-w1", 2, 1, 2, 1, 1, False),
+                                                 ("T5-w2-s1", 2, 5, 3, 2, 1, False),
+                                                 ("T7-w3-s2-beta_f", 1, 7, 3, 3, 2, True),
+                                                 ("T6-w2-s2", 1, 6, 2, 2, 2, False),
+                                                 ("T7-w1-s3", 2, 7, 2, 1, 3, True)]:
+            out.append(Example(f"{mode}-{name}", init(rng, f, w, per_feature), rng.standard_normal((B, T, f)),
+                               {"s": s, "mode": mode, "method": "sequential", "backend": "numpy"}))
+    return out

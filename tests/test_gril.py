@@ -1,0 +1,217 @@
+"""The GRIL block (Tian et al., Def. 4.2): gradients, the two modes, the windows, and the paper's claims."""
+import numpy as np
+import pytest
+
+from minimal.cells import gril
+from minimal.gradcheck import TOLERANCE, check_cell, rel_error
+
+EXAMPLES = gril.examples(np.random.default_rng(0))
+REF = {"method": "sequential", "backend": "numpy"}  # the plain scan loop
+
+
+def _case(rng, B=2, T=9, f=3, w=3, s=2, per_feature=True):
+    params = gril.init(rng, f, w, per_feature)
+    params["beta"] = rng.standard_normal(params["beta"].shape)  # ones would hide a missing β in a gradient
+    return params, rng.standard_normal((B, T, f))
+
+
+# ------------------------------------------------------------------------------------ gradients
+@pytest.mark.parametrize("ex", EXAMPLES, ids=[ex.name for ex in EXAMPLES])
+def test_backward_matches_finite_differences_for_every_param_and_the_input(ex):
+    errors = check_cell(gril, ex)
+    assert set(errors) == {"x", "Q", "q", "beta", "A"}
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+def test_examples_cover_T1_odd_T_overlap_and_stride():
+    shapes = [(ex.x.shape[1], ex.params["Q"].shape[0], ex.kwargs["s"]) for ex in EXAMPLES]
+    assert (1, 1, 1) in shapes
+    assert any(T % 2 == 1 and T > 1 for T, _, _ in shapes)
+    assert any(s < w for _, w, s in shapes) and any(s == w > 1 for _, w, s in shapes)
+    assert any(s > w for _, w, s in shapes)
+    assert {ex.params["beta"].shape == (1,) for ex in EXAMPLES} == {True, False}  # scalar and per-feature β
+    assert all(ex.n_params() + ex.x.size <= 400 for ex in EXAMPLES)
+
+
+# ------------------------------------------------------------------------------------ two modes
+def test_sequential_mode_equals_parallel_mode_forward_and_backward(rng):
+    params, x = _case(rng)
+    o_par, cache_par = gril.forward(params, x, s=2, mode="parallel", **REF)
+    o_seq, cache_seq = gril.forward(params, x, s=2, mode="sequential")
+    assert o_par.shape == (2, 4, 3)
+    assert rel_error(o_seq, o_par) <= 1e-12
+    do = rng.standard_normal(o_par.shape)
+    dx_par, g_par = gril.backward(params, cache_par, do)
+    dx_seq, g_seq = gril.backward(params, cache_seq, do)
+    assert rel_error(dx_seq, dx_par) <= 1e-12
+    for name in params:
+        assert rel_error(g_seq[name], g_par[name]) <= 1e-12, name
+
+
+def test_step_forward_is_one_window_of_the_sequential_mode(rng):
+    params, x = _case(rng, T=5, w=3, s=1)
+    o, cache = gril.forward(params, x, s=1, mode="sequential")
+    o_1, Z_1 = gril.step_forward(params, cache.Z[:, 0], cache.C[:, 1])
+    assert rel_error(o_1, o[:, 1]) <= 1e-14
+    assert rel_error(Z_1, cache.Z[:, 1]) <= 1e-14
+
+
+SCANS = [("blelloch", "numpy"), ("sequential", "numba"), ("blelloch", "numba"), (None, None)]
+
+
+@pytest.mark.parametrize("method,backend", SCANS, ids=[f"{b}-{m}" for m, b in SCANS])
+def test_every_scan_gives_the_reference_output_and_gradients(method, backend, rng):
+    """(None, None) is the default: the scan's own fast method and backend."""
+    if backend in ("numba", None):
+        pytest.importorskip("minimal._scan_numba")
+    params, x = _case(rng, T=8, w=2, s=3)  # T' = 3
+    o_ref, cache_ref = gril.forward(params, x, s=3, **REF)
+    o, cache = gril.forward(params, x, s=3, method=method, backend=backend)
+    assert rel_error(o, o_ref) <= 1e-12
+    do = rng.standard_normal(o.shape)
+    (dx_ref, g_ref), (dx, g) = gril.backward(params, cache_ref, do), gril.backward(params, cache, do)
+    assert rel_error(dx, dx_ref) <= 1e-12
+    for name in params:
+        assert rel_error(g[name], g_ref[name]) <= 1e-12, name
+
+
+def test_reference_function_equals_the_cell(rng):
+    params, x = _case(rng, T=7, w=3, s=2)
+    o, _ = gril.forward(params, x, s=2, **REF)
+    o_ref = gril.gril_forward_reference(x, params["Q"], params["q"], params["beta"], params["A"], 3, 2)
+    assert rel_error(o_ref, o) <= 1e-14
+
+
+# ------------------------------------------------------------------------------------ windows
+@pytest.mark.parametrize("T,w,s", [(1, 1, 1), (6, 3, 1), (7, 3, 2), (8, 2, 3), (4, 4, 5)])
+def test_window_k_holds_tokens_ks_to_ks_plus_w_minus_1(T, w, s, rng):
+    x = rng.standard_normal((2, T, 3))
+    C = gril.window(x, w, s)
+    T_out = (T - w) // s + 1
+    assert C.shape == (2, T_out, 3, w) == (2, gril.n_windows(T, w, s), 3, w)
+    for k in range(T_out):
+        for j in range(w):
+            np.testing.assert_array_equal(C[:, k, :, j], x[:, k * s + j, :])
+
+
+@pytest.mark.parametrize("T,w,s", [(1, 1, 1), (6, 3, 1), (7, 3, 2), (8, 2, 3)])
+def test_window_backward_is_the_adjoint_of_window(T, w, s, rng):
+    x = rng.standard_normal((2, T, 3))
+    dC = rng.standard_normal((2, (T - w) // s + 1, 3, w))
+    lhs = np.sum(gril.window(x, w, s) * dC)
+    rhs = np.sum(x * gril.window_backward(dC, T, w, s))
+    assert abs(lhs - rhs) <= 1e-12 * max(1.0, abs(lhs))
+
+
+def test_window_backward_sums_over_overlapping_windows():
+    dx = gril.window_backward(np.ones((1, 4, 1, 3)), T=6, w=3, s=1)
+    np.testing.assert_array_equal(dx[0, :, 0], [1, 2, 3, 3, 2, 1])
+    dx = gril.window_backward(np.ones((1, 3, 1, 1)), T=7, w=1, s=3)  # s > w: skipped steps get nothing
+    np.testing.assert_array_equal(dx[0, :, 0], [1, 0, 0, 1, 0, 0, 1])
+
+
+# ------------------------------------------------------------------------------------ the paper
+def test_with_A_one_the_state_is_the_running_sum_of_window_cross_products(rng):
+    params, x = _case(rng, T=7, w=3, s=2)
+    params["A"] = np.ones_like(params["A"])
+    _, cache = gril.forward(params, x, s=2, **REF)
+    U = np.stack([C_k @ params["Q"] @ C_k.T for C_k in cache.C[0]])  # batch 0, (T', f, f)
+    np.testing.assert_allclose(cache.Z[0], np.cumsum(U, axis=0), rtol=1e-13, atol=1e-13)
+
+
+def test_with_w1_A1_Q1_q1_the_block_is_causal_linear_attention_on_x(rng):
+    """o_t = β (Σ_{s<=t} x_s x_s^T) x_t: keys, values and queries all x."""
+    x = rng.standard_normal((2, 5, 3))
+    params = {"Q": np.ones((1, 1)), "q": np.ones(1), "beta": np.array([0.7]), "A": np.ones((3, 3))}
+    o, _ = gril.forward(params, x, s=1, **REF)
+    for t in range(5):
+        S = np.einsum("bsi,bsj->bij", x[:, :t + 1], x[:, :t + 1])
+        np.testing.assert_allclose(o[:, t], 0.7 * np.einsum("bij,bj->bi", S, x[:, t]), rtol=1e-13, atol=1e-13)
+
+
+def test_construction_reproduces_one_step_of_gradient_descent_on_least_squares(rng):
+    """Tokens x_1, y_1, ..., x_N, y_N, x_q, 0 in a shared f = d_x + d_y space, w = s = 2: window i is
+    (x_i, y_i). Q = [[0, 0], [1, 0]] writes y_i x_i^T into the state, A = 1 keeps the sum, q = (1, 0) reads
+    the state with the query and β = η / N is the step size, so the last output's y part is W_1 x_q with
+    W_1 = W_0 − η ∇L(W_0), L(W) = 1/(2N) Σ ||W x_i − y_i||², W_0 = 0 (the paper's one-step construction)."""
+    N, d_x, d_y, eta = 6, 3, 2, 0.3
+    X, Y, x_q = rng.standard_normal((N, d_x)), rng.standard_normal((N, d_y)), rng.standard_normal(d_x)
+    f = d_x + d_y
+    tokens = np.zeros((1, 2 * N + 2, f))
+    tokens[0, 0:2 * N:2, :d_x] = X
+    tokens[0, 1:2 * N:2, d_x:] = Y
+    tokens[0, 2 * N, :d_x] = x_q  # the last token is the empty label
+    params = {"Q": np.array([[0.0, 0.0], [1.0, 0.0]]), "q": np.array([1.0, 0.0]),
+              "beta": np.array([eta / N]), "A": np.ones((f, f))}
+    for mode in gril.MODES:
+        o, _ = gril.forward(params, tokens, s=2, mode=mode, **(REF if mode == "parallel" else {}))
+        W_0 = np.zeros((d_y, d_x))
+        grad_L = (X @ W_0.T - Y).T @ X / N
+        W_1 = W_0 - eta * grad_L
+        np.testing.assert_allclose(o[0, -1, d_x:], W_1 @ x_q, rtol=1e-13, atol=1e-14)
+        np.testing.assert_array_equal(o[0, -1, :d_x], 0.0)  # nothing is written into the x rows
+
+
+# ------------------------------------------------------------------------------------ bad input
+def _good(rng):
+    return _case(rng, B=1, T=5, f=2, w=3, s=1)
+
+
+def test_window_wider_than_the_sequence_names_w_and_T(rng):
+    params, x = _good(rng)
+    with pytest.raises(ValueError, match=r"w must be <= T .*w=3, T=2"):
+        gril.forward(params, x[:, :2], **REF)
+    with pytest.raises(ValueError, match=r"w must be <= T"):
+        gril.window(x, 6, 1)
+
+
+@pytest.mark.parametrize("s", [0, -1, 1.5, True])
+def test_stride_must_be_a_positive_integer(s, rng):
+    params, x = _good(rng)
+    with pytest.raises(ValueError, match="s must be an integer >= 1"):
+        gril.forward(params, x, s=s, **REF)
+
+
+def test_windows_must_reach_the_last_token(rng):
+    params, x = _good(rng)  # w = 3; with s = 2, T = 6 would leave the last token in no window
+    with pytest.raises(ValueError, match=r"T must satisfy \(T - w\) % s == 0.*T=6, w=3, s=2"):
+        gril.forward(params, np.concatenate([x, x[:, :1]], axis=1), s=2, **REF)
+
+
+def test_bad_shapes_name_the_argument(rng):
+    params, x = _good(rng)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, f=2\)"):
+        gril.forward(params, x[..., :1], **REF)
+    with pytest.raises(ValueError, match="x must have shape"):
+        gril.forward(params, x[0], **REF)
+    with pytest.raises(ValueError, match="x must have a floating dtype"):
+        gril.forward(params, x.astype(int), **REF)
+    with pytest.raises(ValueError, match="x contains NaN"):
+        gril.forward(params, np.full_like(x, np.nan), **REF)
+    for name, bad in [("Q", np.ones((3, 2))), ("q", np.ones(2)), ("beta", np.ones(3)), ("beta", np.ones((1, 1))),
+                      ("A", np.ones((2, 3)))]:
+        with pytest.raises(ValueError, match=f"^{name} must have"):
+            gril.forward({**params, name: bad}, x, **REF)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        gril.forward(params, x, mode="recurrent", **REF)
+    o, cache = gril.forward(params, x, **REF)
+    with pytest.raises(ValueError, match="do must have shape"):
+        gril.backward(params, cache, o[:, 1:])
+    with pytest.raises(ValueError, match="dC must have shape"):
+        gril.window_backward(np.ones((1, 2, 2, 3)), T=5, w=3, s=1)
+    with pytest.raises(ValueError, match="Z_prev must have shape"):
+        gril.step_forward(params, np.zeros((1, 2, 3)), cache.C[:, 0])
+    with pytest.raises(ValueError, match="C_t must have shape"):
+        gril.step_forward(params, np.zeros((1, 2, 2)), cache.C[:, 0, :, :2])
+    with pytest.raises(ValueError, match="dZ_t must have shape"):
+        gril.step_backward(params, np.zeros((1, 2, 2)), cache.C[:, 0], o[:, 0], np.zeros((1, 2, 3)))
+    with pytest.raises(ValueError, match="w must equal the size of Q"):
+        gril.gril_forward_reference(x, params["Q"], params["q"], params["beta"], params["A"], 2, 1)
+
+
+def test_init_shapes(rng):
+    p = gril.init(rng, 4, 3)
+    assert {k: v.shape for k, v in p.items()} == {"Q": (3, 3), "q": (3,), "beta": (1,), "A": (4, 4)}
+    assert gril.init(rng, 4, 3, per_feature_beta=True)["beta"].shape == (4,)
+    with pytest.raises(ValueError, match="w must be an integer >= 1"):
+        gril.init(rng, 4, 0)
