@@ -56,7 +56,7 @@ def test_step_forward_is_one_window_of_the_sequential_mode(rng):
     assert rel_error(Z_1, cache.Z[:, 1]) <= 1e-14
 
 
-SCANS = [("blelloch", "numpy"), ("sequential", "numba"), ("blelloch", "numba"), (None, None)]
+SCANS = [("blelloch", "numpy"), ("sequential", "numba"), ("blelloch", "numba"), (None, None), ("blelloch", "cuda")]
 
 
 @pytest.mark.parametrize("method,backend", SCANS, ids=[f"{b}-{m}" for m, b in SCANS])
@@ -64,6 +64,8 @@ def test_every_scan_gives_the_reference_output_and_gradients(method, backend, rn
     """(None, None) is the default: the scan's own fast method and backend."""
     if backend in ("numba", None):
         pytest.importorskip("minimal._scan_numba")
+    if backend == "cuda":
+        pytest.importorskip("cuda_kernels.scan")  # the CUDA simulator on CPU machines (tests/conftest.py)
     params, x = _case(rng, T=8, w=2, s=3)  # T' = 3
     o_ref, cache_ref = gril.forward(params, x, s=3, **REF)
     o, cache = gril.forward(params, x, s=3, method=method, backend=backend)

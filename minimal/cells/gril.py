@@ -207,7 +207,7 @@ def _step_backward(params, Z_prev, C_t, do_t, dZ_t):
     dA = (G * Z_prev).sum(axis=0)
     dZ_prev = A * G
     # 1. U_t = C_t Q C_t^T
-    dQ = np.einsum("bfi,bfg,bgj->ij", C_t, G, C_t)
+    dQ = (C_t.transpose(0, 2, 1) @ G @ C_t).sum(axis=0)
     dC_t = dC_t + G @ C_t @ Q.T + G.transpose(0, 2, 1) @ C_t @ Q
     return dZ_prev, dC_t, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}
 
@@ -296,7 +296,7 @@ def backward(params, cache, do):
     dA = da.sum(axis=(0, 1)).reshape(f, f)
     dU = dU.reshape(B, T_out, f, f)
     # 2. U = C Q C^T
-    dQ = np.einsum("btfi,btfg,btgj->ij", C, dU, C)
+    dQ = (C.transpose(0, 1, 3, 2) @ dU @ C).sum(axis=(0, 1))
     dC = dC + dU @ C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
     # 1. C = window(x)
     dx = window_backward(dC, cache.T, w, cache.s)
