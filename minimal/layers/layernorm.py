@@ -1,0 +1,74 @@
+"""Layer normalisation, Ba et al. (2016), "Layer normalization", Sec. 3 (Eq. 4), over the last axis:
+
+    mu = mean_i x_i,   sigma^2 = mean_i (x_i - mu)^2,   xhat = (x - mu) / sqrt(sigma^2 + eps)
+    y  = gamma ⊙ xhat + beta
+
+Shapes: x (..., D); gamma, beta (D,); y (..., D). sigma^2 is the biased (1/D) variance; eps keeps the
+division finite for a constant input and is a fixed setting, not a parameter.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validate import check_array, check_positive_int
+
+__all__ = ["init", "forward", "backward", "examples", "EPS"]
+
+EPS = 1e-5
+
+
+class Cache(NamedTuple):
+    xhat: np.ndarray     # (..., D) normalised input
+    inv_std: np.ndarray  # (..., 1) 1 / sqrt(sigma^2 + eps)
+
+
+def init(rng, D):
+    """gamma = 1, beta = 0 (the identity on already normalised inputs). ``rng`` is unused."""
+    D = check_positive_int("D", D)
+    return {"gamma": np.ones(D), "beta": np.zeros(D)}
+
+
+def forward(params, x, eps=EPS):
+    """x: (..., D). Returns y (..., D) and the cache."""
+    gamma = check_array("gamma", params["gamma"], ndim=1, names=("D",))
+    check_array("beta", params["beta"], gamma.shape, names=("D",))
+    check_array("x", x, min_ndim=1)
+    if x.shape[-1] != gamma.shape[0]:
+        raise ValueError(f"x must have shape (..., D={gamma.shape[0]}), got shape {x.shape}")
+    if isinstance(eps, bool) or not isinstance(eps, (float, int, np.floating)) or not eps > 0:
+        raise ValueError(f"eps must be a positive number, got {eps!r}")
+    mu = x.mean(axis=-1, keepdims=True)
+    xc = x - mu
+    inv_std = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
+    xhat = xc * inv_std
+    return gamma * xhat + params["beta"], Cache(xhat, inv_std)
+
+
+def backward(params, cache, dy):
+    """dy: (..., D). Returns dx (..., D) and {gamma: (D,), beta: (D,)}."""
+    xhat, inv_std = cache
+    check_array("dy", dy, xhat.shape)
+    D = xhat.shape[-1]
+    # 2. y = gamma ⊙ xhat + beta
+    grads = {"gamma": (dy * xhat).reshape(-1, D).sum(axis=0), "beta": dy.reshape(-1, D).sum(axis=0)}
+    dxhat = dy * params["gamma"]
+    # 1. xhat = (x - mu) inv_std: mu and sigma^2 depend on every x_i, which subtracts dxhat's mean and its
+    # component along xhat (the Jacobian of a projection onto the unit sphere, scaled by inv_std).
+    dx = inv_std * (dxhat - dxhat.mean(axis=-1, keepdims=True)
+                    - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
+    return dx, grads
+
+
+def _random(rng, D):
+    return {"gamma": 1.0 + 0.5 * rng.standard_normal(D), "beta": rng.standard_normal(D)}
+
+
+def examples(rng):
+    from ..cells import Example  # not at the top: the registry imports this module while it is built
+
+    # eps = 1e-5 next to unit-scale inputs; a larger eps in one case so that it visibly enters the gradient.
+    return [Example("BTD-T3", _random(rng, 4), rng.standard_normal((2, 3, 4))),
+            Example("BTD-T1", _random(rng, 3), rng.standard_normal((2, 1, 3)), {"eps": 0.1}),
+            Example("ND", _random(rng, 5), 2.0 + rng.standard_normal((3, 5)))]

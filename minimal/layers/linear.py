@@ -1,0 +1,60 @@
+"""Affine layer y = x W + b on the last axis.
+
+Shapes: x (..., D_in), W (D_in, D_out), b (D_out,), y (..., D_out). Row-vector convention (x W), as in
+NumPy code; the papers' W x with W (D_out, D_in) is the same map with W transposed.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validate import check_array, check_positive_int
+
+__all__ = ["init", "forward", "backward", "examples"]
+
+
+class Cache(NamedTuple):
+    x: np.ndarray  # (..., D_in)
+
+
+def init(rng, D_in, D_out):
+    """W (D_in, D_out) with entries U(-1/sqrt(D_in), 1/sqrt(D_in)) (the usual fan-in scale); b = 0."""
+    D_in = check_positive_int("D_in", D_in)
+    D_out = check_positive_int("D_out", D_out)
+    s = 1.0 / np.sqrt(D_in)
+    return {"W": rng.uniform(-s, s, (D_in, D_out)), "b": np.zeros(D_out)}
+
+
+def _check_params(params):
+    W = check_array("W", params["W"], ndim=2, names=("D_in", "D_out"))
+    check_array("b", params["b"], W.shape[1:], names=("D_out",))
+    return W.shape
+
+
+def forward(params, x):
+    """y = x W + b. x: (..., D_in). Returns y (..., D_out) and the cache."""
+    D_in, _ = _check_params(params)
+    check_array("x", x, min_ndim=1)
+    if x.shape[-1] != D_in:
+        raise ValueError(f"x must have shape (..., D_in={D_in}), got shape {x.shape}")
+    return x @ params["W"] + params["b"], Cache(x)
+
+
+def backward(params, cache, dy):
+    """dy: (..., D_out). Returns dx (..., D_in) and {W: (D_in, D_out), b: (D_out,)}."""
+    x = cache.x
+    check_array("dy", dy, x.shape[:-1] + params["b"].shape)
+    # 1. y = x W + b: every leading index is one more sample of the same map.
+    x2 = x.reshape(-1, x.shape[-1])
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    return dy @ params["W"].T, {"W": x2.T @ dy2, "b": dy2.sum(axis=0)}
+
+
+def examples(rng):
+    """A (B, T, D) sequence input, a T = 1 input with an odd T elsewhere, and a plain (N, D) matrix."""
+    from ..cells import Example  # not at the top: the registry imports this module while it is built
+
+    return [Example("BTD-T3", init(rng, 3, 2) | {"b": rng.standard_normal(2)}, rng.standard_normal((2, 3, 3))),
+            Example("BTD-T1", init(rng, 4, 3) | {"b": rng.standard_normal(3)}, rng.standard_normal((2, 1, 4))),
+            Example("ND", init(rng, 2, 5) | {"b": rng.standard_normal(5)}, rng.standard_normal((3, 2)))]

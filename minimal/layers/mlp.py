@@ -1,0 +1,84 @@
+"""Two-layer perceptron Linear -> GELU -> Linear, the position-wise feed-forward block of a transformer
+(Vaswani et al. 2017, Sec. 3.3, there with ReLU; GELU as in GPT-2 and most later models):
+
+    h = GELU(x W_1 + b_1),   y = h W_2 + b_2
+
+GELU is the tanh approximation of Hendrycks & Gimpel (2016), Sec. 2:
+
+    GELU(u) = u/2 (1 + tanh(c (u + 0.044715 u^3))),   c = sqrt(2/π)
+
+chosen over ReLU because it is smooth, so a finite-difference check never straddles a kink.
+Shapes: x (..., D_in); W_1 (D_in, H), b_1 (H,); W_2 (H, D_out), b_2 (D_out,); y (..., D_out).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validate import check_array, check_positive_int
+from . import linear
+
+__all__ = ["init", "forward", "backward", "examples", "gelu", "gelu_grad"]
+
+_C = np.sqrt(2.0 / np.pi)
+_A = 0.044715
+
+
+class Cache(NamedTuple):
+    first: linear.Cache   # input of x W_1 + b_1
+    u: np.ndarray         # (..., H) pre-activation
+    second: linear.Cache  # input of h W_2 + b_2
+
+
+def gelu(u):
+    return 0.5 * u * (1.0 + np.tanh(_C * (u + _A * u**3)))
+
+
+def gelu_grad(u):
+    """d GELU / du of the tanh approximation."""
+    th = np.tanh(_C * (u + _A * u**3))
+    return 0.5 * (1.0 + th) + 0.5 * u * (1.0 - th**2) * _C * (1.0 + 3.0 * _A * u**2)
+
+
+def init(rng, D_in, H, D_out=None):
+    """Linear fan-in initialisation for both layers; D_out defaults to D_in (a residual block's shape)."""
+    D_out = D_in if D_out is None else check_positive_int("D_out", D_out)
+    H = check_positive_int("H", H)
+    first, second = linear.init(rng, D_in, H), linear.init(rng, H, D_out)
+    return {"W_1": first["W"], "b_1": first["b"], "W_2": second["W"], "b_2": second["b"]}
+
+
+def forward(params, x):
+    """x: (..., D_in). Returns y (..., D_out) and the cache."""
+    W_1 = check_array("W_1", params["W_1"], ndim=2, names=("D_in", "H"))
+    check_array("W_2", params["W_2"], (W_1.shape[1], None), names=("H", "D_out"))
+    check_array("b_1", params["b_1"], W_1.shape[1:], names=("H",))
+    check_array("b_2", params["b_2"], params["W_2"].shape[1:], names=("D_out",))
+    u, first = linear.forward({"W": params["W_1"], "b": params["b_1"]}, x)
+    y, second = linear.forward({"W": params["W_2"], "b": params["b_2"]}, gelu(u))
+    return y, Cache(first, u, second)
+
+
+def backward(params, cache, dy):
+    """dy: (..., D_out). Returns dx (..., D_in) and grads for W_1, b_1, W_2, b_2."""
+    # 3. y = h W_2 + b_2
+    dh, g2 = linear.backward({"W": params["W_2"], "b": params["b_2"]}, cache.second, dy)
+    # 2. h = GELU(u)
+    du = dh * gelu_grad(cache.u)
+    # 1. u = x W_1 + b_1
+    dx, g1 = linear.backward({"W": params["W_1"], "b": params["b_1"]}, cache.first, du)
+    return dx, {"W_1": g1["W"], "b_1": g1["b"], "W_2": g2["W"], "b_2": g2["b"]}
+
+
+def _with_random_biases(rng, params):
+    return params | {"b_1": rng.standard_normal(params["b_1"].shape),
+                     "b_2": rng.standard_normal(params["b_2"].shape)}
+
+
+def examples(rng):
+    from ..cells import Example  # not at the top: the registry imports this module while it is built
+
+    return [Example("BTD-T3", _with_random_biases(rng, init(rng, 3, 4)), rng.standard_normal((2, 3, 3))),
+            Example("BTD-T1", _with_random_biases(rng, init(rng, 2, 5, 3)), rng.standard_normal((2, 1, 2))),
+            Example("ND", _with_random_biases(rng, init(rng, 3, 4, 2)), rng.standard_normal((3, 3)))]

@@ -1,0 +1,255 @@
+"""Building blocks: Linear, GLU, MLP, LayerNorm, Embedding, residual wrapper, cross-entropy and MSE losses."""
+import math
+
+import numpy as np
+import pytest
+
+from minimal.cells import REGISTRY
+from minimal.gradcheck import TOLERANCE, check_cell, rel_error
+from minimal.layers import cross_entropy, embedding, glu, layernorm, linear, mlp, mse, residual
+
+LAYERS = ("linear", "glu", "mlp", "layernorm", "embedding", "residual", "cross_entropy", "mse")
+CASES = [(name, i) for name in LAYERS for i in range(len(REGISTRY[name].examples(np.random.default_rng(0))))]
+
+
+@pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_backward_matches_finite_differences(name, i):
+    module = REGISTRY[name]
+    ex = module.examples(np.random.default_rng(0))[i]
+    errors = check_cell(module, ex)
+    assert set(errors) == set(ex.params) | ({"x"} if ex.x.dtype.kind == "f" else set())
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+def test_every_layer_is_registered():
+    assert set(LAYERS) <= set(REGISTRY)
+
+
+# ---------------------------------------------------------------- values
+
+def test_linear_by_hand():
+    params = {"W": np.array([[1.0, 2.0, 0.0], [0.0, -1.0, 3.0]]), "b": np.array([0.5, 0.0, -1.0])}
+    y, _ = linear.forward(params, np.array([[[2.0, 1.0]]]))
+    np.testing.assert_array_equal(y, [[[2.5, 3.0, 2.0]]])
+
+
+def test_linear_acts_on_the_last_axis_only(rng):
+    params = linear.init(rng, 3, 2)
+    x = rng.standard_normal((2, 5, 3))
+    y, _ = linear.forward(params, x)
+    np.testing.assert_allclose(y.reshape(10, 2), linear.forward(params, x.reshape(10, 3))[0], rtol=1e-15)
+
+
+def test_glu_with_a_zero_gate_halves_the_linear_path(rng):
+    params = glu.init(rng, 3, 2)
+    params["b_1"] = rng.standard_normal(2)
+    params["W_2"][:] = 0.0  # σ(0) = 1/2
+    x = rng.standard_normal((2, 4, 3))
+    y, _ = glu.forward(params, x)
+    np.testing.assert_allclose(y, 0.5 * (x @ params["W_1"] + params["b_1"]), rtol=1e-15)
+
+
+def test_glu_gate_saturates_without_overflow(rng):
+    params = glu.init(rng, 1, 1)
+    params["W_1"][:] = 1.0
+    params["W_2"][:] = 1e4
+    with np.errstate(over="raise", invalid="raise"):  # exp(-1e4) underflowing to 0 is fine
+        y, _ = glu.forward(params, np.array([[-1.0], [1.0]]))
+    np.testing.assert_array_equal(y, [[0.0], [1.0]])  # gate closed, gate open
+
+
+def test_gelu_values():
+    # GELU(0) = 0, GELU(u) -> u for large u and -> 0 for very negative u; GELU(1) of the tanh form.
+    u = np.array([0.0, 1.0, 10.0, -10.0])
+    np.testing.assert_allclose(mlp.gelu(u), [0.0, 0.8411919906082768, 10.0, 0.0], rtol=1e-14, atol=1e-15)
+
+
+def test_mlp_is_linear_gelu_linear(rng):
+    params = mlp.init(rng, 3, 5, 2)
+    x = rng.standard_normal((2, 3, 3))
+    h = mlp.gelu(x @ params["W_1"] + params["b_1"])
+    np.testing.assert_allclose(mlp.forward(params, x)[0], h @ params["W_2"] + params["b_2"], rtol=1e-14)
+
+
+def test_layernorm_output_has_zero_mean_and_unit_variance(rng):
+    x = 3.0 + 2.0 * rng.standard_normal((2, 5, 8))
+    y, _ = layernorm.forward(layernorm.init(rng, 8), x, eps=1e-5)
+    var = x.var(axis=-1, keepdims=True)
+    np.testing.assert_allclose(y.mean(axis=-1), 0.0, atol=1e-15)
+    # variance 1 up to the eps that is added to sigma^2
+    np.testing.assert_allclose(y.var(axis=-1, keepdims=True), var / (var + 1e-5), rtol=1e-13)
+
+
+def test_layernorm_is_invariant_to_shift_and_scale_of_its_input(rng):
+    params = {"gamma": rng.standard_normal(4), "beta": rng.standard_normal(4)}
+    x = rng.standard_normal((3, 4))
+    y, _ = layernorm.forward(params, x, eps=1e-12)
+    y2, _ = layernorm.forward(params, 7.0 * x - 2.0, eps=1e-12 * 49.0)
+    assert rel_error(y2, y) <= 1e-12
+
+
+def test_embedding_is_a_one_hot_matrix_product(rng):
+    params = embedding.init(rng, 5, 3)
+    x = np.array([[0, 4, 4], [2, 1, 0]])
+    y, cache = embedding.forward(params, x)
+    np.testing.assert_array_equal(y, np.eye(5)[x] @ params["E"])
+    # Backward: row v of dE is the sum of dy over the positions holding id v.
+    dy = rng.standard_normal(y.shape)
+    dx, grads = embedding.backward(params, cache, dy)
+    assert dx is None
+    np.testing.assert_allclose(grads["E"][4], dy[0, 1] + dy[0, 2], rtol=1e-15)
+    np.testing.assert_array_equal(grads["E"][3], 0.0)
+
+
+def test_residual_adds_the_inner_output_and_passes_its_gradients(rng):
+    params = mlp.init(rng, 3, 4)
+    x = rng.standard_normal((2, 3, 3))
+    y, cache = residual.forward(params, x, inner="mlp")
+    fx, fcache = mlp.forward(params, x)
+    np.testing.assert_array_equal(y, x + fx)
+    dy = rng.standard_normal(y.shape)
+    dx, grads = residual.backward(params, cache, dy)
+    dfx, fgrads = mlp.backward(params, fcache, dy)
+    np.testing.assert_array_equal(dx, dy + dfx)
+    assert set(grads) == set(params)
+    for key in params:
+        np.testing.assert_array_equal(grads[key], fgrads[key])
+
+
+def test_residual_init_and_forward_kwargs_go_to_the_inner_module(rng):
+    params = residual.init(rng, inner="lsa", D=3)
+    assert set(params) == {"W_V", "W_K", "W_Q"}
+    x = rng.standard_normal((1, 4, 3))
+    y_rec, _ = residual.forward(params, x, inner="lsa", mode="recurrent")
+    y_par, _ = residual.forward(params, x, inner="lsa")
+    assert rel_error(y_rec, y_par) <= 1e-12
+
+
+def test_cross_entropy_of_uniform_logits_is_log_V(rng):
+    for V in (2, 7):
+        loss, _ = cross_entropy.forward({}, np.full((2, 3, V), 0.3), targets=rng.integers(0, V, (2, 3)))
+        assert loss.shape == ()
+        assert abs(float(loss) - math.log(V)) <= 1e-15
+
+
+def test_cross_entropy_by_hand_and_stable_for_huge_logits():
+    logits = np.array([[0.0, math.log(3.0)], [2.0, 2.0]])  # softmax rows: (1/4, 3/4), (1/2, 1/2)
+    loss, _ = cross_entropy.forward({}, logits, targets=np.array([1, 0]))
+    assert abs(float(loss) - 0.5 * (math.log(4 / 3) + math.log(2.0))) <= 1e-15
+    # log-softmax is shift-invariant; exp(1e4) would overflow without the max subtraction.
+    shifted, _ = cross_entropy.forward({}, logits + 1e4, targets=np.array([1, 0]))
+    assert abs(float(shifted) - float(loss)) <= 1e-12
+
+
+def test_cross_entropy_gradient_rows_sum_to_zero(rng):
+    logits = rng.standard_normal((3, 4, 5))
+    _, cache = cross_entropy.forward({}, logits, targets=rng.integers(0, 5, (3, 4)))
+    dlogits, grads = cross_entropy.backward({}, cache, np.array(1.0))
+    assert grads == {}
+    np.testing.assert_allclose(dlogits.sum(axis=-1), 0.0, atol=1e-16)
+
+
+def test_mse_by_hand():
+    loss, cache = mse.forward({}, np.array([[1.0, 2.0]]), target=np.array([[0.0, 0.0]]))
+    assert loss.shape == () and float(loss) == 2.5  # (1 + 4) / 2
+    dy_pred, grads = mse.backward({}, cache, np.array(1.0))
+    np.testing.assert_array_equal(dy_pred, [[1.0, 2.0]])  # 2 (y_pred - target) / N
+    assert grads == {}
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_dense_layers_name_bad_arguments(rng):
+    x = rng.standard_normal((2, 3, 3))
+    for module, params in [(linear, linear.init(rng, 3, 2)), (glu, glu.init(rng, 3, 2)), (mlp, mlp.init(rng, 3, 4))]:
+        with pytest.raises(ValueError, match=r"^x must have shape \(\.\.\., D_in=3\)"):
+            module.forward(params, x[..., :2])
+        with pytest.raises(ValueError, match=r"^x must have a floating dtype"):
+            module.forward(params, x.astype(int))
+        y, cache = module.forward(params, x)
+        with pytest.raises(ValueError, match=r"^dy must have shape"):
+            module.backward(params, cache, y[:, :1])
+    with pytest.raises(ValueError, match=r"^b must have shape \(D_out=2\)"):
+        linear.forward({"W": np.ones((3, 2)), "b": np.ones(3)}, x)
+    with pytest.raises(ValueError, match=r"^W_2 must have shape \(D_in=3, D_out=2\)"):
+        glu.forward({**glu.init(rng, 3, 2), "W_2": np.ones((3, 3))}, x)
+    with pytest.raises(ValueError, match=r"^W_2 must have shape \(H=4, D_out\)"):
+        mlp.forward({**mlp.init(rng, 3, 4), "W_2": np.ones((3, 3))}, x)
+    with pytest.raises(ValueError, match=r"^b_2 must have shape \(D_out=3\)"):
+        mlp.forward({**mlp.init(rng, 3, 4), "b_2": np.ones(4)}, x)
+    with pytest.raises(ValueError, match=r"^D_out must be an integer >= 1"):
+        linear.init(rng, 3, 0)
+    with pytest.raises(ValueError, match=r"^H must be an integer >= 1"):
+        mlp.init(rng, 3, 0)
+
+
+def test_layernorm_names_bad_arguments(rng):
+    params = layernorm.init(rng, 4)
+    x = rng.standard_normal((2, 4))
+    with pytest.raises(ValueError, match=r"^x must have shape \(\.\.\., D=4\)"):
+        layernorm.forward(params, x[:, :3])
+    with pytest.raises(ValueError, match=r"^beta must have shape \(D=4\)"):
+        layernorm.forward({**params, "beta": np.zeros(3)}, x)
+    for eps in (0.0, -1e-5, None):
+        with pytest.raises(ValueError, match=r"^eps must be a positive number"):
+            layernorm.forward(params, x, eps=eps)
+
+
+def test_embedding_names_bad_ids(rng):
+    params = embedding.init(rng, 5, 2)
+    with pytest.raises(ValueError, match=r"^x must hold token ids in \[0, V=5\)"):
+        embedding.forward(params, np.array([[0, 5]]))
+    with pytest.raises(ValueError, match=r"^x must hold token ids in \[0, V=5\)"):
+        embedding.forward(params, np.array([[-1, 2]]))
+    with pytest.raises(ValueError, match=r"^x must have a integer dtype"):
+        embedding.forward(params, np.array([[0.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"^x must have shape \(B, T\)"):
+        embedding.forward(params, np.array([0, 1]))
+    _, cache = embedding.forward(params, np.array([[0, 1]]))
+    with pytest.raises(ValueError, match=r"^dy must have shape \(B=1, T=2, D=2\)"):
+        embedding.backward(params, cache, np.zeros((1, 2, 3)))
+
+
+def test_residual_names_bad_arguments(rng):
+    x = rng.standard_normal((2, 3, 3))
+    with pytest.raises(ValueError, match=r"^inner must be one of"):
+        residual.forward(mlp.init(rng, 3, 4), x, inner="no_such_module")
+    with pytest.raises(ValueError, match=r"^inner must be one of"):
+        residual.init(rng, inner="residual", D=3)
+    with pytest.raises(ValueError, match=r"^inner must map x to an output of x's shape"):
+        residual.forward(linear.init(rng, 3, 2), x, inner="linear")
+
+
+def test_losses_name_bad_arguments(rng):
+    logits = rng.standard_normal((2, 3, 4))
+    targets = rng.integers(0, 4, (2, 3))
+    too_big = targets.copy()
+    too_big[1, 2] = 4
+    with pytest.raises(ValueError, match=r"^targets must lie in \[0, V=4\)"):
+        cross_entropy.forward({}, logits, targets=too_big)
+    with pytest.raises(ValueError, match=r"^targets must lie in \[0, V=4\)"):
+        cross_entropy.forward({}, logits, targets=-np.ones_like(targets))
+    with pytest.raises(ValueError, match=r"^targets must have shape \(2, 3\)"):
+        cross_entropy.forward({}, logits, targets=targets[:, :2])
+    with pytest.raises(ValueError, match=r"^targets must have a integer dtype"):
+        cross_entropy.forward({}, logits, targets=targets.astype(float))
+    with pytest.raises(ValueError, match=r"^logits must have at least 2 dimensions"):
+        cross_entropy.forward({}, logits[0, 0], targets=np.array(1))
+    with pytest.raises(ValueError, match=r"^logits must have shape \(B, T, V\) or \(N, V\)"):
+        cross_entropy.forward({}, logits[None], targets=targets[None])
+    with pytest.raises(ValueError, match=r"^params must be empty"):
+        cross_entropy.forward({"W": np.ones(1)}, logits, targets=targets)
+    _, cache = cross_entropy.forward({}, logits, targets=targets)
+    with pytest.raises(ValueError, match=r"^dy must be a scalar"):
+        cross_entropy.backward({}, cache, np.ones(2))
+
+    y = rng.standard_normal((2, 3))
+    with pytest.raises(ValueError, match=r"^target must have the same shape as y_pred"):
+        mse.forward({}, y, target=y[:, :2])
+    with pytest.raises(ValueError, match=r"^target must have the same shape as y_pred"):
+        mse.forward({}, y, target=y[0])  # no broadcasting
+    with pytest.raises(ValueError, match=r"^y_pred contains NaN"):
+        mse.forward({}, np.full((2,), np.nan), target=np.zeros(2))
+    _, cache = mse.forward({}, y, target=np.zeros_like(y))
+    with pytest.raises(ValueError, match=r"^dy must be a scalar"):
+        mse.backward({}, cache, np.ones((2, 3)))
