@@ -10,7 +10,8 @@ Tian et al., "Learning in the Recurrent State: Gradient Descent with Linear Recu
 Window k ends at input step t_k = k s + w - 1: its newest token is column w - 1 of C_k, its oldest column 0.
 Windows start only when full (no zero padding), so there are T' = (T - w) / s + 1 of them and output k
 belongs to input step t_k. We require the last window to end at the last token, (T - w) % s == 0; otherwise
-the trailing tokens would be dropped silently, and a ValueError says so instead.
+the trailing tokens would be dropped silently, and a ValueError says so instead. (These window conventions
+are ours: they follow the design card, not a check against the full text of Def. 4.2.)
 
 With Q = [[0, 0], [1, 0]], q = (1, 0), w = s = 2 and tokens alternating x_i, y_i, U_k = y_i x_i^T and
 o = β Σ_i y_i x_i^T x_query: the state accumulates the gradient of a least-squares loss and the readout
