@@ -1,0 +1,220 @@
+"""minLSTM of Feng et al., "Were RNNs All We Needed?" (2024), Sec. 3.2, App. A (pseudocode), App. B (log space).
+
+    f_t  = σ(k_f,t),   k_f,t = W_f x_t + b_f                    forget gate, Linear_f (no h_{t-1})
+    i_t  = σ(k_i,t),   k_i,t = W_i x_t + b_i                    input gate, Linear_i (no h_{t-1})
+    h̃_t = k_h,t,      k_h,t = W_h x_t + b_h                    candidate, Linear_h (no tanh)
+    f'_t = f_t / (f_t + i_t),   i'_t = i_t / (f_t + i_t)        normalised gates: the scale of h_t does not
+    h_t  = f'_t ⊙ h_{t−1} + i'_t ⊙ h̃_t,   h_0 = h0               grow with t (no cell state, no output gate)
+
+We form the normalised gates from δ_t = log(i_t / f_t) = softplus(−k_f,t) − softplus(−k_i,t), which is finite
+for every k: f'_t = σ(−δ_t), i'_t = σ(δ_t), log f'_t = −softplus(δ_t), log i'_t = −softplus(−δ_t).
+"parallel" mode is the linear scan with a_t = f'_t, b_t = i'_t ⊙ h̃_t (``minimal.scan.linear_scan``);
+"sequential" mode the step loop (``step_forward``).
+
+Log space (App. B.3): the candidate is made positive with g (``minimal.cells.mingru.g``) and
+    log a_t = −softplus(δ_t),   log b_t = −softplus(−δ_t) + log g(k_h,t),
+    log h_t = log_scan(log a, log b, log h_0),   h_t = exp(log h_t).
+Sequential log-space mode is the step loop with h̃_t = g(k_h,t). An initial state must be positive (h0 > 0),
+since log h0 enters the scan; h0 = None means h_0 = 0.
+
+Parameter count (Sec. 3.2): 3 H D weights (+ 3 H biases) against 4 H (D + H) for an LSTM of the same width
+(``minimal.cells.lstm``); with expansion α = H / D the weight ratio is 3 / (4 (1 + α)), i.e.
+38 / 25 / 19 / 15 % at α = 1 / 2 / 3 / 4 (``n_params``).
+
+Glossary (shapes): B batch, T time, D input features, H hidden units.
+    x (B, T, D)    W_f, W_i, W_h (H, D)    b_f, b_i, b_h (H,)    h0 (B, H)    y = h (B, T, H)
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import expit, log_expit
+
+from .. import scan
+from ..validate import check_array, check_positive_int
+from ._contract import Example
+# Same paper, same input-only affine gates and argument checks as minGRU; g is App. B.3's positive candidate.
+from .mingru import (MODES, _affine, _check_flags, _check_input, _check_params, _check_state, _init_gates,
+                     _scan_kwargs, dg, dlog_g, g, log_g)
+
+__all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates",
+           "MODES"]
+
+GATES = ("f", "i", "h")
+
+
+def n_params(d_in, d_hidden, bias=True):
+    """Number of parameters: 3 H D weights (Linear_f, Linear_i, Linear_h) plus 3 H biases if ``bias``."""
+    d_in = check_positive_int("d_in", d_in)
+    H = check_positive_int("d_hidden", d_hidden)
+    return 3 * H * d_in + (3 * H if bias else 0)
+
+
+def init(rng, d_in, d_hidden, bias=True):
+    """Random parameters, U(−1/√D, 1/√D) as for a default linear layer.
+
+    Args:
+        rng: ``numpy.random.Generator``; d_in: D; d_hidden: H; bias: include b_f, b_i, b_h.
+    Returns:
+        dict "W_f", "W_i", "W_h" (H, D) and, with ``bias``, "b_f", "b_i", "b_h" (H,); float64.
+    """
+    return _init_gates(rng, d_in, d_hidden, bias, GATES)
+
+
+def normalised_gates(k_f, k_i):
+    """(f', i', δ) from the gate pre-activations, with δ = log(i / f), f' = σ(−δ), i' = σ(δ); f' + i' = 1."""
+    delta = log_expit(k_i) - log_expit(k_f)             # softplus(−k_f) − softplus(−k_i)
+    return expit(-delta), expit(delta), delta
+
+
+class Cache(NamedTuple):
+    x: np.ndarray            # (B, T, D)
+    h0: np.ndarray           # (B, H) or None
+    k_f: np.ndarray          # (B, T, H)  Linear_f(x)
+    k_i: np.ndarray          # (B, T, H)  Linear_i(x)
+    k_h: np.ndarray          # (B, T, H)  Linear_h(x)
+    f_n: np.ndarray          # (B, T, H)  f'
+    i_n: np.ndarray          # (B, T, H)  i'
+    h_tilde: np.ndarray      # (B, T, H)  k_h, or g(k_h) in log space
+    h: np.ndarray            # (B, T, H)
+    log_h: np.ndarray        # (B, T, H)  log-space parallel mode only, else None
+    mode: str
+    log_space: bool
+    method: str
+    backend: str
+
+
+def step_forward(params, x_t, h_prev, log_space=False):
+    """One step of the sequential mode: h_t = f'_t ⊙ h_{t−1} + i'_t ⊙ h̃_t.
+
+    Args:
+        x_t: (B, D); h_prev: (B, H) the state h_{t−1}; log_space: use h̃_t = g(k_h) (App. B.3).
+    Returns:
+        h_t: (B, H).
+    """
+    D, H, _, dtype = _check_params(params, GATES)
+    _check_input("x_t", x_t, D, dtype, ndim=2)
+    _check_flags("sequential", log_space)
+    # No sign check: the step itself is defined for any h_prev; only the log scan needs h0 > 0.
+    _check_state("h_prev", h_prev, x_t.shape[0], H, dtype, log_space=False)
+    f_n, i_n, _ = normalised_gates(_affine(params, x_t, "f"), _affine(params, x_t, "i"))
+    k_h = _affine(params, x_t, "h")
+    return f_n * h_prev + i_n * (g(k_h) if log_space else k_h)
+
+
+def forward(params, x, h0=None, mode="parallel", log_space=False, method="blelloch", backend=None):
+    """Run minLSTM over a sequence.
+
+    Args:
+        params: from ``init``.
+        x: (B, T, D) input.
+        h0: (B, H) initial state or None (zeros); must be > 0 when ``log_space``.
+        mode: "parallel" (gates at once + scan) or "sequential" (step loop).
+        log_space: the App. B.3 variant (positive candidate g, scan in log space in parallel mode).
+        method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode; ``backend`` also to
+            ``minimal.scan.log_scan`` in log-space parallel mode. None backend: the scan module's default.
+    Returns:
+        h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
+    """
+    D, H, _, dtype = _check_params(params, GATES)
+    _check_input("x", x, D, dtype, ndim=3)
+    _check_flags(mode, log_space)
+    B, T, _ = x.shape
+    h0 = _check_state("h0", h0, B, H, dtype, log_space)
+
+    k_f, k_i, k_h = (_affine(params, x, n) for n in GATES)    # (B, T, H) each
+    f_n, i_n, delta = normalised_gates(k_f, k_i)
+    h_tilde = g(k_h) if log_space else k_h
+    log_h = None
+    if mode == "sequential":
+        h = np.empty_like(k_h)
+        prev = np.zeros((B, H), dtype) if h0 is None else h0
+        for t in range(T):
+            prev = step_forward(params, x[:, t], prev, log_space)
+            h[:, t] = prev
+    elif not log_space:
+        h = scan.linear_scan(f_n, i_n * h_tilde, h0, **_scan_kwargs(method, backend))
+    else:
+        log_a = log_expit(-delta)                       # log f' = −softplus(δ)
+        log_b = log_expit(delta) + log_g(k_h)           # log i' + log g(k_h)
+        log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), **_scan_kwargs(None, backend))
+        h = np.exp(log_h)
+    return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
+
+
+def _bptt(f_n, i_n, h_tilde, h, h0, dh):
+    """Sequential-mode adjoint, one step at a time in reverse; returns (df', di', dh̃)."""
+    B, T, H = h.shape
+    df_n, di_n, dh_tilde = np.empty_like(h), np.empty_like(h), np.empty_like(h)
+    carry = np.zeros((B, H), h.dtype)                   # dL/dh_t through h_{t+1}
+    for t in reversed(range(T)):
+        h_prev = h[:, t - 1] if t > 0 else (np.zeros_like(carry) if h0 is None else h0)
+        d = dh[:, t] + carry
+        df_n[:, t] = d * h_prev
+        di_n[:, t] = d * h_tilde[:, t]
+        dh_tilde[:, t] = d * i_n[:, t]
+        carry = d * f_n[:, t]
+    return df_n, di_n, dh_tilde
+
+
+def backward(params, cache, dy):
+    """Gradients of a scalar loss L given dy = dL/dh of shape (B, T, H).
+
+    Returns:
+        dx: (B, T, D); grads: dict with the keys of params.
+    """
+    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
+    check_array("dy", dy, h.shape, names=("B", "T", "H"))
+    # 4. the recurrence, as the mode ran it; the result is dL/dδ and dL/dk_h
+    if mode == "sequential" or not log_space:
+        if mode == "sequential":
+            df_n, di_n, dh_tilde = _bptt(f_n, i_n, h_tilde, h, h0, dy)
+        else:
+            da, db, _ = scan.linear_scan_backward(f_n, h, dy, h0, **_scan_kwargs(method, backend))
+            df_n, di_n, dh_tilde = da, db * h_tilde, db * i_n     # a = f', b = i' ⊙ h̃
+        # f' = σ(−δ), i' = σ(δ): both have |derivative| f' i'
+        ddelta = (di_n - df_n) * f_n * i_n
+        dk_h = dh_tilde * dg(k_h) if log_space else dh_tilde
+    else:
+        delta = log_expit(k_i) - log_expit(k_f)
+        log_a = log_expit(-delta)
+        log_b = log_expit(delta) + log_g(k_h)
+        log_h0 = None if h0 is None else np.log(h0)
+        dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dy * h, log_h0,
+                                                   **_scan_kwargs(None, backend))
+        # d(−softplus(δ))/dδ = −σ(δ) = −i' and d(−softplus(−δ))/dδ = σ(−δ) = f'
+        ddelta = dlog_b * f_n - dlog_a * i_n
+        dk_h = dlog_b * dlog_g(k_h)
+    # 3. δ = softplus(−k_f) − softplus(−k_i); d softplus(−k)/dk = −σ(−k) = −(1 − σ(k)); σ recomputed (cheap)
+    dk_f = -ddelta * expit(-k_f)
+    dk_i = ddelta * expit(-k_i)
+    # 2.-1. gate and candidate pre-activations k_n = x W_n^T + b_n
+    grads, dx = {}, np.zeros_like(x)
+    for n, dk in (("f", dk_f), ("i", dk_i), ("h", dk_h)):
+        grads[f"W_{n}"] = np.einsum("bth,btd->hd", dk, x)
+        if f"b_{n}" in params:
+            grads[f"b_{n}"] = dk.sum(axis=(0, 1))
+        dx += dk @ params[f"W_{n}"]
+    return dx, {k: grads[k] for k in params}
+
+
+def examples(rng):
+    """Tiny float64 cases: both modes, vanilla and log space, T = 1 and odd T, with and without h0."""
+    out = []
+    B, D, H = 2, 3, 4
+    for name, T, kw, h0, bias in [
+        ("parallel-T1", 1, {"mode": "parallel"}, False, True),
+        ("parallel-T5-h0", 5, {"mode": "parallel"}, True, True),
+        ("sequential-T3-h0", 3, {"mode": "sequential"}, True, False),
+        ("log-parallel-T1", 1, {"mode": "parallel", "log_space": True}, False, True),
+        ("log-parallel-T5-h0", 5, {"mode": "parallel", "log_space": True}, True, True),
+        ("log-sequential-T3-h0", 3, {"mode": "sequential", "log_space": True}, True, True),
+    ]:
+        params = init(rng, D, H, bias=bias)
+        kwargs = dict(kw)
+        if h0:
+            # positive, as log space requires; also a valid vanilla initial state
+            kwargs["h0"] = rng.uniform(0.1, 1.0, (B, H))
+        out.append(Example(name, params, rng.standard_normal((B, T, D)), kwargs))
+    return out
