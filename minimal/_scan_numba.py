@@ -1,7 +1,9 @@
 """Numba kernels behind ``minimal.scan`` (backend="numba"). Private: call them through ``minimal.scan``.
 
 Every kernel takes C-contiguous (B, T, C) arrays (``minimal.scan`` flattens the trailing axes into C) and
-(B, C) initial states, and returns new arrays of the input's dtype (float32 or float64). Time is the outer
+(B, C) initial states of one dtype (float32 or float64), and writes into output arrays passed in (``*_into``),
+so that a benchmark can time the scan apart from the page faults of fresh allocations; the plain-named
+wrappers allocate the outputs. Time is the outer
 loop and the contiguous channel axis the inner one, so each step is a vectorisable sweep over C: a scan
 along a strided axis is latency-bound instead (see TOOLING-NOTES). One thread: ``prange`` gave no speedup on
 the project's CPUs, so batch rows run one after another.
@@ -21,16 +23,20 @@ from numba import njit
 # ---------------------------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def sequential(a, b, h0):
-    """h_t = a_t h_{t-1} + b_t. a, b: (B, T, C); h0: (B, C). Returns h: (B, T, C)."""
+def sequential_into(a, b, h0, h):
+    """h_t = a_t h_{t-1} + b_t. a, b: (B, T, C); h0: (B, C); writes h: (B, T, C)."""
     B, T, C = a.shape
-    h = np.empty_like(b)
     for i in range(B):
         for c in range(C):
             h[i, 0, c] = a[i, 0, c] * h0[i, c] + b[i, 0, c]
         for t in range(1, T):
             for c in range(C):
                 h[i, t, c] = a[i, t, c] * h[i, t - 1, c] + b[i, t, c]
+
+
+def sequential(a, b, h0):
+    h = np.empty_like(b)
+    sequential_into(a, b, h0, h)
     return h
 
 
@@ -135,16 +141,21 @@ def _blelloch_inplace(a, x, scratch, reverse):
 
 
 @njit(cache=True)
-def blelloch(a, b, h0):
-    """Blelloch scan of h_t = a_t h_{t-1} + b_t. a, b: (B, T, C); h0: (B, C). Returns h: (B, T, C)."""
+def blelloch_into(a, b, h0, h, scratch):
+    """Blelloch scan of h_t = a_t h_{t-1} + b_t. a, b: (B, T, C); h0: (B, C); writes h: (B, T, C);
+    scratch: (T // 2, C) work space."""
     B, T, C = a.shape
-    h = b.copy()
+    h[...] = b
     # h0 folded into the first step, b_0 <- a_0 h0 + b_0, so the scan starts from zero
     for i in range(B):
         for c in range(C):
             h[i, 0, c] += a[i, 0, c] * h0[i, c]
-    scratch = np.empty((T // 2, C), dtype=a.dtype)
     _blelloch_inplace(a, h, scratch, False)
+
+
+def blelloch(a, b, h0):
+    h = np.empty_like(b)
+    blelloch_into(a, b, h0, h, np.empty((a.shape[1] // 2, a.shape[2]), dtype=a.dtype))
     return h
 
 
@@ -178,19 +189,24 @@ def _logaddexp(x, y):
 
 
 @njit(cache=True)
-def _log_scan(log_a, log_b, log_h0, has_h0):
+def log_scan_into(log_a, log_b, log_h0, has_h0, log_h):
+    """log h_t = logaddexp(log a_t + log h_{t-1}, log b_t). (B, T, C) arrays; log_h0: (B, C), ignored
+    (h0 = 0) unless has_h0; writes log_h."""
     B, T, C = log_a.shape
-    log_h = np.empty_like(log_b)
+    # The carry is float64 whatever the dtype: a float32 log h near 7 has a resolution of 5e-7, and the
+    # rounding of every step would otherwise accumulate over the ~1/(1-a) steps the state remembers.
+    prev = np.empty(C, dtype=np.float64)
     for i in range(B):
         for c in range(C):
             if has_h0:
-                log_h[i, 0, c] = _logaddexp(log_a[i, 0, c] + log_h0[i, c], log_b[i, 0, c])
+                prev[c] = _logaddexp(np.float64(log_a[i, 0, c]) + log_h0[i, c], np.float64(log_b[i, 0, c]))
             else:
-                log_h[i, 0, c] = log_b[i, 0, c]
+                prev[c] = log_b[i, 0, c]
+            log_h[i, 0, c] = prev[c]
         for t in range(1, T):
             for c in range(C):
-                log_h[i, t, c] = _logaddexp(log_a[i, t, c] + log_h[i, t - 1, c], log_b[i, t, c])
-    return log_h
+                prev[c] = _logaddexp(np.float64(log_a[i, t, c]) + prev[c], np.float64(log_b[i, t, c]))
+                log_h[i, t, c] = prev[c]
 
 
 def log_scan(log_a, log_b, log_h0):
@@ -198,7 +214,9 @@ def log_scan(log_a, log_b, log_h0):
     has_h0 = log_h0 is not None
     if not has_h0:
         log_h0 = np.zeros((log_a.shape[0], log_a.shape[2]), dtype=log_a.dtype)
-    return _log_scan(log_a, log_b, log_h0, has_h0)
+    log_h = np.empty_like(log_b)
+    log_scan_into(log_a, log_b, log_h0, has_h0, log_h)
+    return log_h
 
 
 @njit(cache=True)
@@ -207,8 +225,9 @@ def _log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, has_h0):
     dlog_a = np.empty_like(log_a)
     dlog_b = np.empty_like(log_a)
     dlog_h0 = np.empty_like(log_h0)
-    G = np.empty(C, dtype=log_a.dtype)
-    w_next = np.empty(C, dtype=log_a.dtype)  # w_{t+1}, the adjoint's coefficient
+    # float64 carries, as in the forward
+    G = np.empty(C, dtype=np.float64)
+    w_next = np.empty(C, dtype=np.float64)  # w_{t+1}, the adjoint's coefficient
     for i in range(B):
         for c in range(C):
             G[c] = 0.0
@@ -218,13 +237,14 @@ def _log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, has_h0):
                 # 1. G_t = dlog_h_t + w_{t+1} G_{t+1}
                 G[c] = dlog_h[i, t, c] + w_next[c] * G[c]
                 # 2. the shares w_t = exp(log a_t + l_{t-1} - l_t), v_t = exp(log b_t - l_t)
+                l_t = np.float64(log_h[i, t, c])
                 if t > 0:
-                    w = np.exp(log_a[i, t, c] + log_h[i, t - 1, c] - log_h[i, t, c])
+                    w = np.exp(np.float64(log_a[i, t, c]) + np.float64(log_h[i, t - 1, c]) - l_t)
                 elif has_h0:
-                    w = np.exp(log_a[i, 0, c] + log_h0[i, c] - log_h[i, 0, c])
+                    w = np.exp(np.float64(log_a[i, 0, c]) + np.float64(log_h0[i, c]) - l_t)
                 else:
                     w = 0.0
-                v = np.exp(log_b[i, t, c] - log_h[i, t, c])
+                v = np.exp(np.float64(log_b[i, t, c]) - l_t)
                 # 3. distribute
                 dlog_a[i, t, c] = w * G[c]
                 dlog_b[i, t, c] = v * G[c]

@@ -1,0 +1,125 @@
+"""Speed of the scans as ratios to a memory copy timed in the same run (``python -m minimal bench scan``).
+
+A scan of n = B*T*C float32 elements reads a and b and writes h: 3 * 4 * n bytes, counted the same for every
+row (the log-space scan reads log a, log b and writes log h). The bound is ``np.copyto`` of a float32 buffer
+of 1.5 n elements into another: it reads 6 n and writes 6 n bytes, the same 3 * 4 * n bytes in all, so
+``vs_copy`` = (copy time) / (scan time) is the scan's share of the memory bandwidth this machine delivers.
+
+Every row writes into preallocated outputs (the copy does too), so no row pays for the page faults of fresh
+allocations; the public ``minimal.scan`` functions also check their inputs for NaN and inf (one extra read of
+each input), which is not timed here. Timing: one warm-up call (it also compiles), then the best of
+``repeats`` calls. One thread: these CPUs give no parallel speedup (TOOLING-NOTES).
+
+backend="cuda" hands over to ``cuda_kernels.bench`` (imported only then), which prints and saves its own tables.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .validate import check_choice, check_positive_int
+
+__all__ = ["bench_scan", "bench_window", "format_table", "DEFAULT_SHAPE"]
+
+DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32
+DEFAULT_REPEATS = 5
+
+
+def _cuda_bench():
+    try:
+        import cuda_kernels.bench as cuda_bench
+    except ImportError as e:
+        raise ValueError(f"backend='cuda' needs the module cuda_kernels.bench, which could not be imported "
+                         f"({e})") from e
+    return cuda_bench
+
+
+def _best_of(fn, repeats):
+    fn()  # warm-up: compiles, and faults in the pages of the outputs
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench_scan(backend="numba", shape=None, repeats=None, **kw):
+    """Time the CPU scans (float32) against a same-run copy of the same number of bytes.
+
+    Args:
+        backend: "numba" (the CPU scans below) or "cuda" (delegates to ``cuda_kernels.bench.bench_scan``
+            with the arguments given here).
+        shape: (B, T, C) of a, b and h; default ``DEFAULT_SHAPE``.
+        repeats: best-of-k timing after one warm-up call; default 5.
+    Returns:
+        one dict per row: name, seconds (best), elements_per_s, GB_per_s (bytes as counted in the module
+        docstring), vs_copy (copy time / row time), bytes. Rows: the copy, the NumPy sequential loop,
+        the Numba sequential scan, the Numba Blelloch scan, the Numba log-space scan.
+    """
+    check_choice("backend", backend, ("numba", "cuda"))
+    if backend == "cuda":
+        given = {k: v for k, v in (("shape", shape), ("repeats", repeats)) if v is not None}
+        return _cuda_bench().bench_scan(**given, **kw)
+    if kw:
+        raise ValueError(f"bench_scan(backend='numba') takes shape and repeats only, got {sorted(kw)}")
+    shape = DEFAULT_SHAPE if shape is None else tuple(shape)
+    if len(shape) != 3 or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape):
+        raise ValueError(f"shape must be (B, T, C) of three positive integers, got {shape!r}")
+    repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
+
+    from . import _scan_numba, scan
+
+    B, T, C = shape
+    n = B * T * C
+    rng = np.random.default_rng(0)
+    a = rng.uniform(0.9, 1.0, shape).astype(np.float32)
+    b = rng.standard_normal(shape, dtype=np.float32)
+    h0 = np.zeros((B, C), dtype=np.float32)
+    h = np.empty_like(b)
+    scratch = np.empty((T // 2, C), dtype=np.float32)
+    log_a = np.log(a)
+    src = np.ones((3 * n + 1) // 2, dtype=np.float32)  # 1.5 n elements (rounded up for odd n)
+    dst = np.empty_like(src)
+
+    nbytes = 3 * 4 * n
+    cases = [
+        ("np.copyto (bound)", lambda: np.copyto(dst, src)),
+        ("numpy sequential", lambda: scan.sequential_scan(a, b, h0)),
+        ("numba sequential", lambda: _scan_numba.sequential_into(a, b, h0, h)),
+        ("numba blelloch", lambda: _scan_numba.blelloch_into(a, b, h0, h, scratch)),
+        ("numba log-space", lambda: _scan_numba.log_scan_into(log_a, b, h0, False, h)),
+    ]
+    rows = []
+    for name, fn in cases:
+        seconds = _best_of(fn, repeats)
+        rows.append({"name": name, "seconds": seconds, "elements_per_s": n / seconds,
+                     "GB_per_s": nbytes / seconds / 1e9, "bytes": nbytes})
+    copy_seconds = rows[0]["seconds"]
+    for r in rows:
+        r["vs_copy"] = copy_seconds / r["seconds"]
+    return rows
+
+
+def bench_window(backend="cuda", **kw):
+    """GRIL's windowed cross-product kernel: CUDA only, delegates to ``cuda_kernels.bench.bench_window``."""
+    check_choice("backend", backend, ("cuda",))
+    return _cuda_bench().bench_window(**kw)
+
+
+def format_table(rows):
+    """A plain-text table of ``bench_scan``'s rows, with the Blelloch / Numba-sequential time ratio."""
+    lines = [f"{'scan (float32)':<22} {'ms':>10} {'Gelem/s':>9} {'GB/s':>8} {'vs copy':>8}", "-" * 61]
+    for r in rows:
+        lines.append(f"{r['name']:<22} {1e3 * r['seconds']:>10.2f} {r['elements_per_s'] / 1e9:>9.3f} "
+                     f"{r['GB_per_s']:>8.2f} {r['vs_copy']:>8.2f}")
+    lines.append("-" * 61)
+    by_name = {r["name"]: r for r in rows}
+    if "numba blelloch" in by_name and "numba sequential" in by_name:
+        ratio = by_name["numba blelloch"]["seconds"] / by_name["numba sequential"]["seconds"]
+        lines.append(f"blelloch / numba sequential: {ratio:.2f}x the time")
+    if rows:
+        lines.append(f"bytes per row: read a, b + write h = 3 x 4 B x n = {rows[0]['bytes'] / 1e6:.1f} MB; "
+                     f"the copy moves the same bytes")
+    return "\n".join(lines)

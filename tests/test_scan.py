@@ -1,0 +1,392 @@
+"""The scans of `minimal.scan`: every method and backend computes the recurrence h_t = a_t h_{t-1} + b_t of the
+sequential reference, the backward is the VJP (central differences) and a reverse scan, and the log-space
+scan of Heinsen (2023) is the log of the linear scan, also for 100 000 steps."""
+import sys
+import types
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from minimal import bench, scan
+from minimal.gradcheck import TOLERANCE, check_function, rel_error
+
+CPU_CASES = [("sequential", "numpy"), ("blelloch", "numpy"), ("sequential", "numba"), ("blelloch", "numba")]
+LENGTHS = [1, 2, 3, 7, 64, 1000, 1025]
+# Agreement between two orders of summation: float64 to ~1e-12 (design card); float32 has 2^29 x coarser
+# rounding, and 1e-5 relative to the array's scale leaves room for T ~ 1000 steps of it.
+TOL = {np.float64: 1e-12, np.float32: 1e-5}
+
+
+def _problem(rng, shape, dtype=np.float64, with_h0=True):
+    a = rng.uniform(-1, 1, shape).astype(dtype)
+    b = rng.standard_normal(shape).astype(dtype)
+    h0 = rng.standard_normal((shape[0],) + shape[2:]).astype(dtype) if with_h0 else None
+    dh = rng.standard_normal(shape).astype(dtype)
+    return a, b, h0, dh
+
+
+def _ref(a, b, h0):
+    return scan.linear_scan(a, b, h0, method="sequential", backend="numpy")
+
+
+def _ref_backward(a, h, dh, h0):
+    return scan.linear_scan_backward(a, h, dh, h0, method="sequential", backend="numpy")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# every method equals the sequential recurrence
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("T", LENGTHS)
+@pytest.mark.parametrize("method,backend", CPU_CASES)
+def test_every_method_agrees_with_the_sequential_reference(method, backend, T, dtype):
+    rng = np.random.default_rng(T)
+    for shape in [(2, T), (2, T, 3), (2, T, 2, 3)]:
+        a, b, h0, dh = _problem(rng, shape, dtype)
+        ref = _ref(a, b, h0)
+        h = scan.linear_scan(a, b, h0, method=method, backend=backend)
+        assert h.shape == shape and h.dtype == dtype
+        assert rel_error(h, ref) < TOL[dtype]
+        grads = scan.linear_scan_backward(a, h, dh, h0, method=method, backend=backend)
+        for g, g_ref in zip(grads, _ref_backward(a, ref, dh, h0)):
+            assert g.shape == g_ref.shape and g.dtype == dtype
+            assert rel_error(g, g_ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("method,backend", CPU_CASES)
+def test_no_h0_means_a_zero_initial_state(method, backend):
+    a, b, h0, dh = _problem(np.random.default_rng(1), (3, 9, 4))
+    zeros = np.zeros_like(h0)
+    assert np.array_equal(scan.linear_scan(a, b, None, method, backend), scan.linear_scan(a, b, zeros, method, backend))
+    h = scan.linear_scan(a, b, None, method, backend)
+    for g, g0 in zip(scan.linear_scan_backward(a, h, dh, None, method, backend),
+                     scan.linear_scan_backward(a, h, dh, zeros, method, backend)):
+        assert np.array_equal(g, g0)
+
+
+@pytest.mark.parametrize("method,backend", CPU_CASES)
+def test_first_step_is_a0_h0_plus_b0(method, backend):
+    a, b, h0, _ = _problem(np.random.default_rng(2), (2, 5, 3))
+    h = scan.linear_scan(a, b, h0, method, backend)
+    np.testing.assert_allclose(h[:, 0], a[:, 0] * h0 + b[:, 0], rtol=1e-15, atol=0)
+    np.testing.assert_allclose(h[:, 1], a[:, 1] * h[:, 0] + b[:, 1], rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize("method,backend", CPU_CASES)
+def test_non_contiguous_inputs_give_the_same_result(method, backend):
+    a, b, h0, dh = _problem(np.random.default_rng(3), (2, 14, 6))
+    sl = (slice(None), slice(None, None, 2), slice(None, None, 2))  # every other step and channel
+    h = scan.linear_scan(a[sl], b[sl], h0[:, ::2], method, backend)
+    ref = _ref(np.ascontiguousarray(a[sl]), np.ascontiguousarray(b[sl]), np.ascontiguousarray(h0[:, ::2]))
+    assert rel_error(h, ref) < 1e-12
+    grads = scan.linear_scan_backward(a[sl], h, dh[sl], h0[:, ::2], method, backend)
+    for g, g_ref in zip(grads, _ref_backward(a[sl], ref, dh[sl], h0[:, ::2])):
+        assert rel_error(g, g_ref) < 1e-12
+
+
+shapes = st.tuples(st.integers(1, 3), st.integers(1, 70), st.lists(st.integers(1, 3), max_size=2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=shapes, case=st.sampled_from(CPU_CASES), seed=st.integers(0, 2**16))
+def test_property_random_shapes_agree_with_the_reference(shape, case, seed):
+    B, T, rest = shape
+    a, b, h0, dh = _problem(np.random.default_rng(seed), (B, T, *rest))
+    ref = _ref(a, b, h0)
+    h = scan.linear_scan(a, b, h0, *case)
+    assert rel_error(h, ref) < 1e-12
+    for g, g_ref in zip(scan.linear_scan_backward(a, h, dh, h0, *case), _ref_backward(a, ref, dh, h0)):
+        assert rel_error(g, g_ref) < 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(T1=st.integers(1, 40), T2=st.integers(1, 40), case=st.sampled_from(CPU_CASES), seed=st.integers(0, 2**16))
+def test_property_scan_of_a_concatenation_continues_from_the_first_part(T1, T2, case, seed):
+    """scan(a, b)[T1:] = scan(a[T1:], b[T1:], h0 = scan(a, b)[T1 - 1]): the state carries everything."""
+    a, b, h0, _ = _problem(np.random.default_rng(seed), (2, T1 + T2, 3))
+    first = scan.linear_scan(a[:, :T1], b[:, :T1], h0, *case)
+    second = scan.linear_scan(a[:, T1:], b[:, T1:], first[:, -1].copy(), *case)
+    whole = scan.linear_scan(a, b, h0, *case)
+    assert rel_error(np.concatenate([first, second], axis=1), whole) < 1e-12
+
+
+@settings(max_examples=25, deadline=None)
+@given(T=st.integers(1, 40), case=st.sampled_from(CPU_CASES), seed=st.integers(0, 2**16))
+def test_property_backward_is_the_transpose(T, case, seed):
+    """h is linear in (b, h0): <dh, h> = <db, b> + <dh0, h0> for the VJP (db, dh0) of the same dh."""
+    a, b, h0, dh = _problem(np.random.default_rng(seed), (2, T, 3))
+    h = scan.linear_scan(a, b, h0, *case)
+    _, db, dh0 = scan.linear_scan_backward(a, h, dh, h0, *case)
+    lhs, rhs = np.sum(dh * h), np.sum(db * b) + np.sum(dh0 * h0)
+    assert abs(lhs - rhs) <= 1e-12 * (np.sum(np.abs(dh * h)) + 1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# backward = central finite differences
+# ---------------------------------------------------------------------------------------------------------
+
+def _gradcheck_linear(method, backend, a, b, h0):
+    params = {"a": a, "b": b} if h0 is None else {"a": a, "b": b, "h0": h0}
+
+    def forward(p, x):
+        h = scan.linear_scan(p["a"], p["b"], p.get("h0"), method, backend)
+        return h, h
+
+    def backward(p, h, dh):
+        da, db, dh0 = scan.linear_scan_backward(p["a"], h, dh, p.get("h0"), method, backend)
+        grads = {"a": da, "b": db}
+        if "h0" in p:
+            grads["h0"] = dh0
+        return None, grads
+
+    return check_function(forward, backward, params, None)
+
+
+@pytest.mark.parametrize("T", [1, 5, 8])
+@pytest.mark.parametrize("method,backend", CPU_CASES)
+def test_linear_backward_matches_finite_differences(method, backend, T):
+    rng = np.random.default_rng(10 + T)
+    a, b, h0, _ = _problem(rng, (2, T, 3))
+    errors = _gradcheck_linear(method, backend, a, b, h0)
+    assert max(errors.values()) <= TOLERANCE, errors
+    errors = _gradcheck_linear(method, backend, a, b, None)
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+def _log_problem(rng, shape, dtype=np.float64):
+    log_a = np.log(rng.uniform(0.5, 1, shape)).astype(dtype)
+    log_b = np.log(rng.uniform(0.1, 1, shape)).astype(dtype)
+    log_h0 = np.log(rng.uniform(0.1, 1, (shape[0],) + shape[2:])).astype(dtype)
+    return log_a, log_b, log_h0
+
+
+@pytest.mark.parametrize("with_h0", [True, False])
+@pytest.mark.parametrize("T", [1, 5, 8])
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_log_backward_matches_finite_differences(backend, T, with_h0):
+    log_a, log_b, log_h0 = _log_problem(np.random.default_rng(20 + T), (2, T, 3))
+    params = {"log_a": log_a, "log_b": log_b}
+    if with_h0:
+        params["log_h0"] = log_h0
+
+    def forward(p, x):
+        log_h = scan.log_scan(p["log_a"], p["log_b"], p.get("log_h0"), backend=backend)
+        return log_h, log_h
+
+    def backward(p, log_h, dlog_h):
+        dla, dlb, dlh0 = scan.log_scan_backward(p["log_a"], p["log_b"], log_h, dlog_h, p.get("log_h0"),
+                                                backend=backend)
+        if not with_h0:
+            assert np.array_equal(dlh0, np.zeros_like(dlh0))  # h0 = 0: w_0 = 0
+        grads = {"log_a": dla, "log_b": dlb}
+        if with_h0:
+            grads["log_h0"] = dlh0
+        return None, grads
+
+    errors = check_function(forward, backward, params, None)
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+# ---------------------------------------------------------------------------------------------------------
+# log space (Heinsen 2023; Feng et al. App. B)
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("with_h0", [True, False])
+@pytest.mark.parametrize("T", LENGTHS)
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_log_scan_is_the_log_of_the_linear_scan(backend, T, with_h0):
+    rng = np.random.default_rng(30 + T)
+    log_a, log_b, log_h0 = _log_problem(rng, (2, T, 2, 3))
+    if not with_h0:
+        log_h0 = None
+    log_h = scan.log_scan(log_a, log_b, log_h0, backend=backend)
+    ref = _ref(np.exp(log_a), np.exp(log_b), None if log_h0 is None else np.exp(log_h0))
+    assert log_h.shape == log_a.shape
+    assert np.max(np.abs(np.exp(log_h) - ref) / ref) < 1e-12
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_log_backward_is_the_linear_backward_by_the_chain_rule(backend):
+    """dL/dlog a = a dL/da, dL/dlog b = b dL/db, dL/dlog h0 = h0 dL/dh0, with dL/dh = dL/dlog h / h."""
+    log_a, log_b, log_h0 = _log_problem(np.random.default_rng(4), (2, 33, 3))
+    dlog_h = np.random.default_rng(5).standard_normal(log_a.shape)
+    log_h = scan.log_scan(log_a, log_b, log_h0, backend=backend)
+    a, b, h0, h = np.exp(log_a), np.exp(log_b), np.exp(log_h0), np.exp(log_h)
+    da, db, dh0 = _ref_backward(a, h, dlog_h / h, h0)
+    got = scan.log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, backend=backend)
+    for g, want in zip(got, (a * da, b * db, h0 * dh0)):
+        assert rel_error(g, want) < 1e-12
+
+
+@pytest.fixture(scope="module")
+def long_problem():
+    """T = 100 000 steps with a_t in (0.999, 1): the state remembers ~1000 steps and a*_T ~ -50."""
+    rng = np.random.default_rng(6)
+    T = 100_000
+    a = rng.uniform(0.999, 1, (1, T, 2))
+    b = rng.uniform(0.01, 1, (1, T, 2))
+    h0 = rng.uniform(0.1, 1, (1, 2))
+    dlog_h = rng.standard_normal((1, T, 2))
+    h = scan.linear_scan(a, b, h0, "sequential", "numba")  # = the NumPy reference, tested above
+    return a, b, h0, h, dlog_h
+
+
+@pytest.mark.parametrize("dtype,backend,tol", [
+    (np.float64, "numpy", 1e-11), (np.float64, "numba", 1e-12),
+    # float32 keeps ~2.4e-7 relative in h when log h ~ 7; Heinsen's closed form also loses the cumsum's
+    # rounding of a*_t (~ -50 after 1e5 terms), the recurrence with a float64 carry does not
+    (np.float32, "numpy", 1e-3), (np.float32, "numba", 1e-6)])
+def test_log_scan_stays_accurate_for_100000_steps(long_problem, dtype, backend, tol):
+    a, b, h0, ref, _ = long_problem
+    log_h = scan.log_scan(np.log(a).astype(dtype), np.log(b).astype(dtype), np.log(h0).astype(dtype),
+                          backend=backend)
+    assert np.all(np.isfinite(log_h))
+    assert np.max(np.abs(np.exp(log_h.astype(np.float64)) - ref) / ref) < tol
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_log_backward_stays_accurate_for_100000_steps(long_problem, backend):
+    a, b, h0, h, dlog_h = long_problem
+    got = scan.log_scan_backward(np.log(a), np.log(b), np.log(h), dlog_h, np.log(h0), backend=backend)
+    da, db, dh0 = scan.linear_scan_backward(a, h, dlog_h / h, h0, "sequential", "numba")
+    for g, want in zip(got, (a * da, b * db, h0 * dh0)):
+        assert np.all(np.isfinite(g))
+        assert rel_error(g, want) < 1e-10
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bad input: a ValueError naming the argument
+# ---------------------------------------------------------------------------------------------------------
+
+def _good():
+    a, b, h0, dh = _problem(np.random.default_rng(7), (2, 4, 3))
+    return a, b, h0, dh
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda a, b, h0: (a[:, :, :2], b, None), "b must have the same shape as a"),
+    (lambda a, b, h0: (a, b[:, :3], None), "b must have the same shape as a"),
+    (lambda a, b, h0: (a, b.astype(np.float32), None), "b must have the dtype of a"),
+    (lambda a, b, h0: (a[:, 0, 0], b[:, 0, 0], None), "a must have at least 2 dimensions"),
+    (lambda a, b, h0: (a[:, :0], b[:, :0], None), "a must have at least one time step"),
+    (lambda a, b, h0: (a.astype(np.int64), b.astype(np.int64), None), "a must have a floating dtype"),
+    (lambda a, b, h0: (a.astype(np.float16), b.astype(np.float16), None), "a must be float32 or float64"),
+    (lambda a, b, h0: (a.tolist(), b, None), "a must be a numpy.ndarray"),
+    (lambda a, b, h0: (np.where(a > 0, np.nan, a), b, None), "a contains NaN or inf"),
+    (lambda a, b, h0: (a, np.where(b > 0, np.inf, b), None), "b contains NaN or inf"),
+    (lambda a, b, h0: (a, b, h0[:, :2]), r"h0 must have shape \(B, ...\) = \(2, 3\)"),
+    (lambda a, b, h0: (a, b, h0[None]), "h0 must have shape"),
+    (lambda a, b, h0: (a, b, h0.astype(np.float32)), "h0 must have the dtype of a"),
+    (lambda a, b, h0: (a, b, np.full_like(h0, np.nan)), "h0 contains NaN or inf"),
+])
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_bad_scan_inputs_name_the_argument(bad, match, backend):
+    a, b, h0, _ = _good()
+    a, b, h0 = bad(a, b, h0)
+    with pytest.raises(ValueError, match=match):
+        scan.linear_scan(a, b, h0, backend=backend)
+
+
+def test_unknown_method_or_backend_is_named():
+    a, b, h0, dh = _good()
+    with pytest.raises(ValueError, match="method must be one of"):
+        scan.linear_scan(a, b, h0, method="hillis-steele")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        scan.linear_scan(a, b, h0, backend="jax")
+    with pytest.raises(ValueError, match="method must be one of"):
+        scan.linear_scan_backward(a, b, dh, h0, method="tree")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        scan.linear_scan_backward(a, b, dh, h0, backend="torch")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        scan.log_scan(a, b, backend="cuda")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        scan.log_scan_backward(a, b, a, dh, backend="cuda")
+
+
+def test_bad_backward_inputs_name_the_argument():
+    a, b, h0, dh = _good()
+    h = _ref(a, b, h0)
+    with pytest.raises(ValueError, match="dh must have the same shape as h"):
+        scan.linear_scan_backward(a, h, dh[:, :3], h0)
+    with pytest.raises(ValueError, match="dh must have the dtype of a"):
+        scan.linear_scan_backward(a, h, dh.astype(np.float32), h0)
+    with pytest.raises(ValueError, match="dh contains NaN or inf"):
+        scan.linear_scan_backward(a, h, np.full_like(dh, np.inf), h0)
+    with pytest.raises(ValueError, match="h must have the same shape as a"):
+        scan.linear_scan_backward(a, h[:, :2], dh, h0)
+    with pytest.raises(ValueError, match="h0 must have shape"):
+        scan.linear_scan_backward(a, h, dh, h0[:1])
+
+
+def test_bad_log_inputs_name_the_argument():
+    log_a, log_b, log_h0 = _log_problem(np.random.default_rng(8), (2, 4, 3))
+    log_h = scan.log_scan(log_a, log_b, log_h0)
+    with pytest.raises(ValueError, match="log_b must have the same shape as log_a"):
+        scan.log_scan(log_a, log_b[:, :2], log_h0)
+    with pytest.raises(ValueError, match="log_a contains NaN or inf"):
+        scan.log_scan(np.full_like(log_a, -np.inf), log_b, log_h0)
+    with pytest.raises(ValueError, match="log_h0 must have shape"):
+        scan.log_scan(log_a, log_b, log_h0[:, :1])
+    with pytest.raises(ValueError, match="log_h0 must have the dtype of log_a"):
+        scan.log_scan(log_a, log_b, log_h0.astype(np.float32))
+    with pytest.raises(ValueError, match="log_h must have the same shape as log_a"):
+        scan.log_scan_backward(log_a, log_b, log_h[:, 1:], log_h, log_h0)
+    with pytest.raises(ValueError, match="dlog_h must have the dtype of log_a"):
+        scan.log_scan_backward(log_a, log_b, log_h, log_h.astype(np.float32), log_h0)
+    with pytest.raises(ValueError, match="dlog_h contains NaN or inf"):
+        scan.log_scan_backward(log_a, log_b, log_h, np.full_like(log_h, np.nan), log_h0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the CUDA backend delegates to cuda_kernels.scan
+# ---------------------------------------------------------------------------------------------------------
+
+def test_cuda_backend_without_its_module_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuda_kernels.scan", None)  # makes the import fail
+    a, b, h0, dh = _good()
+    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.scan"):
+        scan.linear_scan(a, b, h0, backend="cuda")
+    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.scan"):
+        scan.linear_scan_backward(a, b, dh, h0, backend="cuda")
+
+
+def test_cuda_backend_calls_cuda_kernels_scan_with_the_agreed_signature(monkeypatch):
+    import cuda_kernels
+
+    calls = []
+    fake = types.ModuleType("cuda_kernels.scan")
+    fake.linear_scan = lambda a, b, h0, method: calls.append(("fwd", method)) or _ref(a, b, h0)
+    fake.linear_scan_backward = lambda a, h, dh, h0, method: (calls.append(("bwd", method))
+                                                              or _ref_backward(a, h, dh, h0))
+    monkeypatch.setitem(sys.modules, "cuda_kernels.scan", fake)
+    monkeypatch.setattr(cuda_kernels, "scan", fake, raising=False)
+    a, b, h0, dh = _good()
+    h = scan.linear_scan(a, b, h0, method="sequential", backend="cuda")
+    scan.linear_scan_backward(a, h, dh, h0, method="blelloch", backend="cuda")
+    assert calls == [("fwd", "sequential"), ("bwd", "blelloch")]
+    with pytest.raises(ValueError, match="h0 must have shape"):  # inputs are checked before delegating
+        scan.linear_scan(a, b, h0[:1], backend="cuda")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the benchmark runs and reports against a same-run copy
+# ---------------------------------------------------------------------------------------------------------
+
+def test_bench_scan_reports_every_scan_against_a_copy():
+    rows = bench.bench_scan(shape=(2, 64, 16), repeats=1)
+    names = [r["name"] for r in rows]
+    assert names == ["np.copyto (bound)", "numpy sequential", "numba sequential", "numba blelloch",
+                     "numba log-space"]
+    for r in rows:
+        assert r["bytes"] == 3 * 4 * 2 * 64 * 16 and r["seconds"] > 0 and r["vs_copy"] > 0
+    table = bench.format_table(rows)
+    assert "numba blelloch" in table and "blelloch / numba sequential" in table
+
+
+def test_bench_rejects_unknown_backend_and_arguments():
+    with pytest.raises(ValueError, match="backend must be one of"):
+        bench.bench_scan(backend="numpy")
+    with pytest.raises(ValueError, match="shape must be"):
+        bench.bench_scan(shape=(2, 64))
