@@ -164,6 +164,12 @@ def test_bad_inputs_name_the_argument(rng, module):
         module.backward(params, cache, y[:, :-1])
 
 
+def test_lsa_checks_its_params(rng):
+    params = lsa.init(rng, 3)
+    with pytest.raises(ValueError, match=r"^params must have keys W_V, W_K, W_Q"):
+        lsa.forward({**params, "W_O": np.eye(3)}, rng.standard_normal((1, 2, 3)))
+
+
 def test_lsa_step_forward_checks_its_state(rng):
     params = lsa.init(rng, 3, D_k=2)
     with pytest.raises(ValueError, match=r"^W_prev must have shape \(B=2, D_v=3, D_k=2\)"):
@@ -186,3 +192,15 @@ def test_softmax_attention_checks_params_and_state(rng):
         sa.step_forward(params, sa.KVState(state.K[..., :2], state.V), x[:, 1])
     with pytest.raises(ValueError, match=r"^x_t must have shape"):
         sa.step_forward(params, state, x)
+
+
+@pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_float32_stays_float32(name, i):
+    # Training runs in float32 (TOOLING-NOTES): no constant may silently promote to float64.
+    module = MODULES[name]
+    ex = module.examples(np.random.default_rng(0))[i]
+    params = {k: p.astype(np.float32) for k, p in ex.params.items()}
+    y, cache = module.forward(params, ex.x.astype(np.float32), **ex.kwargs)
+    dx, grads = module.backward(params, cache, np.ones_like(y))
+    assert y.dtype == dx.dtype == np.float32
+    assert all(g.dtype == np.float32 for g in grads.values())

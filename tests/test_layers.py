@@ -253,3 +253,18 @@ def test_losses_name_bad_arguments(rng):
     _, cache = mse.forward({}, y, target=np.zeros_like(y))
     with pytest.raises(ValueError, match=r"^dy must be a scalar"):
         mse.backward({}, cache, np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_float32_stays_float32(name, i):
+    # Training runs in float32 (TOOLING-NOTES): no constant may silently promote to float64.
+    def f32(a):
+        return a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+
+    module = REGISTRY[name]
+    ex = module.examples(np.random.default_rng(0))[i]
+    params = {k: f32(p) for k, p in ex.params.items()}
+    y, cache = module.forward(params, f32(ex.x), **{k: f32(v) for k, v in ex.kwargs.items()})
+    dx, grads = module.backward(params, cache, np.ones_like(y))
+    assert y.dtype == np.float32 and (dx is None or dx.dtype == np.float32)
+    assert all(g.dtype == np.float32 for g in grads.values())

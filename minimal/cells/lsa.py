@@ -37,7 +37,9 @@ class Cache(NamedTuple):
     k: np.ndarray  # (B, T, D_k)
     v: np.ndarray  # (B, T, D_v)
     A: np.ndarray | None  # (B, T, T) masked scores A_{t,s} = k_s . q_t (parallel form only)
-    W: np.ndarray | None  # (B, T, D_v, D_k) states W_t after each step (recurrent form only)
+    # (B, T, D_v, D_k) states W_t after each step (recurrent form only). Kept rather than rebuilt backwards
+    # as W_{t-1} = W_t - v_t k_t^T, which would pile up rounding error over long sequences.
+    W: np.ndarray | None
 
 
 def init(rng, D, D_k=None, D_v=None):
@@ -52,7 +54,9 @@ def init(rng, D, D_k=None, D_v=None):
 
 
 def _check_params(params):
-    W_V = check_array("W_V", params["W_V"], ndim=2)
+    if set(params) != {"W_V", "W_K", "W_Q"}:
+        raise ValueError(f"params must have keys W_V, W_K, W_Q, got {sorted(params)}")
+    W_V = check_array("W_V", params["W_V"], ndim=2, names=("D_v", "D"))
     W_K = check_array("W_K", params["W_K"], (None, W_V.shape[1]), names=("D_k", "D"))
     check_array("W_Q", params["W_Q"], W_K.shape, names=("D_k", "D"))
 

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import math
+
 import numpy as np
 
 from ..validate import check_array, check_choice, check_positive_int
@@ -81,7 +83,7 @@ def _check_params(params):
     keys = set(params)
     if keys not in ({"W_Q", "W_K", "W_V"}, {"W_Q", "W_K", "W_V", "W_O"}):
         raise ValueError(f"params must have keys W_Q, W_K, W_V and optionally W_O, got {sorted(keys)}")
-    W_Q = check_array("W_Q", params["W_Q"], ndim=2)
+    W_Q = check_array("W_Q", params["W_Q"], ndim=2, names=("D_k", "D"))
     check_array("W_K", params["W_K"], W_Q.shape, names=("D_k", "D"))
     W_V = check_array("W_V", params["W_V"], (None, W_Q.shape[1]), names=("D_v", "D"))
     if "W_O" in params:
@@ -97,7 +99,7 @@ def _read(q_t, K, V):
 
     q_t: (B, D_k); K: (B, t, D_k); V: (B, t, D_v). Returns o_t (B, D_v) and the weights p (B, t).
     """
-    a = np.einsum("bk,bsk->bs", q_t, K) / np.sqrt(K.shape[2])  # (B, t)
+    a = np.einsum("bk,bsk->bs", q_t, K) / math.sqrt(K.shape[2])  # (B, t)
     B = q_t.shape[0]
     m = np.full((B, 1), -np.inf, dtype=a.dtype)
     n = np.zeros((B, V.shape[2]), dtype=np.result_type(a, V))
@@ -155,7 +157,7 @@ def forward(params, x, mode="parallel"):
     q, k, v = _project(params, x)
     T = x.shape[1]
     if mode == "parallel":
-        a = q @ k.transpose(0, 2, 1) / np.sqrt(k.shape[2])  # (B, T, T)
+        a = q @ k.transpose(0, 2, 1) / math.sqrt(k.shape[2])  # (B, T, T)
         a = np.where(np.tri(T, dtype=bool), a, -np.inf)
         E = np.exp(a - a.max(axis=2, keepdims=True))  # the diagonal is never masked: the max is finite
         P = E / E.sum(axis=2, keepdims=True)
@@ -193,7 +195,7 @@ def backward(params, cache, dy):
     dv = P.transpose(0, 2, 1) @ do
     # 1. P = softmax(a) row-wise; masked entries have P = 0, so they get no gradient.
     da = P * (dP - np.sum(P * dP, axis=2, keepdims=True))
-    da /= np.sqrt(k.shape[2])  # a = q k^T / sqrt(D_k)
+    da /= math.sqrt(k.shape[2])  # a = q k^T / sqrt(D_k)
     dq = da @ k
     dk = da.transpose(0, 2, 1) @ q
     # 0. q, k, v = W_Q x, W_K x, W_V x

@@ -58,7 +58,7 @@ def backward(params, cache, dy):
     dlogits = cache.P.copy()
     np.put_along_axis(dlogits, cache.targets[..., None],
                       np.take_along_axis(dlogits, cache.targets[..., None], axis=-1) - 1.0, axis=-1)
-    return dlogits * (np.asarray(dy) / cache.targets.size), {}
+    return dlogits * (float(dy) / cache.targets.size), {}
 
 
 def examples(rng):

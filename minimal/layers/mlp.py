@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import math
+
 import numpy as np
 
 from ..validate import check_array, check_positive_int
@@ -21,7 +23,7 @@ from . import linear
 
 __all__ = ["init", "forward", "backward", "examples", "gelu", "gelu_grad"]
 
-_C = np.sqrt(2.0 / np.pi)
+_C = math.sqrt(2.0 / math.pi)  # a Python float: keeps float32 inputs float32
 _A = 0.044715
 
 

@@ -43,7 +43,7 @@ def backward(params, cache, dy):
     if np.ndim(dy) != 0:
         raise ValueError(f"dy must be a scalar (0-d), got shape {np.shape(dy)}")
     # 1. L = mean(err^2)
-    return cache.err * (2.0 * np.asarray(dy) / cache.err.size), {}
+    return cache.err * (2.0 * float(dy) / cache.err.size), {}
 
 
 def examples(rng):
