@@ -56,7 +56,9 @@ def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=
         ok = (k == "f" and "f" in kind) or (k == "c" and "c" in kind) or (k in "iu" and "i" in kind)
         if not ok:
             want = {"f": "floating", "c": "complex", "i": "integer"}
-            raise ValueError(f"{name} must have a {' or '.join(want[c] for c in kind)} dtype, "
+            words = " or ".join(want[c] for c in kind)
+            article = "an" if words[0] in "aeiou" else "a"
+            raise ValueError(f"{name} must have {article} {words} dtype, "
                              f"got {x.dtype}")
     if finite and x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
         raise ValueError(f"{name} contains NaN or inf")

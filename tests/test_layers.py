@@ -201,7 +201,7 @@ def test_embedding_names_bad_ids(rng):
         embedding.forward(params, np.array([[0, 5]]))
     with pytest.raises(ValueError, match=r"^x must hold token ids in \[0, V=5\)"):
         embedding.forward(params, np.array([[-1, 2]]))
-    with pytest.raises(ValueError, match=r"^x must have a integer dtype"):
+    with pytest.raises(ValueError, match=r"^x must have an integer dtype"):
         embedding.forward(params, np.array([[0.0, 1.0]]))
     with pytest.raises(ValueError, match=r"^x must have shape \(B, T\)"):
         embedding.forward(params, np.array([0, 1]))
@@ -231,7 +231,7 @@ def test_losses_name_bad_arguments(rng):
         cross_entropy.forward({}, logits, targets=-np.ones_like(targets))
     with pytest.raises(ValueError, match=r"^targets must have shape \(2, 3\)"):
         cross_entropy.forward({}, logits, targets=targets[:, :2])
-    with pytest.raises(ValueError, match=r"^targets must have a integer dtype"):
+    with pytest.raises(ValueError, match=r"^targets must have an integer dtype"):
         cross_entropy.forward({}, logits, targets=targets.astype(float))
     with pytest.raises(ValueError, match=r"^logits must have at least 2 dimensions"):
         cross_entropy.forward({}, logits[0, 0], targets=np.array(1))

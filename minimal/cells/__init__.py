@@ -32,12 +32,22 @@ def _discover():
     return registry
 
 
-REGISTRY = _discover()
+_registry = None
+
+
+def __getattr__(name):
+    # REGISTRY is built on first use, so that a cell module may import from this package while it loads.
+    global _registry
+    if name == "REGISTRY":
+        if _registry is None:
+            _registry = _discover()
+        return _registry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get(name):
     """Return the registered module called ``name``; a ValueError lists the known names."""
     try:
-        return REGISTRY[name]
+        return __getattr__("REGISTRY")[name]
     except KeyError:
         raise ValueError(f"name must be one of {sorted(REGISTRY)}, got {name!r}") from None
