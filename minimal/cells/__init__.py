@@ -47,7 +47,7 @@ def __getattr__(name):
 
 def get(name):
     """Return the registered module called ``name``; a ValueError lists the known names."""
-    try:
-        return __getattr__("REGISTRY")[name]
-    except KeyError:
-        raise ValueError(f"name must be one of {sorted(REGISTRY)}, got {name!r}") from None
+    registry = __getattr__("REGISTRY")
+    if name not in registry:
+        raise ValueError(f"name must be one of {sorted(registry)}, got {name!r}")
+    return registry[name]
