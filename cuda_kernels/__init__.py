@@ -1,0 +1,14 @@
+"""numba.cuda kernels for `minimal`: the linear-recurrence scan and GRIL's windowed cross-product.
+
+Depends on numpy and numba.cuda only (never on `minimal`). Tested in the numba.cuda simulator
+(``NUMBA_ENABLE_CUDASIM=1``); see README.md in this folder.
+
+    scan.linear_scan(a, b, h0=None, method="blelloch") -> h
+    scan.linear_scan_backward(a, h, dh, h0=None, method="blelloch") -> (da, db, dh0)
+    scan.log_linear_scan(log_a, log_b, log_h0=None) -> log h
+    window.gril_forward(...), window.gril_backward(...)   GRIL's Z_t = A ⊙ Z_{t-1} + C_t Q C_t^T
+    bench.bench_scan(...), bench.bench_window(...)        GPU only
+"""
+from .scan import linear_scan, linear_scan_backward, log_linear_scan
+
+__all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan"]

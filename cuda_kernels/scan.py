@@ -1,0 +1,531 @@
+"""numba.cuda kernels for the linear recurrence h_t = a_t * h_{t-1} + b_t, forward and backward.
+
+Glossary: B batch, T time, C channels; arrays are (B, T, C) with channels contiguous (time on axis 1, as in
+``minimal.scan``). Trailing axes beyond the third are flattened into C and restored on return.
+
+Kernel versions (kept side by side, each tested against the NumPy reference before it is timed):
+
+    v1 "sequential"  one thread per (b, c) runs the loop over t. Consecutive threads take consecutive
+                     channels, so every load of a time step is coalesced. O(T) steps, no synchronisation.
+    v2 "blelloch"    the work-efficient scan (Blelloch 1990; GPU Gems 3, ch. 39) over the pairs (a_t, b_t)
+                     with the associative operator
+                         (a1, b1) ∘ (a2, b2) = (a1 a2, a2 b1 + b2),      identity (1, 0),
+                     so that the inclusive prefix (A_t, H_t) = x_1 ∘ ... ∘ x_t gives h_t = A_t h_0 + H_t.
+                     A block of (CW, TW) threads scans a chunk of L = 2 TW time steps of CW channels in
+                     shared memory: up-sweep (reduce), root := identity, down-sweep (exclusive prefix), then
+                     each thread combines the prefix with its own two elements. Shared indices are padded by
+                     one word every 32 (``_pad``) so that the tree's strided accesses avoid bank conflicts.
+                     Sequences longer than one chunk take three passes (reduce-then-scan):
+                         1. ``reduce``: each block writes its chunk total (A_k, H_k) -> (B, n_chunks, C);
+                         2. the chunk totals are themselves scanned (recursively, the same kernels) from h0,
+                            giving the state S_k at the end of every chunk;
+                         3. ``scan``: each block rescans its chunk starting from S_{k-1} and writes h.
+                     Pass 3 re-reads a and b instead of storing per-chunk prefixes: 2 + 3 array passes
+                     instead of 2 + 2 + 3.
+
+Backward (vector-Jacobian product), the same kernels run in reverse time with the coefficient shifted:
+    g_t = dh_t + a_{t+1} g_{t+1}  (g_{T+1} = 0),  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_1 g_1.
+The reversal and the shift are index arithmetic in the loader; no reversed copy is made, and dL/da and
+dL/dh0 are written by the same pass that writes g.
+
+Log space (Heinsen 2023, "Efficient parallelization of a ubiquitous sequential computation", used by
+minGRU/minLSTM, Feng et al. 2024 App. B): for positive a, b, h0 the same tree runs on (log a, log b) with
+    (la1, lb1) ∘ (la2, lb2) = (la1 + la2, logaddexp(la2 + lb1, lb2)),     identity (0, -inf),
+returning log h (``log_linear_scan``; forward only).
+
+Host functions accept NumPy arrays (copied to the device, result copied back) or numba device arrays
+(anything with ``__cuda_array_interface__``; results stay on the device).
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda, float32, float64
+
+__all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "METHODS", "DEFAULT_BLOCK"]
+
+METHODS = ("sequential", "blelloch")
+DEFAULT_BLOCK = 256          # threads per block
+LOG_NUM_BANKS = 5            # 32 shared-memory banks
+SEQUENTIAL_BLOCK = 128       # threads per block of the v1 kernels
+_NB_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Device functions shared by all kernels
+
+
+@cuda.jit(device=True, inline=True)
+def _pad(n):
+    """Shared-memory index of the n-th element with one spare word every 32 (GPU Gems 3, Eq. 39-3)."""
+    return n + (n >> LOG_NUM_BANKS)
+
+
+@cuda.jit(device=True, inline=True)
+def _combine_linear(a1, b1, a2, b2):
+    return a1 * a2, a2 * b1 + b2
+
+
+@cuda.jit(device=True, inline=True)
+def _logaddexp(x, y):
+    m = max(x, y)
+    if m == -math.inf:  # both terms are log 0; exp(x - m) would be exp(nan)
+        return m
+    return m + math.log1p(math.exp(-abs(x - y)))
+
+
+@cuda.jit(device=True, inline=True)
+def _combine_log(a1, b1, a2, b2):
+    return a1 + a2, _logaddexp(a2 + b1, b2)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# v1: one thread per (b, c)
+
+
+@lru_cache(maxsize=None)
+def _sequential_kernels(dtype, op):
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+    combine = _combine_linear if op == "linear" else _combine_log
+    zero = 0.0 if op == "linear" else -math.inf  # the state "h = 0" in this op's coordinates
+
+    @cuda.jit
+    def forward(a, b, h0, has_h0, h):
+        i = cuda.grid(1)
+        B, T, C = a.shape
+        if i >= B * C:
+            return
+        bb = i // C
+        c = i - bb * C  # c fastest: a warp reads 32 consecutive channels of one time step
+        state = h0[bb, c] if has_h0 else nbdt(zero)
+        for t in range(T):
+            _, state = combine(a[bb, t, c], state, a[bb, t, c], b[bb, t, c])
+            h[bb, t, c] = state
+
+    @cuda.jit
+    def backward(a, h, dh, h0, has_h0, da, db, dh0):
+        i = cuda.grid(1)
+        B, T, C = a.shape
+        if i >= B * C:
+            return
+        bb = i // C
+        c = i - bb * C
+        g = nbdt(0.0)
+        a_next = nbdt(0.0)
+        for t in range(T - 1, -1, -1):
+            g = dh[bb, t, c] + a_next * g
+            h_prev = h[bb, t - 1, c] if t > 0 else (h0[bb, c] if has_h0 else nbdt(0.0))
+            db[bb, t, c] = g
+            da[bb, t, c] = g * h_prev
+            a_next = a[bb, t, c]
+        dh0[bb, c] = a_next * g  # a_next is now a_1 and g is g_1
+
+    return forward, backward
+
+
+# ---------------------------------------------------------------------------------------------------------
+# v2: Blelloch scan in shared memory, one chunk of L = 2 TW steps x CW channels per block
+
+
+@lru_cache(maxsize=None)
+def _blelloch_kernels(dtype, CW, TW, op, reverse):
+    """Compile-time constants: the shared-array sizes depend on (CW, TW) and its type on dtype.
+
+    ``reverse=False`` loads x_s = (a_s, b_s) at time t = s; ``reverse=True`` (the backward) loads
+    x_s = (a_{t+1}, dh_t) at time t = T-1-s, the adjoint recurrence g_t = a_{t+1} g_{t+1} + dh_t.
+    """
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+    combine = _combine_linear if op == "linear" else _combine_log
+    ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
+    L = 2 * TW                        # time steps per chunk
+    N = L * CW
+    NS = N + (N >> LOG_NUM_BANKS)     # padded shared size
+
+    @cuda.jit(device=True, inline=True)
+    def load(x1, x2, bb, s, c, T, C):
+        if s >= T or c >= C:  # the tail of the last chunk and channels past C act as the identity
+            return nbdt(ID_A), nbdt(ID_B)
+        if reverse:
+            t = T - 1 - s
+            coef = x1[bb, t + 1, c] if t + 1 < T else nbdt(0.0)  # g_{T+1} = 0: any value would do
+            return coef, x2[bb, t, c]
+        return x1[bb, s, c], x2[bb, s, c]
+
+    @cuda.jit(device=True, inline=True)
+    def block_coords(C, T):
+        """(bb, chunk, c0): blocks are numbered channel tile fastest, then chunk, then batch."""
+        n_tiles = (C + CW - 1) // CW
+        n_chunks = (T + L - 1) // L
+        k = cuda.blockIdx.x
+        tile = k % n_tiles
+        k //= n_tiles
+        chunk = k % n_chunks
+        return k // n_chunks, chunk, tile * CW
+
+    @cuda.jit(device=True, inline=True)
+    def up_sweep(sa, sb, cx, ty):
+        """Reduce in place: afterwards position L-1 holds the chunk total x_1 ∘ ... ∘ x_L."""
+        offset = 1
+        d = TW
+        while d > 0:
+            # The previous level's writes (or the loads into shared memory) must be visible before
+            # this level reads them: level d reads the two partial sums written at level 2d.
+            cuda.syncthreads()
+            if ty < d:
+                ai = _pad((offset * (2 * ty + 1) - 1) * CW + cx)
+                bi = _pad((offset * (2 * ty + 2) - 1) * CW + cx)
+                na, nb = combine(sa[ai], sb[ai], sa[bi], sb[bi])
+                sa[bi] = na
+                sb[bi] = nb
+            offset *= 2
+            d //= 2
+        # The root is written by thread ty = 0 only; everyone must see it (and the other partial sums)
+        # before the caller reads it or the down-sweep starts.
+        cuda.syncthreads()
+
+    @cuda.jit(device=True, inline=True)
+    def down_sweep(sa, sb, cx, ty):
+        """Turn the up-swept tree into the exclusive prefix: position p holds x_1 ∘ ... ∘ x_{p-1}."""
+        root = _pad((L - 1) * CW + cx)
+        if ty == 0:
+            sa[root] = ID_A
+            sb[root] = ID_B
+        offset = L
+        d = 1
+        while d < L:
+            offset //= 2
+            # The parent's prefix (written at the previous level, or the root just above) must be
+            # visible before it is passed down to the two children.
+            cuda.syncthreads()
+            if ty < d:
+                ai = _pad((offset * (2 * ty + 1) - 1) * CW + cx)
+                bi = _pad((offset * (2 * ty + 2) - 1) * CW + cx)
+                # Non-commutative operator: left child gets the parent's prefix P, right child P ∘ left.
+                la, lb = sa[ai], sb[ai]
+                pa, pb = sa[bi], sb[bi]
+                sa[ai] = pa
+                sb[ai] = pb
+                na, nb = combine(pa, pb, la, lb)
+                sa[bi] = na
+                sb[bi] = nb
+            d *= 2
+        # The last level's writes come from other threads; they must land before anyone reads its prefix.
+        cuda.syncthreads()
+
+    @cuda.jit
+    def reduce(x1, x2, tot_a, tot_b):
+        """Pass 1: each chunk's total (A_k, H_k) -> tot_a, tot_b of shape (B, n_chunks, C)."""
+        sa = cuda.shared.array(NS, nbdt)
+        sb = cuda.shared.array(NS, nbdt)
+        B, T, C = x2.shape
+        bb, chunk, c0 = block_coords(C, T)
+        cx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        c = c0 + cx
+        load_chunk(x1, x2, sa, sb, bb, chunk, c, cx, ty, T, C)
+        up_sweep(sa, sb, cx, ty)
+        if ty == 0 and c < C:
+            root = _pad((L - 1) * CW + cx)
+            tot_a[bb, chunk, c] = sa[root]
+            tot_b[bb, chunk, c] = sb[root]
+
+    @cuda.jit(device=True, inline=True)
+    def load_chunk(x1, x2, sa, sb, bb, chunk, c, cx, ty, T, C):
+        """Each thread loads steps ty and ty + TW of its channel (GPU Gems' two-per-thread layout: a warp
+        reads consecutive channels when CW = 32, consecutive steps when CW = 1); returns them too."""
+        xa0, xb0 = load(x1, x2, bb, chunk * L + ty, c, T, C)
+        xa1, xb1 = load(x1, x2, bb, chunk * L + ty + TW, c, T, C)
+        sa[_pad(ty * CW + cx)] = xa0
+        sb[_pad(ty * CW + cx)] = xb0
+        sa[_pad((ty + TW) * CW + cx)] = xa1
+        sb[_pad((ty + TW) * CW + cx)] = xb1
+        return xa0, xb0, xa1, xb1
+
+    @cuda.jit(device=True, inline=True)
+    def state_at(sa, sb, p, cx, xa, xb, h_in):
+        """State after step p of the chunk: (exclusive prefix ∘ x_p) applied to the incoming state."""
+        ia, ib = combine(sa[_pad(p * CW + cx)], sb[_pad(p * CW + cx)], xa, xb)
+        _, hv = combine(ia, h_in, ia, ib)
+        return hv
+
+    if not reverse:
+        @cuda.jit
+        def scan(a, b, carry, h0, has_h0, h):
+            """Pass 3 (or the only pass): h_t = A_t h_in + H_t with h_in = S_{k-1}, or h0 for chunk 0."""
+            sa = cuda.shared.array(NS, nbdt)
+            sb = cuda.shared.array(NS, nbdt)
+            B, T, C = a.shape
+            bb, chunk, c0 = block_coords(C, T)
+            cx = cuda.threadIdx.x
+            ty = cuda.threadIdx.y
+            c = c0 + cx
+            xa0, xb0, xa1, xb1 = load_chunk(a, b, sa, sb, bb, chunk, c, cx, ty, T, C)
+            up_sweep(sa, sb, cx, ty)
+            down_sweep(sa, sb, cx, ty)
+            if c >= C:
+                return  # no barrier follows, so idle channels may leave
+            if chunk > 0:
+                h_in = carry[bb, chunk - 1, c]
+            elif has_h0:
+                h_in = h0[bb, c]
+            else:
+                h_in = nbdt(ID_B)
+            s0 = chunk * L + ty
+            if s0 < T:
+                h[bb, s0, c] = state_at(sa, sb, ty, cx, xa0, xb0, h_in)
+            if s0 + TW < T:
+                h[bb, s0 + TW, c] = state_at(sa, sb, ty + TW, cx, xa1, xb1, h_in)
+        kernel = scan
+    else:
+        @cuda.jit(device=True, inline=True)
+        def write_grads(a, h, h0, has_h0, da, db, dh0, bb, t, c, g):
+            if t > 0:
+                h_prev = h[bb, t - 1, c]
+            elif has_h0:
+                h_prev = h0[bb, c]
+            else:
+                h_prev = nbdt(0.0)
+            db[bb, t, c] = g
+            da[bb, t, c] = g * h_prev
+            if t == 0:
+                dh0[bb, c] = a[bb, 0, c] * g
+
+        @cuda.jit
+        def scan_backward(a, dh, carry, h, h0, has_h0, da, db, dh0):
+            """Pass 3 of the backward: g_t, then dL/db_t = g_t, dL/da_t = g_t h_{t-1}, dL/dh0 = a_1 g_1."""
+            sa = cuda.shared.array(NS, nbdt)
+            sb = cuda.shared.array(NS, nbdt)
+            B, T, C = a.shape
+            bb, chunk, c0 = block_coords(C, T)
+            cx = cuda.threadIdx.x
+            ty = cuda.threadIdx.y
+            c = c0 + cx
+            xa0, xb0, xa1, xb1 = load_chunk(a, dh, sa, sb, bb, chunk, c, cx, ty, T, C)
+            up_sweep(sa, sb, cx, ty)
+            down_sweep(sa, sb, cx, ty)
+            if c >= C:
+                return  # no barrier follows
+            g_in = carry[bb, chunk - 1, c] if chunk > 0 else nbdt(0.0)
+            s0 = chunk * L + ty
+            if s0 < T:
+                write_grads(a, h, h0, has_h0, da, db, dh0, bb, T - 1 - s0, c,
+                            state_at(sa, sb, ty, cx, xa0, xb0, g_in))
+            if s0 + TW < T:
+                write_grads(a, h, h0, has_h0, da, db, dh0, bb, T - 1 - s0 - TW, c,
+                            state_at(sa, sb, ty + TW, cx, xa1, xb1, g_in))
+        kernel = scan_backward
+    return reduce, kernel
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Host side
+
+
+def _is_device(x):
+    return cuda.devicearray.is_cuda_ndarray(x) or hasattr(x, "__cuda_array_interface__")
+
+
+def _check_block(block):
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 2 or block > 1024 \
+            or block & (block - 1):
+        raise ValueError(f"block must be a power of two in [2, 1024] (threads per block), got {block!r}")
+    return int(block)
+
+
+def _check_inputs(names, arrays, h0_name, h0):
+    """Validate (B, T, ...) float32/float64 arrays of one shape and dtype; returns (on_device, shape)."""
+    first_name, first = names[0], arrays[0]
+    on_device = _is_device(first)
+    for name, x in zip(names, arrays):
+        if not (isinstance(x, np.ndarray) or _is_device(x)):
+            raise ValueError(f"{name} must be a numpy.ndarray or a CUDA device array, got {type(x).__name__}")
+        if _is_device(x) != on_device:
+            raise ValueError(f"{name} must live where {first_name} does "
+                             f"({'device' if on_device else 'host'}), got the other")
+        if len(x.shape) < 2:
+            raise ValueError(f"{name} must have shape (B, T, ...) with at least 2 dimensions, got {x.shape}")
+        if np.dtype(x.dtype) not in _NB_TYPES:
+            raise ValueError(f"{name} must have dtype float32 or float64, got {x.dtype}")
+        if tuple(x.shape) != tuple(first.shape):
+            raise ValueError(f"{name} must have the shape of {first_name} {tuple(first.shape)}, got "
+                             f"{tuple(x.shape)}")
+        if x.dtype != first.dtype:
+            raise ValueError(f"{name} must have the dtype of {first_name} ({first.dtype}), got {x.dtype}")
+    shape = tuple(first.shape)
+    if shape[1] < 1:
+        raise ValueError(f"{first_name} must have at least one time step (axis 1), got shape {shape}")
+    if h0 is not None:
+        want = (shape[0],) + shape[2:]
+        if not (isinstance(h0, np.ndarray) or _is_device(h0)) or _is_device(h0) != on_device:
+            raise ValueError(f"{h0_name} must be an array living where {first_name} does, got "
+                             f"{type(h0).__name__}")
+        if tuple(h0.shape) != want:
+            raise ValueError(f"{h0_name} must have shape (B, ...) = {want} to match {first_name} {shape}, "
+                             f"got {tuple(h0.shape)}")
+        if h0.dtype != first.dtype:
+            raise ValueError(f"{h0_name} must have the dtype of {first_name} ({first.dtype}), got {h0.dtype}")
+    return on_device, shape
+
+
+def _to_device_3d(x, shape3):
+    """(B, T, ...) -> a (B, T, C) device array; NumPy inputs are copied over (contiguous)."""
+    if isinstance(x, np.ndarray):
+        return cuda.to_device(np.ascontiguousarray(x).reshape(shape3))
+    if not cuda.devicearray.is_cuda_ndarray(x):
+        x = cuda.as_cuda_array(x)
+    return x.reshape(shape3)
+
+
+def _shape3(shape):
+    return (shape[0], shape[1], int(np.prod(shape[2:], dtype=np.int64)))
+
+
+def _dummy(ndim, dtype):
+    return cuda.device_array((1,) * ndim, dtype=dtype)
+
+
+def _tile(C, block, channel_tile):
+    """(CW, TW): CW channels of one time step side by side (coalesced), TW threads along time."""
+    if channel_tile is None:
+        CW = 1
+        while CW < min(C, 32, block // 2):
+            CW *= 2
+    else:
+        if isinstance(channel_tile, bool) or not isinstance(channel_tile, (int, np.integer)) \
+                or channel_tile < 1 or channel_tile > block // 2 or channel_tile & (channel_tile - 1):
+            raise ValueError(f"channel_tile must be a power of two in [1, block / 2 = {block // 2}], "
+                             f"got {channel_tile!r}")
+        CW = int(channel_tile)
+    return CW, block // CW
+
+
+def _launch_grid(shape3, CW, TW):
+    B, T, C = shape3
+    n_chunks = -(-T // (2 * TW))
+    return n_chunks, B * n_chunks * (-(-C // CW))
+
+
+def _blelloch_forward(op, a, b, h0, has_h0, block, channel_tile):
+    """Device-level forward scan of (B, T, C) device arrays; returns h (B, T, C) on the device."""
+    B, T, C = a.shape
+    CW, TW = _tile(C, block, channel_tile)
+    reduce, scan = _blelloch_kernels(a.dtype, CW, TW, op, False)
+    n_chunks, n_blocks = _launch_grid(a.shape, CW, TW)
+    if n_chunks > 1:
+        tot_a = cuda.device_array((B, n_chunks, C), dtype=a.dtype)
+        tot_b = cuda.device_array((B, n_chunks, C), dtype=a.dtype)
+        reduce[n_blocks, (CW, TW)](a, b, tot_a, tot_b)
+        # S_k: the state after chunk k, from h0 — the same scan one level up.
+        carry = _blelloch_forward(op, tot_a, tot_b, h0, has_h0, block, channel_tile)
+    else:
+        carry = _dummy(3, a.dtype)
+    h = cuda.device_array((B, T, C), dtype=a.dtype)
+    scan[n_blocks, (CW, TW)](a, b, carry, h0, has_h0, h)
+    return h
+
+
+def _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile):
+    B, T, C = a.shape
+    CW, TW = _tile(C, block, channel_tile)
+    reduce, scan_backward = _blelloch_kernels(a.dtype, CW, TW, "linear", True)
+    n_chunks, n_blocks = _launch_grid(a.shape, CW, TW)
+    if n_chunks > 1:
+        tot_a = cuda.device_array((B, n_chunks, C), dtype=a.dtype)
+        tot_b = cuda.device_array((B, n_chunks, C), dtype=a.dtype)
+        reduce[n_blocks, (CW, TW)](a, dh, tot_a, tot_b)
+        # Chunk totals are stored in scan (reversed-time) order, so the carries are a forward scan from 0.
+        carry = _blelloch_forward("linear", tot_a, tot_b, _dummy(2, a.dtype), False, block, channel_tile)
+    else:
+        carry = _dummy(3, a.dtype)
+    da = cuda.device_array((B, T, C), dtype=a.dtype)
+    db = cuda.device_array((B, T, C), dtype=a.dtype)
+    dh0 = cuda.device_array((B, C), dtype=a.dtype)
+    scan_backward[n_blocks, (CW, TW)](a, dh, carry, h, h0, has_h0, da, db, dh0)
+    return da, db, dh0
+
+
+def _check_method(method):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+
+
+def _scan(op, names, a, b, h0, method, block, channel_tile):
+    _check_method(method)
+    block = _check_block(block)
+    on_device, shape = _check_inputs(names[:2], (a, b), names[2], h0)
+    s3 = _shape3(shape)
+    a_d, b_d = _to_device_3d(a, s3), _to_device_3d(b, s3)
+    has_h0 = h0 is not None
+    h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype)
+    if method == "sequential":
+        forward, _ = _sequential_kernels(a.dtype, op)
+        h = cuda.device_array(s3, dtype=a.dtype)
+        n = s3[0] * s3[2]
+        forward[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a_d, b_d, h0_d, has_h0, h)
+    else:
+        h = _blelloch_forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile)
+    h = h.reshape(shape)
+    return h if on_device else h.copy_to_host()
+
+
+def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None):
+    """h_t = a_t * h_{t-1} + b_t along axis 1, h_0 = h0 (zeros if None), on the GPU.
+
+    Args:
+        a, b: (B, T, ...) float32 or float64, one shape and dtype; NumPy or device arrays.
+        h0: (B, ...) or None.
+        method: "sequential" (v1, one thread per channel) or "blelloch" (v2, shared-memory tree scan).
+        block: threads per block for v2, a power of two in [2, 1024] (a chunk is 2 * block / channel_tile
+            time steps); small values exercise the multi-chunk path cheaply in the simulator.
+        channel_tile: channels per block for v2 (power of two < block); default min(C, 32, block / 2)
+            rounded up to a power of two.
+    Returns:
+        h: (B, T, ...), on the device if ``a`` was a device array, else a NumPy array.
+    """
+    return _scan("linear", ("a", "b", "h0"), a, b, h0, method, block, channel_tile)
+
+
+def log_linear_scan(log_a, log_b, log_h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None):
+    """log h for h_t = a_t h_{t-1} + b_t with positive a, b, h0, computed in log space (Heinsen 2023).
+
+    Args:
+        log_a, log_b: (B, T, ...) float32 or float64 (log_b may be -inf, i.e. b = 0).
+        log_h0: (B, ...) or None (h0 = 0, i.e. log h0 = -inf).
+    Returns:
+        log_h: (B, T, ...), where the inputs live.
+    """
+    return _scan("log", ("log_a", "log_b", "log_h0"), log_a, log_b, log_h0, method, block, channel_tile)
+
+
+def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None):
+    """Vector-Jacobian product of ``linear_scan``: a reverse-time scan with the same kernels.
+
+        g_t = dh_t + a_{t+1} g_{t+1},  da_t = g_t h_{t-1} (h_0 = h0 or 0),  db_t = g_t,  dh0 = a_1 g_1.
+
+    Args:
+        a: (B, T, ...) the forward's coefficients; h: (B, T, ...) the forward's output;
+        dh: (B, T, ...) dL/dh; h0: (B, ...) or None as in the forward. NumPy or device arrays.
+        method, block, channel_tile: as in ``linear_scan``.
+    Returns:
+        (da, db, dh0): (B, T, ...), (B, T, ...), (B, ...); dh0 is returned even when h0 is None.
+    """
+    _check_method(method)
+    block = _check_block(block)
+    on_device, shape = _check_inputs(("a", "h", "dh"), (a, h, dh), "h0", h0)
+    s3 = _shape3(shape)
+    a_d, h_d, dh_d = (_to_device_3d(x, s3) for x in (a, h, dh))
+    has_h0 = h0 is not None
+    h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype)
+    if method == "sequential":
+        _, backward = _sequential_kernels(a.dtype, "linear")
+        da = cuda.device_array(s3, dtype=a.dtype)
+        db = cuda.device_array(s3, dtype=a.dtype)
+        dh0 = cuda.device_array((s3[0], s3[2]), dtype=a.dtype)
+        n = s3[0] * s3[2]
+        backward[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a_d, h_d, dh_d, h0_d, has_h0, da, db, dh0)
+    else:
+        da, db, dh0 = _blelloch_backward(a_d, h_d, dh_d, h0_d, has_h0, block, channel_tile)
+    out = (da.reshape(shape), db.reshape(shape), dh0.reshape((shape[0],) + shape[2:]))
+    return out if on_device else tuple(x.copy_to_host() for x in out)

@@ -1,0 +1,238 @@
+"""cuda_kernels.scan: both kernel versions against minimal.scan's NumPy reference, in the CUDA simulator.
+
+The simulator runs one Python thread per CUDA thread, so launches stay near 1000 elements and the
+Blelloch tests use small blocks (a chunk of 64 steps when block=32 and C=1), which also sends every length
+above 64 through the multi-chunk path (reduce, scan of the chunk totals, rescan).
+"""
+import sys
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda
+
+from cuda_kernels import scan as cs
+from minimal import scan as ref
+
+hardware = pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="needs a real CUDA GPU (not the simulator)")
+
+LENGTHS = (1, 2, 3, 7, 64, 1000, 1025)
+# Max |error| relative to the reference's largest magnitude. float64: reassociation error only; float32:
+# a few ulps times the tree depth.
+TOL = {np.float32: 2e-6, np.float64: 1e-13}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_thread_switching():
+    """The simulator's syncthreads waits on Python threads; the default 5 ms GIL switch interval makes
+    each barrier cost milliseconds. A shorter interval makes these tests ~4x faster, results unchanged."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+def problem(rng, shape, dtype, h0=True):
+    """Decaying coefficients a in [0.5, 1) keep h bounded for any T, as in a trained gated RNN."""
+    a = rng.uniform(0.5, 1.0, shape).astype(dtype)
+    b = rng.normal(size=shape).astype(dtype)
+    dh = rng.normal(size=shape).astype(dtype)
+    h0v = rng.normal(size=(shape[0],) + shape[2:]).astype(dtype) if h0 else None
+    return a, b, h0v, dh
+
+
+def assert_close(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    scale = max(1.0, float(np.max(np.abs(want))))
+    err = float(np.max(np.abs(got.astype(np.float64) - want))) / scale
+    assert err <= TOL[dtype], f"max relative error {err:.3g} > {TOL[dtype]:.0e}"
+
+
+def check_forward_backward(a, b, h0, dh, dtype, **kw):
+    h_ref = ref.linear_scan(a, b, h0, method="sequential", backend="numpy")
+    assert_close(cs.linear_scan(a, b, h0, **kw), h_ref, dtype)
+    got = cs.linear_scan_backward(a, h_ref, dh, h0, **kw)
+    want = ref.linear_scan_backward(a, h_ref, dh, h0, method="sequential", backend="numpy")
+    for g, w in zip(got, want):
+        assert_close(g, w, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# v1: one thread per channel
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("T", LENGTHS)
+def test_sequential_kernel_equals_reference_loop(rng, T, dtype):
+    a, b, h0, dh = problem(rng, (2, T, 3), dtype)
+    check_forward_backward(a, b, h0, dh, dtype, method="sequential")
+
+
+def test_sequential_kernel_covers_more_channels_than_one_block(rng):
+    a, b, h0, dh = problem(rng, (3, 2, cs.SEQUENTIAL_BLOCK + 5), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, method="sequential")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# v2: Blelloch
+
+
+@pytest.mark.parametrize("T", LENGTHS)
+def test_blelloch_equals_reference_loop_float64(rng, T):
+    a, b, h0, dh = problem(rng, (1, T, 1), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, method="blelloch", block=32)
+
+
+@pytest.mark.parametrize("T", [7, 1025])
+def test_blelloch_equals_reference_loop_float32(rng, T):
+    a, b, h0, dh = problem(rng, (1, T, 1), np.float32)
+    check_forward_backward(a, b, h0, dh, np.float32, method="blelloch", block=32)
+
+
+def test_blelloch_three_levels_of_chunks(rng):
+    """block=4: chunks of 8 steps; T=100 -> 13 chunk totals -> 2 -> 1, so the carry scan recurses twice."""
+    a, b, h0, dh = problem(rng, (1, 100, 1), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, method="blelloch", block=4)
+
+
+@pytest.mark.parametrize("B, T, C, block", [
+    (2, 70, 3, 32),    # channel tile 4 (one idle lane), chunks of 16 steps, 5 chunks
+    (1, 5, 33, 64),    # channel tile 32: a second tile with one real channel, chunks of 4 steps
+    (3, 21, 5, 16),    # tile 8, chunks of 4, batch 3
+])
+def test_blelloch_batch_and_channels_not_multiples_of_the_tile(rng, B, T, C, block):
+    a, b, h0, dh = problem(rng, (B, T, C), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, method="blelloch", block=block)
+
+
+def test_blelloch_channel_tile_one_walks_each_channel_alone(rng):
+    a, b, h0, dh = problem(rng, (2, 20, 3), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, method="blelloch", block=8, channel_tile=1)
+
+
+@pytest.mark.parametrize("method", cs.METHODS)
+def test_zero_initial_state_and_its_gradient(rng, method):
+    """h0=None is h0 = 0, and dh0 = a_1 g_1 is still returned."""
+    a, b, _, dh = problem(rng, (2, 9, 3), np.float64, h0=False)
+    zeros = np.zeros((2, 3))
+    np.testing.assert_array_equal(cs.linear_scan(a, b, None, method, block=8),
+                                  cs.linear_scan(a, b, zeros, method, block=8))
+    h = cs.linear_scan(a, b, None, method, block=8)
+    got = cs.linear_scan_backward(a, h, dh, None, method, block=8)
+    want = ref.linear_scan_backward(a, h, dh, None, method="sequential", backend="numpy")
+    assert got[2].shape == (2, 3)
+    for g, w in zip(got, want):
+        assert_close(g, w, np.float64)
+
+
+def test_trailing_axes_are_channels(rng):
+    a, b, h0, dh = problem(rng, (2, 6, 2, 3), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, method="blelloch", block=8)
+
+
+@pytest.mark.parametrize("method", cs.METHODS)
+def test_device_arrays_in_device_arrays_out(rng, method):
+    a, b, h0, dh = problem(rng, (2, 11, 3), np.float64)
+    d = [cuda.to_device(x) for x in (a, b, h0, dh)]
+    h = cs.linear_scan(d[0], d[1], d[2], method, block=8)
+    assert cuda.devicearray.is_cuda_ndarray(h)
+    np.testing.assert_array_equal(h.copy_to_host(), cs.linear_scan(a, b, h0, method, block=8))
+    grads = cs.linear_scan_backward(d[0], h, d[3], d[2], method, block=8)
+    assert all(cuda.devicearray.is_cuda_ndarray(g) for g in grads)
+    for g, w in zip(grads, cs.linear_scan_backward(a, h.copy_to_host(), dh, h0, method, block=8)):
+        np.testing.assert_array_equal(g.copy_to_host(), w)
+
+
+def test_minimal_scan_dispatches_to_these_kernels(rng):
+    a, b, h0, dh = problem(rng, (1, 3, 1), np.float64)  # default block (256 threads): keep it tiny
+    for method in ref.METHODS:
+        h = ref.linear_scan(a, b, h0, method=method, backend="cuda")
+        np.testing.assert_array_equal(h, cs.linear_scan(a, b, h0, method))
+        got = ref.linear_scan_backward(a, h, dh, h0, method=method, backend="cuda")
+        for g, w in zip(got, cs.linear_scan_backward(a, h, dh, h0, method)):
+            np.testing.assert_array_equal(g, w)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Log space (Heinsen 2023)
+
+
+@pytest.mark.parametrize("method, T, dtype", [
+    ("sequential", 1025, np.float64), ("blelloch", 1, np.float64), ("blelloch", 7, np.float32),
+    ("blelloch", 1025, np.float64)])
+def test_log_space_scan_is_log_of_the_linear_scan(rng, method, T, dtype):
+    a, b, h0, _ = problem(rng, (1, T, 1), np.float64)
+    b = np.abs(b)
+    b[:, 0] = 0.0  # log b = -inf: the identity's b, which logaddexp must not turn into NaN
+    h0 = np.abs(h0)
+    want = np.log(ref.linear_scan(a, b, h0, method="sequential", backend="numpy"))
+    with np.errstate(divide="ignore"):
+        log_b = np.log(b)
+    got = cs.log_linear_scan(np.log(a).astype(dtype), log_b.astype(dtype), np.log(h0).astype(dtype), method,
+                             block=32)
+    assert got.dtype == dtype
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, np.max(np.abs(want))))
+
+
+@pytest.mark.parametrize("method", cs.METHODS)
+def test_log_space_without_h0_starts_from_log_zero(rng, method):
+    a, b, _, _ = problem(rng, (1, 9, 2), np.float64)
+    b = np.abs(b)
+    b[:, :2] = 0.0
+    with np.errstate(divide="ignore"):
+        want = np.log(ref.linear_scan(a, b, None, method="sequential", backend="numpy"))
+        got = cs.log_linear_scan(np.log(a), np.log(b), None, method, block=4)
+    assert np.all(got[:, :2] == -np.inf)
+    np.testing.assert_allclose(got[:, 2:], want[:, 2:], rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad input
+
+
+def test_bad_inputs_name_the_argument(rng):
+    a, b, h0, dh = problem(rng, (2, 5, 3), np.float64)
+    with pytest.raises(ValueError, match="method"):
+        cs.linear_scan(a, b, h0, method="tree")
+    with pytest.raises(ValueError, match="block"):
+        cs.linear_scan(a, b, h0, block=48)
+    with pytest.raises(ValueError, match="block"):
+        cs.linear_scan(a, b, h0, block=2048)
+    with pytest.raises(ValueError, match="channel_tile"):
+        cs.linear_scan(a, b, h0, block=8, channel_tile=8)
+    with pytest.raises(ValueError, match="b must have the shape of a"):
+        cs.linear_scan(a, b[:, :4], h0)
+    with pytest.raises(ValueError, match="b must have the dtype of a"):
+        cs.linear_scan(a, b.astype(np.float32), h0)
+    with pytest.raises(ValueError, match="a must have dtype float32 or float64"):
+        cs.linear_scan(a.astype(np.int64), b.astype(np.int64))
+    with pytest.raises(ValueError, match="a must have shape"):
+        cs.linear_scan(a[0, 0], b[0, 0])
+    with pytest.raises(ValueError, match="a must have at least one time step"):
+        cs.linear_scan(a[:, :0], b[:, :0])
+    with pytest.raises(ValueError, match=r"h0 must have shape \(B, ...\)"):
+        cs.linear_scan(a, b, h0[:1])
+    with pytest.raises(ValueError, match="b must be a numpy.ndarray"):
+        cs.linear_scan(a, b.tolist())
+    with pytest.raises(ValueError, match="b must live where a does"):
+        cs.linear_scan(a, cuda.to_device(b))
+    with pytest.raises(ValueError, match="dh must have the shape of a"):
+        cs.linear_scan_backward(a, b, dh[:1], h0)
+    with pytest.raises(ValueError, match="log_b must have the shape of log_a"):
+        cs.log_linear_scan(a, b[:1])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Real hardware only: sizes the simulator cannot reach
+
+
+@hardware
+@pytest.mark.parametrize("shape, dtype", [((1, 1 << 20, 1), np.float32), ((4, 4096, 300), np.float32),
+                                          ((2, 100_003, 3), np.float64)])
+def test_large_problems_on_the_gpu(shape, dtype):
+    rng = np.random.default_rng(1)
+    a, b, h0, dh = problem(rng, shape, dtype)
+    for block in (256, 1024):
+        check_forward_backward(a, b, h0, dh, dtype, method="blelloch", block=block)
+    check_forward_backward(a, b, h0, dh, dtype, method="sequential")
