@@ -1,0 +1,195 @@
+"""Run a grid of experiment jobs through dask.distributed, one JSON file per finished job, resumable.
+
+    from minimal.sweep import run_sweep
+    records = run_sweep(my_experiment.run_one, [cfg_a, cfg_b, ...], out_dir="data/zucchet/sweeps/fig4")
+
+A job is ``fn(config) -> dict`` (JSON-serialisable metrics). ``fn`` must be a module-level function (dask
+pickles it to the workers); ``config`` a dataclass or a dict of plain values. Each job is named by a stable
+hash of (fn's import path, config), so the same job always maps to the same file
+``<out_dir>/<name>-<hash>.json``, holding
+
+    {"function": "pkg.module.fn", "config": {...}, "result": {...}, "seconds": wall time of the job}
+
+Files are written by the client as jobs finish, atomically (temporary file + ``os.replace``), so a killed
+sweep leaves only whole files, and a worker on another machine needs no shared file system. A re-run loads
+the jobs whose file exists and computes only the rest (resume). A job that raises is not written (a re-run
+retries it); the others finish first, then ``run_sweep`` raises ``SweepError`` listing the failures.
+
+Scheduling: ``scheduler=None`` starts a ``distributed.LocalCluster`` for the sweep (``n_workers`` worker
+processes with ``threads_per_worker`` threads each; the default, one worker with one thread, suits these
+~1-core machines); ``scheduler="tcp://host:port"`` connects to a running cluster instead (workers there
+must be able to import ``minimal``). ``processes=False`` runs the workers as threads of this process
+(fast start-up; what the tests use).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from .validate import check_positive_int
+
+__all__ = ["run_sweep", "config_dict", "job_key", "job_path", "load_records", "finite_or_nan", "SweepError"]
+
+
+class SweepError(RuntimeError):
+    """Some jobs of a sweep raised; ``failures`` maps each job's file name to the error text."""
+
+    def __init__(self, failures):
+        self.failures = dict(failures)
+        lines = "\n".join(f"  {k}: {v}" for k, v in self.failures.items())
+        super().__init__(f"{len(self.failures)} sweep job(s) failed (not written; a re-run retries them):\n{lines}")
+
+
+def _plain(value):
+    """JSON-ready copy: NumPy scalars/arrays to Python numbers/lists, tuples to lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    raise ValueError(f"config and results must hold plain values (numbers, strings, lists, dicts), "
+                     f"got {type(value).__name__}: {value!r}")
+
+
+def config_dict(config):
+    """A config (dataclass or dict) as a dict of plain JSON values."""
+    if not ((dataclasses.is_dataclass(config) and not isinstance(config, type)) or isinstance(config, dict)):
+        raise ValueError(f"config must be a dataclass instance or a dict, got {type(config).__name__}")
+    return _plain(config)
+
+
+def _fn_name(fn):
+    if not callable(fn):
+        raise ValueError(f"fn must be a callable config -> dict, got {type(fn).__name__}")
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def job_key(fn, config):
+    """Stable 16-hex-digit hash of fn's import path and the config's values (key order does not matter)."""
+    text = json.dumps({"function": _fn_name(fn), "config": config_dict(config)}, sort_keys=True,
+                      separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def job_path(out_dir, fn, config, name=None):
+    """``<out_dir>/<name>-<job_key>.json``; ``name`` defaults to fn's name."""
+    key = job_key(fn, config)
+    return Path(out_dir) / f"{name or fn.__name__}-{key}.json"
+
+
+def _write_json_atomic(path, record):
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):  # only when something failed before the replace
+            os.remove(tmp)
+
+
+def _timed(fn, config):
+    """What a worker runs: the job and its wall time."""
+    t0 = time.perf_counter()
+    result = fn(config)
+    return result, time.perf_counter() - t0
+
+
+def load_records(out_dir, name=None):
+    """Every job record (dict) under ``out_dir`` (optionally only files named ``<name>-*.json``), sorted by file."""
+    pattern = f"{name}-*.json" if name else "*.json"
+    return [json.loads(p.read_text()) for p in sorted(Path(out_dir).glob(pattern))]
+
+
+def _client(scheduler, n_workers, threads_per_worker, processes):
+    from distributed import Client, LocalCluster  # imported here: importing dask is slow, most users never sweep
+
+    if scheduler is not None:
+        if not (isinstance(scheduler, str) and "://" in scheduler):
+            raise ValueError(f"scheduler must be None or an address like 'tcp://host:8786', got {scheduler!r}")
+        return Client(scheduler), None
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
+                           dashboard_address=None)
+    return Client(cluster), cluster
+
+
+def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=None, n_workers=1,
+              threads_per_worker=1, processes=True, progress=True, desc="sweep"):
+    """Run ``fn(config)`` for every config not yet on disk; return all records in the order of ``configs``.
+
+    Args:
+        fn: module-level function config -> dict of JSON-serialisable metrics.
+        configs: dataclass instances or dicts (duplicates are run once).
+        out_dir: folder for the job files (created).
+        name: file-name prefix (default fn's name).
+        scheduler: None (a LocalCluster for this call) or a running scheduler's address "tcp://host:port".
+        n_workers, threads_per_worker, processes: the LocalCluster's shape (ignored with ``scheduler``).
+        progress: show a tqdm bar over the jobs still to run. desc: its label.
+    Returns:
+        list of records ``{"function", "config", "result", "seconds"}``, one per config.
+    Raises:
+        SweepError: after every other job finished and was written, if some jobs raised.
+        ValueError: a bad argument, naming it.
+    """
+    _fn_name(fn)
+    configs = list(configs)
+    n_workers = check_positive_int("n_workers", n_workers)
+    threads_per_worker = check_positive_int("threads_per_worker", threads_per_worker)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [job_path(out_dir, fn, c, name) for c in configs]
+    todo = {}
+    for path, config in zip(paths, configs):
+        if not path.exists() and path not in todo:
+            todo[path] = config
+    failures = {}
+    if todo:
+        client, cluster = _client(scheduler, n_workers, threads_per_worker, processes)
+        try:
+            from distributed import as_completed
+
+            futures = {client.submit(_timed, fn, c, pure=False): p for p, c in todo.items()}
+            bar = tqdm(total=len(futures), disable=not progress, desc=desc)
+            for future in as_completed(futures):
+                path = futures[future]
+                try:
+                    result, seconds = future.result()
+                    record = {"function": _fn_name(fn), "config": config_dict(todo[path]),
+                              "result": _plain(result), "seconds": float(seconds)}
+                    _write_json_atomic(path, record)
+                except Exception as e:  # noqa: BLE001 - one failing job must not lose the others
+                    failures[path.name] = f"{type(e).__name__}: {e}"
+                bar.update(1)
+            bar.close()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    if failures:
+        raise SweepError(failures)
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def finite_or_nan(x):
+    """float(x), with inf mapped to nan (JSON has neither; ``json`` writes NaN, which it reads back)."""
+    x = float(x)
+    return x if math.isfinite(x) else float("nan")

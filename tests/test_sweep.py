@@ -1,0 +1,120 @@
+"""minimal.sweep: a grid of jobs on a dask LocalCluster, one JSON per job, resumed without recomputing."""
+import dataclasses
+import hashlib
+import json
+import os
+
+import pytest
+
+from minimal import sweep
+
+
+@dataclasses.dataclass
+class Cfg:
+    a: int
+    b: float = 0.5
+    tag: str = "x"
+
+
+def square_job(config):
+    """A job that leaves a trace of each call in a log file next to its output (counts real calls)."""
+    with open(os.environ["SWEEP_TEST_LOG"], "a") as f:
+        f.write(f"{config.a}\n")
+    if config.a < 0:
+        raise ArithmeticError(f"negative a={config.a}")
+    return {"square": config.a ** 2 * config.b, "values": (config.a, config.b)}
+
+
+@pytest.fixture
+def log(tmp_path, monkeypatch):
+    path = tmp_path / "calls.log"
+    path.write_text("")
+    monkeypatch.setenv("SWEEP_TEST_LOG", str(path))
+    return path
+
+
+def calls(log):
+    return sorted(int(s) for s in log.read_text().split())
+
+
+def run(configs, out, **kw):
+    return sweep.run_sweep(square_job, configs, out, processes=False, progress=False, **kw)
+
+
+def test_sweep_writes_one_file_per_job_and_returns_results_in_order(tmp_path, log):
+    configs = [Cfg(3), Cfg(1), Cfg(2, b=2.0)]
+    records = run(configs, tmp_path / "out")
+    assert [r["result"]["square"] for r in records] == [4.5, 0.5, 8.0]
+    assert records[0]["config"] == {"a": 3, "b": 0.5, "tag": "x"}
+    assert records[0]["function"].endswith("square_job")
+    assert records[2]["result"]["values"] == [2, 2.0]
+    files = sorted((tmp_path / "out").glob("*.json"))
+    assert len(files) == 3
+    assert not list((tmp_path / "out").glob("*.tmp"))
+    assert {json.loads(f.read_text())["config"]["a"] for f in files} == {1, 2, 3}
+    assert calls(log) == [1, 2, 3]
+
+
+def test_second_call_recomputes_nothing_and_a_grown_grid_runs_only_new_jobs(tmp_path, log):
+    out = tmp_path / "out"
+    first = run([Cfg(1), Cfg(2)], out)
+    mtimes = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    second = run([Cfg(2), Cfg(1)], out)
+    assert calls(log) == [1, 2]
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == mtimes
+    assert [r["result"] for r in second] == [first[1]["result"], first[0]["result"]]
+    run([Cfg(1), Cfg(2), Cfg(5)], out)
+    assert calls(log) == [1, 2, 5]
+    assert len(list(out.glob("*.json"))) == 3
+
+
+def test_duplicate_configs_run_once(tmp_path, log):
+    records = run([Cfg(4), Cfg(4)], tmp_path)
+    assert calls(log) == [4]
+    assert records[0] == records[1]
+
+
+def test_job_key_is_stable_and_depends_on_values_not_order():
+    assert sweep.job_key(square_job, {"a": 1, "b": 2.0}) == sweep.job_key(square_job, {"b": 2.0, "a": 1})
+    assert sweep.job_key(square_job, Cfg(1)) == sweep.job_key(square_job, {"a": 1, "b": 0.5, "tag": "x"})
+    assert sweep.job_key(square_job, Cfg(1)) != sweep.job_key(square_job, Cfg(1, b=0.25))
+    assert sweep.job_key(square_job, Cfg(1)) != sweep.job_key(calls, Cfg(1))
+    # The documented recipe, so that the file names of saved sweeps do not depend on the Python process.
+    text = json.dumps({"function": f"{square_job.__module__}.square_job", "config": {"a": 1}}, sort_keys=True,
+                      separators=(",", ":"))
+    assert sweep.job_key(square_job, {"a": 1}) == hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_a_failing_job_is_not_written_the_others_are_and_a_rerun_retries_it(tmp_path, log):
+    with pytest.raises(sweep.SweepError, match="negative a=-1") as info:
+        run([Cfg(1), Cfg(-1), Cfg(2)], tmp_path)
+    assert len(info.value.failures) == 1
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    with pytest.raises(sweep.SweepError):
+        run([Cfg(1), Cfg(-1), Cfg(2)], tmp_path)
+    assert calls(log) == [-1, -1, 1, 2]
+
+
+def test_load_records_reads_what_the_sweep_wrote(tmp_path, log):
+    run([Cfg(1), Cfg(2)], tmp_path, name="grid")
+    records = sweep.load_records(tmp_path, name="grid")
+    assert sorted(r["config"]["a"] for r in records) == [1, 2]
+    assert sweep.load_records(tmp_path, name="other") == []
+
+
+def test_bad_arguments_name_themselves(tmp_path, log):
+    with pytest.raises(ValueError, match="config"):
+        run([[1, 2]], tmp_path)
+    with pytest.raises(ValueError, match="config"):
+        run([{"a": object()}], tmp_path)
+    with pytest.raises(ValueError, match="n_workers"):
+        run([Cfg(1)], tmp_path, n_workers=0)
+    with pytest.raises(ValueError, match="scheduler"):
+        run([Cfg(1)], tmp_path, scheduler="localhost")
+    with pytest.raises(ValueError, match="fn"):
+        sweep.run_sweep(42, [Cfg(1)], tmp_path)
+
+
+def test_finite_or_nan():
+    assert sweep.finite_or_nan(2) == 2.0
+    assert sweep.finite_or_nan(float("inf")) != sweep.finite_or_nan(float("inf"))  # nan
