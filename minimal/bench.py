@@ -78,7 +78,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     b = rng.standard_normal(shape, dtype=np.float32)
     h0 = np.zeros((B, C), dtype=np.float32)
     h = np.empty_like(b)
-    scratch = np.empty((T // 2, C), dtype=np.float32)
+    scratch = _scan_numba.scratch_for(a)
     log_a = np.log(a)
     src = np.ones((3 * n + 1) // 2, dtype=np.float32)  # 1.5 n elements (rounded up for odd n)
     dst = np.empty_like(src)
