@@ -25,6 +25,7 @@ function (..., D_k) -> (..., F).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -59,7 +60,8 @@ def random_features(x, omega):
     z = x @ omega.T                                       # (..., D)
     half_sq = 0.5 * np.sum(x * x, axis=-1, keepdims=True)
     # the norm factor goes inside the exponent: exp(z) alone overflows long before exp(z - |x|^2/2) does
-    return np.concatenate([np.exp(z - half_sq), np.exp(-z - half_sq)], axis=-1) / np.sqrt(2 * omega.shape[0])
+    # a Python float, not np.sqrt's float64 scalar, so float32 inputs stay float32 (NEP 50)
+    return np.concatenate([np.exp(z - half_sq), np.exp(-z - half_sq)], axis=-1) / math.sqrt(2 * omega.shape[0])
 
 
 def elu_features(x):
@@ -85,7 +87,7 @@ def poly2_features(x, c=1.0):
     if not np.isfinite(c) or c < 0:
         raise ValueError(f"c must be a finite number >= 0, got {c!r}")
     outer = (x[..., :, None] * x[..., None, :]).reshape(x.shape[:-1] + (-1,))
-    return np.concatenate([np.full(x.shape[:-1] + (1,), c, dtype=x.dtype), np.sqrt(2 * c) * x, outer], axis=-1)
+    return np.concatenate([np.full(x.shape[:-1] + (1,), c, dtype=x.dtype), math.sqrt(2 * c) * x, outer], axis=-1)
 
 
 # ------------------------------------------------------------------------------------------------ attention
@@ -158,11 +160,7 @@ def kernel_attention_step(state, q, k, v, phi, normalise=True):
     phi_k = _apply_phi(phi, k, "k")
     if phi_k.shape[-1] != F:
         raise ValueError(f"phi must give F={F} features to match the state S {S.shape}, got {phi_k.shape[-1]}")
-    return _step(S, u, _apply_phi(phi, q, "q"), phi_k, v, normalise)
-
-
-def _step(S, u, phi_q, phi_k, v, normalise):
-    # the unchecked body of kernel_attention_step, so the RNN loop pays for validation once, not T times
+    phi_q = _apply_phi(phi, q, "q")
     S = S + v[:, :, None] * phi_k[:, None, :]
     u = u + phi_k
     y = (S @ phi_q[:, :, None])[:, :, 0]
@@ -184,21 +182,31 @@ def kernel_attention_rnn(Q, K, V, phi, state=None, normalise=True):
         (Y, state): Y (B, T, D_v) and the ``KernelState`` after the last token.
     """
     B, T, Dk, Dv = _check_qkv(Q, K, V)
+    # φ acts on each token alone, so it is applied to all tokens at once (O(T F) memory, like the output);
+    # the recurrence still carries only (S_t, u_t) from one token to the next
+    phi_Q, phi_K = _apply_phi(phi, Q, "Q"), _apply_phi(phi, K, "K")
+    F = phi_K.shape[-1]
     if state is None:
-        F = _apply_phi(phi, Q[:, 0], "Q").shape[-1]
         state = initial_state(B, Dv, F, Q.dtype)
     else:
         check_array("state.S", state.S, (B, Dv, None), names=("B", "D_v", "F"))
         check_array("state.u", state.u, (B, state.S.shape[2]), names=("B", "F"))
-    F = state.S.shape[2]
+        if state.S.shape[2] != F:
+            raise ValueError(f"phi must give F={state.S.shape[2]} features to match state.S {state.S.shape}, "
+                             f"got {F}")
+    # copies, because the loop updates them in place (the caller's state is never modified)
+    S, u = state.S.copy(), state.u.copy()
     Y = np.empty((B, T, Dv), dtype=Q.dtype)
+    z = np.empty((B, T), dtype=Q.dtype)
     for t in range(T):
-        phi_q, phi_k = _apply_phi(phi, Q[:, t], "Q[:, t]"), _apply_phi(phi, K[:, t], "K[:, t]")
-        if phi_k.shape[-1] != F:
-            raise ValueError(f"phi must give F={F} features to match state.S {state.S.shape}, "
-                             f"got {phi_k.shape[-1]}")
-        state, Y[:, t] = _step(state.S, state.u, phi_q, phi_k, V[:, t], normalise)
-    return Y, state
+        S += V[:, t, :, None] * phi_K[:, t, None, :]
+        u += phi_K[:, t]
+        Y[:, t] = (S @ phi_Q[:, t, :, None])[:, :, 0]
+        z[:, t] = np.sum(u * phi_Q[:, t], axis=1)
+    if normalise:
+        _check_denominator(z)
+        Y /= z[:, :, None]
+    return Y, KernelState(S, u)
 
 
 def kernel_attention_parallel(Q, K, V, phi, causal=True, normalise=True):
@@ -226,7 +234,7 @@ def kernel_attention_parallel(Q, K, V, phi, causal=True, normalise=True):
 
 def _check_scale(scale, Dk):
     if scale is None:
-        return 1.0 / np.sqrt(Dk)
+        return 1.0 / math.sqrt(Dk)
     if not np.isfinite(scale) or scale <= 0:
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     return float(scale)

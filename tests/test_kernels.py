@@ -1,6 +1,4 @@
 """Attention is an RNN (Katharopoulos et al. 2020) and the random-feature view of softmax attention."""
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -107,6 +105,9 @@ def test_rnn_mode_resumes_from_a_state(rng):
     Y2, end = kernels.kernel_attention_rnn(Q[:, 3:], K[:, 3:], V[:, 3:], phi, state=mid)
     np.testing.assert_allclose(np.concatenate([Y1, Y2], axis=1), Y, rtol=1e-13)
     np.testing.assert_allclose(end.S, state.S, rtol=1e-13)
+    # resuming again from mid gives the same end: the first resume did not modify mid in place
+    _, again = kernels.kernel_attention_rnn(Q[:, 3:], K[:, 3:], V[:, 3:], phi, state=mid)
+    np.testing.assert_array_equal(again.S, end.S)
 
 
 def test_one_step_equals_the_rnn_loop(rng):
@@ -142,6 +143,14 @@ def test_without_the_denominator_both_modes_are_linear_self_attention(rng, T):
     np.testing.assert_allclose(kernels.kernel_attention_parallel(Q, K, V, identity, normalise=False), want,
                                rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(Y_rnn, want, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", sorted(FEATURE_MAPS))
+def test_feature_maps_keep_float32(rng, name):
+    x = rng.standard_normal((2, DK)).astype(np.float32)
+    phi = (lambda z: kernels.random_features(z, _omega().astype(np.float32))) if name == "random" \
+        else FEATURE_MAPS[name]
+    assert phi(x).dtype == np.float32
 
 
 def test_modes_agree_in_float32_to_float32_precision(rng):
@@ -189,12 +198,10 @@ def test_random_feature_attention_approaches_softmax_attention(rng):
     assert errors[1] < 0.02 and errors[1] < errors[0] / 10, errors
 
 
-@pytest.mark.skipif(importlib.util.find_spec("minimal.cells.softmax_attention") is None,
-                    reason="minimal.cells.softmax_attention is not written yet")
-def test_rnn_mode_softmax_equals_the_softmax_attention_cell(rng):
+def test_rnn_mode_softmax_equals_the_softmax_attention_cells_parallel_forward():
     from minimal.cells import softmax_attention as cell
     for ex in cell.examples(np.random.default_rng(0)):
-        y, _ = cell.forward(ex.params, ex.x, **ex.kwargs)
+        y, _ = cell.forward(ex.params, ex.x, mode="parallel")
         p, x = ex.params, ex.x
         Q, K, V = x @ p["W_Q"].T, x @ p["W_K"].T, x @ p["W_V"].T
         Y = kernels.softmax_attention_rnn(Q, K, V)
