@@ -1,0 +1,199 @@
+"""Reverse-engineering a gated RNN trained on a linear self-attention teacher; Zucchet et al., "Gated
+recurrent neural networks discover attention" (ICML 2024; arXiv 2309.01775), Sec. 4.1, Table 1, Fig. 2,
+App. B.2.
+
+The construction (Sec. 3, Fig. 1) has two kinds of recurrent neurons: key-value neurons with λ = 1 that
+accumulate Σ_{t'<=t} v_t' k_t'^T, and query neurons with λ = 0 that hold q_t = W_Q x_t. A student has
+identified the teacher when its neurons of each kind carry the same information:
+
+    KV score = 1 − R^2 of the linear regression (with intercept) of the teacher's key-values
+               M_t = Σ_{t'<=t} (W_V x_t')(W_K x_t')^T  (d^2 targets) on the states h_t of the λ ≈ 1 neurons
+    Q score  = 1 − R^2 of the regression of the teacher's queries q_t = W_Q x_t (d targets) on the states of
+               the λ ≈ 0 neurons
+R^2 is averaged uniformly over the targets; every (b, t) of the given sequences is one sample.
+
+Pruning (App. B.2): a recurrent neuron is removable when its input gate is 0 (a zero row of W_in_m or of
+W_in_x) or no remaining output gate reads it (zero columns of W_out_m and W_out_x); an output gate
+(pre-readout neuron) when one of its rows of W_out_m, W_out_x is 0 or its readout column of D is. "Zero"
+means below ``tol`` times the largest magnitude in that matrix. The two rules feed each other, so they are
+applied until nothing changes.
+
+Merged output gating (Fig. 2C): gate k computes the rank-1 bilinear form (a_k · h)(b_k · h), a_k = W_out_m[k],
+b_k = W_out_x[k]; the readout sums them into one symmetric kernel per output,
+
+    y_i = h^T K_i h,    K_i = Σ_k D[i, k] (a_k b_k^T + b_k a_k^T) / 2,
+
+which no longer depends on how the products were split over gates. In the construction K_i only couples
+key-value neurons with query neurons (its KV x KV and Q x Q blocks are 0).
+
+Glossary: B batch, T time, d teacher features, H recurrent neurons, H_out output gates, D_out outputs.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..cells import gated_rnn
+from ..tasks import lsa_teacher
+from ..validate import check_array
+
+__all__ = ["neuron_kinds", "one_minus_r2", "teacher_key_values", "teacher_queries", "Scores", "kv_q_scores",
+           "Pruned", "prune", "pruned_relative_loss", "merged_kernel", "kernel_block_norms"]
+
+
+def neuron_kinds(lam, lam_tol=0.05):
+    """(H,) array of "kv" (λ >= 1 − lam_tol), "q" (λ <= lam_tol) or "other"."""
+    check_array("lam", lam, ndim=1, names=("H",))
+    if not 0.0 <= lam_tol < 0.5:
+        raise ValueError(f"lam_tol must lie in [0, 0.5), got {lam_tol}")
+    kinds = np.full(lam.shape, "other", dtype=object)
+    kinds[lam >= 1.0 - lam_tol] = "kv"
+    kinds[lam <= lam_tol] = "q"
+    return kinds.astype(str)
+
+
+def one_minus_r2(X, Y):
+    """1 − R^2 of the least-squares fit Y ≈ X W + c, averaged over Y's columns.
+
+    Args:
+        X: (N, F) regressors (F may be 0: then the prediction is the mean and the score is 1).
+        Y: (N, K) targets, none constant.
+    Returns:
+        float in [0, 1].
+    """
+    check_array("X", X, ndim=2, names=("N", "F"))
+    check_array("Y", Y, (X.shape[0], None), names=("N", "K"))
+    Yc = Y - Y.mean(axis=0)
+    ss_tot = np.sum(Yc * Yc, axis=0)
+    if np.any(ss_tot == 0):
+        raise ValueError("Y has a constant column; its R^2 is undefined")
+    if X.shape[1] == 0:
+        return 1.0
+    Xc = X - X.mean(axis=0)
+    # Scale the regressors so that lstsq's rank cut-off treats neurons of very different sizes alike.
+    scale = np.linalg.norm(Xc, axis=0)
+    Xs = Xc[:, scale > 0] / scale[scale > 0]
+    W = np.linalg.lstsq(Xs, Yc, rcond=None)[0]
+    res = Yc - Xs @ W
+    return float(np.mean(np.sum(res * res, axis=0) / ss_tot))
+
+
+def teacher_key_values(teacher, x):
+    """M_t = Σ_{t'<=t} v_t' k_t'^T, flattened: (B, T, d_v d_k) for x (B, T, d)."""
+    check_array("x", x, (None, None, teacher.W_V.shape[1]), names=("B", "T", "d"))
+    kv = np.einsum("btv,btk->btvk", x @ teacher.W_V.T, x @ teacher.W_K.T)
+    return np.cumsum(kv, axis=1).reshape(x.shape[0], x.shape[1], -1)
+
+
+def teacher_queries(teacher, x):
+    """q_t = W_Q x_t: (B, T, d_k)."""
+    check_array("x", x, (None, None, teacher.W_Q.shape[1]), names=("B", "T", "d"))
+    return x @ teacher.W_Q.T
+
+
+class Scores(NamedTuple):
+    kv: float    # KV score, 1 − R^2 (0: the λ ≈ 1 neurons carry the teacher's key-values exactly)
+    q: float     # Q score, 1 − R^2
+    n_kv: int    # number of neurons used as regressors for each
+    n_q: int
+
+
+def kv_q_scores(params, teacher, x, lam=None, lam_tol=0.05):
+    """KV and Q scores (module docstring) of a gated RNN student on the teacher's input sequences.
+
+    Args:
+        params: gated RNN params (``minimal.cells.gated_rnn``, diagonal) for inputs [x; 1].
+        teacher: ``minimal.tasks.lsa_teacher.Teacher``.
+        x: (B, T, d) teacher inputs (without the appended 1).
+        lam: (H,) λ to use (default exp(−exp(ν))); lam_tol: as in ``neuron_kinds``.
+    Returns:
+        ``Scores``.
+    """
+    check_array("x", x, (None, None, teacher.W_V.shape[1]), names=("B", "T", "d"))
+    lam = gated_rnn.lam_from_nu(params["nu"]) if lam is None else lam
+    _, cache = gated_rnn.forward(params, lsa_teacher.append_one(x), lam=lam)
+    kinds = neuron_kinds(lam, lam_tol)
+    h = cache.h.reshape(-1, cache.h.shape[-1])
+    kv_target = teacher_key_values(teacher, x).reshape(h.shape[0], -1)
+    q_target = teacher_queries(teacher, x).reshape(h.shape[0], -1)
+    return Scores(kv=one_minus_r2(h[:, kinds == "kv"], kv_target),
+                  q=one_minus_r2(h[:, kinds == "q"], q_target),
+                  n_kv=int(np.sum(kinds == "kv")), n_q=int(np.sum(kinds == "q")))
+
+
+class Pruned(NamedTuple):
+    params: dict          # the sub-network's params (same keys as the original)
+    lam: np.ndarray       # (H_kept,) λ of the kept recurrent neurons
+    hidden: np.ndarray    # (H_kept,) indices of the kept recurrent neurons
+    gates: np.ndarray     # (H_out_kept,) indices of the kept output gates
+
+
+def _nonzero_rows(W, tol):
+    return np.max(np.abs(W), axis=1) > tol * max(float(np.max(np.abs(W))), 1e-300)
+
+
+def prune(params, lam=None, tol=1e-3):
+    """Remove the neurons whose input or output weights are all ~0 (module docstring).
+
+    Args:
+        params: gated RNN params with a diagonal recurrence ("nu").
+        lam: (H,) λ (default exp(−exp(ν))), carried along for the kept neurons.
+        tol: relative threshold in (0, 1).
+    Returns:
+        ``Pruned``; the removed counts are H − len(hidden) and H_out − len(gates).
+    """
+    if "nu" not in params:
+        raise ValueError("params must be a diagonal gated RNN (key 'nu')")
+    if not 0.0 < tol < 1.0:
+        raise ValueError(f"tol must lie in (0, 1), got {tol}")
+    lam = gated_rnn.lam_from_nu(params["nu"]) if lam is None else lam
+    check_array("lam", lam, params["nu"].shape, names=("H",))
+    W_out_m, W_out_x = params["W_out_m"], params["W_out_x"]
+    hidden = _nonzero_rows(params["W_in_m"], tol) & _nonzero_rows(params["W_in_x"], tol)
+    gates = (_nonzero_rows(W_out_m, tol) & _nonzero_rows(W_out_x, tol)
+             & _nonzero_rows(params["D"].T, tol))
+    read_m = np.abs(W_out_m) > tol * np.max(np.abs(W_out_m))   # (H_out, H): gate k reads neuron i
+    read_x = np.abs(W_out_x) > tol * np.max(np.abs(W_out_x))
+    while True:
+        new_hidden = hidden & np.any((read_m | read_x)[gates], axis=0)
+        # A gate whose factor only reads removed neurons outputs 0.
+        new_gates = gates & np.any(read_m[:, new_hidden], axis=1) & np.any(read_x[:, new_hidden], axis=1)
+        if np.array_equal(new_hidden, hidden) and np.array_equal(new_gates, gates):
+            break
+        hidden, gates = new_hidden, new_gates
+    h_idx, g_idx = np.flatnonzero(hidden), np.flatnonzero(gates)
+    sub = {"W_in_m": params["W_in_m"][h_idx], "W_in_x": params["W_in_x"][h_idx], "nu": params["nu"][h_idx],
+           "W_out_m": W_out_m[np.ix_(g_idx, h_idx)], "W_out_x": W_out_x[np.ix_(g_idx, h_idx)],
+           "D": params["D"][:, g_idx]}
+    return Pruned(sub, lam[h_idx], h_idx, g_idx)
+
+
+def pruned_relative_loss(pruned, x_tilde, y_star):
+    """mean (y − y*)^2 / var(y*) of the pruned network on inputs x̃ (B, T, d + 1), targets y* (B, T, d)."""
+    y = gated_rnn.forward(pruned.params, x_tilde, lam=pruned.lam)[0]
+    return lsa_teacher.relative_loss(y, y_star)
+
+
+def merged_kernel(params):
+    """K: (D_out, H, H), K_i = Σ_k D[i, k] (a_k b_k^T + b_k a_k^T) / 2, so that y_i = h^T K_i h."""
+    for name in ("W_out_m", "W_out_x", "D"):
+        check_array(name, params[name], ndim=2)
+    A, Bm, D = params["W_out_m"], params["W_out_x"], params["D"]
+    K = np.einsum("ik,ka,kb->iab", D, A, Bm)
+    return 0.5 * (K + K.transpose(0, 2, 1))
+
+
+def kernel_block_norms(K, kinds):
+    """Frobenius norms of K's blocks over all outputs: {"kv-kv", "kv-q", "q-q", "other"} (sum of squares
+    of the blocks equals ‖K‖^2). ``kinds``: (H,) from ``neuron_kinds``."""
+    check_array("K", K, ndim=3, names=("D_out", "H", "H"))
+    kv, q = np.asarray(kinds) == "kv", np.asarray(kinds) == "q"
+
+    def block(r, c):
+        return float(np.sum(K[:, r][:, :, c] ** 2))
+
+    kvq = block(kv, q) + block(q, kv)
+    parts = {"kv-kv": block(kv, kv), "kv-q": kvq, "q-q": block(q, q)}
+    parts["other"] = max(float(np.sum(K ** 2)) - sum(parts.values()), 0.0)
+    return {k: float(np.sqrt(v)) for k, v in parts.items()}
