@@ -1,0 +1,295 @@
+"""In-context linear regression with a gated RNN (Zucchet et al., Sec. 4.2, Table 2, App. C).
+
+A one-layer gated RNN (``minimal.cells.gated_rnn``, Eq. 2, H = 80 recurrent neurons, tokens [x_t, y_t, 1] of
+size d_x + d_y + 1 = 7, readout to d_y = 3) reads T = 12 (x, y) pairs and a query (x_q, 0, 1) and is trained with
+AdamW on the query's loss (``minimal.tasks.icl_regression``). We compare it on one fixed evaluation set with one
+GD step of the optimal size η* (``minimal.analysis.gd``; paper: 0.0945 vs 0.0947), and read off the learned
+algorithm from its instantaneous polynomial (Table 2):
+
+    instantaneous polynomial  ŷ(x, y) = the network's output for a sequence of one token [x, y, 1],
+                              a polynomial of degree <= 4 in the d_x + d_y entries of (x, y)
+    one GD step's polynomial  ŷ_j = η* y_j Σ_k x_k²   (the token is both the context pair and the query)
+
+so the coefficients of x_k² y_1 in ŷ_1 should equal η* = 0.0676 (paper: ~6.8e-2) and every other coefficient of
+ŷ_1 should vanish (paper: residual norm 1.35e-3). The coefficients are found exactly (up to rounding) by least
+squares on random tokens: the network's output is a polynomial of that degree, so the fit has no error.
+
+Deviations from the paper (App. B-C), all for CPU minutes instead of the paper's long runs: a shorter run, a
+higher learning rate (project notes: 3e-3 at batch 64), λ ~ U[0, 0.999] at init and the readout D scaled by 0.1,
+float32 training (float64 evaluation).
+
+Glossary: H recurrent neurons, T context pairs, d_x, d_y task dimensions, η* the optimal GD step size.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..analysis import gd
+from ..cells import gated_rnn
+from ..optim import cosine_schedule
+from ..tasks import icl_regression
+from ..train import train
+from ..validate import check_array, check_positive_int
+
+__all__ = ["Config", "PAPER", "run", "plot", "init_params", "predict", "loss_and_grads", "evaluate",
+           "instantaneous_polynomial", "monomials", "table2", "save_weights", "load_weights"]
+
+PAPER = {
+    "loss_rnn": 0.0945,          # Sec. 4.2: trained gated RNN, H = 80
+    "loss_gd": 0.0947,           # Sec. 4.2: one GD step with the optimal step size
+    "eta_star": 0.0676,          # App. C.2: η* = 1 / (σ_x² (T + d_x - 1/5))
+    "coef_x2_y1_mean": 0.068,    # Table 2: coefficients of x_k² y_1 in ŷ_1 (RNN, ~6.8e-2)
+    "residual_norm": 1.35e-3,    # Table 2: norm of ŷ_1's other coefficients
+}
+
+
+@dataclass
+class Config:
+    T: int = 12                        # Sec. 4.1 / App. C.1: 12 context pairs, then the query
+    d_x: int = 3                       # App. C.1
+    d_y: int = 3                       # App. C.1
+    sigma_w2: float = 1.0 / 3.0        # App. C.1, W*_jk ~ N(0, 1/3) (the reading that gives GD's 0.0947)
+    sigma_x2: float = 1.0              # App. C.1, x ~ U(-√3, √3)
+    hidden: int = 80                   # Sec. 4.2: 80 recurrent neurons
+    steps: int = 60_000                # ours (paper trains far longer at lr 1e-3): ~15 min here
+    batch: int = 64                    # ours (project notes; tuned with lr)
+    lr: float = 3e-3                   # ours (project notes); paper App. B: AdamW, cosine decay from 1e-3
+    final_lr: float = 1e-6             # cosine floor as in the paper's App. B.1 schedule (1e-3 -> 1e-6)
+    warmup_steps: int = 1000           # ours
+    weight_decay: float = 0.0          # ours
+    readout_scale: float = 0.1         # ours (project notes): D scaled by 0.1 at init
+    lam_max: float = 0.999             # ours (project notes): λ ~ U[0, 0.999] at init
+    n_eval: int = 32_768               # fixed evaluation set (>= 20k tasks, project notes)
+    eval_seed: int = 2024              # the evaluation set's seed, shared by the RNN and GD
+    seed: int = 0                      # init and training batches
+    dtype: str = "float32"             # training precision; evaluation and polynomials run in float64
+    save_weights: Optional[str] = None  # .npz path for the trained weights (the notebook loads it)
+
+    @classmethod
+    def quick(cls):
+        """A CPU run of about two minutes."""
+        return cls(steps=8_000, warmup_steps=500)
+
+
+def init_params(rng, config: Config):
+    """Gated-RNN params for tokens of size d_x + d_y + 1, H = ``config.hidden``, readout to d_y, in config.dtype."""
+    d_in = icl_regression.token_dim(config.d_x, config.d_y)
+    params = gated_rnn.init(rng, d_in=d_in, d_hidden=config.hidden, d_out=config.d_y, lam_max=config.lam_max)
+    params["D"] = params["D"] * config.readout_scale
+    return {k: v.astype(config.dtype) for k, v in params.items()}
+
+
+def predict(params, tokens, lam=None):
+    """ŷ at the query (last) token: (B, d_y); also the full output (B, T + 1, d_y) and the cell's cache."""
+    y, cache = gated_rnn.forward(params, tokens, lam=lam)
+    return y[:, -1], y, cache
+
+
+def loss_and_grads(params, tasks):
+    """Query loss (1/2 mean squared error) and its gradients, through the cell's own backward."""
+    y_hat, y, cache = predict(params, tasks.tokens)
+    loss, dy_hat = icl_regression.query_loss(y_hat, tasks.y_q)
+    dy = np.zeros_like(y)
+    dy[:, -1] = dy_hat           # the loss sees only the query's output
+    _, grads = gated_rnn.backward(params, cache, dy)
+    return loss, grads
+
+
+def evaluate(params, tasks, lam=None):
+    """Query loss of ``params`` (cast to float64) on a fixed set of ``Tasks``."""
+    p64 = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+    return icl_regression.query_loss(predict(p64, tasks.tokens.astype(np.float64), lam)[0],
+                                     tasks.y_q.astype(np.float64))[0]
+
+
+@functools.lru_cache(maxsize=None)
+def monomials(n_vars, degree):
+    """All exponent tuples of n_vars variables with total degree <= ``degree``, constant first."""
+    n_vars = check_positive_int("n_vars", n_vars)
+    degree = check_positive_int("degree", degree, minimum=0)
+    out = []
+    for deg in range(degree + 1):
+        for combo in itertools.combinations_with_replacement(range(n_vars), deg):
+            e = [0] * n_vars
+            for i in combo:
+                e[i] += 1
+            out.append(tuple(e))
+    return tuple(out)
+
+
+def _design(v, exps):
+    """Monomial features: (N, n_vars) points -> (N, len(exps))."""
+    E = np.array(exps)                                       # (M, n_vars)
+    return np.prod(v[:, None, :] ** E[None, :, :], axis=2)
+
+
+def instantaneous_polynomial(params, rng, d_x=3, d_y=3, degree=4, lam=None, oversample=3):
+    """Coefficients of the network's output for a one-token sequence [x, y, 1] as a polynomial in (x, y).
+
+    The output is D g_out(g_in(z)) with two quadratic gates: a polynomial of degree <= 4 in the d_x + d_y
+    variables (x, y); the constant token entry supplies the lower degrees. We evaluate it at ``oversample``
+    times as many random points (U[-1, 1]) as there are monomials and solve the least-squares problem.
+
+    Returns:
+        (exps, coef, fit_error): the exponent tuples over (x_1..x_dx, y_1..y_dy); coef (M, d_y) float64;
+        fit_error the max |fitted - network| on a second set of points, relative to the output's max (~1e-13
+        when the degree suffices).
+    """
+    exps = monomials(d_x + d_y, degree)
+    p64 = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+    D_in = p64["W_in_m"].shape[1]
+    if D_in != d_x + d_y + 1:
+        raise ValueError(f"params must read tokens of size d_x + d_y + 1 = {d_x + d_y + 1}, got D_in = {D_in}")
+
+    def net(v):
+        tokens = np.concatenate([v, np.ones((len(v), 1))], axis=1)[:, None, :]    # (N, 1, D_in)
+        return predict(p64, tokens, lam)[0]
+
+    n = oversample * len(exps)
+    v_fit, v_test = rng.uniform(-1.0, 1.0, (n, d_x + d_y)), rng.uniform(-1.0, 1.0, (n, d_x + d_y))
+    coef = np.linalg.lstsq(_design(v_fit, exps), net(v_fit), rcond=None)[0]
+    out_test = net(v_test)
+    err = np.max(np.abs(_design(v_test, exps) @ coef - out_test)) / max(np.max(np.abs(out_test)), 1e-300)
+    return exps, coef, float(err)
+
+
+def table2(exps, coef, d_x=3, output=0):
+    """Table 2: the coefficients of x_k² y_j (j = ``output``) in ŷ_j, and the L2 norm of ŷ_j's other ones.
+
+    Returns:
+        (coefs (d_x,) of x_1² y_j .. x_dx² y_j, residual_norm).
+    """
+    check_array("coef", coef, (len(exps), None), names=("M", "d_y"))
+    index = {e: i for i, e in enumerate(exps)}
+    n_vars = len(exps[0])
+    picked = []
+    for k in range(d_x):
+        e = [0] * n_vars
+        e[k], e[d_x + output] = 2, 1
+        picked.append(index[tuple(e)])
+    c = coef[:, output]
+    rest = np.delete(c, picked)
+    return c[picked].copy(), float(np.linalg.norm(rest))
+
+
+def save_weights(path, params, meta):
+    """np.savez of the params (float64) and a JSON ``meta`` string (config, metrics)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, meta=np.array(json.dumps(meta)), **{f"params/{k}": np.asarray(v, np.float64)
+                                                        for k, v in params.items()})
+
+
+def load_weights(path):
+    """Inverse of ``save_weights``: (params, meta)."""
+    with np.load(os.fspath(path), allow_pickle=False) as z:
+        params = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith("params/")}
+        return params, json.loads(str(z["meta"]))
+
+
+def _eval_set(config):
+    return icl_regression.sample(np.random.default_rng(config.eval_seed), config.n_eval, config.T, config.d_x,
+                                 config.d_y, config.sigma_w2, config.sigma_x2)
+
+
+def run(config: Config = None, out_dir=None, progress=True):
+    """Train, evaluate against one optimal GD step on the same evaluation set, and extract Table 2.
+
+    Returns a JSON-serialisable dict (keys of ``PAPER`` for the comparable metrics).
+    """
+    config = Config() if config is None else config
+    rng = np.random.default_rng(config.seed)
+    params = init_params(rng, config)
+    dtype = np.dtype(config.dtype)
+
+    def step_fn(p, step, batch_rng):
+        tasks = icl_regression.sample(batch_rng, config.batch, config.T, config.d_x, config.d_y,
+                                      config.sigma_w2, config.sigma_x2, dtype=dtype)
+        return loss_and_grads(p, tasks)
+
+    schedule = functools.partial(cosine_schedule, total_steps=config.steps, peak_lr=config.lr,
+                                 warmup_steps=config.warmup_steps, final_lr=config.final_lr)
+    ckpt = None
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        ckpt = Path(out_dir) / f"icl_H{config.hidden}_steps{config.steps}_seed{config.seed}.ckpt.npz"
+    t0 = time.perf_counter()
+    result = train(step_fn, params, config.steps, lr_schedule=schedule, checkpoint_path=ckpt,
+                   checkpoint_every=2000, progress=progress, rng=config.seed + 1,
+                   weight_decay=config.weight_decay, desc="icl")
+    train_seconds = time.perf_counter() - t0
+    steps_run = config.steps - result.resumed_from
+
+    eval_set = _eval_set(config)
+    eta = gd.eta_star(config.T, config.d_x, config.sigma_x2)
+    loss_rnn = evaluate(result.params, eval_set)
+    loss_gd = gd.gd_loss_empirical(eval_set, eta)
+    exps, coef, fit_error = instantaneous_polynomial(result.params, np.random.default_rng(7), config.d_x,
+                                                     config.d_y)
+    coefs, residual = table2(exps, coef, config.d_x, output=0)
+    losses = result.losses
+    n_curve = 200
+    edges = np.linspace(0, len(losses), n_curve + 1).astype(int)
+    curve = [float(losses[a:b].mean()) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    metrics = {
+        "loss_rnn": float(loss_rnn),
+        "loss_gd": float(loss_gd),
+        "gap_rnn_minus_gd": float(loss_rnn - loss_gd),
+        "loss_gd_theory": float(gd.gd_loss(eta, config.T, config.d_x, config.sigma_w2, config.sigma_x2)),
+        "eta_star": float(eta),
+        "coef_x2_y1": [float(c) for c in coefs],
+        "coef_x2_y1_mean": float(np.mean(coefs)),
+        "coef_max_rel_err": float(np.max(np.abs(coefs - eta)) / eta),
+        "residual_norm": residual,
+        "polynomial_fit_error": fit_error,
+        "steps": int(config.steps),
+        "train_seconds": float(train_seconds),
+        "ms_per_step": float(1e3 * train_seconds / max(steps_run, 1)),
+        "n_eval": int(config.n_eval),
+        "final_train_loss": float(np.mean(losses[-max(1, len(losses) // 100):])),
+        "train_loss_curve": curve,
+    }
+    if config.save_weights:
+        save_weights(config.save_weights, result.params, {"config": dataclasses.asdict(config), "metrics": metrics})
+    return metrics
+
+
+def plot(result, out_dir):
+    """Fig.: training loss against one optimal GD step, and Table 2's coefficients against η*. Returns PNG paths."""
+    import matplotlib
+    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.5))
+    curve = result["train_loss_curve"]
+    steps = np.linspace(0, result["steps"], len(curve) + 1)[1:]
+    ax1.semilogy(steps, curve, label="gated RNN (train, batch means)")
+    ax1.axhline(result["loss_gd"], color="k", ls="--", label=f"one GD step, η* (eval) {result['loss_gd']:.4f}")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("query loss")
+    ax1.legend()
+    k = np.arange(1, len(result["coef_x2_y1"]) + 1)
+    ax2.bar(k, result["coef_x2_y1"], color="C1", label="trained RNN")
+    ax2.axhline(result["eta_star"], color="k", ls="--", label=f"η* = {result['eta_star']:.4f}")
+    ax2.set_xticks(k, [f"$x_{i}^2 y_1$" for i in k])
+    ax2.set_ylim(0.0, 1.2 * result["eta_star"])
+    ax2.set_title(f"Table 2 (residual norm {result['residual_norm']:.2e})")
+    ax2.legend(loc="lower right")
+    fig.tight_layout()
+    path = out_dir / "icl.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]
