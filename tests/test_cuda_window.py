@@ -1,0 +1,181 @@
+"""cuda_kernels.window: GRIL's windowed cross-product on the GPU equals the NumPy GRIL cell (simulator).
+
+References: ``minimal.cells.gril.gril_forward_reference`` (the explicit loop) for o, and the cell's own
+``forward``/``backward`` in sequential mode (backpropagation through time, one window at a time) for Z and
+every gradient.
+"""
+import sys
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda
+
+from cuda_kernels import window as cw
+from minimal.cells import gril
+
+hardware = pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="needs a real CUDA GPU (not the simulator)")
+
+TOL = {np.float32: 2e-6, np.float64: 1e-13}  # max |error| / max |reference|
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_thread_switching():
+    """Shorter GIL switch interval: the simulator's barriers wait on Python threads (see test_cuda_scan)."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+def case(rng, B, T, f, w, s, per_feature_beta=False, dtype=np.float64):
+    p = gril.init(rng, f, w, per_feature_beta)
+    x = rng.standard_normal((B, T, f))
+    return x.astype(dtype), {k: v.astype(dtype) for k, v in p.items()}
+
+
+def args(x, p, w, s):
+    return x, p["Q"], p["q"], p["beta"], p["A"], w, s
+
+
+def assert_close(got, want, dtype):
+    assert got.shape == want.shape and got.dtype == dtype
+    err = float(np.max(np.abs(got.astype(np.float64) - want))) / max(1.0, float(np.max(np.abs(want))))
+    assert err <= TOL[dtype], f"max relative error {err:.3g} > {TOL[dtype]:.0e}"
+
+
+# (B, T, f, w, s, per-feature beta): T' = 1, 2, 3, 7, 64 windows; overlapping (s < w), tiling (s = w) and
+# gapped (s > w) windows; f not a power of two.
+CASES = [
+    (2, 1, 2, 1, 1, False),    # T' = 1
+    (1, 3, 3, 2, 1, True),     # T' = 2
+    (2, 7, 3, 3, 2, False),    # T' = 3
+    (1, 14, 2, 2, 2, True),    # T' = 7
+    (1, 64, 3, 1, 1, False),   # T' = 64
+    (1, 22, 3, 1, 3, True),    # T' = 8, gaps between windows
+    (2, 5, 1, 3, 1, True),     # T' = 3, f*f = 1 thread fewer than the w*w entries of Q it loads
+]
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
+@pytest.mark.parametrize("B, T, f, w, s, pf", CASES)
+def test_forward_equals_the_numpy_cell(rng, B, T, f, w, s, pf, fused):
+    x, p = case(rng, B, T, f, w, s, pf)
+    o, Z = cw.gril_forward(*args(x, p, w, s), fused=fused, return_Z=True, scan_block=32)
+    assert_close(o, gril.gril_forward_reference(*args(x, p, w, s)), np.float64)
+    _, cache = gril.forward(p, x, s=s, mode="sequential")
+    assert_close(Z, cache.Z, np.float64)
+
+
+@pytest.mark.parametrize("B, T, f, w, s, pf", CASES)
+def test_backward_equals_the_numpy_cell(rng, B, T, f, w, s, pf):
+    x, p = case(rng, B, T, f, w, s, pf)
+    o, cache = gril.forward(p, x, s=s, mode="sequential")
+    do = rng.standard_normal(o.shape)
+    dx_ref, grads_ref = gril.backward(p, cache, do)
+    _, Z = cw.gril_forward(*args(x, p, w, s), return_Z=True)
+    dx, grads = cw.gril_backward(*args(x, p, w, s), Z, do, scan_block=32)
+    assert_close(dx, dx_ref, np.float64)
+    assert grads.keys() == grads_ref.keys()
+    for name in grads:
+        assert_close(grads[name], grads_ref[name], np.float64)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
+def test_float32_stays_float32(rng, fused):
+    x, p = case(rng, 2, 9, 3, 3, 2, True, dtype=np.float32)
+    o, Z = cw.gril_forward(*args(x, p, 3, 2), fused=fused, return_Z=True, scan_block=32)
+    x64, p64 = x.astype(np.float64), {k: v.astype(np.float64) for k, v in p.items()}
+    assert_close(o, gril.gril_forward_reference(*args(x64, p64, 3, 2)), np.float32)
+    do = rng.standard_normal(o.shape).astype(np.float32)
+    dx, grads = cw.gril_backward(*args(x, p, 3, 2), Z, do, scan_block=32)
+    _, cache = gril.forward(p64, x64, s=2, mode="sequential")
+    dx_ref, grads_ref = gril.backward(p64, cache, do.astype(np.float64))
+    assert_close(dx, dx_ref, np.float32)
+    for name in grads:
+        assert_close(grads[name], grads_ref[name], np.float32)
+
+
+def test_long_sequence_fused_equals_unfused_equals_reference(rng):
+    """T = 1025, w = 2: 1024 windows, so the unfused version's scan runs 16 chunks of 64 windows
+    (f = 1 keeps each launch at ~1000 elements for the simulator)."""
+    x, p = case(rng, 1, 1025, 1, 2, 1)
+    ref = gril.gril_forward_reference(*args(x, p, 2, 1))
+    o_fused, Z = cw.gril_forward(*args(x, p, 2, 1), fused=True, return_Z=True)
+    o_unfused = cw.gril_forward(*args(x, p, 2, 1), fused=False, scan_block=32)
+    assert_close(o_fused, ref, np.float64)
+    assert_close(o_unfused, ref, np.float64)
+    do = rng.standard_normal(ref.shape)
+    _, cache = gril.forward(p, x, s=1, mode="parallel", method="sequential", backend="numpy")
+    dx_ref, grads_ref = gril.backward(p, cache, do)
+    dx, grads = cw.gril_backward(*args(x, p, 2, 1), Z, do, scan_block=32)
+    assert_close(dx, dx_ref, np.float64)
+    for name in grads:
+        assert_close(grads[name], grads_ref[name], np.float64)
+
+
+def test_gradient_descent_construction_reads_out_one_gd_step(rng):
+    """Q = [[0, 0], [1, 0]], q = (1, 0), w = s = 2, A = 1: o_k = Σ_{i<=k} y_i x_i^T x_k (App. A)."""
+    n, d = 5, 3
+    xs, ys = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    tokens = np.stack([xs, ys], axis=1).reshape(1, 2 * n, d)  # x_1, y_1, x_2, y_2, ...
+    Q = np.array([[0.0, 0.0], [1.0, 0.0]])
+    q = np.array([1.0, 0.0])
+    o = cw.gril_forward(tokens, Q, q, np.ones(1), np.ones((d, d)), 2, 2)
+    want = np.stack([sum(np.outer(ys[i], xs[i]) for i in range(k + 1)) @ xs[k] for k in range(n)])
+    np.testing.assert_allclose(o[0], want, rtol=1e-12, atol=1e-12)
+
+
+def test_device_arrays_in_device_arrays_out(rng):
+    x, p = case(rng, 2, 7, 3, 3, 2)
+    d = [cuda.to_device(v) for v in args(x, p, 3, 2)[:5]]
+    o, Z = cw.gril_forward(*d, 3, 2, return_Z=True)
+    assert cuda.devicearray.is_cuda_ndarray(o) and cuda.devicearray.is_cuda_ndarray(Z)
+    np.testing.assert_array_equal(o.copy_to_host(), cw.gril_forward(*args(x, p, 3, 2)))
+    dx, grads = cw.gril_backward(*d, 3, 2, Z, cuda.to_device(np.ones(o.shape)))
+    assert cuda.devicearray.is_cuda_ndarray(dx) and all(cuda.devicearray.is_cuda_ndarray(g)
+                                                        for g in grads.values())
+
+
+def test_bad_inputs_name_the_argument(rng):
+    x, p = case(rng, 2, 7, 3, 3, 2)
+    x_, Q, q, beta, A, w, s = args(x, p, 3, 2)
+    with pytest.raises(ValueError, match="x must have shape"):
+        cw.gril_forward(x[0], Q, q, beta, A, w, s)
+    with pytest.raises(ValueError, match="Q must have shape"):
+        cw.gril_forward(x, Q[:2, :2], q, beta, A, w, s)
+    with pytest.raises(ValueError, match="q must have shape"):
+        cw.gril_forward(x, Q, q[:2], beta, A, w, s)
+    with pytest.raises(ValueError, match="A must have shape"):
+        cw.gril_forward(x, Q, q, beta, A[:2], w, s)
+    with pytest.raises(ValueError, match="beta must have shape"):
+        cw.gril_forward(x, Q, q, np.ones(2), A, w, s)
+    with pytest.raises(ValueError, match="A must have the dtype of x"):
+        cw.gril_forward(x, Q, q, beta, A.astype(np.float32), w, s)
+    with pytest.raises(ValueError, match="x must have dtype float32 or float64"):
+        cw.gril_forward(x.astype(np.int32), Q, q, beta, A, w, s)
+    with pytest.raises(ValueError, match="w must be <= T"):
+        cw.gril_forward(x[:, :2], Q, q, beta, A, w, s)
+    with pytest.raises(ValueError, match="s must be an integer"):
+        cw.gril_forward(x, Q, q, beta, A, w, 0)
+    with pytest.raises(ValueError, match=r"T must satisfy \(T - w\) % s == 0"):
+        cw.gril_forward(x[:, :6], Q, q, beta, A, w, s)
+    with pytest.raises(ValueError, match="q must live where x does"):
+        cw.gril_forward(x, Q, cuda.to_device(q), beta, A, w, s)
+    with pytest.raises(ValueError, match="x must have f <= 32"):
+        big = np.zeros((1, 3, 33))
+        cw.gril_forward(big, Q, q, beta, np.zeros((33, 33)), w, s, fused=True)
+    o, Z = cw.gril_forward(x, Q, q, beta, A, w, s, return_Z=True)
+    with pytest.raises(ValueError, match="Z must have shape"):
+        cw.gril_backward(x, Q, q, beta, A, w, s, Z[:, :1], o)
+    with pytest.raises(ValueError, match="do must have shape"):
+        cw.gril_backward(x, Q, q, beta, A, w, s, Z, o[:, :1])
+
+
+@hardware
+@pytest.mark.parametrize("fused", [False, True])
+def test_large_problem_on_the_gpu(fused):
+    rng = np.random.default_rng(1)
+    x, p = case(rng, 8, 4097, 16, 2, 1, True)
+    o = cw.gril_forward(*args(x, p, 2, 1), fused=fused)
+    assert_close(o, gril.gril_forward_reference(*args(x, p, 2, 1)), np.float64)
