@@ -3,10 +3,10 @@
 Every kernel takes C-contiguous (B, T, C) arrays (``minimal.scan`` flattens the trailing axes into C) and
 (B, C) initial states of one dtype (float32 or float64), and writes into output arrays passed in (``*_into``),
 so that a benchmark can time the scan apart from the page faults of fresh allocations; the plain-named
-wrappers allocate the outputs. Time is the outer
-loop and the contiguous channel axis the inner one, so each step is a vectorisable sweep over C: a scan
-along a strided axis is latency-bound instead (see TOOLING-NOTES). One thread: ``prange`` gave no speedup on
-the project's CPUs, so batch rows run one after another.
+wrappers allocate the outputs. Time is the outer loop and the contiguous channel axis the inner one, so each
+step is a vectorisable sweep over C: a scan along a strided axis is latency-bound instead (TOOLING-NOTES).
+One thread: ``prange`` gave no speedup on the project's CPUs (TOOLING-NOTES), so batch rows run one after
+another.
 
 The Blelloch kernel serves both directions. The forward scans steps t = 0 .. T-1 with coefficients a_t. The
 backward's adjoint g_t = dh_t + a_{t+1} g_{t+1} is the same scan run over j = 0 .. T-1 with time t = T-1-j
