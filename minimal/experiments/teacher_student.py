@@ -1,0 +1,315 @@
+"""Teacher-student identification, Zucchet et al., "Gated recurrent neural networks discover attention"
+(ICML 2024; arXiv 2309.01775), Sec. 4.1, Table 1, Fig. 2, App. B.
+
+A gated RNN (Eq. 2, ``minimal.cells.gated_rnn``) with H = 100 recurrent neurons and 100 output gates learns
+to reproduce a random linear self-attention teacher (d = 4, T = 32; ``minimal.tasks.lsa_teacher``). We then
+reverse-engineer the student (``minimal.analysis``):
+
+    relative loss      mean (y - y*)^2 / var(y*) on a fixed evaluation set
+    KV score, Q score  1 - R^2 of predicting the teacher's key-values from the λ ≈ 1 neurons and its
+                       queries from the λ ≈ 0 neurons (App. B.2)
+    poly distance      normalised L2 distance between the teacher's and the student's instantaneous
+                       polynomials (degree <= 4 in x_t), averaged over the d outputs
+    pruning            neurons whose input or output weights are ~0, removed; the rest counted as
+                       key-value (λ ≈ 1) and query (λ ≈ 0) neurons; the paper keeps 10 KV + 4 Q
+
+Optimisation differs from the paper on purpose: the paper trains with Adam at 1e-3 for far longer than a
+CPU-minutes budget; we use AdamW at a peak of 1e-2 with a cosine schedule sized to the run (the project's
+TOOLING-NOTES), λ initialised in U[0, 0.999] and the readout scaled by 0.1, float32 for training and float64
+for every analysis. Weight decay (all weights but ν) drives the unused neurons to 0, which pruning needs.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import scan
+from ..analysis import identification, polynomial
+from ..cells import gated_rnn
+from ..optim import cosine_schedule
+from ..tasks import lsa_teacher as task
+from ..train import train
+
+__all__ = ["Config", "PAPER", "run", "train_student", "analyse", "plot", "load_weights", "student_backward"]
+
+# Table 1 and Sec. 4.1 of the paper (ICML 2024 version).
+PAPER = {
+    "loss": 4.97e-8,
+    "kv_score": 4.52e-8,
+    "q_score": 2.06e-10,
+    "poly_distance": 3.73e-4,
+    "hidden_removed": 86,      # of 100 recurrent neurons
+    "gates_removed": 87,       # of 100 output-gating (pre-readout) neurons
+    "n_kv": 10,                # d(d+1)/2 key-value neurons remain
+    "n_q": 4,                  # d query neurons remain
+}
+
+
+@dataclass
+class Config:
+    d: int = 4                  # Sec. 4.1: input, key, query and value dimension of the teacher
+    T: int = 32                 # App. B.1: sequence length
+    hidden: int = 100           # Sec. 4.1: H = 100 recurrent neurons
+    gates: int = 100            # Sec. 4.1: 100 output-gating neurons (the layer's width)
+    batch: int = 64             # App. B.1: batch size
+    steps: int = 30_000         # ours: <= 15 CPU minutes (the paper trains much longer at lr 1e-3)
+    lr: float = 1e-2            # ours (paper 1e-3): TOOLING-NOTES, 1e-2..2e-2 for this task
+    final_lr: float = 1e-6      # App. B.1: cosine decay to 1e-6
+    warmup: int = 500           # ours
+    weight_decay: float = 3e-2  # ours: AdamW decay (lr * wd per step) so unused neurons reach 0
+    lam_max: float = 0.999      # ours: λ ~ U[0, lam_max] (TOOLING-NOTES)
+    readout_scale: float = 0.1  # ours: readout D scaled by 0.1 at init (TOOLING-NOTES)
+    eval_batch: int = 2048      # ours: fixed evaluation set (sequences)
+    seed: int = 0               # teacher, student init and data
+    prune_tol: float = 1e-3     # a neuron's weights count as 0 below this fraction of its matrix's max
+    lam_tol: float = 0.05       # λ >= 1 - lam_tol: key-value neuron; λ <= lam_tol: query neuron
+
+    @classmethod
+    def quick(cls):
+        """About 2 CPU minutes: fewer steps, same model and task."""
+        return cls(steps=12_000, lr=1.5e-2, warmup=300, eval_batch=512)
+
+
+# --- training --------------------------------------------------------------------------------------------
+def _fast_allocator():
+    """Stop glibc from returning large temporaries to the OS every step (3x faster steps, TOOLING-NOTES)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 32 * 1024 * 1024)   # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 30)            # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def student_backward(params, cache, dy):
+    """``gated_rnn.backward`` for the diagonal recurrence with the weight gradients as (B T, ·) matmuls.
+
+    Same equations and step numbering as the cell's backward (which it is tested against to 1e-12 in
+    float64); np.einsum there runs without BLAS and takes 3/4 of a training step on these CPUs.
+    """
+    x, p, q, lam, lam_given, h, r, s, method, backend = cache
+    B, T, H = h.shape
+
+    def flat(a):
+        return a.reshape(B * T, a.shape[-1])
+
+    grads = {}
+    # 4. readout y = D o, o = r ⊙ s
+    grads["D"] = flat(dy).T @ flat(r * s)
+    do = dy @ params["D"]
+    # 3. output gating r = W_out_m h, s = W_out_x h
+    dr, ds = do * s, do * r
+    grads["W_out_m"] = flat(dr).T @ flat(h)
+    grads["W_out_x"] = flat(ds).T @ flat(h)
+    dh = dr @ params["W_out_m"] + ds @ params["W_out_x"]
+    # 2. recurrence: reverse-time scan
+    a = np.broadcast_to(lam.astype(h.dtype), h.shape).copy()
+    da, db, _ = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)
+    nu = params["nu"]
+    grads["nu"] = np.zeros_like(nu) if lam_given else da.sum(axis=(0, 1)) * (-np.exp(nu)) * lam
+    # 1. input gating b = p ⊙ q
+    dp, dq = db * q, db * p
+    grads["W_in_m"] = flat(dp).T @ flat(x)
+    grads["W_in_x"] = flat(dq).T @ flat(x)
+    dx = dp @ params["W_in_m"] + dq @ params["W_in_x"]
+    return dx, {k: grads[k] for k in params}
+
+
+def init_student(rng, config):
+    """Gated RNN params (float64) for inputs [x; 1]: λ ~ U[0, lam_max], readout scaled by readout_scale."""
+    params = gated_rnn.init(rng, config.d + 1, config.hidden, config.d, d_gate=config.gates,
+                            lam_max=config.lam_max)
+    params["D"] = params["D"] * config.readout_scale
+    return params
+
+
+def _loss_and_grads(params, step, rng, teacher, config):
+    x, y_star = task.sample_batch(rng, teacher, config.batch, config.T, dtype=np.float32)
+    y, cache = gated_rnn.forward(params, x)
+    loss, dy = task.mse(y, y_star)
+    return loss, student_backward(params, cache, dy)[1]
+
+
+def train_student(config, progress=True, checkpoint_path=None):
+    """Draw the teacher and train the student. Returns (teacher, params float64, losses, seconds/step)."""
+    _fast_allocator()
+    rng = np.random.default_rng(config.seed)
+    teacher = task.make_teacher(rng, config.d)
+    params = {k: v.astype(np.float32) for k, v in init_student(rng, config).items()}
+    schedule = functools.partial(cosine_schedule, total_steps=config.steps, peak_lr=config.lr,
+                                 warmup_steps=config.warmup, final_lr=config.final_lr)
+    t0 = time.perf_counter()
+    result = train(functools.partial(_loss_and_grads, teacher=teacher, config=config), params, config.steps,
+                   lr_schedule=schedule, rng=rng, weight_decay=config.weight_decay, progress=progress,
+                   checkpoint_path=checkpoint_path, checkpoint_every=5000, log_every=100,
+                   desc="teacher-student")
+    seconds = time.perf_counter() - t0
+    n_new = max(config.steps - result.resumed_from, 1)
+    params = {k: v.astype(np.float64) for k, v in result.params.items()}
+    return teacher, params, result.losses, seconds / n_new
+
+
+def eval_set(config):
+    """The fixed evaluation set (float64): teacher inputs x (eval_batch, T, d) and targets y* (same shape)."""
+    teacher = task.make_teacher(np.random.default_rng(config.seed), config.d)
+    x = task.sample_inputs(np.random.default_rng(config.seed + 10_000), config.eval_batch, config.T, config.d)
+    return x, task.targets(teacher, x)
+
+
+def save_weights(path, config, teacher, params, losses, seconds_per_step):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **{f"params/{k}": v for k, v in params.items()}, W_V=teacher.W_V, W_K=teacher.W_K,
+             W_Q=teacher.W_Q, losses=losses, seconds_per_step=seconds_per_step,
+             config=np.array(repr(dataclasses.asdict(config))))
+
+
+def load_weights(path):
+    """(teacher, params, losses, seconds_per_step) saved by ``run(..., save_weights=path)``."""
+    with np.load(path, allow_pickle=False) as z:
+        params = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith("params/")}
+        teacher = task.Teacher(z["W_V"], z["W_K"], z["W_Q"])
+        return teacher, params, z["losses"], float(z["seconds_per_step"])
+
+
+# --- analysis --------------------------------------------------------------------------------------------
+def analyse(config, teacher, params, n_regression=256):
+    """Every Table 1 / Fig. 2 number for a trained student (float64). Returns a JSON-serialisable dict."""
+    x, y_star = eval_set(config)
+    x_tilde = task.append_one(x)
+    lam = gated_rnn.lam_from_nu(params["nu"])
+    mse, _ = task.mse(gated_rnn.forward(params, x_tilde)[0], y_star)
+    scores = identification.kv_q_scores(params, teacher, x[:n_regression], lam=lam, lam_tol=config.lam_tol)
+    student_poly = polynomial.instantaneous_polynomial(
+        lambda z: gated_rnn.forward(params, task.append_one(z))[0][:, -1], config.d)
+    teacher_poly = polynomial.lsa_polynomial(teacher.W_V, teacher.W_K, teacher.W_Q)
+    pruned = identification.prune(params, lam=lam, tol=config.prune_tol)
+    kinds = identification.neuron_kinds(pruned.lam, config.lam_tol)
+    blocks = identification.kernel_block_norms(identification.merged_kernel(pruned.params), kinds)
+    return {
+        "loss": mse,
+        "relative_loss": mse / float(np.var(y_star)),
+        "kv_score": scores.kv,
+        "q_score": scores.q,
+        "poly_distance": polynomial.distance(teacher_poly, student_poly),
+        "degree4_norm": float(np.linalg.norm(student_poly.degree_part(4))),
+        "hidden_removed": int(config.hidden - pruned.hidden.size),
+        "gates_removed": int(config.gates - pruned.gates.size),
+        "n_kv": int(np.sum(kinds == "kv")),
+        "n_q": int(np.sum(kinds == "q")),
+        "n_other": int(np.sum(kinds == "other")),
+        "pruned_relative_loss": identification.pruned_relative_loss(pruned, x_tilde, y_star),
+        "kernel_kvq_fraction": blocks["kv-q"] / max(float(np.sqrt(sum(v * v for v in blocks.values()))),
+                                                    1e-300),
+        "lam_kept": [float(v) for v in np.sort(pruned.lam)],
+    }
+
+
+def run(config=None, out_dir=None, progress=True, save_weights_path=None, checkpoint_path=None):
+    """Train and analyse (module docstring). Writes ``out_dir/weights.npz`` for ``plot``, and the same to
+    ``save_weights_path`` if given (e.g. ``data/zucchet/teacher_student_full.npz`` for the notebook)."""
+    config = config or Config()
+    t0 = time.perf_counter()
+    teacher, params, losses, sps = train_student(config, progress=progress, checkpoint_path=checkpoint_path)
+    train_seconds = time.perf_counter() - t0
+    for path in (save_weights_path, None if out_dir is None else Path(out_dir) / "weights.npz"):
+        if path is not None:
+            save_weights(path, config, teacher, params, losses, sps)
+    result = analyse(config, teacher, params)
+    result.update({"ms_per_step": 1e3 * sps, "train_seconds": train_seconds, "steps": config.steps,
+                   "final_train_loss": float(np.mean(losses[-100:])),
+                   "config": dataclasses.asdict(config)})
+    return result
+
+
+def _sorted_pruned(params, config):
+    """The pruned student with its recurrent neurons ordered KV, then Q, then other (by λ)."""
+    pruned = identification.prune(params, tol=config.prune_tol)
+    kinds = identification.neuron_kinds(pruned.lam, config.lam_tol)
+    order = np.concatenate([np.flatnonzero(kinds == k) for k in ("kv", "q", "other")])
+    p = dict(pruned.params)
+    for k in ("W_in_m", "W_in_x", "nu"):
+        p[k] = p[k][order]
+    for k in ("W_out_m", "W_out_x"):
+        p[k] = p[k][:, order]
+    return p, pruned.lam[order], kinds[order]
+
+
+def figure_pruned_weights(params, config):
+    """Fig. 2A: the student's weights after pruning, recurrent neurons ordered KV, Q, other."""
+    import matplotlib.pyplot as plt
+
+    p, lam, kinds = _sorted_pruned(params, config)
+    panels = [("W_in_m", p["W_in_m"]), ("W_in_x", p["W_in_x"]), ("λ", lam[:, None]),
+              ("W_out_m", p["W_out_m"]), ("W_out_x", p["W_out_x"]), ("D", p["D"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.6),
+                             gridspec_kw={"width_ratios": [max(a.shape[1], 1) + 2 for _, a in panels]})
+    for ax, (name, a) in zip(axes, panels):
+        vmax = max(float(np.max(np.abs(a))), 1e-12)
+        ax.imshow(a, cmap="RdBu_r" if name != "λ" else "viridis", vmin=-vmax if name != "λ" else 0,
+                  vmax=vmax if name != "λ" else 1, aspect="auto", interpolation="nearest")
+        ax.set_title(name)
+        ax.set_xticks([])
+    n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
+    fig.suptitle(f"pruned student: {len(lam)} recurrent neurons ({n_kv} KV, {n_q} Q), {p['D'].shape[1]} "
+                 f"output gates")
+    fig.tight_layout()
+    return fig
+
+
+def figure_merged_kernel(params, config):
+    """Fig. 2C: y_i = h^T K_i h after merging the output gates, on the pruned neurons (KV first, then Q)."""
+    import matplotlib.pyplot as plt
+
+    p, lam, kinds = _sorted_pruned(params, config)
+    K = identification.merged_kernel(p)
+    n_kv = int(np.sum(kinds == "kv"))
+    fig, axes = plt.subplots(1, K.shape[0], figsize=(3.2 * K.shape[0], 3.2))
+    for i, ax in enumerate(np.atleast_1d(axes)):
+        vmax = max(float(np.max(np.abs(K[i]))), 1e-12)
+        ax.imshow(K[i], cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        ax.axhline(n_kv - 0.5, color="k", lw=0.5)
+        ax.axvline(n_kv - 0.5, color="k", lw=0.5)
+        ax.set_title(f"K_{i + 1} (output {i + 1})")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle("merged output-gating kernel: only KV x Q blocks are non-zero")
+    fig.tight_layout()
+    return fig
+
+
+def plot(result, out_dir):
+    """Fig. 2A and Fig. 2C as PNGs, from the weights ``run`` wrote to ``out_dir/weights.npz``."""
+    out_dir = Path(out_dir)
+    weights = out_dir / "weights.npz"
+    if not weights.exists():
+        return []
+    _, params, _, _ = load_weights(weights)
+    config = Config(**result.get("config", {}))
+    paths = []
+    for name, make in (("fig2a_pruned_weights", figure_pruned_weights),
+                       ("fig2c_merged_kernel", figure_merged_kernel)):
+        fig = make(params, config)
+        path = out_dir / f"{name}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        paths.append(str(path))
+    return paths
+
+
+if __name__ == "__main__":  # python -m minimal.experiments.teacher_student [--quick] WEIGHTS.npz
+    import json
+    import sys
+
+    quick = "--quick" in sys.argv
+    out = [a for a in sys.argv[1:] if not a.startswith("--")]
+    cfg = Config.quick() if quick else Config()
+    res = run(cfg, save_weights_path=out[0] if out else None,
+              checkpoint_path=(out[0] + ".ckpt.npz") if out else None)
+    print(json.dumps(res, indent=1))
