@@ -133,6 +133,20 @@ def test_step_forward_is_one_step_of_the_sequence():
             np.testing.assert_array_equal(mod.step_forward(params, x[:, 2], h[:, 1], log_space), h[:, 2])
 
 
+@pytest.mark.parametrize("name", CELLS)
+@pytest.mark.parametrize("mode", ["sequential", "parallel"])
+@pytest.mark.parametrize("log_space", [False, True])
+def test_float32_runs_in_float32(name, mode, log_space):
+    mod = CELLS[name]
+    params, x, dy, kw = _setup(mod, np.random.default_rng(9), 6)
+    f32 = {k: v.astype(np.float32) for k, v in params.items()}
+    h, dx, grads = _run(mod, f32, x.astype(np.float32), dy.astype(np.float32), mode=mode, log_space=log_space,
+                        h0=kw["h0"].astype(np.float32))
+    assert h.dtype == dx.dtype == np.float32 and all(g.dtype == np.float32 for g in grads.values())
+    h64 = mod.forward(params, x, mode=mode, log_space=log_space, **kw)[0]
+    assert rel_error(h, h64) <= 1e-5
+
+
 # --- what the normalisation and the log space buy -------------------------------------------------------
 def test_minlstm_normalised_gates_sum_to_one_and_equal_f_over_f_plus_i():
     k_f = np.linspace(-40, 40, 81)[:, None] * np.ones((1, 81))

@@ -102,6 +102,11 @@ def _split(params, dW, dU_zr, dU_h, db):
     return {k: grads[k] for k in params}
 
 
+def _weight_grad(da, v):
+    """Σ_{b,t} da_{bt}^T v_{bt}: (B, T, A) and (B, T, K) to (A, K), as one matrix product."""
+    return da.reshape(-1, da.shape[-1]).T @ v.reshape(-1, v.shape[-1])
+
+
 def _check_state(name, s, B, H, dtype):
     if s is None:
         return np.zeros((B, H), dtype)
@@ -236,9 +241,9 @@ def backward(params, cache, dy):
     for t in reversed(range(T)):
         da[:, t], dh_next = _cell_backward(U_zr, U_h, gates[:, t], h_prev[:, t], dy[:, t] + dh_next)
     # 1. the projections: p = x W^T + b for all steps; h_{t−1} U_zr^T and (r ⊙ h_{t−1}) U_h^T per step
-    dW = np.einsum("bta,btd->ad", da, x)
-    dU_zr = np.einsum("bta,bth->ah", da[..., :2 * H], h_prev)
-    dU_h = np.einsum("bta,bth->ah", da[..., 2 * H:], rh)
+    dW = _weight_grad(da, x)
+    dU_zr = _weight_grad(da[..., :2 * H], h_prev)
+    dU_h = _weight_grad(da[..., 2 * H:], rh)
     return da @ W, _split(params, dW, dU_zr, dU_h, da.sum(axis=(0, 1)))
 
 

@@ -110,6 +110,11 @@ def _split(d, params, dW, dU, db):
     return {k: grads[k] for k in params}
 
 
+def _weight_grad(da, v):
+    """Σ_{b,t} da_{bt}^T v_{bt}: (B, T, A) and (B, T, K) to (A, K), as one matrix product."""
+    return da.reshape(-1, da.shape[-1]).T @ v.reshape(-1, v.shape[-1])
+
+
 def _check_state(name, s, B, H, dtype):
     if s is None:
         return np.zeros((B, H), dtype)
@@ -252,8 +257,8 @@ def backward(params, cache, dy):
                                                     dy[:, t] + dh_next, dc_next)
     # 1. the projections: p = x W^T + b for all steps, h_{t−1} U^T per step
     h_prev = np.concatenate([h0[:, None], h[:, :-1]], axis=1)
-    dW = np.einsum("bta,btd->ad", da, x)
-    dU = np.einsum("bta,bth->ah", da, h_prev)
+    dW = _weight_grad(da, x)
+    dU = _weight_grad(da, h_prev)
     return da @ W, _split(da, params, dW, dU, da.sum(axis=(0, 1)))
 
 

@@ -25,43 +25,57 @@ Glossary (shapes): B batch, T time, D input features, H hidden units.
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit
 
 from .. import scan
 from ..validate import check_array, check_choice, check_positive_int
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "g", "log_g",
-           "dg", "dlog_g", "MODES"]
+           "dg", "dlog_g", "log_sigmoid", "MODES"]
 
 MODES = ("sequential", "parallel")
 GATES = ("z", "h")
 
 
 # --- App. B.3: the positive candidate g and its log -----------------------------------------------------
+# Written branch-free (no np.where): with random signs a select costs more than the arithmetic here.
+def log_sigmoid(k):
+    """log σ(k) = −softplus(−k) = min(k, 0) − log(1 + exp(−|k|)), accurate for every finite k."""
+    return np.minimum(k, 0.0) - np.log1p(np.exp(-np.abs(k)))
+
+
 def g(k):
-    """g(k) = k + 1/2 for k ≥ 0, σ(k) for k < 0 (Feng et al. App. B.3); positive, continuous, increasing."""
-    return np.where(k >= 0, k + 0.5, expit(k))
+    """g(k) = k + 1/2 for k ≥ 0, σ(k) for k < 0 (Feng et al. App. B.3); positive, continuous, increasing.
+    Evaluated as σ(min(k, 0)) + max(k, 0)."""
+    return expit(np.minimum(k, 0.0)) + np.maximum(k, 0.0)
 
 
 def log_g(k):
-    """log g(k) = log(k + 1/2) for k ≥ 0, log σ(k) = −softplus(−k) for k < 0, without forming g."""
-    # np.maximum keeps the unused branch of np.where finite for k < -1/2.
-    return np.where(k >= 0, np.log(np.maximum(k, 0.0) + 0.5), log_expit(k))
+    """log g(k) = log(k + 1/2) for k ≥ 0, log σ(k) for k < 0, without forming g (stays finite for k ≪ 0).
+    Evaluated as log(max(k, 0) + 1/2) + log σ(min(k, 0)) − log(1/2): each branch cancels the other's term."""
+    return np.log(np.maximum(k, 0.0) + 0.5) + (log_sigmoid(np.minimum(k, 0.0)) + math.log(2.0))
 
 
 def dg(k):
     """g'(k): 1 for k ≥ 0, σ(k)(1 − σ(k)) for k < 0."""
-    s = expit(k)
-    return np.where(k >= 0, 1.0, s * (1.0 - s))
+    s = expit(np.minimum(k, 0.0))
+    return 1.0 - (k < 0).astype(k.dtype) * (1.0 - s * (1.0 - s))
 
 
 def dlog_g(k):
     """(log g)'(k): 1 / (k + 1/2) for k ≥ 0, 1 − σ(k) for k < 0."""
-    return np.where(k >= 0, 1.0 / (np.maximum(k, 0.0) + 0.5), expit(-k))
+    neg = (k < 0).astype(k.dtype)
+    return (1.0 - neg) / (np.maximum(k, 0.0) + 0.5) + neg * expit(-np.minimum(k, 0.0))
+
+
+def _weight_grad(dk, x):
+    """Σ_{b,t} dk_{bt}^T x_{bt}: (..., H) and (..., D) to (H, D), as one matrix product."""
+    return dk.reshape(-1, dk.shape[-1]).T @ x.reshape(-1, x.shape[-1])
 
 
 # --- parameters ---------------------------------------------------------------------------------------
@@ -224,8 +238,8 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     elif not log_space:
         h = scan.linear_scan(1.0 - z, z * h_tilde, h0, **_scan_kwargs(method, backend))
     else:
-        log_a = log_expit(-k_z)                         # log(1 − z) = −softplus(k_z)
-        log_b = log_expit(k_z) + log_g(k_h)             # log z + log g(k_h)
+        log_a = log_sigmoid(-k_z)                       # log(1 − z) = −softplus(k_z)
+        log_b = log_sigmoid(k_z) + log_g(k_h)           # log z + log g(k_h)
         log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), **_scan_kwargs(None, backend))
         h = np.exp(log_h)
     return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
@@ -265,8 +279,8 @@ def backward(params, cache, dy):
         dk_z = (db * h_tilde - da) * z * (1.0 - z)
         dk_h = db * z
     else:
-        log_a = log_expit(-k_z)
-        log_b = log_expit(k_z) + log_g(k_h)
+        log_a = log_sigmoid(-k_z)                       # recomputed: cheaper than caching
+        log_b = log_sigmoid(k_z) + log_g(k_h)
         log_h0 = None if h0 is None else np.log(h0)
         dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dy * h, log_h0,
                                                    **_scan_kwargs(None, backend))
@@ -276,7 +290,7 @@ def backward(params, cache, dy):
     # 2.-1. candidate and gate pre-activations k_n = x W_n^T + b_n
     grads, dx = {}, np.zeros_like(x)
     for n, dk in (("z", dk_z), ("h", dk_h)):
-        grads[f"W_{n}"] = np.einsum("bth,btd->hd", dk, x)
+        grads[f"W_{n}"] = _weight_grad(dk, x)
         if f"b_{n}" in params:
             grads[f"b_{n}"] = dk.sum(axis=(0, 1))
         dx += dk @ params[f"W_{n}"]

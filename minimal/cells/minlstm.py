@@ -29,14 +29,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit
 
 from .. import scan
 from ..validate import check_array, check_positive_int
 from ._contract import Example
 # Same paper, same input-only affine gates and argument checks as minGRU; g is App. B.3's positive candidate.
 from .mingru import (MODES, _affine, _check_flags, _check_input, _check_params, _check_state, _init_gates,
-                     _scan_kwargs, dg, dlog_g, g, log_g)
+                     _scan_kwargs, _weight_grad, dg, dlog_g, g, log_g, log_sigmoid)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates",
            "MODES"]
@@ -64,7 +64,7 @@ def init(rng, d_in, d_hidden, bias=True):
 
 def normalised_gates(k_f, k_i):
     """(f', i', δ) from the gate pre-activations, with δ = log(i / f), f' = σ(−δ), i' = σ(δ); f' + i' = 1."""
-    delta = log_expit(k_i) - log_expit(k_f)             # softplus(−k_f) − softplus(−k_i)
+    delta = log_sigmoid(k_i) - log_sigmoid(k_f)         # softplus(−k_f) − softplus(−k_i)
     return expit(-delta), expit(delta), delta
 
 
@@ -136,8 +136,8 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     elif not log_space:
         h = scan.linear_scan(f_n, i_n * h_tilde, h0, **_scan_kwargs(method, backend))
     else:
-        log_a = log_expit(-delta)                       # log f' = −softplus(δ)
-        log_b = log_expit(delta) + log_g(k_h)           # log i' + log g(k_h)
+        log_a = log_sigmoid(-delta)                     # log f' = −softplus(δ)
+        log_b = log_sigmoid(delta) + log_g(k_h)         # log i' + log g(k_h)
         log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), **_scan_kwargs(None, backend))
         h = np.exp(log_h)
     return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
@@ -177,9 +177,9 @@ def backward(params, cache, dy):
         ddelta = (di_n - df_n) * f_n * i_n
         dk_h = dh_tilde * dg(k_h) if log_space else dh_tilde
     else:
-        delta = log_expit(k_i) - log_expit(k_f)
-        log_a = log_expit(-delta)
-        log_b = log_expit(delta) + log_g(k_h)
+        delta = log_sigmoid(k_i) - log_sigmoid(k_f)     # recomputed: cheaper than caching
+        log_a = log_sigmoid(-delta)
+        log_b = log_sigmoid(delta) + log_g(k_h)
         log_h0 = None if h0 is None else np.log(h0)
         dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dy * h, log_h0,
                                                    **_scan_kwargs(None, backend))
@@ -192,7 +192,7 @@ def backward(params, cache, dy):
     # 2.-1. gate and candidate pre-activations k_n = x W_n^T + b_n
     grads, dx = {}, np.zeros_like(x)
     for n, dk in (("f", dk_f), ("i", dk_i), ("h", dk_h)):
-        grads[f"W_{n}"] = np.einsum("bth,btd->hd", dk, x)
+        grads[f"W_{n}"] = _weight_grad(dk, x)
         if f"b_{n}" in params:
             grads[f"b_{n}"] = dk.sum(axis=(0, 1))
         dx += dk @ params[f"W_{n}"]
