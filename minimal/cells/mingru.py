@@ -188,8 +188,7 @@ def step_forward(params, x_t, h_prev, log_space=False):
     """One step of the sequential mode: h_t = (1 − z_t) ⊙ h_{t−1} + z_t ⊙ h̃_t.
 
     Args:
-        x_t: (B, D); h_prev: (B, H) the state h_{t−1}; log_space: use h̃_t = g(k_h) (App. B.3), which
-            needs h_prev > 0.
+        x_t: (B, D); h_prev: (B, H) the state h_{t−1}; log_space: use h̃_t = g(k_h) (App. B.3).
     Returns:
         h_t: (B, H).
     """
@@ -230,6 +229,7 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     h_tilde = g(k_h) if log_space else k_h
     log_h = None
     if mode == "sequential":
+        # The states come from the step loop alone; the whole-sequence gates above are kept for backward.
         h = np.empty_like(k_h)
         prev = np.zeros((B, H), dtype) if h0 is None else h0
         for t in range(T):

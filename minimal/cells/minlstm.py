@@ -128,6 +128,7 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     h_tilde = g(k_h) if log_space else k_h
     log_h = None
     if mode == "sequential":
+        # The states come from the step loop alone; the whole-sequence gates above are kept for backward.
         h = np.empty_like(k_h)
         prev = np.zeros((B, H), dtype) if h0 is None else h0
         for t in range(T):
