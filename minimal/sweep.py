@@ -128,7 +128,7 @@ def _client(scheduler, n_workers, threads_per_worker, processes):
             raise ValueError(f"scheduler must be None or an address like 'tcp://host:8786', got {scheduler!r}")
         return Client(scheduler), None
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                           dashboard_address=None)
+                           dashboard_address=":0")  # any free port: several sweeps may share a machine
     return Client(cluster), cluster
 
 
