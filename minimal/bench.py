@@ -5,10 +5,11 @@ row (the log-space scan reads log a, log b and writes log h). The bound is ``np.
 of 1.5 n elements into another: it reads 6 n and writes 6 n bytes, the same 3 * 4 * n bytes in all, so
 ``vs_copy`` = (copy time) / (scan time) is the scan's share of the memory bandwidth this machine delivers.
 
-Every row writes into preallocated outputs (the copy does too), so no row pays for the page faults of fresh
-allocations; the public ``minimal.scan`` functions also check their inputs for NaN and inf (one extra read of
-each input), which is not timed here. Timing: one warm-up call (it also compiles), then the best of
-``repeats`` calls. One thread: these CPUs give no parallel speedup (TOOLING-NOTES).
+The copy and the Numba rows write into preallocated outputs, so they do not pay for the page faults of fresh
+allocations (the NumPy loop is timed as ``minimal.scan.sequential_scan``, allocating). The public
+``minimal.scan`` functions also check their inputs for NaN and inf (one extra read of each input), which is
+not timed here. Timing: one warm-up call of each row (it also compiles), then ``repeats`` rounds that time
+every row once; each row reports its best. One thread: these CPUs give no parallel speedup (TOOLING-NOTES).
 
 backend="cuda" hands over to ``cuda_kernels.bench`` (imported only then), which prints and saves its own tables.
 """
@@ -35,13 +36,19 @@ def _cuda_bench():
     return cuda_bench
 
 
-def _best_of(fn, repeats):
-    fn()  # warm-up: compiles, and faults in the pages of the outputs
-    best = np.inf
+def _best_of_interleaved(fns, repeats):
+    """Best time of each function over ``repeats`` rounds, each round timing every function once.
+
+    Interleaving makes every row see the same spells of load from other processes, so the ratios to the
+    copy stay meaningful on a shared machine."""
+    for fn in fns:
+        fn()  # warm-up: compiles, and faults in the pages of the outputs
+    best = [np.inf] * len(fns)
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        for j, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[j] = min(best[j], time.perf_counter() - t0)
     return best
 
 
@@ -92,8 +99,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
         ("numba log-space", lambda: _scan_numba.log_scan_into(log_a, b, h0, False, h)),
     ]
     rows = []
-    for name, fn in cases:
-        seconds = _best_of(fn, repeats)
+    for (name, _), seconds in zip(cases, _best_of_interleaved([fn for _, fn in cases], repeats)):
         rows.append({"name": name, "seconds": seconds, "elements_per_s": n / seconds,
                      "GB_per_s": nbytes / seconds / 1e9, "bytes": nbytes})
     copy_seconds = rows[0]["seconds"]
