@@ -179,3 +179,16 @@ def test_large_problem_on_the_gpu(fused):
     x, p = case(rng, 8, 4097, 16, 2, 1, True)
     o = cw.gril_forward(*args(x, p, 2, 1), fused=fused)
     assert_close(o, gril.gril_forward_reference(*args(x, p, 2, 1)), np.float64)
+
+
+def test_window_benchmark_rows_on_fake_timings():
+    from cuda_kernels import bench
+
+    rows = bench._window_rows([(2, 5, 3, 2, 1)], np.dtype(np.float64), timer=lambda fn: (fn(), 1e-3)[1],
+                              copy=lambda nbytes, timer: 1e-3, scan_block=8)
+    assert [r["name"] for r in rows] == ["unfused forward", "fused forward", "backward"]
+    assert rows[0]["bytes"] == bench.window_bytes(2, 5, 3, 2, 1, 8) == 8 * (2 * 5 * 3 + 2 * 4 * 3)
+    assert rows[1]["vs_unfused"] == pytest.approx(1.0)
+    if numba.config.ENABLE_CUDASIM:
+        with pytest.raises(RuntimeError, match="simulator"):
+            bench.bench_window(quick=True)

@@ -1,0 +1,331 @@
+"""GPU benchmark of the scan and window kernels, as ratios to quantities measured in the same run.
+
+    python -m cuda_kernels.bench scan [--quick]      # or: python -m minimal bench scan --backend cuda
+    python -m cuda_kernels.bench window [--quick]    # or: python -m minimal bench window --backend cuda
+
+Every time is the best of ``repeats`` runs after one warm-up, measured with CUDA events around the launch(es)
+on device-resident data (no host transfers). Each row reports
+    seconds, GB/s = bytes / seconds, vs_copy = (time of a device-to-device copy moving the same bytes) / seconds,
+so vs_copy = 1 means the kernel runs at copy bandwidth. Bytes are the ideal traffic, each array read or
+written once (``scan_bytes``, ``window_bytes``); a copy of n bytes moves 2n (read + write), so the reference
+copy is of bytes / 2. Where PyTorch is installed, the same run also times torch.cumsum over a contiguous
+1-D tensor of the same element count and a log-space (Heinsen 2023) scan built on torch.logcumsumexp over
+the same (B, T, C) shape; ``vs_torch_cumsum`` and ``vs_torch_heinsen`` are their times divided by ours.
+
+Regimes (``shapes_for``): many channels (B*C = 65536, T = size / 65536 in 1024 .. 8192) and few channels
+with long T (B*C = min(256, size / 2^20), so T >= 2^20 once size >= 2^20). Results are written as JSON under
+``out_dir`` in a file named after the GPU. The benchmark refuses to run in the CUDA simulator.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+
+import numba
+import numpy as np
+from numba import cuda
+
+from . import scan as cs
+from . import window as cw
+
+__all__ = ["bench_scan", "bench_window", "shapes_for", "scan_bytes", "window_bytes", "make_row",
+           "format_table", "result_path", "write_json", "DEFAULT_SIZES"]
+
+DEFAULT_SIZES = tuple(2 ** k for k in range(16, 29, 2))   # 2^16 .. 2^28 elements
+QUICK_SIZES = (2 ** 16, 2 ** 20)
+MANY_CHANNELS = 65536
+DEFAULT_REPEATS = 5
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pure helpers (tested in the simulator on fake timings)
+
+
+def shapes_for(size):
+    """[(regime, (B, T, C))] for ``size`` = B*T*C elements (a power of two >= 2^16)."""
+    if size < 2 ** 16 or size & (size - 1):
+        raise ValueError(f"size must be a power of two >= 2^16, got {size}")
+    out = []
+    T = size // MANY_CHANNELS
+    if 1024 <= T <= 8192:
+        out.append(("many_channels", (8, T, MANY_CHANNELS // 8)))
+    bc = max(1, min(256, size >> 20))
+    out.append(("few_channels_long_T" if size // bc >= 2 ** 20 else "few_channels", (1, size // bc, bc)))
+    return out
+
+
+def scan_bytes(kind, n, itemsize):
+    """Ideal bytes moved by one call on n = B*T*C elements: forward and log read a, b and write h;
+    the backward reads a, h, dh and writes da, db (dh0 is B*C, negligible)."""
+    per = {"forward": 3, "log": 3, "backward": 5, "torch_cumsum": 2}
+    if kind not in per:
+        raise ValueError(f"kind must be one of {sorted(per)}, got {kind!r}")
+    return per[kind] * n * itemsize
+
+
+def window_bytes(B, T, f, w, s, itemsize, with_Z=False):
+    """Ideal bytes of the GRIL forward: read x (B, T, f), write o (B, T', f) (and Z (B, T', f, f))."""
+    T_out = (T - w) // s + 1
+    return itemsize * (B * T * f + B * T_out * f + (B * T_out * f * f if with_Z else 0))
+
+
+def make_row(name, seconds, nbytes, copy_seconds, **extra):
+    """One result row; ratios are copy time / our time (> 1: faster than a copy of the same bytes)."""
+    row = {"name": name, "seconds": float(seconds), "bytes": int(nbytes),
+           "GB_per_s": nbytes / seconds / 1e9 if seconds > 0 else math.inf,
+           "vs_copy": copy_seconds / seconds if seconds > 0 else math.inf}
+    row.update(extra)
+    return row
+
+
+def format_table(rows):
+    """A fixed-width text table of rows from ``make_row`` (missing optional columns print as '-')."""
+    cols = [("regime", "{}"), ("shape", "{}"), ("dtype", "{}"), ("name", "{}"), ("seconds", "{:.3e}"),
+            ("GB_per_s", "{:.1f}"), ("vs_copy", "{:.3f}"), ("vs_forward", "{:.2f}"),
+            ("vs_torch_cumsum", "{:.2f}"), ("vs_torch_heinsen", "{:.2f}")]
+    cells = [[c for c, _ in cols]]
+    for r in rows:
+        cells.append([fmt.format(tuple(r[c]) if c == "shape" else r[c]) if r.get(c) is not None else "-"
+                      for c, fmt in cols])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = ["  ".join(v.rjust(wd) for v, wd in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * wd for wd in widths))
+    return "\n".join(lines)
+
+
+def result_path(out_dir, device_name, what):
+    """bench/results/<what>_<device name as a file name>.json"""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(device_name)).strip("_") or "unknown_device"
+    return os.path.join(out_dir, f"{what}_{safe}.json")
+
+
+def write_json(rows, path, meta):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=str)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Timing on a real GPU
+
+
+def _require_gpu():
+    if numba.config.ENABLE_CUDASIM:
+        raise RuntimeError("cuda_kernels.bench needs a real CUDA GPU, but NUMBA_ENABLE_CUDASIM=1 is set: the "
+                           "simulator runs one Python thread per CUDA thread, so its timings mean nothing. "
+                           "Unset NUMBA_ENABLE_CUDASIM and run on a machine with a GPU.")
+    if not cuda.is_available():
+        raise RuntimeError("cuda_kernels.bench needs a CUDA GPU and none is available (numba.cuda.detect() "
+                           "says why)")
+
+
+def _event_timer(repeats):
+    """best-of-``repeats`` seconds of fn() after one warm-up call, measured with CUDA events."""
+    def timer(fn):
+        fn()
+        cuda.synchronize()
+        best = math.inf
+        for _ in range(repeats):
+            start, end = cuda.event(), cuda.event()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            best = min(best, cuda.event_elapsed_time(start, end) / 1e3)
+        return best
+    return timer
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _torch_timer(torch, repeats):
+    def timer(fn):
+        fn()
+        torch.cuda.synchronize()
+        best = math.inf
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        return best
+    return timer
+
+
+def _copy_seconds(nbytes, timer):
+    """A device-to-device copy that moves ``nbytes`` in total (reads and writes nbytes / 2)."""
+    n = max(1, nbytes // 2)
+    src = cuda.device_array(n, dtype=np.uint8)
+    dst = cuda.device_array(n, dtype=np.uint8)
+    return timer(lambda: dst.copy_to_device(src))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Row builders (separate from the GPU checks so the simulator tests can run them with a fake timer)
+
+
+def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_copy_seconds):
+    rows = []
+    rng = np.random.default_rng(0)
+    for regime, shape in cases:
+        n = int(np.prod(shape))
+        item = np.dtype(dtype).itemsize
+        a = cuda.to_device(rng.uniform(0.5, 1.0, shape).astype(dtype))
+        b = cuda.to_device(rng.standard_normal(shape).astype(dtype))
+        dh = cuda.to_device(rng.standard_normal(shape).astype(dtype))
+        h = cs.linear_scan(a, b, None, "sequential")
+        tag = {"regime": regime, "shape": shape, "dtype": np.dtype(dtype).name}
+        fwd_bytes, bwd_bytes = scan_bytes("forward", n, item), scan_bytes("backward", n, item)
+        copy_fwd, copy_bwd = copy(fwd_bytes, timer), copy(bwd_bytes, timer)
+        rows.append(make_row("copy (same bytes as forward)", copy_fwd, fwd_bytes, copy_fwd, **tag))
+        torch_t = {}
+        if torch is not None:
+            tdt = getattr(torch, np.dtype(dtype).name)
+            flat = torch.randn(n, device="cuda", dtype=tdt)
+            torch_t["cumsum"] = torch_timer(lambda: torch.cumsum(flat, 0))
+            log_a = torch.log(torch.as_tensor(a.copy_to_host(), device="cuda"))
+            log_b = torch.log(torch.abs(torch.as_tensor(b.copy_to_host(), device="cuda")))
+
+            def heinsen():
+                a_star = torch.cumsum(log_a, dim=1)
+                return a_star + torch.logcumsumexp(log_b - a_star, dim=1)
+            torch_t["heinsen"] = torch_timer(heinsen)
+            rows.append(make_row("torch.cumsum (1-D, same n)", torch_t["cumsum"],
+                                 scan_bytes("torch_cumsum", n, item), copy(scan_bytes("torch_cumsum", n, item),
+                                                                           timer), **tag))
+            rows.append(make_row("torch Heinsen log scan", torch_t["heinsen"], fwd_bytes, copy_fwd, **tag))
+        log_a_d = cuda.to_device(np.log(a.copy_to_host()))
+        log_b_d = cuda.to_device(np.log(np.abs(b.copy_to_host())))
+        for method in cs.METHODS:
+            t_f = timer(lambda: cs.linear_scan(a, b, None, method, block=block))
+            t_b = timer(lambda: cs.linear_scan_backward(a, h, dh, None, method, block=block))
+            vs_torch = {}
+            if torch_t:
+                vs_torch = {"vs_torch_cumsum": torch_t["cumsum"] / t_f, "vs_torch_heinsen": torch_t["heinsen"] / t_f}
+            rows.append(make_row(f"{method} forward", t_f, fwd_bytes, copy_fwd, **tag, **vs_torch))
+            rows.append(make_row(f"{method} backward", t_b, bwd_bytes, copy_bwd, vs_forward=t_b / t_f, **tag))
+            t_l = timer(lambda: cs.log_linear_scan(log_a_d, log_b_d, None, method, block=block))
+            vs_h = {"vs_torch_heinsen": torch_t["heinsen"] / t_l} if torch_t else {}
+            rows.append(make_row(f"{method} log forward", t_l, fwd_bytes, copy_fwd, vs_forward=t_l / t_f, **tag,
+                                 **vs_h))
+    return rows
+
+
+def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None):
+    rows = []
+    rng = np.random.default_rng(0)
+    for (B, T, f, w, s) in cases:
+        x = cuda.to_device(rng.standard_normal((B, T, f)).astype(dtype))
+        Q = cuda.to_device((rng.standard_normal((w, w)) / np.sqrt(w)).astype(dtype))
+        q = cuda.to_device((rng.standard_normal(w) / np.sqrt(w)).astype(dtype))
+        beta = cuda.to_device(np.ones(f, dtype=dtype))
+        A = cuda.to_device(rng.uniform(0.9, 1.0, (f, f)).astype(dtype))
+        args = (x, Q, q, beta, A, w, s)
+        nb = window_bytes(B, T, f, w, s, np.dtype(dtype).itemsize)
+        copy_t = copy(nb, timer)
+        tag = {"regime": f"f={f} w={w} s={s}", "shape": (B, T, f), "dtype": np.dtype(dtype).name}
+        t_unf = timer(lambda: cw.gril_forward(*args, fused=False, scan_block=scan_block))
+        t_fus = timer(lambda: cw.gril_forward(*args, fused=True))
+        _, Z = cw.gril_forward(*args, return_Z=True)
+        do = cuda.to_device(rng.standard_normal((B, (T - w) // s + 1, f)).astype(dtype))
+        t_bwd = timer(lambda: cw.gril_backward(*args, Z, do, scan_block=scan_block))
+        rows.append(make_row("unfused forward", t_unf, nb, copy_t, **tag))
+        rows.append(make_row("fused forward", t_fus, nb, copy_t, vs_unfused=t_unf / t_fus, **tag))
+        rows.append(make_row("backward", t_bwd, nb, copy_t, vs_forward=t_bwd / t_fus, **tag))
+    return rows
+
+
+def _device_name():
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def bench_scan(sizes=None, out_dir="bench/results", *, shape=None, repeats=DEFAULT_REPEATS, dtype="float32",
+               block=cs.DEFAULT_BLOCK, quick=False, torch=True):
+    """Time the scan kernels (v1, v2; forward, backward, log space) on the GPU and save a JSON table.
+
+    Args:
+        sizes: element counts B*T*C (powers of two, 2^16 .. 2^28 by default, ``QUICK_SIZES`` if quick);
+            each gives the regimes of ``shapes_for``.
+        out_dir: folder for ``scan_<device>.json``.
+        shape: one (B, T, C) instead of ``sizes`` (as ``minimal.bench`` passes it).
+        repeats: best of this many timed runs after one warm-up.
+        dtype: "float32" or "float64". block: threads per block of the Blelloch kernels.
+        torch: time the PyTorch baselines when PyTorch with CUDA is installed.
+    Returns:
+        the rows (dicts from ``make_row`` plus regime, shape, dtype and the same-run ratios).
+    Raises:
+        RuntimeError: in the CUDA simulator or without a GPU.
+    """
+    _require_gpu()
+    if shape is not None:
+        cases = [("given", tuple(shape))]
+    else:
+        cases = [c for size in (sizes or (QUICK_SIZES if quick else DEFAULT_SIZES)) for c in shapes_for(size)]
+    tmod = _torch() if torch else None
+    timer = _event_timer(repeats)
+    rows = _scan_rows(cases, np.dtype(dtype), timer, block, tmod, _torch_timer(tmod, repeats) if tmod else None)
+    meta = {"device": _device_name(), "repeats": repeats, "block": block, "numba": numba.__version__,
+            "torch": getattr(tmod, "__version__", None)}
+    path = write_json(rows, result_path(out_dir, meta["device"], "scan"), meta)
+    print(format_table(rows))
+    print(f"\nwritten to {path}")
+    return rows
+
+
+def bench_window(cases=None, out_dir="bench/results", *, repeats=DEFAULT_REPEATS, dtype="float32", quick=False):
+    """Time GRIL's window kernels: unfused vs fused forward, and the backward.
+
+    Args:
+        cases: (B, T, f, w, s) tuples; default: f in (4, 16, 32), w = 2, s = 1 at B*T = 2^20 (2^16 if quick).
+    Returns:
+        the rows; also printed and saved as ``window_<device>.json`` under out_dir.
+    """
+    _require_gpu()
+    n = 2 ** 16 if quick else 2 ** 20
+    cases = cases or [(64, n // 64 + 1, f, 2, 1) for f in (4, 16, 32)] + [(1, n + 1, 16, 2, 1)]
+    timer = _event_timer(repeats)
+    rows = _window_rows(cases, np.dtype(dtype), timer)
+    meta = {"device": _device_name(), "repeats": repeats, "numba": numba.__version__}
+    path = write_json(rows, result_path(out_dir, meta["device"], "window"), meta)
+    print(format_table(rows))
+    print(f"\nwritten to {path}")
+    return rows
+
+
+def main(argv=None):
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m cuda_kernels.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=["scan", "window"])
+    p.add_argument("--quick", action="store_true", help="small sizes (seconds)")
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    p.add_argument("--out-dir", default="bench/results")
+    args = p.parse_args(argv)
+    try:
+        if args.what == "scan":
+            bench_scan(out_dir=args.out_dir, repeats=args.repeats, dtype=args.dtype, quick=args.quick)
+        else:
+            bench_window(out_dir=args.out_dir, repeats=args.repeats, dtype=args.dtype, quick=args.quick)
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
