@@ -270,17 +270,19 @@ def figure_merged_kernel(params, config):
 
     p, lam, kinds = _sorted_pruned(params, config)
     K = identification.merged_kernel(p)
-    n_kv = int(np.sum(kinds == "kv"))
+    n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
     fig, axes = plt.subplots(1, K.shape[0], figsize=(3.2 * K.shape[0], 3.2))
     for i, ax in enumerate(np.atleast_1d(axes)):
         vmax = max(float(np.max(np.abs(K[i]))), 1e-12)
         ax.imshow(K[i], cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
-        ax.axhline(n_kv - 0.5, color="k", lw=0.5)
-        ax.axvline(n_kv - 0.5, color="k", lw=0.5)
+        for edge in (n_kv - 0.5, n_kv + n_q - 0.5):
+            ax.axhline(edge, color="k", lw=0.5)
+            ax.axvline(edge, color="k", lw=0.5)
         ax.set_title(f"K_{i + 1} (output {i + 1})")
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("merged output-gating kernel: only KV x Q blocks are non-zero")
+    fig.suptitle(f"merged output-gating kernels on the pruned neurons: {n_kv} KV | {n_q} Q | "
+                 f"{len(kinds) - n_kv - n_q} other")
     fig.tight_layout()
     return fig
 
