@@ -27,7 +27,7 @@ def _bench(args):
 
     try:
         if args.what == "scan":
-            kw = {"shape": (8, 1024, 256)} if args.quick and args.backend != "cuda" else {}
+            kw = {"shape": (16, 4096, 256)} if args.quick and args.backend != "cuda" else {}
             rows = bench.bench_scan(backend=args.backend, **kw)
         else:
             rows = bench.bench_window(backend=args.backend)
