@@ -31,6 +31,8 @@ from scipy.special import expit
 
 from ..validate import check_array, check_positive_int
 from ._contract import Example
+from ._gates import (check_gate_params, check_input, check_state, split_gates, stack_gates, stacked_projection,
+                     uniform_gates, weight_grad)
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "n_params", "GATES"]
 
@@ -54,66 +56,20 @@ def init(rng, d_in, d_hidden, bias=True):
     """
     D = check_positive_int("d_in", d_in)
     H = check_positive_int("d_hidden", d_hidden)
-    s = 1.0 / np.sqrt(H)
-    params = {}
-    for n in GATES:
-        params[f"W_{n}"] = rng.uniform(-s, s, (H, D))
-        params[f"U_{n}"] = rng.uniform(-s, s, (H, H))
-        if bias:
-            params[f"b_{n}"] = rng.uniform(-s, s, H)
-    return params
-
-
-def _check_params(params):
-    """Validate keys, shapes and dtypes; return (D, H, dtype)."""
-    weights = {f"{m}_{n}" for m in "WU" for n in GATES}
-    biases = {f"b_{n}" for n in GATES}
-    if set(params) not in (weights, weights | biases):
-        raise ValueError(f"params must have the keys {sorted(weights)} and optionally {sorted(biases)}, "
-                         f"got {sorted(params)}")
-    W = check_array("W_z", params["W_z"], ndim=2, names=("H", "D"))
-    H, D = W.shape
-    shapes = {"W": ((H, D), ("H", "D")), "U": ((H, H), ("H", "H")), "b": ((H,), ("H",))}
-    for name, p in params.items():
-        check_array(name, p, shapes[name[0]][0], names=shapes[name[0]][1])
-        if p.dtype != W.dtype:
-            raise ValueError(f"{name} must have the dtype of W_z ({W.dtype}), got {p.dtype}")
-    return D, H, W.dtype
+    return uniform_gates(rng, D, H, GATES, 1.0 / np.sqrt(H), bias, recurrent=True)
 
 
 def _stacked(params):
     """W (3H, D) and b (3H,) in the order of GATES (zeros without biases); U_zr (2H, H); U_h (H, H)."""
-    W = np.concatenate([params[f"W_{n}"] for n in GATES])
-    if "b_z" in params:
-        b = np.concatenate([params[f"b_{n}"] for n in GATES])
-    else:
-        b = np.zeros(W.shape[0], W.dtype)
-    return W, b, np.concatenate([params["U_z"], params["U_r"]]), params["U_h"]
+    W, b = stacked_projection(params, GATES)
+    return W, b, stack_gates(params, "U", ("z", "r")), params["U_h"]
 
 
 def _split(params, dW, dU_zr, dU_h, db):
     """Named gradients from the stacked ones (the inverse of ``_stacked``)."""
-    H = params["W_z"].shape[0]
-    grads = {"U_z": dU_zr[:H], "U_r": dU_zr[H:], "U_h": dU_h}
-    for j, n in enumerate(GATES):
-        grads[f"W_{n}"] = dW[j * H:(j + 1) * H]
-        if "b_z" in params:
-            grads[f"b_{n}"] = db[j * H:(j + 1) * H]
+    grads = {**split_gates("U", dU_zr, ("z", "r")), "U_h": dU_h,
+             **split_gates("W", dW, GATES), **split_gates("b", db, GATES)}
     return {k: grads[k] for k in params}
-
-
-def _weight_grad(da, v):
-    """Σ_{b,t} da_{bt}^T v_{bt}: (B, T, A) and (B, T, K) to (A, K), as one matrix product."""
-    return da.reshape(-1, da.shape[-1]).T @ v.reshape(-1, v.shape[-1])
-
-
-def _check_state(name, s, B, H, dtype):
-    if s is None:
-        return np.zeros((B, H), dtype)
-    check_array(name, s, (B, H), names=("B", "H"))
-    if s.dtype != dtype:
-        raise ValueError(f"{name} must have the params' dtype {dtype}, got {s.dtype}")
-    return s
 
 
 # --- one step, on the input projection p_t = W x_t + b ----------------------------------------------------
@@ -159,11 +115,9 @@ def step_forward(params, x_t, h_prev=None):
     Returns:
         (h_t, cache): (B, H) and a StepCache for ``step_backward``.
     """
-    D, H, dtype = _check_params(params)
-    check_array("x_t", x_t, (None, D), names=("B", "D"))
-    if x_t.dtype != dtype:
-        raise ValueError(f"x_t must have the params' dtype {dtype}, got {x_t.dtype}")
-    h_prev = _check_state("h_prev", h_prev, x_t.shape[0], H, dtype)
+    D, H, dtype = check_gate_params(params, GATES, recurrent=True)
+    check_input("x_t", x_t, D, dtype, ndim=2)
+    h_prev = check_state("h_prev", h_prev, x_t.shape[0], H, dtype, zeros_if_none=True)
     W, b, U_zr, U_h = _stacked(params)
     gates, rh, h_t = _cell(U_zr, U_h, x_t @ W.T + b, h_prev)
     return h_t, StepCache(x_t, h_prev, gates, rh)
@@ -205,14 +159,10 @@ def forward(params, x, h0=None):
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    D, H, dtype = _check_params(params)
-    check_array("x", x, (None, None, D), names=("B", "T", "D"))
-    if x.shape[1] < 1:
-        raise ValueError(f"x must have at least one time step, got shape {x.shape}")
-    if x.dtype != dtype:
-        raise ValueError(f"x must have the params' dtype {dtype}, got {x.dtype}")
+    D, H, dtype = check_gate_params(params, GATES, recurrent=True)
+    check_input("x", x, D, dtype, ndim=3)
     B, T, _ = x.shape
-    h0 = _check_state("h0", h0, B, H, dtype)
+    h0 = check_state("h0", h0, B, H, dtype, zeros_if_none=True)
     W, b, U_zr, U_h = _stacked(params)
     p = x @ W.T + b                                     # (B, T, 3H) input projections of every step
     gates = np.empty_like(p)
@@ -241,9 +191,9 @@ def backward(params, cache, dy):
     for t in reversed(range(T)):
         da[:, t], dh_next = _cell_backward(U_zr, U_h, gates[:, t], h_prev[:, t], dy[:, t] + dh_next)
     # 1. the projections: p = x W^T + b for all steps; h_{t−1} U_zr^T and (r ⊙ h_{t−1}) U_h^T per step
-    dW = _weight_grad(da, x)
-    dU_zr = _weight_grad(da[..., :2 * H], h_prev)
-    dU_h = _weight_grad(da[..., 2 * H:], rh)
+    dW = weight_grad(da, x)
+    dU_zr = weight_grad(da[..., :2 * H], h_prev)
+    dU_h = weight_grad(da[..., 2 * H:], rh)
     return da @ W, _split(params, dW, dU_zr, dU_h, da.sum(axis=(0, 1)))
 
 

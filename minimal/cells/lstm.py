@@ -35,6 +35,8 @@ from scipy.special import expit
 
 from ..validate import check_array, check_positive_int
 from ._contract import Example
+from ._gates import (check_gate_params, check_input, check_state, split_gates, stack_gates, stacked_projection,
+                     uniform_gates, weight_grad)
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "n_params", "GATES"]
 
@@ -60,68 +62,22 @@ def init(rng, d_in, d_hidden, bias=True, forget_bias=1.0):
     """
     D = check_positive_int("d_in", d_in)
     H = check_positive_int("d_hidden", d_hidden)
-    s = 1.0 / np.sqrt(H)
-    params = {}
-    for n in GATES:
-        params[f"W_{n}"] = rng.uniform(-s, s, (H, D))
-        params[f"U_{n}"] = rng.uniform(-s, s, (H, H))
-        if bias:
-            params[f"b_{n}"] = rng.uniform(-s, s, H) + (forget_bias if n == "f" else 0.0)
+    params = uniform_gates(rng, D, H, GATES, 1.0 / np.sqrt(H), bias, recurrent=True)
+    if bias:
+        params["b_f"] += forget_bias
     return params
-
-
-def _check_params(params):
-    """Validate keys, shapes and dtypes; return (D, H, dtype)."""
-    weights = {f"{m}_{n}" for m in "WU" for n in GATES}
-    biases = {f"b_{n}" for n in GATES}
-    if set(params) not in (weights, weights | biases):
-        raise ValueError(f"params must have the keys {sorted(weights)} and optionally {sorted(biases)}, "
-                         f"got {sorted(params)}")
-    W = check_array("W_f", params["W_f"], ndim=2, names=("H", "D"))
-    H, D = W.shape
-    shapes = {"W": ((H, D), ("H", "D")), "U": ((H, H), ("H", "H")), "b": ((H,), ("H",))}
-    for name, p in params.items():
-        check_array(name, p, shapes[name[0]][0], names=shapes[name[0]][1])
-        if p.dtype != W.dtype:
-            raise ValueError(f"{name} must have the dtype of W_f ({W.dtype}), got {p.dtype}")
-    return D, H, W.dtype
 
 
 def _stacked(params):
     """The gates side by side: W (4H, D), U (4H, H), b (4H,) in the order of GATES (zeros without biases)."""
-    W = np.concatenate([params[f"W_{n}"] for n in GATES])
-    U = np.concatenate([params[f"U_{n}"] for n in GATES])
-    if "b_f" in params:
-        b = np.concatenate([params[f"b_{n}"] for n in GATES])
-    else:
-        b = np.zeros(W.shape[0], W.dtype)
-    return W, U, b
+    W, b = stacked_projection(params, GATES)
+    return W, stack_gates(params, "U", GATES), b
 
 
-def _split(d, params, dW, dU, db):
+def _split(params, dW, dU, db):
     """Named gradients from the stacked ones (the inverse of ``_stacked``)."""
-    H = params["W_f"].shape[0]
-    grads = {}
-    for j, n in enumerate(GATES):
-        rows = slice(j * H, (j + 1) * H)
-        grads[f"W_{n}"], grads[f"U_{n}"] = dW[rows], dU[rows]
-        if "b_f" in params:
-            grads[f"b_{n}"] = db[rows]
+    grads = {**split_gates("W", dW, GATES), **split_gates("U", dU, GATES), **split_gates("b", db, GATES)}
     return {k: grads[k] for k in params}
-
-
-def _weight_grad(da, v):
-    """Σ_{b,t} da_{bt}^T v_{bt}: (B, T, A) and (B, T, K) to (A, K), as one matrix product."""
-    return da.reshape(-1, da.shape[-1]).T @ v.reshape(-1, v.shape[-1])
-
-
-def _check_state(name, s, B, H, dtype):
-    if s is None:
-        return np.zeros((B, H), dtype)
-    check_array(name, s, (B, H), names=("B", "H"))
-    if s.dtype != dtype:
-        raise ValueError(f"{name} must have the params' dtype {dtype}, got {s.dtype}")
-    return s
 
 
 # --- one step, on the input projection p_t = W x_t + b ----------------------------------------------------
@@ -169,12 +125,10 @@ def step_forward(params, x_t, h_prev=None, c_prev=None):
     Returns:
         (h_t, c_t, cache): (B, H), (B, H) and a StepCache for ``step_backward``.
     """
-    D, H, dtype = _check_params(params)
-    check_array("x_t", x_t, (None, D), names=("B", "D"))
-    if x_t.dtype != dtype:
-        raise ValueError(f"x_t must have the params' dtype {dtype}, got {x_t.dtype}")
-    h_prev = _check_state("h_prev", h_prev, x_t.shape[0], H, dtype)
-    c_prev = _check_state("c_prev", c_prev, x_t.shape[0], H, dtype)
+    D, H, dtype = check_gate_params(params, GATES, recurrent=True)
+    check_input("x_t", x_t, D, dtype, ndim=2)
+    h_prev = check_state("h_prev", h_prev, x_t.shape[0], H, dtype, zeros_if_none=True)
+    c_prev = check_state("c_prev", c_prev, x_t.shape[0], H, dtype, zeros_if_none=True)
     W, U, b = _stacked(params)
     gates, c_t, tanh_c, h_t = _cell(U, x_t @ W.T + b, h_prev, c_prev)
     return h_t, c_t, StepCache(x_t, h_prev, c_prev, gates, tanh_c)
@@ -193,7 +147,7 @@ def step_backward(params, cache, dh_t, dc_t=None):
     dc_t = np.zeros_like(dh_t) if dc_t is None else check_array("dc_t", dc_t, h_prev.shape, names=("B", "H"))
     W, U, _ = _stacked(params)
     da, dh_prev, dc_prev = _cell_backward(U, gates, tanh_c, c_prev, dh_t, dc_t)
-    grads = _split(da, params, da.T @ x_t, da.T @ h_prev, da.sum(axis=0))
+    grads = _split(params, da.T @ x_t, da.T @ h_prev, da.sum(axis=0))
     return da @ W, dh_prev, dc_prev, grads
 
 
@@ -218,15 +172,11 @@ def forward(params, x, h0=None, c0=None):
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    D, H, dtype = _check_params(params)
-    check_array("x", x, (None, None, D), names=("B", "T", "D"))
-    if x.shape[1] < 1:
-        raise ValueError(f"x must have at least one time step, got shape {x.shape}")
-    if x.dtype != dtype:
-        raise ValueError(f"x must have the params' dtype {dtype}, got {x.dtype}")
+    D, H, dtype = check_gate_params(params, GATES, recurrent=True)
+    check_input("x", x, D, dtype, ndim=3)
     B, T, _ = x.shape
-    h0 = _check_state("h0", h0, B, H, dtype)
-    c0 = _check_state("c0", c0, B, H, dtype)
+    h0 = check_state("h0", h0, B, H, dtype, zeros_if_none=True)
+    c0 = check_state("c0", c0, B, H, dtype, zeros_if_none=True)
     W, U, b = _stacked(params)
     p = x @ W.T + b                                     # (B, T, 4H) input projections of every step
     gates = np.empty_like(p)
@@ -257,9 +207,9 @@ def backward(params, cache, dy):
                                                     dy[:, t] + dh_next, dc_next)
     # 1. the projections: p = x W^T + b for all steps, h_{t−1} U^T per step
     h_prev = np.concatenate([h0[:, None], h[:, :-1]], axis=1)
-    dW = _weight_grad(da, x)
-    dU = _weight_grad(da, h_prev)
-    return da @ W, _split(da, params, dW, dU, da.sum(axis=(0, 1)))
+    dW = weight_grad(da, x)
+    dU = weight_grad(da, h_prev)
+    return da @ W, _split(params, dW, dU, da.sum(axis=(0, 1)))
 
 
 def examples(rng):

@@ -31,12 +31,11 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from .. import scan
 from ..validate import check_array, check_positive_int
-from ._contract import Example
-# Same paper, same input-only affine gates and argument checks as minGRU; g is App. B.3's positive candidate.
-from .mingru import (MODES, _affine, _check_flags, _check_input, _check_params, _check_state, _init_gates,
-                     _scan_kwargs, _weight_grad, dg, dlog_g, g, log_g, log_sigmoid)
+# Same paper as minGRU: the same input-only gates, checks and scans; g is App. B.3's positive candidate.
+from ._gates import (MODES, affine, affine_backward, check_flags, check_gate_params, check_input, check_state,
+                     dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan, log_scan_backward,
+                     log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates",
            "MODES"]
@@ -59,7 +58,9 @@ def init(rng, d_in, d_hidden, bias=True):
     Returns:
         dict "W_f", "W_i", "W_h" (H, D) and, with ``bias``, "b_f", "b_i", "b_h" (H,); float64.
     """
-    return _init_gates(rng, d_in, d_hidden, bias, GATES)
+    D = check_positive_int("d_in", d_in)
+    H = check_positive_int("d_hidden", d_hidden)
+    return uniform_gates(rng, D, H, GATES, 1.0 / np.sqrt(D), bias, recurrent=False)
 
 
 def normalised_gates(k_f, k_i):
@@ -93,13 +94,13 @@ def step_forward(params, x_t, h_prev, log_space=False):
     Returns:
         h_t: (B, H).
     """
-    D, H, _, dtype = _check_params(params, GATES)
-    _check_input("x_t", x_t, D, dtype, ndim=2)
-    _check_flags("sequential", log_space)
+    D, H, dtype = check_gate_params(params, GATES, recurrent=False)
+    check_input("x_t", x_t, D, dtype, ndim=2)
+    check_flags("sequential", log_space)
     # No sign check: the step itself is defined for any h_prev; only the log scan needs h0 > 0.
-    _check_state("h_prev", h_prev, x_t.shape[0], H, dtype, log_space=False)
-    f_n, i_n, _ = normalised_gates(_affine(params, x_t, "f"), _affine(params, x_t, "i"))
-    k_h = _affine(params, x_t, "h")
+    check_state("h_prev", h_prev, x_t.shape[0], H, dtype)
+    f_n, i_n, _ = normalised_gates(affine(params, x_t, "f"), affine(params, x_t, "i"))
+    k_h = affine(params, x_t, "h")
     return f_n * h_prev + i_n * (g(k_h) if log_space else k_h)
 
 
@@ -117,30 +118,24 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    D, H, _, dtype = _check_params(params, GATES)
-    _check_input("x", x, D, dtype, ndim=3)
-    _check_flags(mode, log_space)
-    B, T, _ = x.shape
-    h0 = _check_state("h0", h0, B, H, dtype, log_space)
+    D, H, dtype = check_gate_params(params, GATES, recurrent=False)
+    check_input("x", x, D, dtype, ndim=3)
+    check_flags(mode, log_space)
+    h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
 
-    k_f, k_i, k_h = (_affine(params, x, n) for n in GATES)    # (B, T, H) each
+    k_f, k_i, k_h = (affine(params, x, n) for n in GATES)     # (B, T, H) each
     f_n, i_n, delta = normalised_gates(k_f, k_i)
     h_tilde = g(k_h) if log_space else k_h
     log_h = None
     if mode == "sequential":
         # The states come from the step loop alone; the whole-sequence gates above are kept for backward.
-        h = np.empty_like(k_h)
-        prev = np.zeros((B, H), dtype) if h0 is None else h0
-        for t in range(T):
-            prev = step_forward(params, x[:, t], prev, log_space)
-            h[:, t] = prev
+        h = step_loop(step_forward, params, x, h0, H, log_space)
     elif not log_space:
-        h = scan.linear_scan(f_n, i_n * h_tilde, h0, **_scan_kwargs(method, backend))
+        h = linear_scan(f_n, i_n * h_tilde, h0, method, backend)
     else:
         log_a = log_sigmoid(-delta)                     # log f' = −softplus(δ)
         log_b = log_sigmoid(delta) + log_g(k_h)         # log i' + log g(k_h)
-        log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), **_scan_kwargs(None, backend))
-        h = np.exp(log_h)
+        log_h, h = log_scan(log_a, log_b, h0, backend)
     return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
 
 
@@ -172,7 +167,7 @@ def backward(params, cache, dy):
         if mode == "sequential":
             df_n, di_n, dh_tilde = _bptt(f_n, i_n, h_tilde, h, h0, dy)
         else:
-            da, db, _ = scan.linear_scan_backward(f_n, h, dy, h0, **_scan_kwargs(method, backend))
+            da, db = linear_scan_backward(f_n, h, dy, h0, method, backend)
             df_n, di_n, dh_tilde = da, db * h_tilde, db * i_n     # a = f', b = i' ⊙ h̃
         # f' = σ(−δ), i' = σ(δ): both have |derivative| f' i'
         ddelta = (di_n - df_n) * f_n * i_n
@@ -181,9 +176,7 @@ def backward(params, cache, dy):
         delta = log_sigmoid(k_i) - log_sigmoid(k_f)     # recomputed: cheaper than caching
         log_a = log_sigmoid(-delta)
         log_b = log_sigmoid(delta) + log_g(k_h)
-        log_h0 = None if h0 is None else np.log(h0)
-        dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dy * h, log_h0,
-                                                   **_scan_kwargs(None, backend))
+        dlog_a, dlog_b = log_scan_backward(log_a, log_b, log_h, h, h0, dy, backend)
         # d(−softplus(δ))/dδ = −σ(δ) = −i' and d(−softplus(−δ))/dδ = σ(−δ) = f'
         ddelta = dlog_b * f_n - dlog_a * i_n
         dk_h = dlog_b * dlog_g(k_h)
@@ -191,31 +184,9 @@ def backward(params, cache, dy):
     dk_f = -ddelta * expit(-k_f)
     dk_i = ddelta * expit(-k_i)
     # 2.-1. gate and candidate pre-activations k_n = x W_n^T + b_n
-    grads, dx = {}, np.zeros_like(x)
-    for n, dk in (("f", dk_f), ("i", dk_i), ("h", dk_h)):
-        grads[f"W_{n}"] = _weight_grad(dk, x)
-        if f"b_{n}" in params:
-            grads[f"b_{n}"] = dk.sum(axis=(0, 1))
-        dx += dk @ params[f"W_{n}"]
-    return dx, {k: grads[k] for k in params}
+    return affine_backward(params, x, {"f": dk_f, "i": dk_i, "h": dk_h})
 
 
 def examples(rng):
     """Tiny float64 cases: both modes, vanilla and log space, T = 1 and odd T, with and without h0."""
-    out = []
-    B, D, H = 2, 3, 4
-    for name, T, kw, h0, bias in [
-        ("parallel-T1", 1, {"mode": "parallel"}, False, True),
-        ("parallel-T5-h0", 5, {"mode": "parallel"}, True, True),
-        ("sequential-T3-h0", 3, {"mode": "sequential"}, True, False),
-        ("log-parallel-T1", 1, {"mode": "parallel", "log_space": True}, False, True),
-        ("log-parallel-T5-h0", 5, {"mode": "parallel", "log_space": True}, True, True),
-        ("log-sequential-T3-h0", 3, {"mode": "sequential", "log_space": True}, True, True),
-    ]:
-        params = init(rng, D, H, bias=bias)
-        kwargs = dict(kw)
-        if h0:
-            # positive, as log space requires; also a valid vanilla initial state
-            kwargs["h0"] = rng.uniform(0.1, 1.0, (B, H))
-        out.append(Example(name, params, rng.standard_normal((B, T, D)), kwargs))
-    return out
+    return min_rnn_examples(init, rng)

@@ -1,0 +1,229 @@
+"""Pieces shared by the gated recurrent cells: LSTM and GRU (``lstm``, ``gru``; Zucchet et al. App. A.2-A.3)
+and minGRU and minLSTM (``mingru``, ``minlstm``; Feng et al., "Were RNNs All We Needed?" (2024)).
+
+- the positive candidate g of Feng et al. App. B.3, log g, log σ, and their derivatives;
+- parameters made of one block per gate n: W_n (H, D), U_n (H, H) where the gate sees h_{t−1}, b_n (H,):
+  their initialisation, their checks, and the stacking of all gates into one matrix product;
+- the checks of an input sequence x (B, T, D), a step input x_t (B, D) and a state h0 (B, H);
+- the parallel-mode plumbing of the min cells: Linear_n(x) and its backward, the step loop, and the calls to
+  ``minimal.scan`` (vanilla and log space, App. B.3).
+
+Not registered as a cell (the leading underscore); each cell module keeps its own equations.
+Glossary (shapes): B batch, T time, D input features, H hidden units, G gates.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit
+
+from .. import scan
+from ..validate import check_array, check_choice
+from ._contract import Example
+
+MODES = ("sequential", "parallel")
+
+
+# --- Feng et al. App. B.3: the positive candidate g and its log ---------------------------------------
+# Written branch-free (no np.where): with random signs a select costs more than the arithmetic here.
+def log_sigmoid(k):
+    """log σ(k) = −softplus(−k) = min(k, 0) − log(1 + exp(−|k|)), accurate for every finite k."""
+    return np.minimum(k, 0.0) - np.log1p(np.exp(-np.abs(k)))
+
+
+def g(k):
+    """g(k) = k + 1/2 for k ≥ 0, σ(k) for k < 0 (Feng et al. App. B.3); positive, continuous, increasing.
+    Evaluated as σ(min(k, 0)) + max(k, 0)."""
+    return expit(np.minimum(k, 0.0)) + np.maximum(k, 0.0)
+
+
+def log_g(k):
+    """log g(k) = log(k + 1/2) for k ≥ 0, log σ(k) for k < 0, without forming g (stays finite for k ≪ 0).
+    Evaluated as log(max(k, 0) + 1/2) + log σ(min(k, 0)) − log(1/2): each branch cancels the other's term."""
+    return np.log(np.maximum(k, 0.0) + 0.5) + (log_sigmoid(np.minimum(k, 0.0)) + math.log(2.0))
+
+
+def dg(k):
+    """g'(k): 1 for k ≥ 0, σ(k)(1 − σ(k)) for k < 0."""
+    s = expit(np.minimum(k, 0.0))
+    return 1.0 - (k < 0).astype(k.dtype) * (1.0 - s * (1.0 - s))
+
+
+def dlog_g(k):
+    """(log g)'(k): 1 / (k + 1/2) for k ≥ 0, 1 − σ(k) for k < 0."""
+    neg = (k < 0).astype(k.dtype)
+    return (1.0 - neg) / (np.maximum(k, 0.0) + 0.5) + neg * expit(-np.minimum(k, 0.0))
+
+
+# --- parameters: one block per gate ----------------------------------------------------------------------
+def uniform_gates(rng, D, H, gates, scale, bias, recurrent):
+    """W_n (H, D), U_n (H, H) if ``recurrent``, b_n (H,) if ``bias``, for each gate n in order, all drawn
+    from U(−scale, scale) in that order (so a seed gives the same parameters as before)."""
+    params = {}
+    for n in gates:
+        params[f"W_{n}"] = rng.uniform(-scale, scale, (H, D))
+        if recurrent:
+            params[f"U_{n}"] = rng.uniform(-scale, scale, (H, H))
+        if bias:
+            params[f"b_{n}"] = rng.uniform(-scale, scale, H)
+    return params
+
+
+def check_gate_params(params, gates, recurrent):
+    """Validate the keys, shapes and dtypes of W_n (H, D), U_n (H, H) if ``recurrent``, and optional b_n (H,);
+    every array must have the dtype of the first gate's W. Returns (D, H, dtype)."""
+    weights = {f"{m}_{n}" for m in ("WU" if recurrent else "W") for n in gates}
+    biases = {f"b_{n}" for n in gates}
+    if set(params) not in (weights, weights | biases):
+        raise ValueError(f"params must have the keys {sorted(weights)} and optionally {sorted(biases)}, "
+                         f"got {sorted(params)}")
+    first = f"W_{gates[0]}"
+    W = check_array(first, params[first], ndim=2, names=("H", "D"))
+    H, D = W.shape
+    shapes = {"W": ((H, D), ("H", "D")), "U": ((H, H), ("H", "H")), "b": ((H,), ("H",))}
+    for name, p in params.items():
+        check_array(name, p, shapes[name[0]][0], names=shapes[name[0]][1])
+        if p.dtype != W.dtype:
+            raise ValueError(f"{name} must have the dtype of {first} ({W.dtype}), got {p.dtype}")
+    return D, H, W.dtype
+
+
+def stack_gates(params, prefix, gates):
+    """The blocks prefix_n of all gates one under the other: (G H, ...) in the order of ``gates``."""
+    return np.concatenate([params[f"{prefix}_{n}"] for n in gates])
+
+
+def stacked_projection(params, gates):
+    """W (G H, D) and b (G H,) of the input projections p_t = W x_t + b of all gates (b = 0 without biases)."""
+    W = stack_gates(params, "W", gates)
+    if f"b_{gates[0]}" in params:
+        return W, stack_gates(params, "b", gates)
+    return W, np.zeros(W.shape[0], W.dtype)
+
+
+def split_gates(prefix, d, gates):
+    """The inverse of ``stack_gates`` for a gradient: the rows of d (G H, ...) as {prefix_n: (H, ...)}."""
+    H = d.shape[0] // len(gates)
+    return {f"{prefix}_{n}": d[j * H:(j + 1) * H] for j, n in enumerate(gates)}
+
+
+def weight_grad(da, v):
+    """Σ_{b,t} da_{bt}^T v_{bt}: (..., A) and (..., K) to (A, K), as one matrix product."""
+    return da.reshape(-1, da.shape[-1]).T @ v.reshape(-1, v.shape[-1])
+
+
+# --- inputs and states -----------------------------------------------------------------------------------
+def check_input(name, x, D, dtype, ndim):
+    """x (B, T, D) with T ≥ 1 if ``ndim`` is 3, x_t (B, D) if 2; of the params' dtype."""
+    names = ("B", "T", "D") if ndim == 3 else ("B", "D")
+    check_array(name, x, (None,) * (ndim - 1) + (D,), names=names)
+    if ndim == 3 and x.shape[1] < 1:
+        raise ValueError(f"{name} must have at least one time step, got shape {x.shape}")
+    if x.dtype != dtype:
+        raise ValueError(f"{name} must have the params' dtype {dtype}, got {x.dtype}")
+    return x
+
+
+def check_state(name, s, B, H, dtype, *, zeros_if_none=False, log_space=False):
+    """A state (B, H) of the params' dtype, returned as given; None stays None, or becomes zeros (B, H) with
+    ``zeros_if_none``. With ``log_space`` it must be positive, since log s enters the log scan."""
+    if s is None:
+        return np.zeros((B, H), dtype) if zeros_if_none else None
+    check_array(name, s, (B, H), names=("B", "H"))
+    if s.dtype != dtype:
+        raise ValueError(f"{name} must have the params' dtype {dtype}, got {s.dtype}")
+    if log_space and not np.all(s > 0):
+        raise ValueError(f"{name} must be positive (> 0) in log space, since log {name} enters the scan; "
+                         f"got minimum {s.min()}")
+    return s
+
+
+def check_flags(mode, log_space):
+    """mode in MODES; log_space a bool (Feng et al.'s two modes, vanilla or App. B.3 log space)."""
+    check_choice("mode", mode, MODES)
+    if not isinstance(log_space, (bool, np.bool_)):
+        raise ValueError(f"log_space must be a bool, got {log_space!r}")
+
+
+# --- the min cells: input-only gates, the step loop and the scans ---------------------------------------
+def affine(params, x, n):
+    """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H)."""
+    k = x @ params[f"W_{n}"].T
+    return k + params[f"b_{n}"] if f"b_{n}" in params else k
+
+
+def affine_backward(params, x, dk):
+    """Backward of k_n = Linear_n(x) for the gates n in ``dk`` ({n: dL/dk_n (B, T, H)}), in that order.
+    Returns dx (B, T, D) = Σ_n dk_n W_n and the grads of W_n, b_n, with the keys of params."""
+    grads, dx = {}, np.zeros_like(x)
+    for n, dk_n in dk.items():
+        grads[f"W_{n}"] = weight_grad(dk_n, x)
+        if f"b_{n}" in params:
+            grads[f"b_{n}"] = dk_n.sum(axis=(0, 1))
+        dx += dk_n @ params[f"W_{n}"]
+    return dx, {k: grads[k] for k in params}
+
+
+def step_loop(step_forward, params, x, h0, H, log_space):
+    """Sequential mode: h (B, T, H) from h_t = step_forward(params, x_t, h_{t−1}, log_space), h_0 = h0 or 0."""
+    B, T, _ = x.shape
+    h = np.empty((B, T, H), x.dtype)
+    prev = np.zeros((B, H), x.dtype) if h0 is None else h0
+    for t in range(T):
+        prev = step_forward(params, x[:, t], prev, log_space)
+        h[:, t] = prev
+    return h
+
+
+def _scan_kwargs(method, backend):
+    # backend=None leaves the choice to minimal.scan; the log scan has no method.
+    kw = {} if backend is None else {"backend": backend}
+    return kw if method is None else dict(kw, method=method)
+
+
+def linear_scan(a, b, h0, method, backend):
+    """h_t = a_t ⊙ h_{t−1} + b_t (``minimal.scan.linear_scan``): (B, T, H) arrays, h0 (B, H) or None."""
+    return scan.linear_scan(a, b, h0, **_scan_kwargs(method, backend))
+
+
+def linear_scan_backward(a, h, dh, h0, method, backend):
+    """(da, db), each (B, T, H), for ``linear_scan`` given dh = dL/dh."""
+    da, db, _ = scan.linear_scan_backward(a, h, dh, h0, **_scan_kwargs(method, backend))
+    return da, db
+
+
+def log_scan(log_a, log_b, h0, backend):
+    """App. B.3: log h_t = log(a_t h_{t−1} + b_t) from log a, log b (B, T, H) and h0 > 0 (B, H) or None.
+    Returns (log_h, h = exp(log_h))."""
+    log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), **_scan_kwargs(None, backend))
+    return log_h, np.exp(log_h)
+
+
+def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):
+    """(dlog_a, dlog_b), each (B, T, H), for ``log_scan`` given dh = dL/dh; dL/dlog h = dh ⊙ h."""
+    log_h0 = None if h0 is None else np.log(h0)
+    dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dh * h, log_h0, **_scan_kwargs(None, backend))
+    return dlog_a, dlog_b
+
+
+def min_rnn_examples(init, rng):
+    """The minGRU and minLSTM gradient-check cases (the cells share modes and arguments): both modes, vanilla
+    and log space, T = 1 and odd T, with and without h0, one without biases; float64, B = 2, D = 3, H = 4."""
+    out = []
+    B, D, H = 2, 3, 4
+    for name, T, kw, h0, bias in [
+        ("parallel-T1", 1, {"mode": "parallel"}, False, True),
+        ("parallel-T5-h0", 5, {"mode": "parallel"}, True, True),
+        ("sequential-T3-h0", 3, {"mode": "sequential"}, True, False),
+        ("log-parallel-T1", 1, {"mode": "parallel", "log_space": True}, False, True),
+        ("log-parallel-T5-h0", 5, {"mode": "parallel", "log_space": True}, True, True),
+        ("log-sequential-T3-h0", 3, {"mode": "sequential", "log_space": True}, True, True),
+    ]:
+        params = init(rng, D, H, bias=bias)
+        kwargs = dict(kw)
+        if h0:
+            # positive, as log space requires; also a valid vanilla initial state
+            kwargs["h0"] = rng.uniform(0.1, 1.0, (B, H))
+        out.append(Example(name, params, rng.standard_normal((B, T, D)), kwargs))
+    return out
