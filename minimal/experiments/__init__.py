@@ -9,7 +9,7 @@ import importlib
 
 # work -> experiment module names (in run order); a module listed here must exist.
 _MODULES = {
-    "zucchet": [],
+    "zucchet": ["teacher_student"],
 }
 
 
