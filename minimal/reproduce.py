@@ -2,10 +2,12 @@
 
 For each experiment module (see ``minimal.experiments``) the quick or full ``Config`` is run and every metric
 that has a paper value is put side by side with it. Writes ``OUT/results.md``, ``OUT/results.json`` and the
-experiments' PNG figures.
+experiments' PNG figures; a full run also rewrites the trained weights ``data/WORK/NAME_full.npz`` that the
+notebooks load (for experiments whose ``run`` takes ``save_weights_path``).
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import time
@@ -47,7 +49,11 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True):
         config = mod.Config.quick() if quick else mod.Config()
         print(f"== {work}/{name} ({'quick' if quick else 'full'})", flush=True)
         t0 = time.perf_counter()
-        metrics = mod.run(config, out_dir=out / name, progress=progress)
+        kw = {}
+        if not quick and "save_weights_path" in inspect.signature(mod.run).parameters:
+            # full runs regenerate the trained weights that the notebooks load
+            kw["save_weights_path"] = Path("data") / work / f"{name}_full.npz"
+        metrics = mod.run(config, out_dir=out / name, progress=progress, **kw)
         seconds = time.perf_counter() - t0
         figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures}
