@@ -291,7 +291,7 @@ class Config:
     archs: tuple = ARCHS                          # Fig. 4: construction (diag./dense), LSTM, GRU, LRU variants
     hiddens: tuple = (4, 8, 16, 32, 64)           # ours: the paper sweeps the hidden size (x-axis: #params)
     layers: tuple = (1, 2)                        # Fig. 5 / App. B: 1 and 2 layers
-    seeds: tuple = (0, 1)                         # ours (paper: several seeds per point)
+    seeds: tuple = (0,)                           # ours, for CPU time (paper: several seeds per point)
     steps_teacher: int = 1500                     # ours (paper: far longer at lr 1e-3); CPU-sized
     steps_icl: int = 1500                         # ours
     lr_teacher: float = 1e-2                      # ours (project notes: 1e-2 .. 2e-2 teacher-student)
@@ -306,8 +306,8 @@ class Config:
 
     @classmethod
     def quick(cls):
-        """A few sizes, 1 layer, 1 seed, short training: about 3 minutes on one core."""
-        return cls(hiddens=(8, 32), layers=(1,), seeds=(0,), steps_teacher=300, steps_icl=300, n_workers=1)
+        """A few sizes, 1 layer, 1 seed, short training (ICL needs longer to leave the zero predictor): about 5 minutes on one idle core."""
+        return cls(hiddens=(8, 32), layers=(1,), seeds=(0,), steps_teacher=300, steps_icl=1500, n_workers=1)
 
 
 def jobs(config: Config):
