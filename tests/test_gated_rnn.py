@@ -25,6 +25,36 @@ def test_every_example_passes_gradcheck_on_the_sequential_scan(ex):
     assert max(errors.values()) <= TOLERANCE, errors
 
 
+@pytest.mark.parametrize("recurrence", ["diagonal", "dense"])
+@pytest.mark.parametrize("T", [1, 5])
+def test_blas_backward_equals_the_einsum_reference(rng, recurrence, T):
+    """The fast path (weight gradients as (B T, .) matmuls) against the plain einsum form of the same sums."""
+    params = gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2, d_gate=3, recurrence=recurrence)
+    x = rng.standard_normal((2, T, 3))
+    y, cache = gated_rnn.forward(params, x)
+    dy = rng.standard_normal(y.shape)
+    dx_ref, g_ref = gated_rnn.backward_reference(params, cache, dy)
+    dx, g = gated_rnn.backward(params, cache, dy)
+    assert np.max(np.abs(dx - dx_ref)) <= 1e-12 * np.max(np.abs(dx_ref))
+    assert list(g) == list(g_ref) == list(params)
+    for k in g:
+        assert np.max(np.abs(g[k] - g_ref[k])) <= 1e-12 * np.max(np.abs(g_ref[k])), k
+
+
+def test_float32_backward_keeps_float32_and_matches_float64(rng):
+    """Training runs in float32: gradients stay float32 and agree with the float64 ones to float32 rounding."""
+    p64 = gated_rnn.init(rng, d_in=5, d_hidden=8, d_out=4)
+    x64, dy64 = rng.standard_normal((3, 7, 5)), rng.standard_normal((3, 7, 4))
+    p32 = {k: v.astype(np.float32) for k, v in p64.items()}
+    dx64, g64 = gated_rnn.backward(p64, gated_rnn.forward(p64, x64)[1], dy64)
+    dx32, g32 = gated_rnn.backward(p32, gated_rnn.forward(p32, x64.astype(np.float32))[1],
+                                   dy64.astype(np.float32))
+    assert dx32.dtype == np.float32 and all(g.dtype == np.float32 for g in g32.values())
+    assert np.max(np.abs(dx32 - dx64)) <= 1e-5 * np.max(np.abs(dx64))
+    for k in g64:
+        assert np.max(np.abs(g32[k] - g64[k])) <= 1e-5 * np.max(np.abs(g64[k])), k
+
+
 def _step_mode(params, x, lam=None):
     h = np.zeros((x.shape[0], gated_rnn._check_params(params)[2]))
     ys = []

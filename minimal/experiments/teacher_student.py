@@ -30,14 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import scan
 from ..analysis import identification, polynomial
 from ..cells import gated_rnn
 from ..optim import cosine_schedule
 from ..tasks import lsa_teacher as task
 from ..train import train
 
-__all__ = ["Config", "PAPER", "run", "train_student", "analyse", "plot", "load_weights", "student_backward"]
+__all__ = ["Config", "PAPER", "run", "train_student", "analyse", "plot", "load_weights"]
 
 # Table 1 and Sec. 4.1 of the paper (ICML 2024 version).
 PAPER = {
@@ -88,40 +87,6 @@ def _fast_allocator():
         pass
 
 
-def student_backward(params, cache, dy):
-    """``gated_rnn.backward`` for the diagonal recurrence with the weight gradients as (B T, ·) matmuls.
-
-    Same equations and step numbering as the cell's backward (which it is tested against to 1e-12 in
-    float64); np.einsum there runs without BLAS and takes 3/4 of a training step on these CPUs.
-    """
-    x, p, q, lam, lam_given, h, r, s, method, backend = cache
-    B, T, H = h.shape
-
-    def flat(a):
-        return a.reshape(B * T, a.shape[-1])
-
-    grads = {}
-    # 4. readout y = D o, o = r ⊙ s
-    grads["D"] = flat(dy).T @ flat(r * s)
-    do = dy @ params["D"]
-    # 3. output gating r = W_out_m h, s = W_out_x h
-    dr, ds = do * s, do * r
-    grads["W_out_m"] = flat(dr).T @ flat(h)
-    grads["W_out_x"] = flat(ds).T @ flat(h)
-    dh = dr @ params["W_out_m"] + ds @ params["W_out_x"]
-    # 2. recurrence: reverse-time scan
-    a = np.broadcast_to(lam.astype(h.dtype), h.shape).copy()
-    da, db, _ = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)
-    nu = params["nu"]
-    grads["nu"] = np.zeros_like(nu) if lam_given else da.sum(axis=(0, 1)) * (-np.exp(nu)) * lam
-    # 1. input gating b = p ⊙ q
-    dp, dq = db * q, db * p
-    grads["W_in_m"] = flat(dp).T @ flat(x)
-    grads["W_in_x"] = flat(dq).T @ flat(x)
-    dx = dp @ params["W_in_m"] + dq @ params["W_in_x"]
-    return dx, {k: grads[k] for k in params}
-
-
 def init_student(rng, config):
     """Gated RNN params (float64) for inputs [x; 1]: λ ~ U[0, lam_max], readout scaled by readout_scale."""
     params = gated_rnn.init(rng, config.d + 1, config.hidden, config.d, d_gate=config.gates,
@@ -134,7 +99,7 @@ def _loss_and_grads(params, step, rng, teacher, config):
     x, y_star = task.sample_batch(rng, teacher, config.batch, config.T, dtype=np.float32)
     y, cache = gated_rnn.forward(params, x)
     loss, dy = task.mse(y, y_star)
-    return loss, student_backward(params, cache, dy)[1]
+    return loss, gated_rnn.backward(params, cache, dy)[1]
 
 
 def train_student(config, progress=True, checkpoint_path=None):
