@@ -5,7 +5,7 @@
     python -m minimal bench scan [--backend numba|cuda] [--quick]
     python -m minimal bench window --backend cuda
         speed as ratios to a same-run memory copy (see minimal.bench).
-    python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR]
+    python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
         run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
 """
 from __future__ import annotations
@@ -42,7 +42,8 @@ def _bench(args):
 def _reproduce(args):
     from .reproduce import reproduce
 
-    reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=not args.no_progress)
+    reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=not args.no_progress,
+              scheduler=args.scheduler)
     return 0
 
 
@@ -71,6 +72,8 @@ def build_parser():
     p.add_argument("--only", nargs="+", metavar="NAME", help="experiments to run")
     p.add_argument("--out", help="output folder (default results/WORK)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
     p.set_defaults(func=_reproduce)
     return parser
 

@@ -7,6 +7,7 @@ notebooks load (for experiments whose ``run`` takes ``save_weights_path``).
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -35,7 +36,9 @@ def results_table(results):
     return "\n".join(lines)
 
 
-def reproduce(work, quick=True, only=None, out_dir=None, progress=True):
+def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None):
+    """Run ``work``'s experiments (all, or those in ``only``); ``scheduler`` is a dask scheduler address
+    (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster."""
     mods = experiments(work)
     if only:
         unknown = sorted(set(only) - set(mods))
@@ -47,6 +50,8 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True):
     results = {}
     for name, mod in mods.items():
         config = mod.Config.quick() if quick else mod.Config()
+        if scheduler is not None and hasattr(config, "scheduler"):
+            config = dataclasses.replace(config, scheduler=scheduler)
         print(f"== {work}/{name} ({'quick' if quick else 'full'})", flush=True)
         t0 = time.perf_counter()
         kw = {}

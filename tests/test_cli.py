@@ -26,3 +26,19 @@ def test_bench_window_needs_cuda_backend():
 def test_module_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "minimal", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "check" in out.stdout
+
+
+def test_reproduce_rejects_unknown_work_and_experiment(capsys):
+    assert main(["reproduce", "nope"]) == 2
+    assert "work must be one of" in capsys.readouterr().err
+    assert main(["reproduce", "zucchet", "--only", "nope"]) == 2
+    assert "only must name experiments" in capsys.readouterr().err
+
+
+def test_results_table_puts_paper_next_to_ours():
+    from minimal.reproduce import results_table
+
+    table = results_table({"exp": {"metrics": {"loss": 0.5, "curve": [1, 2]}, "paper": {"loss": 0.25},
+                                   "seconds": 3.0}})
+    assert "| exp | loss | 0.25 | 0.5 |" in table
+    assert "curve" not in table  # lists go to the JSON only

@@ -9,7 +9,7 @@ import importlib
 
 # work -> experiment module names (in run order); a module listed here must exist.
 _MODULES = {
-    "zucchet": ["teacher_student", "icl"],
+    "zucchet": ["teacher_student", "icl", "hidden_size", "architectures"],
 }
 
 
