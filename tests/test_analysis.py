@@ -205,6 +205,36 @@ def test_prune_iterates_a_gate_reading_only_dead_neurons(teacher, rng):
     assert pruned.gates.size == 9 and pruned.hidden.size == 12
 
 
+def test_prune_by_function_removes_what_the_output_does_not_need(teacher, rng):
+    """The padded construction plus neurons with small but nonzero weights (1e-2 of the others: kept by the
+    magnitude rule at tol 1e-3, yet ~1e-8 of the output): functional pruning keeps exactly the construction."""
+    c, params, lam = _padded_construction(teacher, rng, n_dead_gates=0)
+    params = dict(params)
+    n_small, H = 4, params["nu"].size
+    params["W_in_m"] = np.vstack([params["W_in_m"], 1e-2 * rng.standard_normal((n_small, 4))])
+    params["W_in_x"] = np.vstack([params["W_in_x"], 1e-2 * rng.standard_normal((n_small, 4))])
+    params["nu"] = np.zeros(H + n_small)
+    small_cols = 1e-2 * rng.standard_normal((params["W_out_m"].shape[0], n_small))
+    params["W_out_m"] = np.hstack([params["W_out_m"], small_cols])
+    params["W_out_x"] = np.hstack([params["W_out_x"], small_cols[::-1]])
+    lam = np.concatenate([lam, np.ones(n_small)])
+    x = rng.standard_normal((8, 6, 3))
+    x_tilde, y_star = lsa_teacher.append_one(x), lsa_teacher.targets(teacher, x)
+    assert identification.prune(params, lam=lam).hidden.size > 12          # the small neurons survive
+    pruned = identification.prune_by_function(params, x_tilde, y_star, lam=lam)
+    np.testing.assert_array_equal(pruned.hidden, np.arange(12))            # d^2 + d = 9 + 3 remain
+    np.testing.assert_array_equal(pruned.gates, np.arange(9))
+    assert identification.pruned_relative_loss(pruned, x_tilde, y_star) < 1e-20
+
+
+def test_prune_by_function_keeps_the_exact_construction_whole(teacher, rng):
+    c = constructions.lsa_to_gated_rnn_compact(teacher.W_V, teacher.W_K, teacher.W_Q)
+    x = rng.standard_normal((8, 6, 3))
+    pruned = identification.prune_by_function(c.params, lsa_teacher.append_one(x),
+                                              lsa_teacher.targets(teacher, x), lam=c.lam)
+    assert (pruned.hidden.size, pruned.gates.size) == (c.n_kv + c.n_q, c.params["D"].shape[1])
+
+
 def test_merged_kernel_of_the_construction_couples_only_kv_and_q(teacher, rng):
     c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     K = identification.merged_kernel(c.params)
@@ -232,6 +262,13 @@ def test_identification_bad_inputs(teacher, rng):
         identification.prune(c.params, lam=c.lam, tol=0.0)
     with pytest.raises(ValueError, match="lam must have shape"):
         identification.prune(c.params, lam=c.lam[:-1])
+    x_tilde, y_star = np.ones((2, 3, 4)), np.ones((2, 3, 3))
+    with pytest.raises(ValueError, match="budget"):
+        identification.prune_by_function(c.params, x_tilde, y_star, lam=c.lam, budget=0.5)
+    with pytest.raises(ValueError, match="floor"):
+        identification.prune_by_function(c.params, x_tilde, y_star, lam=c.lam, floor=0.0)
+    with pytest.raises(ValueError, match="lam must have shape"):
+        identification.prune_by_function(c.params, x_tilde, y_star, lam=c.lam[:-1])
     with pytest.raises(ValueError, match="Y has a constant column"):
         identification.one_minus_r2(np.ones((5, 1)), np.ones((5, 1)))
     with pytest.raises(ValueError, match="Y must have shape"):

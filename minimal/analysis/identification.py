@@ -18,6 +18,12 @@ W_in_x) or no remaining output gate reads it (zero columns of W_out_m and W_out_
 means below ``tol`` times the largest magnitude in that matrix. The two rules feed each other, so they are
 applied until nothing changes.
 
+Functional pruning (``prune_by_function``): "~0 weights" depends on a threshold per matrix, while a neuron's
+effect on the output is a product of 4-5 weights. So we also remove neurons by what they do: every neuron
+whose removal leaves the network as accurate as it already is (relative loss at most twice the trained
+network's, i.e. the removed part is no larger than the fit's own error). That reads the paper's claim -- the
+network needs only d(d+1)/2 key-value and d query neurons -- at the accuracy the network has reached.
+
 Merged output gating (Fig. 2C): gate k computes the rank-1 bilinear form (a_k · h)(b_k · h), a_k = W_out_m[k],
 b_k = W_out_x[k]; the readout sums them into one symmetric kernel per output,
 
@@ -39,7 +45,7 @@ from ..tasks import lsa_teacher
 from ..validate import check_array
 
 __all__ = ["neuron_kinds", "one_minus_r2", "teacher_key_values", "teacher_queries", "Scores", "kv_q_scores",
-           "Pruned", "prune", "pruned_relative_loss", "merged_kernel", "kernel_block_norms"]
+           "Pruned", "prune", "prune_by_function", "pruned_relative_loss", "merged_kernel", "kernel_block_norms"]
 
 
 def neuron_kinds(lam, lam_tol=0.05):
@@ -162,11 +168,89 @@ def prune(params, lam=None, tol=1e-3):
         if np.array_equal(new_hidden, hidden) and np.array_equal(new_gates, gates):
             break
         hidden, gates = new_hidden, new_gates
-    h_idx, g_idx = np.flatnonzero(hidden), np.flatnonzero(gates)
+    return _subnetwork(params, lam, np.flatnonzero(hidden), np.flatnonzero(gates))
+
+
+def _subnetwork(params, lam, h_idx, g_idx):
     sub = {"W_in_m": params["W_in_m"][h_idx], "W_in_x": params["W_in_x"][h_idx], "nu": params["nu"][h_idx],
-           "W_out_m": W_out_m[np.ix_(g_idx, h_idx)], "W_out_x": W_out_x[np.ix_(g_idx, h_idx)],
-           "D": params["D"][:, g_idx]}
+           "W_out_m": params["W_out_m"][np.ix_(g_idx, h_idx)],
+           "W_out_x": params["W_out_x"][np.ix_(g_idx, h_idx)], "D": params["D"][:, g_idx]}
     return Pruned(sub, lam[h_idx], h_idx, g_idx)
+
+
+def prune_by_function(params, x_tilde, y_star, lam=None, budget=2.0, floor=1e-20):
+    """Remove every neuron the network's output does not need at the accuracy the network has reached.
+
+    Criterion: with L0 the relative loss of the whole network on (x_tilde, y_star), the pruned network must
+    keep L <= budget * max(L0, floor). With budget = 2 the removed neurons together change the output by
+    about as much as the error the network already makes (errors add in mean square), so nothing that is
+    distinguishable from the fit's own error is removed. ``floor`` is float64 rounding (a network that is
+    exact, L0 = 0, may lose only neurons whose removal leaves it exact to rounding).
+
+    Order: every neuron (recurrent neurons and output gates alike) is ablated alone (a recurrent neuron by
+    zeroing its input gate, so h_i = 0; a gate by zeroing its readout column), then they are removed in
+    order of increasing single-ablation loss, each kept out only if the criterion still holds; passes repeat
+    until none is removed. Greedy, so the count is an upper bound on the smallest sub-network.
+
+    Args:
+        params: gated RNN params with a diagonal recurrence ("nu").
+        x_tilde: (B, T, D_in) inputs; y_star: (B, T, D_out) targets.
+        lam: (H,) λ (default exp(−exp(ν))); budget: >= 1; floor: > 0.
+    Returns:
+        ``Pruned``.
+    """
+    if "nu" not in params:
+        raise ValueError("params must be a diagonal gated RNN (key 'nu')")
+    if not budget >= 1.0:
+        raise ValueError(f"budget must be >= 1 (the pruned loss may not be below the network's), got {budget}")
+    if not floor > 0.0:
+        raise ValueError(f"floor must be > 0, got {floor}")
+    lam = gated_rnn.lam_from_nu(params["nu"]) if lam is None else lam
+    check_array("lam", lam, params["nu"].shape, names=("H",))
+    check_array("x_tilde", x_tilde, (None, None, params["W_in_m"].shape[1]), names=("B", "T", "D_in"))
+    check_array("y_star", y_star, x_tilde.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
+    H, H_out = params["W_in_m"].shape[0], params["D"].shape[1]
+    # The states of a diagonal recurrence do not depend on one another, so removing neuron i only sets
+    # h_i = 0: r = W_out_m h and s = W_out_x h lose the rank-1 terms W_out_m[:, i] h_i, W_out_x[:, i] h_i.
+    # One forward pass then serves every trial removal.
+    _, cache = gated_rnn.forward(params, x_tilde, lam=lam)
+    h = cache.h.reshape(-1, H)
+    y_flat = y_star.reshape(-1, y_star.shape[-1])
+    var = float(np.var(y_star))
+    A, Bm, D = params["W_out_m"], params["W_out_x"], params["D"]
+
+    def without(r, s, i):
+        """(r, s) after removing recurrent neuron i (i < H); a gate (i >= H) leaves them as they are."""
+        if i >= H:
+            return r, s
+        return r - np.outer(h[:, i], A[:, i]), s - np.outer(h[:, i], Bm[:, i])
+
+    def loss(r, s, gate_mask):
+        err = (r * s) @ (D * gate_mask).T - y_flat
+        return float(np.mean(err * err)) / var
+
+    keep = np.ones(H + H_out, dtype=bool)       # recurrent neurons, then gates
+    r, s = cache.r.reshape(-1, H_out), cache.s.reshape(-1, H_out)
+    allowed = budget * max(loss(r, s, keep[H:]), floor)
+    while True:
+        alive = np.flatnonzero(keep)
+        alone = []
+        for i in alive:
+            mask = keep[H:].copy()
+            if i >= H:
+                mask[i - H] = False
+            alone.append(loss(*without(r, s, i), mask))
+        removed = 0
+        for i in alive[np.argsort(alone, kind="stable")]:
+            keep[i] = False
+            r_try, s_try = without(r, s, i)
+            if loss(r_try, s_try, keep[H:]) <= allowed:
+                r, s, removed = r_try, s_try, removed + 1
+            else:
+                keep[i] = True
+        if removed == 0:
+            break
+    return _subnetwork(params, lam, np.flatnonzero(keep[:H]), np.flatnonzero(keep[H:]))
 
 
 def pruned_relative_loss(pruned, x_tilde, y_star):
