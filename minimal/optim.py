@@ -171,6 +171,8 @@ def cosine_schedule(step, total_steps, peak_lr, warmup_steps, final_lr):
 
     so the last step (t = N) uses exactly ``final_lr``, the decay's midpoint uses (peak_lr + final_lr) / 2,
     and steps past N stay at the floor ``final_lr``. Zucchet et al. (App. B.1) decay 1e-3 -> 1e-6.
+    With W = N there is no decay phase: the warm-up ends at peak_lr on the last step, and steps past N
+    use ``final_lr`` (p = 1) like every other schedule.
 
     Args:
         step: int >= 0. total_steps: int >= 1. warmup_steps: int in [0, total_steps].
@@ -188,7 +190,9 @@ def cosine_schedule(step, total_steps, peak_lr, warmup_steps, final_lr):
     t = step + 1
     if t <= warmup_steps:
         return peak_lr * t / warmup_steps
-    p = min(1.0, (t - warmup_steps) / (total_steps - warmup_steps))
+    # W = N leaves no decay phase, so a step past N is at its end (p = 1) instead of dividing by N - W = 0
+    decay_steps = total_steps - warmup_steps
+    p = 1.0 if decay_steps == 0 else min(1.0, (t - warmup_steps) / decay_steps)
     return final_lr + (peak_lr - final_lr) * 0.5 * (1.0 + math.cos(math.pi * p))
 
 

@@ -144,6 +144,14 @@ def test_schedule_without_warmup_starts_just_below_peak():
     assert cosine_schedule(3, 4, peak_lr=1.0, warmup_steps=0, final_lr=0.0) == 0.0
 
 
+def test_schedule_that_is_all_warmup_ends_at_peak_then_stays_at_the_floor():
+    kw = dict(total_steps=10, peak_lr=1e-3, warmup_steps=10, final_lr=1e-6)
+    assert cosine_schedule(0, **kw) == pytest.approx(1e-4, rel=1e-15)
+    assert cosine_schedule(9, **kw) == pytest.approx(1e-3, rel=1e-15)   # the last step: the end of warm-up
+    assert cosine_schedule(10, **kw) == 1e-6                            # past N: the floor, no 0/0
+    assert cosine_schedule(50, **kw) == 1e-6
+
+
 # --- clipping -----------------------------------------------------------------------------------------
 
 def test_clipping_scales_to_exactly_max_norm_and_keeps_direction():
