@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_array", "check_same_shape", "check_positive_int", "check_choice"]
+__all__ = ["check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int", "check_choice"]
 
 
 def _fmt_shape(spec, names):
@@ -70,6 +70,22 @@ def check_same_shape(name, x, ref_name, ref):
     if x.shape != ref.shape:
         raise ValueError(f"{name} must have the same shape as {ref_name} {ref.shape}, got {x.shape}")
     return x
+
+
+def check_dtype(name, x, dtype, ref="the params'"):
+    """Require ``x.dtype == dtype``: a float32 input to float64 params (or the reverse) is refused, not promoted."""
+    if x.dtype != dtype:
+        raise ValueError(f"{name} must have {ref} dtype {np.dtype(dtype)}, got {x.dtype}")
+    return x
+
+
+def common_dtype(arrays):
+    """The dtype shared by every array of the dict ``arrays`` (name -> array); the first entry sets it."""
+    first, ref = next(iter(arrays.items()))
+    for name, a in arrays.items():
+        if a.dtype != ref.dtype:
+            raise ValueError(f"{name} must have the dtype of {first} ({ref.dtype}), got {a.dtype}")
+    return ref.dtype
 
 
 def check_positive_int(name, value, minimum=1):

@@ -164,6 +164,22 @@ def test_bad_inputs_name_the_argument(rng, module):
         module.backward(params, cache, y[:, :-1])
 
 
+@pytest.mark.parametrize("module", [lsa, sa], ids=["lsa", "softmax_attention"])
+def test_one_dtype_throughout_nothing_is_promoted(rng, module):
+    # like the gate-based cells: a float32 input to float64 params is refused, not silently run in float64
+    params = module.init(rng, 3)
+    x = rng.standard_normal((2, 4, 3))
+    with pytest.raises(ValueError, match=r"^x must have the params' dtype float64, got float32"):
+        module.forward(params, x.astype(np.float32))
+    with pytest.raises(ValueError, match=r"^x must have the params' dtype float32, got float64"):
+        module.forward({k: p.astype(np.float32) for k, p in params.items()}, x)
+    with pytest.raises(ValueError, match=r"^W_K must have the dtype of W_\w \(float64\), got float32"):
+        module.forward({**params, "W_K": params["W_K"].astype(np.float32)}, x)
+    with pytest.raises(ValueError, match=r"^x_t must have the params' dtype float64, got float32"):
+        state = np.zeros((2, 3, 3)) if module is lsa else None
+        module.step_forward(params, state, x[:, 0].astype(np.float32))
+
+
 def test_lsa_checks_its_params(rng):
     params = lsa.init(rng, 3)
     with pytest.raises(ValueError, match=r"^params must have keys W_V, W_K, W_Q"):
@@ -176,6 +192,8 @@ def test_lsa_step_forward_checks_its_state(rng):
         lsa.step_forward(params, np.zeros((2, 3, 3)), rng.standard_normal((2, 3)))
     with pytest.raises(ValueError, match=r"^x_t must have shape \(B, D=3\)"):
         lsa.step_forward(params, np.zeros((2, 3, 2)), rng.standard_normal((2, 1, 3)))
+    with pytest.raises(ValueError, match=r"^W_prev must have the params' dtype float64, got float32"):
+        lsa.step_forward(params, np.zeros((2, 3, 2), np.float32), rng.standard_normal((2, 3)))
 
 
 def test_softmax_attention_checks_params_and_state(rng):
@@ -192,6 +210,8 @@ def test_softmax_attention_checks_params_and_state(rng):
         sa.step_forward(params, sa.KVState(state.K[..., :2], state.V), x[:, 1])
     with pytest.raises(ValueError, match=r"^x_t must have shape"):
         sa.step_forward(params, state, x)
+    with pytest.raises(ValueError, match=r"^state.K must have the params' dtype float64, got float32"):
+        sa.step_forward(params, sa.KVState(state.K.astype(np.float32), state.V), x[:, 1])
 
 
 @pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])

@@ -158,6 +158,23 @@ def test_dy_and_step_inputs_are_checked(small):
         lru.step_forward(params, x[:, 0], np.zeros((2, 3), dtype=complex), variant="in_skip")
 
 
+def test_one_dtype_throughout_nothing_is_promoted(small):
+    # like the gate-based cells: a float32 input to float64 params is refused, not silently run in float64
+    params, x = small
+    with pytest.raises(ValueError, match=r"^x must have the params' dtype float64, got float32"):
+        lru.forward(params, x.astype(np.float32), variant="in_skip")
+    with pytest.raises(ValueError, match=r"^D must have the dtype of nu_log \(float64\), got float32"):
+        lru.forward({**params, "D": params["D"].astype(np.float32)}, x, variant="in_skip")
+    h = np.zeros((2, 4), dtype=np.complex128)
+    with pytest.raises(ValueError, match=r"^x_t must have the params' dtype float64, got float32"):
+        lru.step_forward(params, x[:, 0].astype(np.float32), h, variant="in_skip")
+    with pytest.raises(ValueError, match=r"^h_prev must have the params' complex dtype complex128, got complex64"):
+        lru.step_forward(params, x[:, 0], h.astype(np.complex64), variant="in_skip")
+    p32 = {k: p.astype(np.float32) for k, p in params.items()}
+    y, h1 = lru.step_forward(p32, x[:, 0].astype(np.float32), h.astype(np.complex64), variant="in_skip")
+    assert y.dtype == np.float32 and h1.dtype == np.complex64
+
+
 def test_init_arguments_are_checked(rng):
     with pytest.raises(ValueError, match="d_model must equal d_in"):
         lru.init(rng, d_in=3, d_state=4, d_out=2, d_model=5)

@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_choice, check_positive_int
+from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "complex_scan", "lambda_of",
@@ -138,7 +138,7 @@ def init(rng, d_in, d_state, d_out, d_model=None, variant="out", r_min=0.9, r_ma
 
 
 def _check_params(params, variant):
-    """Validate keys and shapes for ``variant``; return (D_in, H, N, D_out)."""
+    """Validate keys, shapes and the one shared dtype for ``variant``; return (D_in, H, N, D_out, dtype)."""
     check_choice("variant", variant, VARIANTS)
     want = {"nu_log", "theta_log", "gamma_log", "B_re", "B_im", "C_re", "C_im", "D", "W_out_m", "W_out_x"}
     if variant != "out":
@@ -163,7 +163,7 @@ def _check_params(params, variant):
     D_out = check_array("W_out_x", params["W_out_x"], (None, H), names=("D_out", "H")).shape[0]
     m_width, m_name = (D_in, "D_in") if variant == "in_skip" else (H, "H")
     check_array("W_out_m", params["W_out_m"], (D_out, m_width), names=("D_out", m_name))
-    return D_in, H, N, D_out
+    return D_in, H, N, D_out, common_dtype({"nu_log": nu_log, **params})
 
 
 def _B_norm(params):
@@ -193,17 +193,18 @@ def forward(params, x, variant="out", method="parallel"):
 
     Args:
         params: as returned by ``init`` for the same ``variant``.
-        x: (B, T, D_in) float input.
+        x: (B, T, D_in) float input, of the params' dtype (one dtype throughout: nothing is promoted).
         variant: "out", "in_out" or "in_skip" (see the module docstring).
         method: "parallel" (Hillis-Steele) or "sequential" for the complex recurrence.
     Returns:
         y: (B, T, D_out); cache for ``backward``.
     """
-    D_in, H, N, D_out = _check_params(params, variant)
+    D_in, H, N, D_out, dtype = _check_params(params, variant)
     check_choice("method", method, METHODS)
     check_array("x", x, (None, None, D_in), names=("B", "T", "D_in"))
     if x.shape[1] < 1:
         raise ValueError(f"x must have at least one time step, got shape {x.shape}")
+    check_dtype("x", x, dtype)
     if variant == "out":
         p_in = s_in = None
         u = x
@@ -278,13 +279,16 @@ def step_forward(params, x_t, h_prev, variant="out"):
     """One step of the sequential (RNN) mode.
 
     Args:
-        x_t: (B, D_in) the input at step t; h_prev: (B, N) complex state h_{t-1} (zeros at t = 1).
+        x_t: (B, D_in) the input at step t, of the params' dtype; h_prev: (B, N) complex state h_{t-1} (zeros
+            at t = 1), complex of the params' precision (complex128 for float64 params).
     Returns:
         (y_t, h_t): (B, D_out) real and (B, N) complex.
     """
-    D_in, H, N, D_out = _check_params(params, variant)
-    check_array("x_t", x_t, (None, D_in), names=("B", "D_in"))
+    D_in, H, N, D_out, dtype = _check_params(params, variant)
+    check_dtype("x_t", check_array("x_t", x_t, (None, D_in), names=("B", "D_in")), dtype)
     check_array("h_prev", h_prev, (x_t.shape[0], N), names=("B", "N"), kind="c")
+    # the complex dtype of the same precision as the params (complex128 for float64)
+    check_dtype("h_prev", h_prev, np.result_type(dtype, np.complex64), ref="the params' complex")
     if variant == "out":
         u = x_t
     else:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_choice, check_positive_int
+from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "MODES"]
@@ -59,13 +59,15 @@ def _check_params(params):
     W_V = check_array("W_V", params["W_V"], ndim=2, names=("D_v", "D"))
     W_K = check_array("W_K", params["W_K"], (None, W_V.shape[1]), names=("D_k", "D"))
     check_array("W_Q", params["W_Q"], W_K.shape, names=("D_k", "D"))
+    return common_dtype({k: params[k] for k in ("W_V", "W_K", "W_Q")})
 
 
 def _check(params, x):
-    _check_params(params)
+    dtype = _check_params(params)
     check_array("x", x, (None, None, params["W_V"].shape[1]), names=("B", "T", "D"))
     if x.shape[1] < 1:
         raise ValueError(f"x must have at least one time step (axis 1), got shape {x.shape}")
+    check_dtype("x", x, dtype)
 
 
 def step_forward(params, W_prev, x_t):
@@ -77,10 +79,10 @@ def step_forward(params, W_prev, x_t):
     Returns:
         (y_t, W_t): (B, D_v) output and (B, D_v, D_k) state, W_t = W_{t-1} + v_t k_t^T, y_t = W_t q_t.
     """
-    _check_params(params)
+    dtype = _check_params(params)
     D_v, D, D_k = params["W_V"].shape + params["W_K"].shape[:1]
-    B = check_array("x_t", x_t, (None, D), names=("B", "D")).shape[0]
-    check_array("W_prev", W_prev, (B, D_v, D_k), names=("B", "D_v", "D_k"))
+    B = check_dtype("x_t", check_array("x_t", x_t, (None, D), names=("B", "D")), dtype).shape[0]
+    check_dtype("W_prev", check_array("W_prev", W_prev, (B, D_v, D_k), names=("B", "D_v", "D_k")), dtype)
     v = x_t @ params["W_V"].T
     k = x_t @ params["W_K"].T
     q = x_t @ params["W_Q"].T
@@ -93,7 +95,7 @@ def forward(params, x, mode="parallel"):
 
     Args:
         params: W_V (D_v, D), W_K (D_k, D), W_Q (D_k, D).
-        x: (B, T, D) inputs.
+        x: (B, T, D) inputs, of the params' dtype (one dtype throughout: nothing is promoted).
         mode: "parallel" (T x T masked score matrix) or "recurrent" (state W_t, one step at a time).
     Returns:
         y: (B, T, D_v), and the cache for ``backward``.

@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from ..validate import check_array, check_choice, check_positive_int
+from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
@@ -88,6 +88,7 @@ def _check_params(params):
     W_V = check_array("W_V", params["W_V"], (None, W_Q.shape[1]), names=("D_v", "D"))
     if "W_O" in params:
         check_array("W_O", params["W_O"], (None, W_V.shape[0]), names=("D_out", "D_v"))
+    return common_dtype({k: params[k] for k in ("W_Q", "W_K", "W_V", "W_O") if k in params})
 
 
 def _project(params, x):
@@ -124,14 +125,16 @@ def step_forward(params, state, x_t):
     Returns:
         (y_t, state): (B, D_out) output (D_v without W_O) and the KVState after t steps.
     """
-    _check_params(params)
-    x_t = check_array("x_t", x_t, (None, params["W_Q"].shape[1]), names=("B", "D"))
+    dtype = _check_params(params)
+    x_t = check_dtype("x_t", check_array("x_t", x_t, (None, params["W_Q"].shape[1]), names=("B", "D")), dtype)
     q, k, v = _project(params, x_t)
     if state is None:
         state = KVState(k[:, None], v[:, None])
     else:
         check_array("state.K", state.K, (x_t.shape[0], None, k.shape[1]), names=("B", "t", "D_k"))
         check_array("state.V", state.V, (x_t.shape[0], state.K.shape[1], v.shape[1]), names=("B", "t", "D_v"))
+        check_dtype("state.K", state.K, dtype)
+        check_dtype("state.V", state.V, dtype)
         state = KVState(np.concatenate([state.K, k[:, None]], axis=1),
                         np.concatenate([state.V, v[:, None]], axis=1))
     o, _ = _read(q, state.K, state.V)
@@ -143,16 +146,17 @@ def forward(params, x, mode="parallel"):
 
     Args:
         params: W_Q (D_k, D), W_K (D_k, D), W_V (D_v, D), optional W_O (D_out, D_v).
-        x: (B, T, D) inputs.
+        x: (B, T, D) inputs, of the params' dtype (one dtype throughout: nothing is promoted).
         mode: "parallel" (masked T x T score matrix, row-wise stable softmax) or "rnn" (one step at a
             time, state = keys and values so far, online-softmax readout; see the module docstring).
     Returns:
         y: (B, T, D_out), or (B, T, D_v) without W_O; and the cache for ``backward`` (same for both modes).
     """
-    _check_params(params)
+    dtype = _check_params(params)
     check_array("x", x, (None, None, params["W_Q"].shape[1]), names=("B", "T", "D"))
     if x.shape[1] < 1:
         raise ValueError(f"x must have at least one time step (axis 1), got shape {x.shape}")
+    check_dtype("x", x, dtype)
     check_choice("mode", mode, MODES)
     q, k, v = _project(params, x)
     T = x.shape[1]
