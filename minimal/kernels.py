@@ -79,13 +79,14 @@ def poly2_features(x, c=1.0):
 
     Args:
         x: (..., d) float array.
-        c: the kernel's offset, c >= 0.
+        c: the kernel's offset, a finite real number >= 0.
     Returns:
         (..., 1 + d + d^2).
     """
     check_array("x", x, min_ndim=1)
-    if not np.isfinite(c) or c < 0:
-        raise ValueError(f"c must be a finite number >= 0, got {c!r}")
+    real = isinstance(c, (int, float, np.integer, np.floating)) and not isinstance(c, (bool, np.bool_))
+    if not (real and math.isfinite(c) and c >= 0):
+        raise ValueError(f"c must be a finite real number >= 0, got {c!r}")
     outer = (x[..., :, None] * x[..., None, :]).reshape(x.shape[:-1] + (-1,))
     return np.concatenate([np.full(x.shape[:-1] + (1,), c, dtype=x.dtype), math.sqrt(2 * c) * x, outer], axis=-1)
 
@@ -187,17 +188,20 @@ def kernel_attention_rnn(Q, K, V, phi, state=None, normalise=True):
     phi_Q, phi_K = _apply_phi(phi, Q, "Q"), _apply_phi(phi, K, "K")
     F = phi_K.shape[-1]
     if state is None:
-        state = initial_state(B, Dv, F, Q.dtype)
+        state = initial_state(B, Dv, F, np.result_type(phi_Q, phi_K, V))
     else:
         check_array("state.S", state.S, (B, Dv, None), names=("B", "D_v", "F"))
         check_array("state.u", state.u, (B, state.S.shape[2]), names=("B", "F"))
         if state.S.shape[2] != F:
             raise ValueError(f"phi must give F={state.S.shape[2]} features to match state.S {state.S.shape}, "
                              f"got {F}")
+    # The dtype that the same products would have in transformer mode: a φ that returns float64 for float32
+    # Q, K (or a float64 state) gives float64, never a silent cast into a float32 buffer.
+    dtype = np.result_type(phi_Q, phi_K, V, state.S, state.u)
     # copies, because the loop updates them in place (the caller's state is never modified)
-    S, u = state.S.copy(), state.u.copy()
-    Y = np.empty((B, T, Dv), dtype=Q.dtype)
-    z = np.empty((B, T), dtype=Q.dtype)
+    S, u = state.S.astype(dtype), state.u.astype(dtype)
+    Y = np.empty((B, T, Dv), dtype=dtype)
+    z = np.empty((B, T), dtype=dtype)
     for t in range(T):
         S += V[:, t, :, None] * phi_K[:, t, None, :]
         u += phi_K[:, t]

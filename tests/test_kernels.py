@@ -161,6 +161,22 @@ def test_modes_agree_in_float32_to_float32_precision(rng):
     assert np.max(np.abs(Y_par - Y_rnn)) <= 1e-5
 
 
+def test_rnn_mode_has_the_dtype_of_transformer_mode_when_phi_promotes(rng):
+    # a φ returning float64 for float32 Q, K: both modes compute in float64, neither casts back to float32
+    Q, K, V = _qkv(rng, 5, dtype=np.float32)
+    phi = lambda x: kernels.elu_features(x.astype(np.float64))  # noqa: E731
+    Y_par = kernels.kernel_attention_parallel(Q, K, V, phi)
+    Y_rnn, state = kernels.kernel_attention_rnn(Q, K, V, phi)
+    assert Y_par.dtype == Y_rnn.dtype == state.S.dtype == state.u.dtype == np.float64
+    assert np.max(np.abs(Y_par - Y_rnn)) <= 1e-12 * np.max(np.abs(Y_par))
+
+
+def test_rnn_mode_keeps_a_float64_state_in_float64(rng):
+    Q, K, V = _qkv(rng, 4, dtype=np.float32)
+    Y, state = kernels.kernel_attention_rnn(Q, K, V, kernels.elu_features, state=kernels.initial_state(B, DV, DK))
+    assert Y.dtype == state.S.dtype == np.float64
+
+
 # ------------------------------------------------------------------------------------------ softmax attention
 
 @pytest.mark.parametrize("T", [1, 7])
@@ -246,8 +262,9 @@ def test_bad_feature_map_arguments_name_the_argument(rng):
         kernels.random_features(np.ones(()), _omega())
     with pytest.raises(ValueError, match="x must have a floating dtype"):
         kernels.elu_features(np.arange(3))
-    with pytest.raises(ValueError, match="c must be"):
-        kernels.poly2_features(rng.standard_normal((2, DK)), c=-1.0)
+    for c in (-1.0, np.inf, None, "1", 1j, True, np.array([1.0])):
+        with pytest.raises(ValueError, match=r"^c must be a finite real number >= 0"):
+            kernels.poly2_features(rng.standard_normal((2, DK)), c=c)
     with pytest.raises(ValueError, match="n_features must be"):
         kernels.sample_omega(rng, 0, DK)
     with pytest.raises(ValueError, match="dim must be"):
