@@ -8,7 +8,7 @@ kernel k(q, k') = <φ(q), φ(k')> is
 
 The first line is "transformer mode": it builds the T x T weight matrix, O(T^2) time and memory. The second
 is "RNN mode": the state (S_t, u_t) is updated by S_t = S_{t-1} + v_t φ(k_t)^T, u_t = u_{t-1} + φ(k_t),
-O(T) time and O(1) memory in T. Softmax attention is the kernel exp(<q, k'>) (with q scaled by 1/sqrt(D_k)),
+O(T) time, and a state of fixed size (D_v F + F numbers) whatever T. Softmax attention is the kernel exp(<q, k'>) (with q scaled by 1/sqrt(D_k)),
 whose φ is infinite-dimensional; run as an RNN its state is the list of all keys and values seen so far
 (the essay's starting point), and random features (Rahimi & Recht 2007; the positive, antithetic form of
 Choromanski et al. 2021, "Performers", Lemma 1) give a finite φ whose inner products approximate it:
@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from .cells import softmax_attention as _softmax_cell
 from .validate import check_array, check_positive_int
 
 __all__ = ["sample_omega", "random_features", "elu_features", "poly2_features", "KernelState",
@@ -173,7 +174,11 @@ def kernel_attention_step(state, q, k, v, phi, normalise=True):
 
 
 def kernel_attention_rnn(Q, K, V, phi, state=None, normalise=True):
-    """Causal kernel attention in RNN mode: a loop over t carrying (S_t, u_t); memory O(1) in T.
+    """Causal kernel attention in RNN mode: a loop over t carrying (S_t, u_t).
+
+    The state carried from token to token is O(1) in T: S_t (B, D_v, F) and u_t (B, F), nothing else. The
+    arrays that hold a whole sequence are O(T): the inputs, the output Y (B, T, D_v), the denominators
+    (B, T), and φ(Q), φ(K) (B, T, F), computed for all tokens at once since φ acts on each token alone.
 
     Args:
         Q, K: (B, T, D_k); V: (B, T, D_v); phi: feature map (..., D_k) -> (..., F).
@@ -247,19 +252,16 @@ def _check_scale(scale, Dk):
 def softmax_attention_parallel(Q, K, V, scale=None, causal=True):
     """Softmax attention in transformer mode: Y = softmax(scale Q K^T + mask) V (Vaswani et al. 2017, Eq. 1).
 
+    The same computation as ``minimal.cells.softmax_attention`` in parallel mode (whose weight matrix this
+    calls), on given Q, K, V and with a free ``scale`` and an optional mask.
+
     Args:
         Q, K: (B, T, D_k); V: (B, T, D_v); scale: defaults to 1/sqrt(D_k); causal: mask future keys.
     Returns:
         Y: (B, T, D_v).
     """
     B, T, Dk, Dv = _check_qkv(Q, K, V)
-    scale = _check_scale(scale, Dk)
-    logits = scale * (Q @ np.swapaxes(K, 1, 2))                                # (B, T, T)
-    if causal:
-        logits = np.where(np.tri(T, dtype=bool), logits, -np.inf)
-    # subtracting the row max changes nothing mathematically and keeps exp from overflowing
-    A = np.exp(logits - logits.max(axis=2, keepdims=True))
-    return (A @ V) / A.sum(axis=2, keepdims=True)
+    return _softmax_cell._weights(Q, K, _check_scale(scale, Dk), causal) @ V
 
 
 def softmax_attention_rnn(Q, K, V, scale=None):
@@ -268,7 +270,8 @@ def softmax_attention_rnn(Q, K, V, scale=None):
         state_t = state_{t-1} + [(k_t, v_t)],   y_t = Σ_{(k, v) in state_t} exp(scale <q_t, k>) v / Σ exp(scale <q_t, k>)
 
     The state grows with t (memory O(T), time O(T^2) in all): the infinite-dimensional φ of exp(<q, k>)
-    cannot be summed into a fixed-size S_t, so the keys themselves are kept.
+    cannot be summed into a fixed-size S_t, so the keys themselves are kept. The state is the cell's
+    ``KVState`` and each output its online-softmax readout (``minimal.cells.softmax_attention``, RNN mode).
 
     Args:
         Q, K: (B, T, D_k); V: (B, T, D_v); scale: defaults to 1/sqrt(D_k).
@@ -277,12 +280,9 @@ def softmax_attention_rnn(Q, K, V, scale=None):
     """
     B, T, Dk, Dv = _check_qkv(Q, K, V)
     scale = _check_scale(scale, Dk)
-    keys, values = [], []
     Y = np.empty((B, T, Dv), dtype=Q.dtype)
     for t in range(T):
-        keys.append(K[:, t])
-        values.append(V[:, t])
-        logits = scale * np.einsum("bd,ibd->bi", Q[:, t], np.asarray(keys))   # (B, t+1)
-        w = np.exp(logits - logits.max(axis=1, keepdims=True))
-        Y[:, t] = np.einsum("bi,ibv->bv", w, np.asarray(values)) / w.sum(axis=1, keepdims=True)
+        # the state after token t: every key and value so far (a view of the prefix, not a copy)
+        state = _softmax_cell.KVState(K[:, :t + 1], V[:, :t + 1])
+        Y[:, t] = _softmax_cell._read(Q[:, t], state, scale)[0]
     return Y

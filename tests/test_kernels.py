@@ -194,6 +194,15 @@ def test_softmax_attention_is_the_normalised_exp_kernel(rng):
     np.testing.assert_allclose(kernels.softmax_attention_parallel(Q, K, V, scale=scale), want, rtol=1e-13)
 
 
+def test_non_causal_softmax_attention_weighs_every_key_and_keeps_float32(rng):
+    Q, K, V = _qkv(rng, 5, dtype=np.float32)
+    W = np.exp(0.7 * Q.astype(np.float64) @ np.swapaxes(K, 1, 2))  # every key, written out in float64
+    want = (W @ V) / W.sum(axis=2, keepdims=True)
+    got = kernels.softmax_attention_parallel(Q, K, V, scale=0.7, causal=False)
+    assert got.dtype == kernels.softmax_attention_rnn(Q, K, V).dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 def test_softmax_attention_survives_large_logits(rng):
     Q, K, V = _qkv(rng, 4, scale=40.0)
     Y = kernels.softmax_attention_rnn(Q, K, V)

@@ -95,12 +95,30 @@ def _project(params, x):
     return x @ params["W_Q"].T, x @ params["W_K"].T, x @ params["W_V"].T
 
 
-def _read(q_t, K, V):
+# The two forms below are also the bodies of ``minimal.kernels.softmax_attention_parallel`` / ``_rnn``, which
+# validate their arguments and pass their own ``scale``; this cell always uses scale = 1/sqrt(D_k).
+
+def _weights(q, k, scale, causal=True):
+    """Transformer mode's weight matrix P = softmax_rows(scale q k^T + mask), the mask -inf for s > t.
+
+    q: (B, T, D_k); k: (B, S, D_k) (S = T when causal); scale: a Python float (keeps float32 float32).
+    Returns P: (B, T, S), each row a distribution, P_{t,s} = 0 for s > t when causal.
+    """
+    a = scale * (q @ k.transpose(0, 2, 1))  # (B, T, S)
+    if causal:
+        a = np.where(np.tri(a.shape[1], a.shape[2], dtype=bool), a, -np.inf)
+    E = np.exp(a - a.max(axis=2, keepdims=True))  # the diagonal is never masked: the max is finite
+    return E / E.sum(axis=2, keepdims=True)
+
+
+def _read(q_t, state, scale):
     """Online-softmax readout of the state (K, V) by the query q_t.
 
-    q_t: (B, D_k); K: (B, t, D_k); V: (B, t, D_v). Returns o_t (B, D_v) and the weights p (B, t).
+    q_t: (B, D_k); state: KVState with K (B, t, D_k), V (B, t, D_v); scale: a Python float.
+    Returns o_t (B, D_v) and the weights p (B, t).
     """
-    a = np.einsum("bk,bsk->bs", q_t, K) / math.sqrt(K.shape[2])  # (B, t)
+    K, V = state
+    a = scale * np.einsum("bk,bsk->bs", q_t, K)  # (B, t)
     B = q_t.shape[0]
     m = np.full((B, 1), -np.inf, dtype=a.dtype)
     n = np.zeros((B, V.shape[2]), dtype=np.result_type(a, V))
@@ -137,7 +155,7 @@ def step_forward(params, state, x_t):
         check_dtype("state.V", state.V, dtype)
         state = KVState(np.concatenate([state.K, k[:, None]], axis=1),
                         np.concatenate([state.V, v[:, None]], axis=1))
-    o, _ = _read(q, state.K, state.V)
+    o, _ = _read(q, state, 1.0 / math.sqrt(k.shape[1]))
     return (o @ params["W_O"].T if "W_O" in params else o), state
 
 
@@ -160,18 +178,16 @@ def forward(params, x, mode="parallel"):
     check_choice("mode", mode, MODES)
     q, k, v = _project(params, x)
     T = x.shape[1]
+    scale = 1.0 / math.sqrt(k.shape[2])
     if mode == "parallel":
-        a = q @ k.transpose(0, 2, 1) / math.sqrt(k.shape[2])  # (B, T, T)
-        a = np.where(np.tri(T, dtype=bool), a, -np.inf)
-        E = np.exp(a - a.max(axis=2, keepdims=True))  # the diagonal is never masked: the max is finite
-        P = E / E.sum(axis=2, keepdims=True)
+        P = _weights(q, k, scale)  # (B, T, T)
         o = P @ v
     else:
         # The state after step t is the prefix (k[:, :t+1], v[:, :t+1]); step_forward builds it by appending.
         P = np.zeros((x.shape[0], T, T), dtype=q.dtype)
         o = np.empty(q.shape[:2] + v.shape[2:], dtype=np.result_type(q, v))
         for t in range(T):
-            o[:, t], P[:, t, :t + 1] = _read(q[:, t], k[:, :t + 1], v[:, :t + 1])
+            o[:, t], P[:, t, :t + 1] = _read(q[:, t], KVState(k[:, :t + 1], v[:, :t + 1]), scale)
     y = o @ params["W_O"].T if "W_O" in params else o
     return y, Cache(x, q, k, v, P, o)
 
