@@ -27,8 +27,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -36,6 +34,7 @@ from typing import Callable, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from ._atomic import atomic_write
 from .validate import check_positive_int
 
 __all__ = ["run_sweep", "config_dict", "job_key", "job_path", "load_records", "finite_or_nan", "SweepError"]
@@ -95,16 +94,8 @@ def job_path(out_dir, fn, config, name=None):
 
 
 def _write_json_atomic(path, record):
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):  # only when something failed before the replace
-            os.remove(tmp)
+    with atomic_write(path, "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
 
 
 def _timed(fn, config):

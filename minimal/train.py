@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from typing import Callable, NamedTuple, Union
 
 import numpy as np
 from tqdm import tqdm  # plain tqdm: tqdm.auto needs ipywidgets in notebooks, which we do not depend on
 
+from minimal._atomic import atomic_write
 from minimal.optim import AdamWState, _check_like, _check_params, _check_scalar, adamw_init, adamw_step, \
     clip_by_global_norm
 from minimal.validate import check_positive_int
@@ -76,16 +76,8 @@ def save_checkpoint(path, ckpt: Checkpoint):
               "rng_state": np.array(json.dumps(ckpt.rng_state))}
     for prefix, tree in (("params", ckpt.params), ("m", ckpt.opt_state.m), ("v", ckpt.opt_state.v)):
         arrays.update({f"{prefix}/{k}": a for k, a in tree.items()})
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):  # only when something failed before the replace
-            os.remove(tmp)
+    with atomic_write(path) as f:
+        np.savez(f, **arrays)
 
 
 def load_checkpoint(path) -> Checkpoint:

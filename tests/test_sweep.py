@@ -118,3 +118,13 @@ def test_bad_arguments_name_themselves(tmp_path, log):
 def test_finite_or_nan():
     assert sweep.finite_or_nan(2) == 2.0
     assert sweep.finite_or_nan(float("inf")) != sweep.finite_or_nan(float("inf"))  # nan
+
+
+def test_a_record_that_fails_half_way_leaves_the_previous_file_whole(tmp_path):
+    # json.dump streams: an unserialisable value fails after part of the file is written
+    path = tmp_path / "job.json"
+    sweep._write_json_atomic(path, {"a": 1})
+    with pytest.raises(TypeError):
+        sweep._write_json_atomic(path, {"a": 2, "z": object()})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert os.listdir(tmp_path) == ["job.json"]
