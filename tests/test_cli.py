@@ -42,3 +42,19 @@ def test_results_table_puts_paper_next_to_ours():
                                    "seconds": 3.0}})
     assert "| exp | loss | 0.25 | 0.5 |" in table
     assert "curve" not in table  # lists go to the JSON only
+
+
+def test_scan_methods_must_agree_to_rounding_not_to_the_finite_difference_tolerance():
+    from minimal import check
+
+    assert check.SCAN_TOLERANCE == 1e-12
+    # an error that passes a gradient check would be a bug between two exact scan methods
+    assert check.Row("cell/x", 3, 1e-9, "x", 0.0).passed
+    assert not check.Row("scan/x", 0, 1e-9, "h", 0.0, check.SCAN_TOLERANCE).passed
+    rows = {r.name: r for r in check.scan_rows()}
+    for name in ("scan/numpy-blelloch", "scan/numba-sequential", "scan/numba-blelloch",
+                 "scan/log-space-vs-linear", "scan/log-space-backward-vs-linear"):
+        assert rows[name].tolerance == check.SCAN_TOLERANCE and rows[name].passed, rows[name]
+    # the log-space backward is checked on its own, against central differences of log_scan
+    fd = rows["scan/log-space-backward-vs-finite-differences"]
+    assert fd.tolerance == check.TOLERANCE and fd.passed and fd.max_rel_error > 0, fd
