@@ -149,15 +149,50 @@ def test_gd_rejects_bad_arguments(rng):
 
 # ---- the trained network's side: gradients, polynomial read-out (Table 2) ----------------------------------
 
+@pytest.mark.parametrize("lam_param", ["lam", "nu"])
 @pytest.mark.parametrize("T", [1, 3])
-def test_query_loss_gradients_through_the_cell_match_finite_differences(rng, T):
-    cfg = icl.Config(hidden=4, dtype="float64")
-    params = icl.init_params(rng, cfg)
+def test_query_loss_gradients_through_the_cell_match_finite_differences(rng, T, lam_param):
+    params = icl.init_params(rng, icl.Config(hidden=4, dtype="float64", lam_param=lam_param))
+    if lam_param == "lam":
+        params["lam"] = rng.uniform(0.05, 0.95, 4)     # inside [0, 1], away from the projection
     tasks = task.sample(rng, 2, T=T)
     _, grads = icl.loss_and_grads(params, tasks)
+    assert set(grads) == set(params)
     for name, p in params.items():
         num = numerical_gradient(lambda: icl.loss_and_grads(params, tasks)[0], p)
         assert rel_error(grads[name], num) <= TOLERANCE, name
+
+
+def test_lam_params_are_the_cells_nu_params_in_other_coordinates(rng):
+    p_lam = icl.init_params(np.random.default_rng(5), icl.Config(hidden=5, dtype="float64"))
+    p_nu = icl.init_params(np.random.default_rng(5), icl.Config(hidden=5, dtype="float64", lam_param="nu"))
+    assert "lam" in p_lam and "nu" not in p_lam and "nu" in p_nu
+    np.testing.assert_allclose(icl.lam_of(p_lam), icl.lam_of(p_nu), rtol=1e-12)
+    tasks = task.sample(rng, 3, T=4)
+    np.testing.assert_allclose(icl.predict(p_lam, tasks.tokens)[0], icl.predict(p_nu, tasks.tokens)[0],
+                               rtol=1e-10, atol=1e-14)
+    # chain rule: dL/dν = dL/dλ · dλ/dν with dλ/dν = λ log λ
+    _, g_lam = icl.loss_and_grads(p_lam, tasks)
+    _, g_nu = icl.loss_and_grads(p_nu, tasks)
+    lam = icl.lam_of(p_nu)
+    np.testing.assert_allclose(g_lam["lam"] * lam * np.log(lam), g_nu["nu"], rtol=1e-8, atol=1e-15)
+
+
+def test_lam_at_a_bound_gets_no_outward_gradient_and_reaches_exactly_0_and_1(rng):
+    params = icl.init_params(rng, icl.Config(hidden=6, dtype="float64"))
+    params["lam"] = np.array([0.0, 1.0, -0.01, 1.01, 0.3, 0.7])     # AdamW may step a little past a bound
+    np.testing.assert_allclose(icl.lam_of(params)[:4], [0, 1, 0, 1], atol=2 * icl.LAM_EPS)
+    tasks = task.sample(rng, 8, T=5)
+    _, grads = icl.loss_and_grads(params, tasks)
+    g = grads["lam"]
+    assert g[0] <= 0 and g[2] <= 0        # at λ = 0 only a step up (negative gradient) remains
+    assert g[1] >= 0 and g[3] >= 0        # at λ = 1 only a step down
+    assert np.all(g[4:] != 0)
+
+
+def test_lam_param_must_be_known(rng):
+    with pytest.raises(ValueError, match="lam_param"):
+        icl.init_params(rng, icl.Config(hidden=3, lam_param="log"))
 
 
 def test_polynomial_of_the_gd_construction_is_eta_y_times_the_squared_norm_of_x():
@@ -191,9 +226,8 @@ def test_polynomial_rejects_bad_arguments(rng):
 # ---- the experiment ---------------------------------------------------------------------------------------
 
 def test_experiment_trains_reports_paper_keys_and_saves_weights(tmp_path):
-    cfg = icl.Config(hidden=8, steps=200, warmup_steps=20, n_eval=2048,
-                     save_weights=str(tmp_path / "icl_w.npz"))
-    res = icl.run(cfg, out_dir=tmp_path, progress=False)
+    cfg = icl.Config(hidden=8, steps=200, warmup_steps=20, n_eval=2048)
+    res = icl.run(cfg, out_dir=tmp_path, progress=False, save_weights_path=tmp_path / "icl_w.npz")
     json.dumps(res)
     assert set(icl.PAPER) <= set(res)
     assert res["final_train_loss"] < 0.95 * res["train_loss_curve"][0]    # it learns ...
@@ -205,3 +239,16 @@ def test_experiment_trains_reports_paper_keys_and_saves_weights(tmp_path):
     assert icl.evaluate(params, tasks) == pytest.approx(res["loss_rnn"], rel=1e-12)
     paths = icl.plot(res, tmp_path)
     assert all(p.exists() for p in paths)
+    assert icl.Config.quick().steps < icl.Config().steps
+
+
+def test_speed_knobs_change_thread_count_not_numbers():
+    from minimal import _speed
+    a = np.random.default_rng(0).standard_normal((300, 300))
+    before = a @ a
+    applied = _speed.tune(blas_threads=1)
+    if applied["blas"]:
+        assert _speed.get_blas_threads() == 1
+    np.testing.assert_array_equal(a @ a, before)
+    with pytest.raises(ValueError, match="n must"):
+        _speed.set_blas_threads(0)

@@ -108,11 +108,17 @@ def sample(rng, batch, T=12, d_x=3, d_y=3, sigma_w2=1.0 / 3.0, sigma_x2=1.0, bia
     a = math.sqrt(3.0 * sigma_x2)   # U(-a, a) has variance a²/3
     W = rng.standard_normal((B, d_y, d_x)) * math.sqrt(sigma_w2)
     xs = rng.uniform(-a, a, (B, T + 1, d_x))
-    X, x_q = xs[:, :T], xs[:, T]
-    Y = np.einsum("bjk,btk->btj", W, X)
-    y_q = np.einsum("bjk,bk->bj", W, x_q)
-    X, Y, x_q, y_q, W = (v.astype(dtype) for v in (X, Y, x_q, y_q, W))
-    return Tasks(make_tokens(X, Y, x_q, bias), X, Y, x_q, y_q, W)
+    ys = np.matmul(xs, W.transpose(0, 2, 1))                # y_t = W* x_t for the context and the query
+    # The tokens are written directly (this runs every training step; make_tokens is the checked public
+    # form of the same layout) and X, Y, x_q are views into them.
+    tokens = np.empty((B, T + 1, token_dim(d_x, d_y, bias)), dtype=dtype)
+    tokens[:, :, :d_x] = xs
+    tokens[:, :T, d_x:d_x + d_y] = ys[:, :T]
+    tokens[:, T, d_x:d_x + d_y] = 0.0                       # the query's label slot stays 0
+    if bias:
+        tokens[:, :, -1] = 1.0
+    return Tasks(tokens, tokens[:, :T, :d_x], tokens[:, :T, d_x:d_x + d_y], tokens[:, T, :d_x],
+                 ys[:, T].astype(dtype), W.astype(dtype))
 
 
 def query_loss(y_hat, y_q):
