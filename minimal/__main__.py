@@ -13,10 +13,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .validate import InputError, check_choice, check_positive_int
+
 
 def _check(args):
     from . import check
+    from .cells import REGISTRY
 
+    for name in args.only or ():
+        check_choice("only", name, REGISTRY)
+    check_positive_int("seed", args.seed, minimum=0)
     rows = check.run(names=args.only, seed=args.seed, scans=not args.no_scans)
     print(check.format_table(rows))
     return 0 if all(r.passed for r in rows) else 1
@@ -84,7 +90,7 @@ def main(argv=None):
         build_parser().error("bench window needs --backend cuda (the windowed cross-product kernel is CUDA)")
     try:
         return args.func(args)
-    except ValueError as e:  # bad arguments reach the user as one line, not a traceback
+    except InputError as e:  # a bad argument reaches the user as one line; any other error keeps its traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -14,7 +14,9 @@ import math
 import time
 from pathlib import Path
 
+from . import experiments as _experiments_pkg
 from .experiments import experiments
+from .validate import InputError, check_choice
 
 
 def _fmt(v):
@@ -39,11 +41,13 @@ def results_table(results):
 def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None):
     """Run ``work``'s experiments (all, or those in ``only``); ``scheduler`` is a dask scheduler address
     (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster."""
+    # checked here, so that a bad WORK is an InputError (one line on the command line) before anything runs
+    check_choice("work", work, _experiments_pkg._MODULES)
     mods = experiments(work)
     if only:
         unknown = sorted(set(only) - set(mods))
         if unknown:
-            raise ValueError(f"only must name experiments of {work!r} {sorted(mods)}, got {unknown}")
+            raise InputError(f"only must name experiments of {work!r} {sorted(mods)}, got {unknown}")
         mods = {k: v for k, v in mods.items() if k in only}
     out = Path(out_dir or f"results/{work}")
     out.mkdir(parents=True, exist_ok=True)

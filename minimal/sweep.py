@@ -35,7 +35,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ._atomic import atomic_write
-from .validate import check_positive_int
+from .validate import InputError, check_positive_int
 
 __all__ = ["run_sweep", "config_dict", "job_key", "job_path", "load_records", "finite_or_nan", "SweepError"]
 
@@ -116,7 +116,7 @@ def _client(scheduler, n_workers, threads_per_worker, processes):
 
     if scheduler is not None:
         if not (isinstance(scheduler, str) and "://" in scheduler):
-            raise ValueError(f"scheduler must be None or an address like 'tcp://host:8786', got {scheduler!r}")
+            raise InputError(f"scheduler must be None or an address like 'tcp://host:8786', got {scheduler!r}")
         return Client(scheduler), None
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
                            dashboard_address=":0")  # any free port: several sweeps may share a machine

@@ -35,7 +35,7 @@ from tqdm import tqdm  # plain tqdm: tqdm.auto needs ipywidgets in notebooks, wh
 from minimal._atomic import atomic_write
 from minimal.optim import AdamWState, _check_like, _check_params, _check_scalar, adamw_init, adamw_step, \
     clip_by_global_norm
-from minimal.validate import check_positive_int
+from minimal.validate import InputError, check_positive_int
 
 __all__ = ["train", "TrainResult", "Checkpoint", "NonFiniteLossError", "save_checkpoint", "load_checkpoint"]
 
@@ -103,11 +103,11 @@ def _resume(path, params, steps, rng) -> Checkpoint:
     try:
         _check_like("checkpoint params", ckpt.params, params)
     except ValueError as e:
-        raise ValueError(f"checkpoint_path {path!r} does not fit params: {e}") from None
+        raise InputError(f"checkpoint_path {path!r} does not fit params: {e}") from None
     if ckpt.step > steps:
-        raise ValueError(f"checkpoint_path {path!r} is at step {ckpt.step}, past steps={steps}")
+        raise InputError(f"checkpoint_path {path!r} is at step {ckpt.step}, past steps={steps}")
     if ckpt.rng_state.get("bit_generator") != type(rng.bit_generator).__name__:
-        raise ValueError(f"rng uses {type(rng.bit_generator).__name__} but checkpoint_path {path!r} saved a "
+        raise InputError(f"rng uses {type(rng.bit_generator).__name__} but checkpoint_path {path!r} saved a "
                          f"{ckpt.rng_state.get('bit_generator')} state")
     rng.bit_generator.state = ckpt.rng_state
     return ckpt

@@ -1,14 +1,23 @@
-"""Input checks shared by every module: a bad argument raises a ValueError naming it.
+"""Input checks shared by every module: a bad argument raises an ``InputError`` (a ValueError) naming it.
 
 Nothing in `minimal` silently broadcasts, truncates or casts an input. Each public function calls
 `check_array` on its inputs, which states the argument's name, the expected shape (with the names of the
 dimensions, e.g. ``(B, T, D)``) and what was received.
+
+``InputError`` subclasses ``ValueError``, so ``except ValueError`` and ``pytest.raises(ValueError)`` still
+catch it. It marks an error as the caller's, not the library's: the command line (``minimal.__main__``)
+reports an ``InputError`` as one line and lets every other exception, a plain ValueError from a bug
+included, show its traceback. Raise it directly for bad input that these helpers do not cover.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int", "check_choice"]
+__all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int", "check_choice"]
+
+
+class InputError(ValueError):
+    """A caller's argument is bad (wrong shape, dtype, range or choice); the message names the argument."""
 
 
 def _fmt_shape(spec, names):
@@ -35,22 +44,22 @@ def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=
         finite: reject NaN and inf.
         min_ndim: at least this many dimensions.
     Raises:
-        ValueError: naming ``name``, the expected shape or dtype, and what was received.
+        InputError: naming ``name``, the expected shape or dtype, and what was received.
     """
     if not isinstance(x, np.ndarray):
-        raise ValueError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+        raise InputError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
     if shape is not None:
         ndim = len(shape)
     expected = _fmt_shape(shape, names) if shape is not None else (
         f"{ndim}-d array" if ndim is not None else "array")
     if ndim is not None and x.ndim != ndim:
-        raise ValueError(f"{name} must have shape {expected}, got shape {x.shape}")
+        raise InputError(f"{name} must have shape {expected}, got shape {x.shape}")
     if min_ndim is not None and x.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {x.shape}")
+        raise InputError(f"{name} must have at least {min_ndim} dimensions, got shape {x.shape}")
     if shape is not None:
         for want, got in zip(shape, x.shape):
             if want is not None and want != got:
-                raise ValueError(f"{name} must have shape {expected}, got shape {x.shape}")
+                raise InputError(f"{name} must have shape {expected}, got shape {x.shape}")
     if kind is not None:
         k = x.dtype.kind
         ok = (k == "f" and "f" in kind) or (k == "c" and "c" in kind) or (k in "iu" and "i" in kind)
@@ -58,24 +67,24 @@ def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=
             want = {"f": "floating", "c": "complex", "i": "integer"}
             words = " or ".join(want[c] for c in kind)
             article = "an" if words[0] in "aeiou" else "a"
-            raise ValueError(f"{name} must have {article} {words} dtype, "
+            raise InputError(f"{name} must have {article} {words} dtype, "
                              f"got {x.dtype}")
     if finite and x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
-        raise ValueError(f"{name} contains NaN or inf")
+        raise InputError(f"{name} contains NaN or inf")
     return x
 
 
 def check_same_shape(name, x, ref_name, ref):
     """Require ``x.shape == ref.shape`` (no broadcasting)."""
     if x.shape != ref.shape:
-        raise ValueError(f"{name} must have the same shape as {ref_name} {ref.shape}, got {x.shape}")
+        raise InputError(f"{name} must have the same shape as {ref_name} {ref.shape}, got {x.shape}")
     return x
 
 
 def check_dtype(name, x, dtype, ref="the params'"):
     """Require ``x.dtype == dtype``: a float32 input to float64 params (or the reverse) is refused, not promoted."""
     if x.dtype != dtype:
-        raise ValueError(f"{name} must have {ref} dtype {np.dtype(dtype)}, got {x.dtype}")
+        raise InputError(f"{name} must have {ref} dtype {np.dtype(dtype)}, got {x.dtype}")
     return x
 
 
@@ -84,17 +93,17 @@ def common_dtype(arrays):
     first, ref = next(iter(arrays.items()))
     for name, a in arrays.items():
         if a.dtype != ref.dtype:
-            raise ValueError(f"{name} must have the dtype of {first} ({ref.dtype}), got {a.dtype}")
+            raise InputError(f"{name} must have the dtype of {first} ({ref.dtype}), got {a.dtype}")
     return ref.dtype
 
 
 def check_positive_int(name, value, minimum=1):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def check_choice(name, value, choices):
     if value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+        raise InputError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value

@@ -15,7 +15,38 @@ def test_check_one_cell_prints_a_passing_row(capsys):
 
 def test_check_unknown_cell_exits_with_message(capsys):
     assert main(["check", "--only", "nope", "--no-scans"]) == 2
-    assert "name must be one of" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("error: only must be one of ")
+    assert main(["check", "--only", "linear", "--no-scans", "--seed", "-1"]) == 2
+    assert capsys.readouterr().err.startswith("error: seed must be an integer >= 0")
+
+
+def test_validation_errors_are_input_errors_and_still_value_errors():
+    from minimal.validate import InputError, check_array
+
+    assert issubclass(InputError, ValueError)
+    with pytest.raises(InputError, match="^x must be a numpy.ndarray"):
+        check_array("x", [1.0])
+
+
+def test_an_internal_value_error_keeps_its_traceback(monkeypatch):
+    # only errors about the user's arguments become one line; a bug's ValueError must reach the user whole
+    from minimal import check
+
+    def broken(**kw):
+        raise ValueError("operands could not be broadcast together")
+
+    monkeypatch.setattr(check, "run", broken)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        main(["check", "--only", "linear", "--no-scans"])
+
+
+def test_a_library_input_error_reaches_the_user_as_one_line(monkeypatch, capsys):
+    from minimal import check
+    from minimal.validate import check_array
+
+    monkeypatch.setattr(check, "run", lambda **kw: check_array("x", None))
+    assert main(["check", "--no-scans"]) == 2
+    assert capsys.readouterr().err == "error: x must be a numpy.ndarray, got NoneType\n"
 
 
 def test_bench_window_needs_cuda_backend():

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from minimal import sweep
+from minimal.validate import InputError
 
 
 @dataclasses.dataclass
@@ -109,7 +110,7 @@ def test_bad_arguments_name_themselves(tmp_path, log):
         run([{"a": object()}], tmp_path)
     with pytest.raises(ValueError, match="n_workers"):
         run([Cfg(1)], tmp_path, n_workers=0)
-    with pytest.raises(ValueError, match="scheduler"):
+    with pytest.raises(InputError, match="^scheduler must be None or an address"):
         run([Cfg(1)], tmp_path, scheduler="localhost")
     with pytest.raises(ValueError, match="fn"):
         sweep.run_sweep(42, [Cfg(1)], tmp_path)

@@ -7,6 +7,7 @@ import pytest
 
 from minimal.optim import adamw_init, adamw_step, clip_by_global_norm, cosine_schedule
 from minimal.train import Checkpoint, NonFiniteLossError, load_checkpoint, save_checkpoint, train
+from minimal.validate import InputError
 
 STEPS = 9
 W_TRUE = np.array([[1.0, -2.0], [0.5, 0.0], [3.0, 1.0]])  # (D=3, K=2)
@@ -187,7 +188,7 @@ def test_bad_arguments(kw, arg):
 def test_checkpoint_must_fit_the_run(tmp_path):
     path = tmp_path / "ckpt.npz"
     train(regression, init_params(), 4, checkpoint_path=path, lr_schedule=0.1, progress=False)
-    with pytest.raises(ValueError, match="checkpoint_path .* past steps=3"):
+    with pytest.raises(InputError, match="checkpoint_path .* past steps=3"):
         train(regression, init_params(), 3, checkpoint_path=path, lr_schedule=0.1, progress=False)
     other = {"W": np.zeros((2, 2)), "nu_log": np.zeros(2)}
     with pytest.raises(ValueError, match="checkpoint_path .*params\\['W'\\] must have shape"):
