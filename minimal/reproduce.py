@@ -14,9 +14,8 @@ import math
 import time
 from pathlib import Path
 
-from . import experiments as _experiments_pkg
 from .experiments import experiments
-from .validate import InputError, check_choice
+from .validate import InputError
 
 
 def _fmt(v):
@@ -41,8 +40,6 @@ def results_table(results):
 def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None):
     """Run ``work``'s experiments (all, or those in ``only``); ``scheduler`` is a dask scheduler address
     (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster."""
-    # checked here, so that a bad WORK is an InputError (one line on the command line) before anything runs
-    check_choice("work", work, _experiments_pkg._MODULES)
     mods = experiments(work)
     if only:
         unknown = sorted(set(only) - set(mods))

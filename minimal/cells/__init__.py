@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from ..validate import check_choice
 from ._contract import REQUIRED, Example
 
 __all__ = ["REGISTRY", "Example", "get"]
@@ -48,6 +49,4 @@ def __getattr__(name):
 def get(name):
     """Return the registered module called ``name``; a ValueError lists the known names."""
     registry = __getattr__("REGISTRY")
-    if name not in registry:
-        raise ValueError(f"name must be one of {sorted(registry)}, got {name!r}")
-    return registry[name]
+    return registry[check_choice("name", name, registry)]

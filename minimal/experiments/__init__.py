@@ -1,11 +1,13 @@
 """Experiments: each module has a dataclass ``Config`` (paper defaults), ``Config.quick()`` (a CPU-minutes
 variant), ``run(config) -> dict`` and ``PAPER`` (the paper's numbers to compare against).
 
-``EXPERIMENTS`` maps ``work -> {name: module}``; ``python -m minimal reproduce WORK`` runs them.
+``experiments(work)`` returns ``{name: module}``; ``python -m minimal reproduce WORK`` runs them.
 """
 from __future__ import annotations
 
 import importlib
+
+from ..validate import check_choice
 
 # work -> experiment module names (in run order); a module listed here must exist.
 _MODULES = {
@@ -15,6 +17,5 @@ _MODULES = {
 
 def experiments(work):
     """Return ``{name: module}`` for one work (e.g. ``"zucchet"``)."""
-    if work not in _MODULES:
-        raise ValueError(f"work must be one of {sorted(_MODULES)}, got {work!r}")
+    check_choice("work", work, _MODULES)
     return {name: importlib.import_module(f"minimal.experiments.{name}") for name in _MODULES[work]}
