@@ -6,9 +6,10 @@ Depends on numpy and numba.cuda only (never on `minimal`). Tested in the numba.c
     scan.linear_scan(a, b, h0=None, method="blelloch") -> h
     scan.linear_scan_backward(a, h, dh, h0=None, method="blelloch") -> (da, db, dh0)
     scan.log_linear_scan(log_a, log_b, log_h0=None) -> log h
+    scan.log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None) -> (dlog_a, dlog_b, dlog_h0)
     window.gril_forward(...), window.gril_backward(...)   GRIL's Z_t = A ⊙ Z_{t-1} + C_t Q C_t^T
     bench.bench_scan(...), bench.bench_window(...)        GPU only
 """
-from .scan import linear_scan, linear_scan_backward, log_linear_scan
+from .scan import linear_scan, linear_scan_backward, log_linear_scan, log_linear_scan_backward
 
-__all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan"]
+__all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear_scan_backward"]

@@ -31,10 +31,18 @@ dL/dh0 are written by the same pass that writes g.
 Log space (Heinsen 2023, "Efficient parallelization of a ubiquitous sequential computation", used by
 minGRU/minLSTM, Feng et al. 2024 App. B): for positive a, b, h0 the same tree runs on (log a, log b) with
     (la1, lb1) ∘ (la2, lb2) = (la1 + la2, logaddexp(la2 + lb1, lb2)),     identity (0, -inf),
-returning log h (``log_linear_scan``; forward only).
+returning log h (``log_linear_scan``). Its backward (``log_linear_scan_backward``) is a linear reverse scan:
+with l_t = log h_t, the shares w_t = exp(log a_t + l_{t-1} - l_t) = a_t h_{t-1} / h_t and
+v_t = exp(log b_t - l_t) = b_t / h_t (both in [0, 1], formed from differences of logs), the adjoint
+G_t = dlog_h_t + w_{t+1} G_{t+1} is ``linear_scan_backward`` with coefficients w, and
+dlog_a_t = w_t G_t, dlog_b_t = v_t G_t, dlog_h0 = w_0 G_0 (as ``minimal.scan.log_scan_backward``).
+The kernels accept log b = -inf (b = 0): it is the identity's b, which the tree needs for padding. The
+public ``minimal.scan.log_scan`` rejects it for every backend (NaN or inf in log_b is a ValueError there):
+minGRU/minLSTM always have b > 0, and the backward's share v = b / h would be 0 / 0 where h is 0 too.
 
 Host functions accept NumPy arrays (copied to the device, result copied back) or numba device arrays
-(anything with ``__cuda_array_interface__``; results stay on the device).
+(anything with ``__cuda_array_interface__``, or the simulator's arrays; results stay on the device).
+Arrays with no elements (B = 0 or C = 0) give empty results without a launch.
 """
 from __future__ import annotations
 
@@ -44,7 +52,8 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32, float64
 
-__all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "METHODS", "DEFAULT_BLOCK"]
+__all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear_scan_backward", "is_device",
+           "to_device", "all_finite", "METHODS", "DEFAULT_BLOCK"]
 
 METHODS = ("sequential", "blelloch")
 DEFAULT_BLOCK = 256          # threads per block
@@ -323,8 +332,33 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
 # Host side
 
 
-def _is_device(x):
+def is_device(x):
+    """True for a numba device array (also the simulator's) or anything with ``__cuda_array_interface__``."""
     return cuda.devicearray.is_cuda_ndarray(x) or hasattr(x, "__cuda_array_interface__")
+
+
+def to_device(x):
+    """A NumPy array copied to the device (made contiguous first); a device array is returned as it is."""
+    if isinstance(x, np.ndarray):
+        return cuda.to_device(np.ascontiguousarray(x))
+    return x if cuda.devicearray.is_cuda_ndarray(x) else cuda.as_cuda_array(x)
+
+
+@cuda.jit
+def _flag_nonfinite(x, flag):
+    i = cuda.grid(1)
+    if i < x.shape[0] and not math.isfinite(x[i]):
+        flag[0] = 1  # every writer writes the same value, so the race between them is harmless
+
+
+def all_finite(x):
+    """Whether a (C-contiguous) device array holds no NaN or inf: one read of x on the device, one int back."""
+    if x.size == 0:
+        return True
+    flag = cuda.to_device(np.zeros(1, dtype=np.int32))
+    flat = to_device(x).reshape(x.size)
+    _flag_nonfinite[-(-x.size // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](flat, flag)
+    return int(flag.copy_to_host()[0]) == 0
 
 
 def _check_block(block):
@@ -337,11 +371,11 @@ def _check_block(block):
 def _check_inputs(names, arrays, h0_name, h0):
     """Validate (B, T, ...) float32/float64 arrays of one shape and dtype; returns (on_device, shape)."""
     first_name, first = names[0], arrays[0]
-    on_device = _is_device(first)
+    on_device = is_device(first)
     for name, x in zip(names, arrays):
-        if not (isinstance(x, np.ndarray) or _is_device(x)):
+        if not (isinstance(x, np.ndarray) or is_device(x)):
             raise ValueError(f"{name} must be a numpy.ndarray or a CUDA device array, got {type(x).__name__}")
-        if _is_device(x) != on_device:
+        if is_device(x) != on_device:
             raise ValueError(f"{name} must live where {first_name} does "
                              f"({'device' if on_device else 'host'}), got the other")
         if len(x.shape) < 2:
@@ -358,7 +392,7 @@ def _check_inputs(names, arrays, h0_name, h0):
         raise ValueError(f"{first_name} must have at least one time step (axis 1), got shape {shape}")
     if h0 is not None:
         want = (shape[0],) + shape[2:]
-        if not (isinstance(h0, np.ndarray) or _is_device(h0)) or _is_device(h0) != on_device:
+        if not (isinstance(h0, np.ndarray) or is_device(h0)) or is_device(h0) != on_device:
             raise ValueError(f"{h0_name} must be an array living where {first_name} does, got "
                              f"{type(h0).__name__}")
         if tuple(h0.shape) != want:
@@ -371,15 +405,16 @@ def _check_inputs(names, arrays, h0_name, h0):
 
 def _to_device_3d(x, shape3):
     """(B, T, ...) -> a (B, T, C) device array; NumPy inputs are copied over (contiguous)."""
-    if isinstance(x, np.ndarray):
-        return cuda.to_device(np.ascontiguousarray(x).reshape(shape3))
-    if not cuda.devicearray.is_cuda_ndarray(x):
-        x = cuda.as_cuda_array(x)
-    return x.reshape(shape3)
+    return to_device(x).reshape(shape3)
 
 
 def _shape3(shape):
     return (shape[0], shape[1], int(np.prod(shape[2:], dtype=np.int64)))
+
+
+def _empty(shape, dtype, on_device):
+    """The result for inputs with no elements: nothing to launch."""
+    return cuda.device_array(shape, dtype=dtype) if on_device else np.empty(shape, dtype=dtype)
 
 
 def _dummy(ndim, dtype):
@@ -455,6 +490,8 @@ def _scan(op, names, a, b, h0, method, block, channel_tile):
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(names[:2], (a, b), names[2], h0)
+    if 0 in shape:
+        return _empty(shape, a.dtype, on_device)
     s3 = _shape3(shape)
     a_d, b_d = _to_device_3d(a, s3), _to_device_3d(b, s3)
     has_h0 = h0 is not None
@@ -491,12 +528,36 @@ def log_linear_scan(log_a, log_b, log_h0=None, method="blelloch", *, block=DEFAU
     """log h for h_t = a_t h_{t-1} + b_t with positive a, b, h0, computed in log space (Heinsen 2023).
 
     Args:
-        log_a, log_b: (B, T, ...) float32 or float64 (log_b may be -inf, i.e. b = 0).
+        log_a, log_b: (B, T, ...) float32 or float64. log_b = -inf (b = 0) is computed correctly here (it is
+            the identity's b), but ``minimal.scan.log_scan`` rejects it, as for every backend.
         log_h0: (B, ...) or None (h0 = 0, i.e. log h0 = -inf).
     Returns:
         log_h: (B, T, ...), where the inputs live.
     """
     return _scan("log", ("log_a", "log_b", "log_h0"), log_a, log_b, log_h0, method, block, channel_tile)
+
+
+def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile):
+    """Device-level VJP of (B, T, C) device arrays: (da, db, dh0) on the device."""
+    if method == "sequential":
+        _, backward = _sequential_kernels(a.dtype, "linear")
+        B, T, C = a.shape
+        da = cuda.device_array((B, T, C), dtype=a.dtype)
+        db = cuda.device_array((B, T, C), dtype=a.dtype)
+        dh0 = cuda.device_array((B, C), dtype=a.dtype)
+        backward[-(-B * C // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a, h, dh, h0, has_h0, da, db, dh0)
+        return da, db, dh0
+    return _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile)
+
+
+def _grads_out(grads, shape, on_device):
+    """(B, T, C), (B, T, C), (B, C) device arrays -> the caller's shapes, where the inputs live."""
+    out = (grads[0].reshape(shape), grads[1].reshape(shape), grads[2].reshape((shape[0],) + shape[2:]))
+    return out if on_device else tuple(x.copy_to_host() for x in out)
+
+
+def _empty_grads(shape, dtype, on_device):
+    return tuple(_empty(sh, dtype, on_device) for sh in (shape, shape, (shape[0],) + shape[2:]))
 
 
 def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None):
@@ -514,18 +575,90 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(("a", "h", "dh"), (a, h, dh), "h0", h0)
+    if 0 in shape:
+        return _empty_grads(shape, a.dtype, on_device)
     s3 = _shape3(shape)
     a_d, h_d, dh_d = (_to_device_3d(x, s3) for x in (a, h, dh))
     has_h0 = h0 is not None
     h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype)
-    if method == "sequential":
-        _, backward = _sequential_kernels(a.dtype, "linear")
-        da = cuda.device_array(s3, dtype=a.dtype)
-        db = cuda.device_array(s3, dtype=a.dtype)
-        dh0 = cuda.device_array((s3[0], s3[2]), dtype=a.dtype)
-        n = s3[0] * s3[2]
-        backward[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a_d, h_d, dh_d, h0_d, has_h0, da, db, dh0)
-    else:
-        da, db, dh0 = _blelloch_backward(a_d, h_d, dh_d, h0_d, has_h0, block, channel_tile)
-    out = (da.reshape(shape), db.reshape(shape), dh0.reshape((shape[0],) + shape[2:]))
-    return out if on_device else tuple(x.copy_to_host() for x in out)
+    grads = _backward_device(a_d, h_d, dh_d, h0_d, has_h0, method, block, channel_tile)
+    return _grads_out(grads, shape, on_device)
+
+
+@lru_cache(maxsize=None)
+def _log_share_kernels(dtype):
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+
+    @cuda.jit
+    def shares(log_a, log_b, log_h, log_h0, has_h0, w, w_as_h, w0, v):
+        """Per (b, t, c): w_t = exp(log a_t + l_{t-1} - l_t), v_t = exp(log b_t - l_t).
+
+        w_t is also written where the linear backward reads h_{t-1} (w_as_h[b, t-1], or w0 at t = 0), so
+        that its da_t = g_t h_{t-1} comes out as w_t G_t = dlog_a_t and its dh0 = a_0 g_0 as w_0 G_0."""
+        i = cuda.grid(1)
+        B, T, C = log_a.shape
+        if i >= B * T * C:
+            return
+        bb = i // (T * C)
+        t = (i // C) % T
+        c = i % C
+        if t > 0:
+            l_prev = log_h[bb, t - 1, c]
+        elif has_h0:
+            l_prev = log_h0[bb, c]
+        else:
+            l_prev = nbdt(-math.inf)  # h0 = 0: w_0 = exp(-inf) = 0
+        wt = math.exp(log_a[bb, t, c] + l_prev - log_h[bb, t, c])
+        w[bb, t, c] = wt
+        if t > 0:
+            w_as_h[bb, t - 1, c] = wt
+        else:
+            w0[bb, c] = wt
+        v[bb, t, c] = math.exp(log_b[bb, t, c] - log_h[bb, t, c])
+
+    @cuda.jit
+    def times(v, G):
+        """v <- v ⊙ G (flat arrays): dlog_b = v G, written over v."""
+        i = cuda.grid(1)
+        if i < v.shape[0]:
+            v[i] = v[i] * G[i]
+
+    return shares, times
+
+
+def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="blelloch", *,
+                             block=DEFAULT_BLOCK, channel_tile=None):
+    """Vector-Jacobian product of ``log_linear_scan`` with respect to its log inputs (module docstring).
+
+    One elementwise pass forms the shares w_t = a_t h_{t-1} / h_t and v_t = b_t / h_t from differences of
+    logs; ``linear_scan_backward``'s kernels (v1 or v2, ``method``) run the adjoint G_t = dlog_h_t +
+    w_{t+1} G_{t+1} and write dlog_a = w G and dlog_h0 = w_0 G_0; a last pass writes dlog_b = v G.
+
+    Args:
+        log_a, log_b, log_h, dlog_h: (B, T, ...) of one dtype; log_h is ``log_linear_scan``'s output.
+        log_h0: (B, ...) or None (h0 = 0). NumPy or device arrays.
+        method, block, channel_tile: as in ``linear_scan``.
+    Returns:
+        (dlog_a, dlog_b, dlog_h0): (B, T, ...), (B, T, ...), (B, ...) (zeros when log_h0 is None).
+    """
+    _check_method(method)
+    block = _check_block(block)
+    on_device, shape = _check_inputs(("log_a", "log_b", "log_h", "dlog_h"), (log_a, log_b, log_h, dlog_h),
+                                     "log_h0", log_h0)
+    if 0 in shape:
+        return _empty_grads(shape, log_a.dtype, on_device)
+    s3 = _shape3(shape)
+    B, T, C = s3
+    dt = log_a.dtype
+    la, lb, lh, dlh = (_to_device_3d(x, s3) for x in (log_a, log_b, log_h, dlog_h))
+    has_h0 = log_h0 is not None
+    lh0 = _to_device_3d(log_h0, (B, C)) if has_h0 else _dummy(2, dt)
+    w, w_as_h, v = (cuda.device_array(s3, dtype=dt) for _ in range(3))
+    w0 = cuda.device_array((B, C), dtype=dt)
+    shares, times = _log_share_kernels(dt)
+    n = B * T * C
+    shares[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](la, lb, lh, lh0, has_h0, w, w_as_h, w0, v)
+    # w_as_h[:, T-1] stays unwritten: the backward reads h_{t-1} for t <= T-1 only.
+    dlog_a, G, dlog_h0 = _backward_device(w, w_as_h, dlh, w0, True, method, block, channel_tile)
+    times[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](v.reshape(n), G.reshape(n))
+    return _grads_out((dlog_a, v, dlog_h0), shape, on_device)

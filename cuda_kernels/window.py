@@ -37,7 +37,7 @@ from types import SimpleNamespace
 import numpy as np
 from numba import cuda
 
-from .scan import _NB_TYPES, _is_device, linear_scan, linear_scan_backward
+from .scan import _NB_TYPES, is_device, linear_scan, linear_scan_backward, to_device
 
 __all__ = ["gril_forward", "gril_backward", "n_windows", "DEFAULT_BLOCK"]
 
@@ -289,6 +289,7 @@ def _fused_kernel(dtype, f, w):
 
 def n_windows(T, w, s):
     """T' = (T - w) / s + 1; ValueError naming w, s or T unless the windows tile x exactly."""
+    # The same rule as minimal.cells.gril.n_windows, repeated because cuda_kernels must not import minimal.
     for name, v in (("w", w), ("s", s)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -303,11 +304,11 @@ def n_windows(T, w, s):
 def _check(x, Q, q, beta, A, w, s, extra=()):
     """Validate shapes, dtypes and placement; returns (on_device, (B, T, f, w, T'))."""
     named = [("x", x), ("Q", Q), ("q", q), ("beta", beta), ("A", A)] + list(extra)
-    on_device = _is_device(x)
+    on_device = is_device(x)
     for name, v in named:
-        if not (isinstance(v, np.ndarray) or _is_device(v)):
+        if not (isinstance(v, np.ndarray) or is_device(v)):
             raise ValueError(f"{name} must be a numpy.ndarray or a CUDA device array, got {type(v).__name__}")
-        if _is_device(v) != on_device:
+        if is_device(v) != on_device:
             raise ValueError(f"{name} must live where x does ({'device' if on_device else 'host'})")
         if np.dtype(v.dtype) not in _NB_TYPES:
             raise ValueError(f"{name} must have dtype float32 or float64, got {v.dtype}")
@@ -325,12 +326,6 @@ def _check(x, Q, q, beta, A, w, s, extra=()):
         elif tuple(v.shape) != want[name]:
             raise ValueError(f"{name} must have shape {want[name]} (w = {w}, f = {f}), got {tuple(v.shape)}")
     return on_device, (B, T, f, w, T_out)
-
-
-def _dev(v):
-    if isinstance(v, np.ndarray):
-        return cuda.to_device(np.ascontiguousarray(v))
-    return v if cuda.devicearray.is_cuda_ndarray(v) else cuda.as_cuda_array(v)
 
 
 def _grid(n, block=DEFAULT_BLOCK):
@@ -357,7 +352,7 @@ def gril_forward(x, Q, q, beta, A, w, s, *, fused=True, return_Z=False, scan_blo
         o: (B, T', f), o[:, k] belongs to input step k s + w - 1; or (o, Z) if return_Z.
     """
     on_device, (B, T, f, w, T_out) = _check(x, Q, q, beta, A, w, s)
-    xd, Qd, qd, betad, Ad = (_dev(v) for v in (x, Q, q, beta, A))
+    xd, Qd, qd, betad, Ad = (to_device(v) for v in (x, Q, q, beta, A))
     o = cuda.device_array((B, T_out, f), dtype=x.dtype)
     ker = _elementwise(x.dtype)
     if fused:
@@ -393,7 +388,7 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, scan_block=None):
         raise ValueError(f"Z must have shape (B, T', f, f) = {(B, T_out, f, f)}, got {tuple(Z.shape)}")
     if tuple(do.shape) != (B, T_out, f):
         raise ValueError(f"do must have shape (B, T', f) = {(B, T_out, f)}, got {tuple(do.shape)}")
-    xd, Qd, qd, betad, Ad, Zd, dod = (_dev(v) for v in (x, Q, q, beta, A, Z, do))
+    xd, Qd, qd, betad, Ad, Zd, dod = (to_device(v) for v in (x, Q, q, beta, A, Z, do))
     Zd = Zd.reshape((B, T_out, f * f))
     dt = x.dtype
     ker = _elementwise(dt)

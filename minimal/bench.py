@@ -11,7 +11,8 @@ allocations (the NumPy loop is timed as ``minimal.scan.sequential_scan``, alloca
 not timed here. Timing: one warm-up call of each row (it also compiles), then ``repeats`` rounds that time
 every row once; each row reports its best. One thread: these CPUs give no parallel speedup (TOOLING-NOTES).
 
-backend="cuda" hands over to ``cuda_kernels.bench`` (imported only then), which prints and saves its own tables.
+backend="cuda" hands over to ``cuda_kernels.bench`` (imported only then, by ``minimal.scan.cuda_module``),
+which prints and saves its own tables.
 """
 from __future__ import annotations
 
@@ -19,21 +20,13 @@ import time
 
 import numpy as np
 
+from .scan import cuda_module
 from .validate import check_choice, check_positive_int
 
 __all__ = ["bench_scan", "bench_window", "format_table", "DEFAULT_SHAPE"]
 
 DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32
 DEFAULT_REPEATS = 5
-
-
-def _cuda_bench():
-    try:
-        import cuda_kernels.bench as cuda_bench
-    except ImportError as e:
-        raise ValueError(f"backend='cuda' needs the module cuda_kernels.bench, which could not be imported "
-                         f"({e})") from e
-    return cuda_bench
 
 
 def _best_of_interleaved(fns, repeats):
@@ -68,7 +61,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     check_choice("backend", backend, ("numba", "cuda"))
     if backend == "cuda":
         given = {k: v for k, v in (("shape", shape), ("repeats", repeats)) if v is not None}
-        return _cuda_bench().bench_scan(**given, **kw)
+        return cuda_module("bench").bench_scan(**given, **kw)
     if kw:
         raise ValueError(f"bench_scan(backend='numba') takes shape and repeats only, got {sorted(kw)}")
     shape = DEFAULT_SHAPE if shape is None else tuple(shape)
@@ -111,7 +104,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
 def bench_window(backend="cuda", **kw):
     """GRIL's windowed cross-product kernel: CUDA only, delegates to ``cuda_kernels.bench.bench_window``."""
     check_choice("backend", backend, ("cuda",))
-    return _cuda_bench().bench_window(**kw)
+    return cuda_module("bench").bench_window(**kw)
 
 
 def format_table(rows):

@@ -13,12 +13,19 @@ Methods (``method=``):
 Backends (``backend=``):
     "numpy"  sequential = the reference loop; blelloch = the teaching version, one strided NumPy op per level.
     "numba"  compiled loops (``minimal._scan_numba``), time outer, contiguous channel axis inner.
-    "cuda"   delegates to ``cuda_kernels.scan`` (imported only when asked for).
+    "cuda"   delegates to ``cuda_kernels.scan`` (imported only when asked for). With this backend the
+             arrays may also be numba device arrays (all of them, or none): they are checked for shape and
+             dtype on the host and for NaN/inf on the device (``cuda_kernels.scan.all_finite``, one read of
+             each input, one flag copied back), and the results stay on the device, so that a training step
+             can keep its arrays there. NumPy inputs are copied over and the results copied back.
+Arrays with no elements (B = 0 or an empty channel axis) give empty results; T = 0 is a ValueError.
 
 Log space (Heinsen 2023, "Efficient parallelization of a ubiquitous sequential computation", Sec. 2; used by
 minGRU/minLSTM in Feng et al., "Were RNNs All We Needed?", App. B) for positive a, b, h0:
     log h_t = a*_t + logcumsumexp_{s<=t}(log b_s − a*_s),   a*_t = Σ_{s<=t} log a_s,
-with log h0 entering as an extra leading term of the logcumsumexp.
+with log h0 entering as an extra leading term of the logcumsumexp. log a, log b and log h0 must be finite on
+every backend: b = 0 (log b = -inf) is rejected, as minGRU/minLSTM never produce it (their b = z ⊙ g(·) has
+g > 0, Feng et al. App. B.3) and the backward's share b_t / h_t would be 0 / 0 where h_t = 0 too.
 
 Backward (vector-Jacobian product): the adjoint is itself a linear scan in reverse time,
     g_t = dL/dh_t + a_{t+1} g_{t+1}  (g_{T-1} = dL/dh_{T-1}),
@@ -27,21 +34,68 @@ so every backward reuses the forward's algorithm on time-reversed, shifted coeff
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from .validate import check_array, check_choice, check_same_shape
 
 __all__ = ["linear_scan", "linear_scan_backward", "sequential_scan", "blelloch_scan_numpy", "log_scan",
-           "log_scan_backward", "METHODS", "BACKENDS"]
+           "log_scan_backward", "scan_kwargs", "cuda_module", "METHODS", "BACKENDS", "LOG_BACKENDS"]
 
 METHODS = ("sequential", "blelloch")
 BACKENDS = ("numpy", "numba", "cuda")
-LOG_BACKENDS = ("numpy", "numba")
+LOG_BACKENDS = ("numpy", "numba", "cuda")
 
 
-def _check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", kind="f"):
-    check_array(a_name, a, min_ndim=2, kind=kind)
-    check_array(b_name, b, min_ndim=2, kind=kind)
+def scan_kwargs(method=None, backend=None):
+    """The keyword arguments a cell passes on to the scans: only those its caller set (None keeps the
+    scan's own default, its fast method and backend)."""
+    return {k: v for k, v in (("method", method), ("backend", backend)) if v is not None}
+
+
+def cuda_module(name):
+    """``cuda_kernels.<name>``, imported only when the CUDA backend is asked for; a ValueError if it cannot be."""
+    try:
+        return importlib.import_module(f"cuda_kernels.{name}")
+    except ImportError as e:
+        raise ValueError(f"backend='cuda' needs the module cuda_kernels.{name}, which could not be imported "
+                         f"({e}); use a CPU backend") from e
+
+
+def _device_inputs(backend, x):
+    """Whether this call takes device arrays: only backend="cuda" does, and x (the first input) decides."""
+    return backend == "cuda" and not isinstance(x, np.ndarray) and cuda_module("scan").is_device(x)
+
+
+def _check_device_array(name, x, ref_name):
+    cs = cuda_module("scan")
+    if not cs.is_device(x):
+        raise ValueError(f"{name} must be a CUDA device array like {ref_name} (all inputs on one side), "
+                         f"got {type(x).__name__}")
+    if np.dtype(x.dtype).kind != "f":
+        raise ValueError(f"{name} must have a floating dtype, got {x.dtype}")
+
+
+def _check_device_finite(name, x):
+    if not cuda_module("scan").all_finite(x):
+        raise ValueError(f"{name} contains NaN or inf")
+
+
+def _check_input(name, x, device, ref_name, min_ndim=None):
+    """check_array for NumPy inputs; for device arrays the same checks, NaN/inf on the device."""
+    if not device:
+        return check_array(name, x, kind="f", min_ndim=min_ndim)
+    _check_device_array(name, x, ref_name)
+    if min_ndim is not None and len(x.shape) < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {x.shape}")
+    _check_device_finite(name, x)
+    return x
+
+
+def _check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", device=False):
+    _check_input(a_name, a, device, a_name, min_ndim=2)
+    _check_input(b_name, b, device, a_name, min_ndim=2)
     if a.dtype not in (np.float32, np.float64):
         raise ValueError(f"{a_name} must be float32 or float64, got {a.dtype}")
     check_same_shape(b_name, b, a_name, a)
@@ -50,7 +104,7 @@ def _check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", kind="f")
     if a.shape[1] < 1:
         raise ValueError(f"{a_name} must have at least one time step (axis 1), got shape {a.shape}")
     if h0 is not None:
-        check_array(h0_name, h0, kind=kind)
+        _check_input(h0_name, h0, device, a_name)
         want = (a.shape[0],) + a.shape[2:]
         if h0.shape != want:
             raise ValueError(f"{h0_name} must have shape (B, ...) = {want} to match {a_name} {a.shape}, "
@@ -64,19 +118,15 @@ def _check_same_dtype(name, x, ref_name, ref):
         raise ValueError(f"{name} must have the dtype of {ref_name} ({ref.dtype}), got {x.dtype}")
 
 
-def _cuda():
-    """``cuda_kernels.scan``, imported only when the CUDA backend is asked for."""
-    try:
-        import cuda_kernels.scan as cuda_scan
-    except ImportError as e:
-        raise ValueError(f"backend='cuda' needs the module cuda_kernels.scan, which could not be imported "
-                         f"({e}); use backend='numba' or 'numpy'") from e
-    return cuda_scan
+def _n_channels(shape):
+    """C = the product of the trailing axes (1 for none); explicit because reshape(..., -1) of an empty
+    array cannot infer it."""
+    return int(np.prod(shape[2:], dtype=np.int64))
 
 
 def _as_btc(x):
     """(B, T, ...) -> a C-contiguous (B, T, C) view (a copy only if x is not contiguous)."""
-    return np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], -1)
+    return np.ascontiguousarray(x).reshape(x.shape[0], x.shape[1], _n_channels(x.shape))
 
 
 def _as_bc(x, like):
@@ -147,20 +197,20 @@ def linear_scan(a, b, h0=None, method="blelloch", backend="numba"):
     """h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros if None).
 
     Args:
-        a, b: (B, T, ...) float32 or float64 arrays of one shape and dtype, finite.
+        a, b: (B, T, ...) float32 or float64 arrays of one shape and dtype, finite, T >= 1.
         h0: (B, ...) of the same dtype, or None.
         method: "sequential" or "blelloch".
-        backend: "numpy", "numba" or "cuda".
+        backend: "numpy", "numba" or "cuda" (which also takes numba device arrays, module docstring).
     Returns:
-        h: (B, T, ...), h[:, t] is the state after step t.
+        h: (B, T, ...), h[:, t] is the state after step t; a device array when the inputs were.
     """
     check_choice("method", method, METHODS)
     check_choice("backend", backend, BACKENDS)
-    _check_scan_inputs(a, b, h0)
+    _check_scan_inputs(a, b, h0, device=_device_inputs(backend, a))
+    if backend == "cuda":
+        return cuda_module("scan").linear_scan(a, b, h0, method)
     if backend == "numpy":
         return sequential_scan(a, b, h0) if method == "sequential" else blelloch_scan_numpy(a, b, h0)
-    if backend == "cuda":
-        return _cuda().linear_scan(a, b, h0, method)
     from . import _scan_numba
 
     a3, b3 = _as_btc(a), _as_btc(b)
@@ -174,19 +224,21 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):
     Args:
         a: (B, T, ...) the forward's coefficients; h: (B, T, ...) the forward's output;
         dh: (B, T, ...) dL/dh; h0: (B, ...) or None as in the forward. All of one dtype.
-        method, backend: as in ``linear_scan`` (the adjoint scan uses the same algorithm).
+        method, backend: as in ``linear_scan`` (the adjoint scan uses the same algorithm); with
+            backend="cuda" device arrays in give device arrays out.
     Returns:
         (da, db, dh0): dL/da and dL/db of shape (B, T, ...), dL/dh0 of shape (B, ...)
         (returned even when h0 is None, as the gradient with respect to a zero initial state).
     """
     check_choice("method", method, METHODS)
     check_choice("backend", backend, BACKENDS)
-    _check_scan_inputs(a, h, h0, b_name="h")
-    check_array("dh", dh, kind="f")
+    device = _device_inputs(backend, a)
+    _check_scan_inputs(a, h, h0, b_name="h", device=device)
+    _check_input("dh", dh, device, "a")
     check_same_shape("dh", dh, "h", h)
     _check_same_dtype("dh", dh, "a", a)
     if backend == "cuda":
-        return _cuda().linear_scan_backward(a, h, dh, h0, method)
+        return cuda_module("scan").linear_scan_backward(a, h, dh, h0, method)
     if backend == "numpy":
         g = _adjoint_numpy(a, dh, method)
         h_prev = np.empty_like(h)
@@ -205,8 +257,8 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):
 # Log space (Heinsen 2023; Feng et al. App. B)
 # ---------------------------------------------------------------------------------------------------------
 
-def _check_log_inputs(log_a, log_b, log_h0):
-    _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0")
+def _check_log_inputs(log_a, log_b, log_h0, device=False):
+    _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0", device=device)
 
 
 def log_scan(log_a, log_b, log_h0=None, backend="numba"):
@@ -217,17 +269,22 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
     with log h0 as an extra term at the front of the logcumsumexp (h0 = 0 when log_h0 is None).
 
     Args:
-        log_a, log_b: (B, T, ...) finite float32/float64 arrays of one dtype.
+        log_a, log_b: (B, T, ...) finite float32/float64 arrays of one dtype (b = 0, log b = -inf, is
+            rejected on every backend: module docstring).
         log_h0: (B, ...) or None.
         backend: "numpy" evaluates Heinsen's closed form above with cumsum and ``np.logaddexp.accumulate``
             (as in Feng et al. App. B); "numba" computes the same values in one pass with the equivalent
             recurrence log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which has no cancellation between
-            a*_t and the logcumsumexp (both grow like T) and so keeps its accuracy for long sequences.
+            a*_t and the logcumsumexp (both grow like T) and so keeps its accuracy for long sequences;
+            "cuda" runs the Blelloch tree on (log a, log b) pairs (``cuda_kernels.scan.log_linear_scan``),
+            and takes device arrays as ``linear_scan`` does.
     Returns:
         log_h: (B, T, ...).
     """
     check_choice("backend", backend, LOG_BACKENDS)
-    _check_log_inputs(log_a, log_b, log_h0)
+    _check_log_inputs(log_a, log_b, log_h0, device=_device_inputs(backend, log_a))
+    if backend == "cuda":
+        return cuda_module("scan").log_linear_scan(log_a, log_b, log_h0)
     if backend == "numba":
         from . import _scan_numba
 
@@ -258,16 +315,21 @@ def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend="numba")
     Args:
         log_a, log_b, log_h, dlog_h: (B, T, ...) of one dtype; log_h is ``log_scan``'s output.
         log_h0: (B, ...) or None as in the forward.
-        backend: "numpy" (vectorised shares, reference reverse loop) or "numba" (one fused reverse pass).
+        backend: "numpy" (vectorised shares, reference reverse loop), "numba" (one fused reverse pass) or
+            "cuda" (``cuda_kernels.scan.log_linear_scan_backward``: the shares in one elementwise pass, then
+            the adjoint on the GPU's reverse linear scan; device arrays as in ``linear_scan``).
     Returns:
         (dlog_a, dlog_b, dlog_h0), dlog_h0 of shape (B, ...) (zeros when log_h0 is None: h0 = 0 has w_0 = 0).
     """
     check_choice("backend", backend, LOG_BACKENDS)
-    _check_log_inputs(log_a, log_b, log_h0)
+    device = _device_inputs(backend, log_a)
+    _check_log_inputs(log_a, log_b, log_h0, device=device)
     for name, x in (("log_h", log_h), ("dlog_h", dlog_h)):
-        check_array(name, x, kind="f")
+        _check_input(name, x, device, "log_a")
         check_same_shape(name, x, "log_a", log_a)
         _check_same_dtype(name, x, "log_a", log_a)
+    if backend == "cuda":
+        return cuda_module("scan").log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0)
     if backend == "numba":
         from . import _scan_numba
 

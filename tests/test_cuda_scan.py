@@ -153,6 +153,69 @@ def test_minimal_scan_dispatches_to_these_kernels(rng):
             np.testing.assert_array_equal(g, w)
 
 
+def test_minimal_scan_keeps_device_arrays_on_the_device(rng):
+    """backend="cuda" takes device arrays (checked on the device for NaN/inf) and returns device arrays."""
+    a, b, h0, dh = problem(rng, (2, 5, 3), np.float64)
+    d_a, d_b, d_h0, d_dh = (cuda.to_device(x) for x in (a, b, h0, dh))
+    h = ref.linear_scan(d_a, d_b, d_h0, method="sequential", backend="cuda")  # v1: cheap in the simulator
+    assert cuda.devicearray.is_cuda_ndarray(h)
+    h_ref = ref.linear_scan(a, b, h0, method="sequential", backend="numpy")
+    assert_close(h.copy_to_host(), h_ref, np.float64)
+    grads = ref.linear_scan_backward(d_a, h, d_dh, d_h0, method="sequential", backend="cuda")
+    assert all(cuda.devicearray.is_cuda_ndarray(g) for g in grads)
+    for g, w in zip(grads, ref.linear_scan_backward(a, h_ref, dh, h0, method="sequential", backend="numpy")):
+        assert_close(g.copy_to_host(), w, np.float64)
+
+
+def test_minimal_scan_checks_device_arrays_like_numpy_ones(rng):
+    a, b, h0, dh = problem(rng, (2, 4, 3), np.float64)
+    d_a, d_b, d_h0 = (cuda.to_device(x) for x in (a, b, h0))
+    nan_b = b.copy()
+    nan_b[1, 2, 0] = np.nan
+    with pytest.raises(ValueError, match="b contains NaN or inf"):
+        ref.linear_scan(d_a, cuda.to_device(nan_b), backend="cuda")
+    with pytest.raises(ValueError, match="h0 contains NaN or inf"):
+        ref.linear_scan(d_a, d_b, cuda.to_device(np.full_like(h0, np.inf)), backend="cuda")
+    with pytest.raises(ValueError, match="dh contains NaN or inf"):
+        ref.linear_scan_backward(d_a, d_b, cuda.to_device(nan_b), backend="cuda")
+    with pytest.raises(ValueError, match="b must be a CUDA device array like a"):
+        ref.linear_scan(d_a, b, backend="cuda")
+    with pytest.raises(ValueError, match="b must have the same shape as a"):
+        ref.linear_scan(d_a, cuda.to_device(np.ascontiguousarray(b[:, :3])), backend="cuda")
+    with pytest.raises(ValueError, match="b must have the dtype of a"):
+        ref.linear_scan(d_a, cuda.to_device(b.astype(np.float32)), backend="cuda")
+    with pytest.raises(ValueError, match="a must have a floating dtype"):
+        ref.linear_scan(cuda.to_device(a.astype(np.int64)), d_b, backend="cuda")
+    with pytest.raises(ValueError, match=r"h0 must have shape \(B, ...\)"):
+        ref.linear_scan(d_a, d_b, d_h0[:1], backend="cuda")
+    with pytest.raises(ValueError, match="a must be a numpy.ndarray"):  # only the CUDA backend takes them
+        ref.linear_scan(d_a, d_b, backend="numba")
+    with pytest.raises(ValueError, match="log_b contains NaN or inf"):  # b = 0: rejected on every backend
+        ref.log_scan(d_a, cuda.to_device(np.full_like(b, -np.inf)), backend="cuda")
+
+
+def test_all_finite_finds_one_bad_entry(rng):
+    x = rng.normal(size=(3, 5, 7))
+    assert cs.all_finite(cuda.to_device(x)) and cs.all_finite(x) and cs.all_finite(cuda.device_array((0, 3)))
+    for bad in (np.nan, np.inf, -np.inf):
+        y = x.copy()
+        y[2, 4, 6] = bad  # the last entry: the kernel covers the whole array
+        assert not cs.all_finite(cuda.to_device(y))
+
+
+@pytest.mark.parametrize("shape", [(0, 4, 3), (2, 4, 0)], ids=str)
+def test_no_elements_give_empty_results(shape):
+    a = np.ones(shape)
+    h0 = np.ones((shape[0],) + shape[2:])
+    assert ref.linear_scan(a, a, h0, backend="cuda").shape == shape
+    assert [g.shape for g in ref.linear_scan_backward(a, a, a, h0, backend="cuda")] == [shape, shape, h0.shape]
+    assert ref.log_scan(a, a, h0, backend="cuda").shape == shape
+    grads = ref.log_scan_backward(a, a, a, a, h0, backend="cuda")
+    assert [g.shape for g in grads] == [shape, shape, h0.shape]
+    h = cs.linear_scan(cuda.to_device(a), cuda.to_device(a))
+    assert cuda.devicearray.is_cuda_ndarray(h) and h.shape == shape
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Log space (Heinsen 2023)
 
@@ -185,6 +248,41 @@ def test_log_space_without_h0_starts_from_log_zero(rng, method):
         got = cs.log_linear_scan(np.log(a), np.log(b), None, method, block=4)
     assert np.all(got[:, :2] == -np.inf)
     np.testing.assert_allclose(got[:, 2:], want[:, 2:], rtol=1e-12)
+
+
+def log_problem(rng, shape, dtype, h0=True):
+    log_a = np.log(rng.uniform(0.5, 1.0, shape)).astype(dtype)
+    log_b = np.log(rng.uniform(0.1, 1.0, shape)).astype(dtype)
+    log_h0 = np.log(rng.uniform(0.1, 1.0, (shape[0],) + shape[2:])).astype(dtype) if h0 else None
+    return log_a, log_b, log_h0, rng.normal(size=shape).astype(dtype)
+
+
+@pytest.mark.parametrize("method, T, h0, dtype", [
+    ("sequential", 1, True, np.float64), ("sequential", 70, False, np.float64), ("blelloch", 1, False, np.float64),
+    ("blelloch", 7, True, np.float32), ("blelloch", 70, True, np.float64)])
+def test_log_space_backward_equals_the_numpy_backward(rng, method, T, h0, dtype):
+    """The shares and a reverse linear scan on the GPU (T = 70 with block 8: chunks of 8, two carry levels)."""
+    log_a, log_b, log_h0, dlog_h = log_problem(rng, (2, T, 3), dtype, h0)
+    log_h = ref.log_scan(log_a, log_b, log_h0, backend="numpy")
+    got = cs.log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, method, block=8)
+    want = ref.log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, backend="numpy")
+    for g, w in zip(got, want):
+        assert_close(g, w, dtype)
+    if not h0:
+        assert np.all(got[2] == 0.0)  # h0 = 0: w_0 = 0
+
+
+def test_minimal_log_scan_dispatches_to_these_kernels(rng):
+    log_a, log_b, log_h0, dlog_h = log_problem(rng, (1, 3, 1), np.float64)  # default block: keep it tiny
+    want = ref.log_scan(log_a, log_b, log_h0, backend="numpy")
+    d = [cuda.to_device(x) for x in (log_a, log_b, log_h0, dlog_h)]
+    log_h = ref.log_scan(d[0], d[1], d[2], backend="cuda")
+    assert cuda.devicearray.is_cuda_ndarray(log_h)
+    assert_close(log_h.copy_to_host(), want, np.float64)
+    grads = ref.log_scan_backward(d[0], d[1], log_h, d[3], d[2], backend="cuda")
+    assert all(cuda.devicearray.is_cuda_ndarray(g) for g in grads)
+    for g, w in zip(grads, ref.log_scan_backward(log_a, log_b, want, dlog_h, log_h0, backend="numpy")):
+        assert_close(g.copy_to_host(), w, np.float64)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -221,6 +319,12 @@ def test_bad_inputs_name_the_argument(rng):
         cs.linear_scan_backward(a, b, dh[:1], h0)
     with pytest.raises(ValueError, match="log_b must have the shape of log_a"):
         cs.log_linear_scan(a, b[:1])
+    with pytest.raises(ValueError, match="dlog_h must have the shape of log_a"):
+        cs.log_linear_scan_backward(a, b, b, dh[:1], h0)
+    with pytest.raises(ValueError, match="log_h0 must have shape"):
+        cs.log_linear_scan_backward(a, b, b, dh, h0[:1])
+    with pytest.raises(ValueError, match="method"):
+        cs.log_linear_scan_backward(a, b, b, dh, h0, method="tree")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -300,9 +300,9 @@ def test_unknown_method_or_backend_is_named():
     with pytest.raises(ValueError, match="backend must be one of"):
         scan.linear_scan_backward(a, b, dh, h0, backend="torch")
     with pytest.raises(ValueError, match="backend must be one of"):
-        scan.log_scan(a, b, backend="cuda")
+        scan.log_scan(a, b, backend="jax")
     with pytest.raises(ValueError, match="backend must be one of"):
-        scan.log_scan_backward(a, b, a, dh, backend="cuda")
+        scan.log_scan_backward(a, b, a, dh, backend="torch")
 
 
 def test_bad_backward_inputs_name_the_argument():
@@ -339,6 +339,43 @@ def test_bad_log_inputs_name_the_argument():
         scan.log_scan_backward(log_a, log_b, log_h, np.full_like(log_h, np.nan), log_h0)
 
 
+@pytest.mark.parametrize("backend", scan.LOG_BACKENDS)
+def test_b_zero_is_rejected_by_every_log_backend(backend):
+    """One rule for all backends: log b = -inf (b = 0) never reaches a kernel (minGRU/minLSTM have b > 0)."""
+    log_a, log_b, log_h0 = _log_problem(np.random.default_rng(8), (1, 3, 1))
+    log_h = scan.log_scan(log_a, log_b, log_h0, backend="numpy")
+    log_b[0, 1, 0] = -np.inf
+    with pytest.raises(ValueError, match="log_b contains NaN or inf"):
+        scan.log_scan(log_a, log_b, log_h0, backend=backend)
+    with pytest.raises(ValueError, match="log_b contains NaN or inf"):
+        scan.log_scan_backward(log_a, log_b, log_h, log_h, log_h0, backend=backend)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# no elements: B = 0 or an empty channel axis gives empty results (T = 0 is an error, tested above)
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(0, 5, 3), (0, 5), (2, 5, 0), (2, 3, 0, 4)], ids=str)
+@pytest.mark.parametrize("method,backend", CPU_CASES)
+def test_no_elements_give_empty_results(method, backend, shape):
+    a, b, h0, dh = _problem(np.random.default_rng(9), shape)
+    h = scan.linear_scan(a, b, h0, method, backend)
+    assert h.shape == shape and h.dtype == a.dtype
+    grads = scan.linear_scan_backward(a, h, dh, h0, method, backend)
+    assert [g.shape for g in grads] == [shape, shape, h0.shape]
+    log_h = scan.log_scan(a, b, h0, backend=backend)
+    assert log_h.shape == shape
+    grads = scan.log_scan_backward(a, b, log_h, dh, h0, backend=backend)
+    assert [g.shape for g in grads] == [shape, shape, h0.shape]
+
+
+def test_scan_kwargs_passes_on_only_what_the_caller_set():
+    assert scan.scan_kwargs() == {}
+    assert scan.scan_kwargs(None, "numba") == {"backend": "numba"}
+    assert scan.scan_kwargs("sequential", None) == {"method": "sequential"}
+    assert scan.scan_kwargs("blelloch", "cuda") == {"method": "blelloch", "backend": "cuda"}
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the CUDA backend delegates to cuda_kernels.scan
 # ---------------------------------------------------------------------------------------------------------
@@ -350,6 +387,16 @@ def test_cuda_backend_without_its_module_says_so(monkeypatch):
         scan.linear_scan(a, b, h0, backend="cuda")
     with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.scan"):
         scan.linear_scan_backward(a, b, dh, h0, backend="cuda")
+    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.scan"):
+        scan.log_scan(a, b, h0, backend="cuda")
+
+
+def test_cuda_bench_without_its_module_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuda_kernels.bench", None)
+    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.bench"):
+        bench.bench_scan(backend="cuda")
+    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.bench"):
+        bench.bench_window()
 
 
 def test_cuda_backend_calls_cuda_kernels_scan_with_the_agreed_signature(monkeypatch):
@@ -360,12 +407,18 @@ def test_cuda_backend_calls_cuda_kernels_scan_with_the_agreed_signature(monkeypa
     fake.linear_scan = lambda a, b, h0, method: calls.append(("fwd", method)) or _ref(a, b, h0)
     fake.linear_scan_backward = lambda a, h, dh, h0, method: (calls.append(("bwd", method))
                                                               or _ref_backward(a, h, dh, h0))
+    fake.log_linear_scan = lambda la, lb, lh0: calls.append("log fwd") or scan.log_scan(la, lb, lh0, "numpy")
+    fake.log_linear_scan_backward = lambda la, lb, lh, dlh, lh0: (calls.append("log bwd")
+                                                                  or scan.log_scan_backward(la, lb, lh, dlh, lh0,
+                                                                                            "numpy"))
     monkeypatch.setitem(sys.modules, "cuda_kernels.scan", fake)
     monkeypatch.setattr(cuda_kernels, "scan", fake, raising=False)
     a, b, h0, dh = _good()
     h = scan.linear_scan(a, b, h0, method="sequential", backend="cuda")
     scan.linear_scan_backward(a, h, dh, h0, method="blelloch", backend="cuda")
-    assert calls == [("fwd", "sequential"), ("bwd", "blelloch")]
+    log_h = scan.log_scan(a, b, h0, backend="cuda")
+    scan.log_scan_backward(a, b, log_h, dh, h0, backend="cuda")
+    assert calls == [("fwd", "sequential"), ("bwd", "blelloch"), "log fwd", "log bwd"]
     with pytest.raises(ValueError, match="h0 must have shape"):  # inputs are checked before delegating
         scan.linear_scan(a, b, h0[:1], backend="cuda")
 

@@ -176,10 +176,8 @@ def step_loop(step_forward, params, x, h0, H, log_space):
     return h
 
 
-def _scan_kwargs(method, backend):
-    # backend=None leaves the choice to minimal.scan; the log scan has no method.
-    kw = {} if backend is None else {"backend": backend}
-    return kw if method is None else dict(kw, method=method)
+# backend=None leaves the choice to minimal.scan; the log scan has no method. One helper for every cell.
+_scan_kwargs = scan.scan_kwargs
 
 
 def linear_scan(a, b, h0, method, backend):
