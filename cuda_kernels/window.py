@@ -39,7 +39,7 @@ from numba import cuda
 
 from .scan import _NB_TYPES, is_device, linear_scan, linear_scan_backward, to_device
 
-__all__ = ["gril_forward", "gril_backward", "n_windows", "DEFAULT_BLOCK"]
+__all__ = ["gril_forward", "gril_backward", "n_windows", "to_device", "DEFAULT_BLOCK"]
 
 DEFAULT_BLOCK = 128  # threads per block of the elementwise kernels
 

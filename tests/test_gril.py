@@ -56,12 +56,14 @@ def test_step_forward_is_one_window_of_the_sequential_mode(rng):
     assert rel_error(Z_1, cache.Z[:, 1]) <= 1e-14
 
 
-SCANS = [("blelloch", "numpy"), ("sequential", "numba"), ("blelloch", "numba"), (None, None), ("blelloch", "cuda")]
+SCANS = [("blelloch", "numpy"), ("sequential", "numba"), ("blelloch", "numba"), (None, None), ("blelloch", "cuda"),
+         (None, "cuda")]
 
 
 @pytest.mark.parametrize("method,backend", SCANS, ids=[f"{b}-{m}" for m, b in SCANS])
 def test_every_scan_gives_the_reference_output_and_gradients(method, backend, rng):
-    """(None, None) is the default: the scan's own fast method and backend."""
+    """(None, None) is the default: the scan's own fast method and backend. backend="cuda" is the whole block
+    in cuda_kernels.window: fused forward (None) or unfused with the Blelloch scan ("blelloch")."""
     if backend in ("numba", None):
         pytest.importorskip("minimal._scan_numba")
     if backend == "cuda":
@@ -75,6 +77,19 @@ def test_every_scan_gives_the_reference_output_and_gradients(method, backend, rn
     assert rel_error(dx, dx_ref) <= 1e-12
     for name in params:
         assert rel_error(g[name], g_ref[name]) <= 1e-12, name
+
+
+def test_cuda_backend_runs_the_window_kernels_and_keeps_x_and_Z_on_the_device(rng):
+    cuda = pytest.importorskip("numba.cuda")
+    pytest.importorskip("cuda_kernels.window")
+    params, x = _case(rng, B=1, T=5, f=2, w=3, s=1)
+    o, cache = gril.forward(params, x, s=1, backend="cuda")
+    assert cuda.devicearray.is_cuda_ndarray(cache.Z) and cuda.devicearray.is_cuda_ndarray(cache.x_device)
+    assert isinstance(o, np.ndarray)
+    dx, grads = gril.backward(params, cache, np.ones_like(o))
+    assert isinstance(dx, np.ndarray) and set(grads) == set(params)
+    with pytest.raises(ValueError, match="method must be one of"):
+        gril.forward(params, x, s=1, method="tree", backend="cuda")
 
 
 def test_reference_function_equals_the_cell(rng):
@@ -209,6 +224,20 @@ def test_bad_shapes_name_the_argument(rng):
         gril.step_backward(params, np.zeros((1, 2, 2)), cache.C[:, 0], o[:, 0], np.zeros((1, 2, 3)))
     with pytest.raises(ValueError, match="w must equal the size of Q"):
         gril.gril_forward_reference(x, params["Q"], params["q"], params["beta"], params["A"], 2, 1)
+
+
+def test_params_must_have_exactly_the_four_names(rng):
+    params, x = _good(rng)
+    o, cache = gril.forward(params, x, **REF)
+    missing = {k: v for k, v in params.items() if k != "beta"}
+    extra = {**params, "bias": np.zeros(2)}
+    for bad in (missing, extra):
+        with pytest.raises(ValueError, match=r"params must be a dict with exactly the keys \['A', 'Q', 'beta', 'q'\]"):
+            gril.forward(bad, x, **REF)
+        with pytest.raises(ValueError, match="params must"):
+            gril.backward(bad, cache, o)
+        with pytest.raises(ValueError, match="params must"):
+            gril.step_forward(bad, np.zeros((1, 2, 2)), cache.C[:, 0])
 
 
 def test_init_shapes(rng):

@@ -21,6 +21,12 @@ Two modes of one function:
     parallel    (default) build every C_k and U_k, run Z through ``minimal.scan.linear_scan`` as a
                 (B, T', f*f) recurrence with a_k = A for every k, then read out.
     sequential  one ``step_forward`` per window with the state Z (the recurrent form used at inference).
+In parallel mode, backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window``: the forward
+is the fused kernel (method None or "sequential": one thread per entry of Z, sequential over windows,
+f <= 32) or the unfused one (method "blelloch": updates, Blelloch scan over windows, readout); the backward
+is that module's elementwise kernels with the GPU's reverse scan. x and Z go to the device once and stay
+there (in the cache) from the forward to the backward; o, dx and the gradients come back as NumPy arrays.
+The params must then have x's dtype (the kernels do not cast).
 
 Glossary: B batch, T input steps, f features per token, w window width, s stride, T' number of windows.
 Params: Q (w, w), q (w,), beta (1,) for a scalar β or (f,) for one β per output feature, A (f, f).
@@ -28,11 +34,12 @@ The block has no input projection of its own: tokens come from ``minimal.layers`
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
 
-from ..scan import linear_scan, linear_scan_backward, sequential_scan
+from ..scan import cuda_module, linear_scan, linear_scan_backward, scan_kwargs, sequential_scan
 from ..validate import check_array, check_choice, check_positive_int
 from ._contract import Example
 
@@ -40,15 +47,17 @@ __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "exam
            "window_backward", "n_windows", "gril_forward_reference", "MODES"]
 
 MODES = ("parallel", "sequential")
+PARAM_NAMES = frozenset({"Q", "q", "beta", "A"})
 
 
 class Cache(NamedTuple):
     mode: str
     T: int  # input length, to scatter dC back onto x
     s: int
-    C: np.ndarray  # (B, T', f, w) windows
-    Z: np.ndarray  # (B, T', f, f) states after each window
+    C: np.ndarray  # (B, T', f, w) windows; None on the CUDA path, whose kernels index x directly
+    Z: np.ndarray  # (B, T', f, f) states after each window; a device array on the CUDA path
     scan_kwargs: dict  # method / backend passed to the scan (parallel mode)
+    x_device: object = None  # the CUDA path's device copy of x (B, T, f), reused by the backward
 
 
 # ----------------------------------------------------------------------------------------- windows
@@ -58,6 +67,7 @@ def n_windows(T, w, s):
     Raises:
         ValueError: naming ``w`` when w > T, ``s`` when s < 1, ``T`` when (T - w) % s != 0.
     """
+    # Repeated in cuda_kernels.window.n_windows (cuda_kernels must not import minimal): keep the two alike.
     w = check_positive_int("w", w)
     s = check_positive_int("s", s)
     if w > T:
@@ -131,6 +141,9 @@ def init(rng, f, w, per_feature_beta=False):
 
 def _check_params(params):
     """Returns (f, w)."""
+    if not isinstance(params, Mapping) or set(params) != PARAM_NAMES:
+        got = sorted(params) if isinstance(params, Mapping) else type(params).__name__
+        raise ValueError(f"params must be a dict with exactly the keys {sorted(PARAM_NAMES)}, got {got}")
     A = check_array("A", params["A"], ndim=2, names=("f", "f"))
     f = A.shape[0]
     check_array("A", A, (f, f), names=("f", "f"))
@@ -142,11 +155,6 @@ def _check_params(params):
     if beta.shape not in ((1,), (f,)):
         raise ValueError(f"beta must have shape (1,) (scalar) or (f,) = ({f},), got shape {beta.shape}")
     return f, w
-
-
-def _scan_kwargs(method, backend):
-    """Only what the caller set: None leaves the scan's own default (its fastest method and backend)."""
-    return {k: v for k, v in (("method", method), ("backend", backend)) if v is not None}
 
 
 def _step(params, Z_prev, C_t):
@@ -230,30 +238,59 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
         mode: "parallel" (windows, updates and a linear scan over all steps) or "sequential"
             (``step_forward`` once per window).
         method, backend: passed to ``minimal.scan.linear_scan`` in parallel mode; None keeps the scan's
-            default (its fast method). Unused in sequential mode.
+            default (its fast method). backend="cuda" runs the block with ``cuda_kernels.window`` instead
+            (module docstring; method None or "sequential" = fused, "blelloch" = unfused). Unused in
+            sequential mode.
     Returns:
         o: (B, T', f), o[:, k] the output at input step t_k = k s + w - 1; and the cache for ``backward``.
     """
     f, w = _check_forward(params, x, s)
     check_choice("mode", mode, MODES)
+    kwargs = scan_kwargs(method, backend)
+    if mode == "parallel" and backend == "cuda":
+        return _forward_cuda(params, x, s, w, kwargs)
     C = window(x, w, s)  # (B, T', f, w)
     B, T_out = C.shape[:2]
-    scan_kwargs = _scan_kwargs(method, backend)
     if mode == "parallel":
         U = C @ params["Q"] @ C.transpose(0, 1, 3, 2)  # (B, T', f, f)
         b = U.reshape(B, T_out, f * f)
         a = np.empty_like(b)
         a[...] = params["A"].reshape(1, 1, f * f)  # the scan takes one coefficient per step: no broadcasting
-        Z = linear_scan(a, b, **scan_kwargs).reshape(B, T_out, f, f)
+        Z = linear_scan(a, b, **kwargs).reshape(B, T_out, f, f)
         o = params["beta"] * np.einsum("btij,btj->bti", Z, C @ params["q"])
-        return o, Cache(mode, x.shape[1], s, C, Z, scan_kwargs)
+        return o, Cache(mode, x.shape[1], s, C, Z, kwargs)
     Z = np.empty((B, T_out, f, f), dtype=np.result_type(C, params["A"], params["Q"]))
     o = np.empty((B, T_out, f), dtype=Z.dtype)
     Z_t = np.zeros((B, f, f), dtype=Z.dtype)
     for k in range(T_out):
         o[:, k], Z_t = _step(params, Z_t, C[:, k])
         Z[:, k] = Z_t
-    return o, Cache(mode, x.shape[1], s, C, Z, scan_kwargs)
+    return o, Cache(mode, x.shape[1], s, C, Z, kwargs)
+
+
+def _device_params(win, params):
+    return [win.to_device(params[k]) for k in ("Q", "q", "beta", "A")]
+
+
+def _forward_cuda(params, x, s, w, kwargs):
+    """Parallel mode on the GPU (``cuda_kernels.window``); x and Z stay on the device for the backward."""
+    method = kwargs.get("method")
+    if method is not None:
+        check_choice("method", method, ("sequential", "blelloch"))
+    win = cuda_module("window")
+    x_d = win.to_device(x)
+    fused = method == "sequential" or (method is None and x.shape[2] ** 2 <= 1024)
+    o, Z = win.gril_forward(x_d, *_device_params(win, params), w, s, fused=fused, return_Z=True)
+    return o.copy_to_host(), Cache("parallel", x.shape[1], s, None, Z, kwargs, x_d)
+
+
+def _backward_cuda(params, cache, do):
+    win = cuda_module("window")
+    B, T_out, f, _ = cache.Z.shape
+    check_array("do", do, (B, T_out, f), names=("B", "T'", "f"))
+    dx, grads = win.gril_backward(cache.x_device, *_device_params(win, params), params["Q"].shape[0], cache.s,
+                                  cache.Z, win.to_device(do))
+    return dx.copy_to_host(), {k: grads[k].copy_to_host() for k in params}
 
 
 def backward(params, cache, do):
@@ -262,8 +299,12 @@ def backward(params, cache, do):
     Args:
         cache: from ``forward``; do: (B, T', f) dL/do.
     Returns:
-        dx (B, T, f) and grads {Q, q, beta, A} of the params' shapes.
+        dx (B, T, f) and grads {Q, q, beta, A} of the params' shapes. A cache from the CUDA path (backend
+        "cuda") runs ``cuda_kernels.window.gril_backward`` on the x and Z it kept on the device.
     """
+    _check_params(params)
+    if cache.x_device is not None:
+        return _backward_cuda(params, cache, do)
     Q, q, beta, A = params["Q"], params["q"], params["beta"], params["A"]
     C, Z = cache.C, cache.Z
     B, T_out, f, w = C.shape
