@@ -235,6 +235,20 @@ def test_prune_by_function_keeps_the_exact_construction_whole(teacher, rng):
     assert (pruned.hidden.size, pruned.gates.size) == (c.n_kv + c.n_q, c.params["D"].shape[1])
 
 
+@pytest.mark.parametrize("build", [constructions.lsa_to_gated_rnn, constructions.lsa_to_gated_rnn_compact])
+def test_key_values_need_d_d_plus_1_over_2_dimensions_and_queries_d(teacher, rng, build):
+    """Sec. 3.1: the key-value state is a symmetric d x d matrix's worth of information (d(d+1)/2 = 6 for
+    d = 3) even when the full construction spreads it over d^2 = 9 neurons; the queries need d = 3."""
+    c = build(teacher.W_V, teacher.W_K, teacher.W_Q)
+    x = rng.standard_normal((8, 6, 3))
+    x_tilde, y_star = lsa_teacher.append_one(x), lsa_teacher.targets(teacher, x)
+    kv = identification.needed_dimensions(c.params, x_tilde, y_star, "kv", lam=c.lam)
+    q = identification.needed_dimensions(c.params, x_tilde, y_star, "q", lam=c.lam)
+    assert (kv.needed, q.needed) == (6, 3)
+    assert kv.losses.shape == (c.n_kv + 1,) and kv.losses[0] > 0.5 and kv.losses[5] > 1e-6
+    assert np.all(kv.losses[6:] < 1e-20) and q.losses[2] > 1e-6
+
+
 def test_merged_kernel_of_the_construction_couples_only_kv_and_q(teacher, rng):
     c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     K = identification.merged_kernel(c.params)
@@ -269,6 +283,10 @@ def test_identification_bad_inputs(teacher, rng):
         identification.prune_by_function(c.params, x_tilde, y_star, lam=c.lam, floor=0.0)
     with pytest.raises(ValueError, match="lam must have shape"):
         identification.prune_by_function(c.params, x_tilde, y_star, lam=c.lam[:-1])
+    with pytest.raises(ValueError, match="kind must be"):
+        identification.needed_dimensions(c.params, x_tilde, y_star, "other", lam=c.lam)
+    with pytest.raises(ValueError, match="y_star must have shape"):
+        identification.needed_dimensions(c.params, x_tilde, y_star[..., :2], "kv", lam=c.lam)
     with pytest.raises(ValueError, match="Y has a constant column"):
         identification.one_minus_r2(np.ones((5, 1)), np.ones((5, 1)))
     with pytest.raises(ValueError, match="Y must have shape"):

@@ -45,7 +45,8 @@ from ..tasks import lsa_teacher
 from ..validate import check_array
 
 __all__ = ["neuron_kinds", "one_minus_r2", "teacher_key_values", "teacher_queries", "Scores", "kv_q_scores",
-           "Pruned", "prune", "prune_by_function", "pruned_relative_loss", "merged_kernel", "kernel_block_norms"]
+           "Pruned", "prune", "prune_by_function", "Dimensions",
+           "needed_dimensions", "pruned_relative_loss", "merged_kernel", "kernel_block_norms"]
 
 
 def neuron_kinds(lam, lam_tol=0.05):
@@ -251,6 +252,51 @@ def prune_by_function(params, x_tilde, y_star, lam=None, budget=2.0, floor=1e-20
         if removed == 0:
             break
     return _subnetwork(params, lam, np.flatnonzero(keep[:H]), np.flatnonzero(keep[H:]))
+
+
+class Dimensions(NamedTuple):
+    needed: int           # fewest principal directions of this kind's states that meet the budget
+    losses: np.ndarray    # (n + 1,) relative loss with the states projected on their top r directions
+
+
+def needed_dimensions(params, x_tilde, y_star, kind, lam=None, lam_tol=0.05, budget=2.0, floor=1e-20):
+    """How many dimensions of the key-value (``kind="kv"``) or query (``"q"``) neurons' states the output
+    needs: the states h_S of that kind (S, n neurons) are replaced by their projection on the top r right
+    singular vectors of h_S over all (b, t) (uncentred: the layer has no biases), r = 0..n, and ``needed``
+    is the smallest r with relative loss <= budget * max(L0, floor), L0 the network's own (the criterion of
+    ``prune_by_function``). Neurons of one kind may spread r dimensions over more than r neurons, which
+    pruning cannot undo; this count does not depend on how they are spread.
+
+    Args:
+        params: diagonal gated RNN params; x_tilde (B, T, D_in), y_star (B, T, D_out).
+        kind: "kv" or "q"; lam: (H,) λ (default exp(−exp(ν))); lam_tol: as in ``neuron_kinds``.
+    Returns:
+        ``Dimensions``.
+    """
+    if kind not in ("kv", "q"):
+        raise ValueError(f"kind must be 'kv' or 'q', got {kind!r}")
+    if not budget >= 1.0:
+        raise ValueError(f"budget must be >= 1 (the pruned loss may not be below the network's), got {budget}")
+    lam = gated_rnn.lam_from_nu(params["nu"]) if lam is None else lam
+    check_array("y_star", y_star, x_tilde.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
+    _, cache = gated_rnn.forward(params, x_tilde, lam=lam)
+    h = cache.h.reshape(-1, cache.h.shape[-1])
+    y_flat, var = y_star.reshape(-1, y_star.shape[-1]), float(np.var(y_star))
+    idx = np.flatnonzero(neuron_kinds(lam, lam_tol) == kind)
+
+    def loss(states):
+        err = ((states @ params["W_out_m"].T) * (states @ params["W_out_x"].T)) @ params["D"].T - y_flat
+        return float(np.mean(err * err)) / var
+
+    V = np.linalg.svd(h[:, idx], full_matrices=False)[2].T if idx.size else np.zeros((0, 0))
+    losses = []
+    for r in range(idx.size + 1):
+        projected = h.copy()
+        projected[:, idx] = h[:, idx] @ V[:, :r] @ V[:, :r].T
+        losses.append(loss(projected))
+    allowed = budget * max(loss(h), floor)
+    needed = next(r for r, value in enumerate(losses) if value <= allowed or r == idx.size)
+    return Dimensions(int(needed), np.array(losses))
 
 
 def pruned_relative_loss(pruned, x_tilde, y_star):

@@ -13,7 +13,9 @@ reverse-engineer the student (``minimal.analysis``):
     pruning            neurons whose input or output weights are ~0, removed; the rest counted as
                        key-value (λ ≈ 1) and query (λ ≈ 0) neurons; the paper keeps 10 KV + 4 Q.
                        Also by function: every neuron whose removal keeps the relative loss within
-                       twice the trained network's (``identification.prune_by_function``)
+                       twice the trained network's (``identification.prune_by_function``), and the
+                       number of principal directions of the KV and Q neurons' states the output
+                       needs under the same budget (``identification.needed_dimensions``)
 
 Optimisation differs from the paper on purpose: the paper trains with Adam at 1e-3 for far longer than a
 CPU-minutes budget; we use AdamW at a peak of 1e-2 with a cosine schedule sized to the run (the project's
@@ -161,6 +163,8 @@ def analyse(config, teacher, params, n_regression=256, n_prune=256):
     blocks = identification.kernel_block_norms(identification.merged_kernel(pruned.params), kinds)
     fpruned = identification.prune_by_function(params, x_tilde[:n_prune], y_star[:n_prune], lam=lam)
     fkinds = identification.neuron_kinds(fpruned.lam, config.lam_tol)
+    dims = {k: identification.needed_dimensions(params, x_tilde[:n_prune], y_star[:n_prune], k, lam=lam,
+                                                lam_tol=config.lam_tol) for k in ("kv", "q")}
     return {
         "loss": mse,
         "relative_loss": mse / float(np.var(y_star)),
@@ -180,6 +184,10 @@ def analyse(config, teacher, params, n_regression=256, n_prune=256):
         "n_q_functional": int(np.sum(fkinds == "q")),
         "n_other_functional": int(np.sum(fkinds == "other")),
         "functional_pruned_relative_loss": identification.pruned_relative_loss(fpruned, x_tilde, y_star),
+        "kv_dimensions": dims["kv"].needed,
+        "q_dimensions": dims["q"].needed,
+        "kv_dimension_losses": [float(v) for v in dims["kv"].losses],
+        "q_dimension_losses": [float(v) for v in dims["q"].losses],
         "kernel_kvq_fraction": blocks["kv-q"] / max(float(np.sqrt(sum(v * v for v in blocks.values()))),
                                                     1e-300),
         "lam_kept": [float(v) for v in np.sort(pruned.lam)],
@@ -203,9 +211,10 @@ def run(config=None, out_dir=None, progress=True, save_weights_path=None, checkp
     return result
 
 
-def _sorted_pruned(params, config):
-    """The pruned student with its recurrent neurons ordered KV, then Q, then other (by λ)."""
-    pruned = identification.prune(params, tol=config.prune_tol)
+def _sorted_pruned(params, config, pruned=None):
+    """The pruned student (default: ``identification.prune`` by magnitude) with its recurrent neurons ordered
+    KV, then Q, then other (by λ)."""
+    pruned = identification.prune(params, tol=config.prune_tol) if pruned is None else pruned
     kinds = identification.neuron_kinds(pruned.lam, config.lam_tol)
     order = np.concatenate([np.flatnonzero(kinds == k) for k in ("kv", "q", "other")])
     p = dict(pruned.params)
@@ -216,11 +225,12 @@ def _sorted_pruned(params, config):
     return p, pruned.lam[order], kinds[order]
 
 
-def figure_pruned_weights(params, config):
-    """Fig. 2A: the student's weights after pruning, recurrent neurons ordered KV, Q, other."""
+def figure_pruned_weights(params, config, pruned=None):
+    """Fig. 2A: the student's weights after pruning (``pruned``: an ``identification.Pruned`` of params,
+    default by magnitude), recurrent neurons ordered KV, Q, other."""
     import matplotlib.pyplot as plt
 
-    p, lam, kinds = _sorted_pruned(params, config)
+    p, lam, kinds = _sorted_pruned(params, config, pruned)
     panels = [("W_in_m", p["W_in_m"]), ("W_in_x", p["W_in_x"]), ("λ", lam[:, None]),
               ("W_out_m", p["W_out_m"]), ("W_out_x", p["W_out_x"]), ("D", p["D"])]
     fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.6),
@@ -238,11 +248,12 @@ def figure_pruned_weights(params, config):
     return fig
 
 
-def figure_merged_kernel(params, config):
-    """Fig. 2C: y_i = h^T K_i h after merging the output gates, on the pruned neurons (KV first, then Q)."""
+def figure_merged_kernel(params, config, pruned=None):
+    """Fig. 2C: y_i = h^T K_i h after merging the output gates, on the pruned neurons (KV first, then Q;
+    ``pruned`` as in ``figure_pruned_weights``)."""
     import matplotlib.pyplot as plt
 
-    p, lam, kinds = _sorted_pruned(params, config)
+    p, lam, kinds = _sorted_pruned(params, config, pruned)
     K = identification.merged_kernel(p)
     n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
     fig, axes = plt.subplots(1, K.shape[0], figsize=(3.2 * K.shape[0], 3.2))
