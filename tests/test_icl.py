@@ -237,6 +237,9 @@ def test_experiment_trains_reports_paper_keys_and_saves_weights(tmp_path):
     assert meta["config"]["hidden"] == 8
     tasks = icl._eval_set(cfg)
     assert icl.evaluate(params, tasks) == pytest.approx(res["loss_rnn"], rel=1e-12)
+    gaps = icl.gap_per_task(params, tasks, gd.eta_star())
+    assert gaps.mean() == pytest.approx(res["gap_rnn_minus_gd"], rel=1e-9)
+    assert res["gap_stderr"] == pytest.approx(gaps.std(ddof=1) / math.sqrt(gaps.size), rel=1e-9)
     paths = icl.plot(res, tmp_path)
     assert all(p.exists() for p in paths)
     assert icl.Config.quick().steps < icl.Config().steps
