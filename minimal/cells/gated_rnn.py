@@ -40,8 +40,8 @@ from .. import scan
 from ..validate import check_array, check_choice, check_positive_int
 from ._contract import Example
 
-__all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu", "nu_from_lam",
-           "RECURRENCES"]
+__all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu",
+           "nu_from_lam", "RECURRENCES"]
 
 RECURRENCES = ("diagonal", "dense")
 
