@@ -26,7 +26,7 @@ function (..., D_k) -> (..., F).
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 

@@ -37,7 +37,7 @@ from tqdm import tqdm
 from ._atomic import atomic_write
 from .validate import InputError, check_positive_int
 
-__all__ = ["run_sweep", "config_dict", "job_key", "job_path", "load_records", "finite_or_nan", "SweepError"]
+__all__ = ["run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "load_records", "finite_or_nan", "SweepError"]
 
 
 class SweepError(RuntimeError):
@@ -178,6 +178,18 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
     if failures:
         raise SweepError(failures)
     return [json.loads(p.read_text()) for p in paths]
+
+
+def with_sweep_summary(result, records, seconds, out_dir=None):
+    """Add the sweep's timing to ``result`` (a summary dict of ``records``) and write it to
+    ``out_dir/summary.json`` when ``out_dir`` is given. Returns ``result``."""
+    result["sweep_seconds"] = seconds
+    result["job_seconds_total"] = float(sum(r["seconds"] for r in records))
+    result["n_jobs"] = len(records)
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "summary.json").write_text(json.dumps(result, indent=1))
+    return result
 
 
 def finite_or_nan(x):

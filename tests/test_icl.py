@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from minimal.analysis import gd
-from minimal.cells import gated_rnn
 from minimal.experiments import icl
 from minimal.gradcheck import TOLERANCE, numerical_gradient, rel_error
 from minimal.tasks import icl_regression as task

@@ -38,22 +38,21 @@ Glossary: B batch, T time, d_in / d_out token and output features, H = hidden, L
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
-import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
+from ._plotting import pyplot
 from ..analysis import gd
 from ..cells import gated_rnn, gru, lru, lstm
 from ..layers import linear
 from ..optim import cosine_schedule
-from ..sweep import finite_or_nan, run_sweep
+from ..sweep import finite_or_nan, run_sweep, with_sweep_summary
 from ..tasks import icl_regression, lsa_teacher
 from ..train import NonFiniteLossError, train
 from ..validate import check_array, check_choice, check_positive_int
@@ -370,22 +369,12 @@ def run(config: Config = None, out_dir=None, progress=True):
     records = run_sweep(run_job, jobs(config), sweep_dir, name="arch", scheduler=config.scheduler,
                         n_workers=config.n_workers, processes=config.processes, progress=progress,
                         desc="architectures")
-    result = summarise(records)
-    result["sweep_seconds"] = time.perf_counter() - t0
-    result["job_seconds_total"] = float(sum(r["seconds"] for r in records))
-    result["n_jobs"] = len(records)
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "summary.json").write_text(json.dumps(result, indent=1))
-    return result
+    return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
 
 
 def plot(result, out_dir):
     """Fig. 4/5: validation loss (relative) vs parameter count, one panel per task; 1 layer solid, 2 dashed."""
-    import matplotlib
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,6 @@ Glossary: d teacher features, H hidden (recurrent) neurons, d_x, d_y ICL dimensi
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -31,7 +30,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..sweep import run_sweep
+from ._plotting import pyplot
+from ..sweep import run_sweep, with_sweep_summary
 from ..validate import check_positive_int
 from .architectures import SWEEP_DIR, Job, run_job
 
@@ -123,22 +123,12 @@ def run(config: Config = None, out_dir=None, progress=True):
     records = run_sweep(run_job, jobs(config), sweep_dir, name="hidden", scheduler=config.scheduler,
                         n_workers=config.n_workers, processes=config.processes, progress=progress,
                         desc="hidden size")
-    result = summarise(records, config)
-    result["sweep_seconds"] = time.perf_counter() - t0
-    result["job_seconds_total"] = float(sum(r["seconds"] for r in records))
-    result["n_jobs"] = len(records)
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "summary.json").write_text(json.dumps(result, indent=1))
-    return result
+    return with_sweep_summary(summarise(records, config), records, time.perf_counter() - t0, out_dir)
 
 
 def plot(result, out_dir):
     """Fig. 3A/3B: relative loss against hidden neurons, the construction's count marked. Returns PNG paths."""
-    import matplotlib
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

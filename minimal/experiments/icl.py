@@ -39,17 +39,17 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
+from ._plotting import pyplot
 from .. import _speed
 from ..analysis import gd, polynomial
 from ..cells import gated_rnn
 from ..optim import cosine_schedule
 from ..tasks import icl_regression
 from ..train import train
-from ..validate import check_array, check_positive_int
+from ..validate import check_array
 
 __all__ = ["Config", "PAPER", "run", "plot", "init_params", "predict", "loss_and_grads", "evaluate",
            "instantaneous_polynomial", "table2", "save_weights", "load_weights", "cell_params", "lam_of", "LAM_EPS",
@@ -326,10 +326,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
 
 def plot(result, out_dir):
     """Fig.: training loss against one optimal GD step, and Table 2's coefficients against η*. Returns PNG paths."""
-    import matplotlib
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
