@@ -132,7 +132,9 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
         progress: show a tqdm bar (on stderr). log_every: refresh the bar's loss every this many steps.
         rng: a ``numpy.random.Generator`` (advanced in place) or an int seed.
         clip: None, or the max global gradient norm (> 0) applied before each update.
-        weight_decay, decay_mask, beta1, beta2, eps: passed to ``minimal.optim.adamw_step``.
+        weight_decay: AdamW's decoupled decay, a constant >= 0 or a ``step -> wd`` schedule like
+            ``lr_schedule`` (e.g. decay early to prune, none at the end to reach the loss floor).
+        decay_mask, beta1, beta2, eps: passed to ``minimal.optim.adamw_step``.
         desc: the progress bar's label.
     Returns:
         ``TrainResult(params, opt_state, losses (steps,), resumed_from)``.
@@ -153,6 +155,9 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
     if not callable(lr_schedule):
         lr_value = _check_scalar("lr_schedule", lr_schedule, 0.0)
         lr_schedule = lambda step: lr_value  # noqa: E731
+    if not callable(weight_decay):
+        wd_value = _check_scalar("weight_decay", weight_decay, 0.0)
+        weight_decay = lambda step: wd_value  # noqa: E731
     rng = _make_rng(rng)
     path = None if checkpoint_path is None else os.fspath(checkpoint_path)
 
@@ -180,7 +185,7 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
             if clip is not None:
                 grads, _ = clip_by_global_norm(grads, clip)
             new_params, opt_state = adamw_step(done.params, grads, done.opt_state, lr_schedule(step),
-                                               beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                                               beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay(step),
                                                decay_mask=decay_mask)
             losses.append(loss)
             # One assignment commits the step, so an interrupt saves either the old or the new state whole.

@@ -41,6 +41,43 @@ def test_blas_backward_equals_the_einsum_reference(rng, recurrence, T):
         assert np.max(np.abs(g[k] - g_ref[k])) <= 1e-12 * np.max(np.abs(g_ref[k])), k
 
 
+@pytest.mark.parametrize("recurrence", ["diagonal", "dense"])
+@pytest.mark.parametrize("T", [1, 2, 9])
+def test_readout_last_is_the_last_step_of_readout_all_gradients_included(rng, recurrence, T):
+    """readout="last" (closed-form h_T for the diagonal case) equals running every step and keeping y_T."""
+    params = gated_rnn.init(rng, d_in=3, d_hidden=5, d_out=2, d_gate=4, recurrence=recurrence)
+    x = rng.standard_normal((3, T, 3))
+    y_all, cache_all = gated_rnn.forward(params, x)
+    y_last, cache_last = gated_rnn.forward(params, x, readout="last")
+    assert y_last.shape == (3, 1, 2)
+    np.testing.assert_allclose(y_last, y_all[:, -1:], rtol=1e-13, atol=1e-15)
+    dy_last = rng.standard_normal(y_last.shape)
+    dy_all = np.zeros_like(y_all)
+    dy_all[:, -1:] = dy_last
+    dx_all, g_all = gated_rnn.backward(params, cache_all, dy_all)
+    for backward in (gated_rnn.backward, gated_rnn.backward_reference):
+        dx, g = backward(params, cache_last, dy_last)
+        np.testing.assert_allclose(dx, dx_all, rtol=1e-12, atol=1e-14)
+        for k in g:
+            np.testing.assert_allclose(g[k], g_all[k], rtol=1e-12, atol=1e-14, err_msg=k)
+
+
+def test_readout_last_handles_lambda_exactly_zero_and_one(rng):
+    params = gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2)
+    x = rng.standard_normal((2, 6, 3))
+    lam = np.array([0.0, 1.0, 0.5, 1.0])
+    y_all, _ = gated_rnn.forward(params, x, lam=lam)
+    y_last, cache = gated_rnn.forward(params, x, lam=lam, readout="last")
+    np.testing.assert_allclose(y_last, y_all[:, -1:], rtol=1e-13, atol=1e-15)
+    assert np.all(np.isfinite(gated_rnn.backward(params, cache, np.ones_like(y_last))[0]))
+
+
+def test_readout_must_be_all_or_last(small):
+    params, x = small
+    with pytest.raises(ValueError, match="readout must be one of"):
+        gated_rnn.forward(params, x, readout="first")
+
+
 def test_float32_backward_keeps_float32_and_matches_float64(rng):
     """Training runs in float32: gradients stay float32 and agree with the float64 ones to float32 rounding."""
     p64 = gated_rnn.init(rng, d_in=5, d_hidden=8, d_out=4)

@@ -118,7 +118,7 @@ def test_gated_rnn_construction_computes_one_gd_step_exactly(rng, T):
     params, lam = gd.gd_gated_rnn(0.0676, d_x=3, d_y=3)
     assert params["W_in_m"].shape == (3 * (3 + 1), 7)      # d_x d_y key-values + d_x queries
     tasks = task.sample(rng, 6, T=T)
-    y_hat = icl.predict(params, tasks.tokens, lam=lam)[0]
+    y_hat = icl.predict(params, tasks.tokens, lam=lam)
     np.testing.assert_allclose(y_hat, gd.gd_predict(tasks.X, tasks.Y, tasks.x_q, 0.0676), rtol=0, atol=1e-12)
 
 
@@ -168,7 +168,7 @@ def test_lam_params_are_the_cells_nu_params_in_other_coordinates(rng):
     assert "lam" in p_lam and "nu" not in p_lam and "nu" in p_nu
     np.testing.assert_allclose(icl.lam_of(p_lam), icl.lam_of(p_nu), rtol=1e-12)
     tasks = task.sample(rng, 3, T=4)
-    np.testing.assert_allclose(icl.predict(p_lam, tasks.tokens)[0], icl.predict(p_nu, tasks.tokens)[0],
+    np.testing.assert_allclose(icl.predict(p_lam, tasks.tokens), icl.predict(p_nu, tasks.tokens),
                                rtol=1e-10, atol=1e-14)
     # chain rule: dL/dν = dL/dλ · dλ/dν with dλ/dν = λ log λ
     _, g_lam = icl.loss_and_grads(p_lam, tasks)

@@ -56,6 +56,25 @@ def test_train_equals_the_hand_written_adamw_loop(reference):
     assert reference.losses.shape == (STEPS,) and reference.resumed_from == 0
 
 
+def test_weight_decay_schedule_is_applied_step_by_step():
+    wd = lambda step: 0.1 if step < STEPS // 2 else 0.0  # noqa: E731
+    result = train(regression, init_params(), STEPS, **{**KW, "weight_decay": wd})
+    params, state, rng = init_params(), adamw_init(init_params()), np.random.default_rng(7)
+    for step in range(STEPS):
+        _, grads = regression(params, step, rng)
+        grads, _ = clip_by_global_norm(grads, 1.0)
+        params, state = adamw_step(params, grads, state, SCHEDULE(step), weight_decay=wd(step))
+    for k in params:
+        np.testing.assert_array_equal(result.params[k], params[k])
+    constant = train(regression, init_params(), STEPS, **KW)
+    assert not np.array_equal(constant.params["W"], result.params["W"])
+
+
+def test_negative_weight_decay_is_refused():
+    with pytest.raises(ValueError, match="weight_decay"):
+        train(regression, init_params(), 3, **{**KW, "weight_decay": -0.1})
+
+
 def test_training_reduces_the_loss():
     result = train(regression, init_params(), 300, lr_schedule=0.05, progress=False, rng=0)
     assert result.losses[-1] < 1e-2 * result.losses[0]

@@ -27,7 +27,15 @@ D_out output features.
     y        (B, T, D_out)
 
 The diagonal recurrence runs on ``minimal.scan.linear_scan`` (``method`` / ``backend`` are passed through;
-default the Numba Blelloch scan); the dense one on a plain loop over time. ``step_forward`` is the
+default the Numba Blelloch scan); the dense one on a plain loop over time.
+
+``readout="last"`` computes y only at the last step, y_T = D g_out(h_T), for losses that read only the final
+token (the in-context regression query, Sec. 4.2): the output gating then runs on one state per sequence
+instead of T, and the diagonal state is the closed form of the recurrence,
+
+    h_T = Σ_t λ^{T-t} ⊙ g_in(x_t),     dh_T/dλ = Σ_t (T-t) λ^{T-t-1} ⊙ g_in(x_t),
+
+with no scan. The tests check it equals the last step of ``readout="all"``, gradients included. ``step_forward`` is the
 sequential (RNN) mode, one token at a time; the tests show it equals the scan mode.
 """
 from __future__ import annotations
@@ -41,9 +49,10 @@ from ..validate import check_array, check_choice, check_positive_int
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu",
-           "nu_from_lam", "RECURRENCES"]
+           "nu_from_lam", "RECURRENCES", "READOUTS"]
 
 RECURRENCES = ("diagonal", "dense")
+READOUTS = ("all", "last")
 
 
 def lam_from_nu(nu):
@@ -107,6 +116,8 @@ class Cache(NamedTuple):
     s: np.ndarray        # (B, T, H_out)  W_out_x h
     method: str
     backend: str
+    readout: str = "all"      # "last": h, r, s hold the last step only, (B, 1, ·)
+    h_all: np.ndarray = None  # (B, T, H) every state, kept for a dense recurrence with readout "last"
 
 
 def _recurrence(params):
@@ -191,7 +202,31 @@ def _diagonal_scan_backward(nu, lam, lam_given, h, dh, method, backend):
     return da.sum(axis=(0, 1)) * (-np.exp(nu)) * lam, db
 
 
-def forward(params, x, lam=None, method="blelloch", backend="numba"):
+def _decay_powers(lam, T, dtype):
+    """w (T, H) with w_t = λ^{T-t}, and dw/dλ = (T-t) λ^{T-t-1} (t = 1..T): h_T = Σ_t w_t ⊙ b_t."""
+    k = np.arange(T - 1, -1, -1, dtype=np.float64)[:, None]           # T - t
+    lam64 = np.asarray(lam, dtype=np.float64)[None, :]
+    w = lam64 ** k
+    dw = k * lam64 ** np.maximum(k - 1.0, 0.0)                        # 0 at k = 0 (also for λ = 0)
+    return w.astype(dtype), dw.astype(dtype)
+
+
+def _last_state_backward(params, cache, dh):
+    """(dν or dA, db) for readout "last": dh is dL/dh_T, (B, 1, H); db is (B, T, H)."""
+    x, p, q, lam, lam_given = cache[:5]
+    if "A" in params:
+        dh_all = np.zeros_like(cache.h_all)
+        dh_all[:, -1] = dh[:, 0]
+        return _dense_scan_backward(params["A"], cache.h_all, dh_all)
+    w, dw = _decay_powers(lam, x.shape[1], p.dtype)
+    db = dh * w[None]                                                 # dL/db_t = λ^{T-t} ⊙ dL/dh_T
+    if lam_given:
+        return np.zeros_like(params["nu"]), db
+    dlam = np.einsum("bh,bth,th->h", dh[:, 0], p * q, dw)
+    return dlam * (-np.exp(params["nu"])) * lam, db                  # dλ/dν = -exp(ν) λ
+
+
+def forward(params, x, lam=None, method="blelloch", backend="numba", readout="all"):
     """Run the layer over a whole sequence (scan mode).
 
     Args:
@@ -200,14 +235,16 @@ def forward(params, x, lam=None, method="blelloch", backend="numba"):
         lam: optional (H,) array in [0, 1] used as λ instead of exp(-exp(ν)) (diagonal recurrence only;
             lets constructions put λ exactly at 0 or 1).
         method, backend: passed to ``minimal.scan.linear_scan`` (diagonal recurrence only).
+        readout: "all" (y at every step) or "last" (y_T only; module docstring).
     Returns:
-        y: (B, T, D_out), y_t = D g_out(h_t); cache for ``backward``.
+        y: (B, T, D_out), y_t = D g_out(h_t), or (B, 1, D_out) for readout "last"; cache for ``backward``.
     """
     recurrence, D_in, H, H_out, D_out = _check_params(params)
     check_array("x", x, (None, None, D_in), names=("B", "T", "D_in"))
     if x.shape[1] < 1:
         raise ValueError(f"x must have at least one time step, got shape {x.shape}")
     lam, lam_given = _resolve_lam(params, recurrence, H, lam)
+    readout = check_choice("readout", readout, READOUTS)
 
     # Every weight product runs on (B T, ·) views: one BLAS call each instead of one per batch row.
     B, T = x.shape[:2]
@@ -215,16 +252,22 @@ def forward(params, x, lam=None, method="blelloch", backend="numba"):
     p = (xf @ params["W_in_m"].T).reshape(B, T, H)          # W_in_m x
     q = (xf @ params["W_in_x"].T).reshape(B, T, H)          # W_in_x x
     b = p * q                                               # g_in(x_t)
-    if recurrence == "diagonal":
+    h_all = None
+    if recurrence == "diagonal" and readout == "last":
+        h = np.einsum("bth,th->bh", b, _decay_powers(lam, T, b.dtype)[0])[:, None]   # h_T, (B, 1, H)
+    elif recurrence == "diagonal":
         a = np.broadcast_to(lam.astype(b.dtype), b.shape).copy()
         h = scan.linear_scan(a, b, method=method, backend=backend)
     else:
         h = _dense_scan(params["A"], b)
+        if readout == "last":
+            h_all, h = h, h[:, -1:]
+    T_out = h.shape[1]
     hf = _flat(h)
-    r = (hf @ params["W_out_m"].T).reshape(B, T, H_out)     # W_out_m h
-    s = (hf @ params["W_out_x"].T).reshape(B, T, H_out)     # W_out_x h
-    y = (_flat(r * s) @ params["D"].T).reshape(B, T, D_out)
-    return y, Cache(x, p, q, lam, lam_given, h, r, s, method, backend)
+    r = (hf @ params["W_out_m"].T).reshape(B, T_out, H_out)     # W_out_m h
+    s = (hf @ params["W_out_x"].T).reshape(B, T_out, H_out)     # W_out_x h
+    y = (_flat(r * s) @ params["D"].T).reshape(B, T_out, D_out)
+    return y, Cache(x, p, q, lam, lam_given, h, r, s, method, backend, readout, h_all)
 
 
 def backward(params, cache, dy):
@@ -237,9 +280,9 @@ def backward(params, cache, dy):
     Returns:
         dx: (B, T, D_in); grads: dict with the keys of params (dL/dν = 0 when λ came from ``lam``).
     """
-    x, p, q, lam, lam_given, h, r, s, method, backend = cache
+    x, p, q, lam, lam_given, h, r, s, method, backend = cache[:10]
     check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
-    B, T, H = h.shape
+    B, T_out, H = h.shape
     hf, dyf = _flat(h), _flat(dy)
     grads = {}
     # 4. readout y = D o, o = r ⊙ s
@@ -249,9 +292,11 @@ def backward(params, cache, dy):
     dr, ds = _flat(do * s), _flat(do * r)           # (B T, H_out)
     grads["W_out_m"] = dr.T @ hf
     grads["W_out_x"] = ds.T @ hf
-    dh = (dr @ params["W_out_m"] + ds @ params["W_out_x"]).reshape(B, T, H)
+    dh = (dr @ params["W_out_m"] + ds @ params["W_out_x"]).reshape(B, T_out, H)
     # 2. recurrence: the adjoint is a reverse-time scan
-    if "nu" in params:
+    if cache.readout == "last":
+        grads["nu" if "nu" in params else "A"], db = _last_state_backward(params, cache, dh)
+    elif "nu" in params:
         grads["nu"], db = _diagonal_scan_backward(params["nu"], lam, lam_given, h, dh, method, backend)
     else:
         grads["A"], db = _dense_scan_backward(params["A"], h, dh)
@@ -267,7 +312,7 @@ def backward(params, cache, dy):
 def backward_reference(params, cache, dy):
     """``backward`` written with np.einsum over (b, t): the plain form of the same equations, kept as the
     reference the fast path is tested against (slow: einsum does not call BLAS here)."""
-    x, p, q, lam, lam_given, h, r, s, method, backend = cache
+    x, p, q, lam, lam_given, h, r, s, method, backend = cache[:10]
     check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
     grads = {}
     # 4. readout y = D o, o = r ⊙ s
@@ -279,7 +324,9 @@ def backward_reference(params, cache, dy):
     grads["W_out_x"] = np.einsum("btk,bth->kh", ds, h)
     dh = dr @ params["W_out_m"] + ds @ params["W_out_x"]   # (B, T, H)
     # 2. recurrence
-    if "nu" in params:
+    if cache.readout == "last":
+        grads["nu" if "nu" in params else "A"], db = _last_state_backward(params, cache, dh)
+    elif "nu" in params:
         grads["nu"], db = _diagonal_scan_backward(params["nu"], lam, lam_given, h, dh, method, backend)
     else:
         g = _dense_adjoint(params["A"], dh)
@@ -316,7 +363,7 @@ def step_forward(params, x_t, h_prev, lam=None):
 
 
 def examples(rng):
-    """Tiny float64 cases: T = 1, odd T, the dense variant, and λ given exactly (0, 1 and in between)."""
+    """Tiny float64 cases: T = 1, odd T, the dense variant, λ given exactly (0, 1 and in between), readout "last"."""
     out = []
     for name, T, kw, cfg in [
         ("diagonal-T1", 1, {}, {}),
@@ -324,10 +371,14 @@ def examples(rng):
         ("diagonal-T4-sequential", 4, {"method": "sequential", "backend": "numpy"}, {"d_gate": 2}),
         ("diagonal-T7-numpy-blelloch", 7, {"method": "blelloch", "backend": "numpy"}, {}),
         ("dense-T3", 3, {}, {"recurrence": "dense"}),
+        ("diagonal-T6-readout-last", 6, {"readout": "last"}, {}),
+        ("dense-T4-readout-last", 4, {"readout": "last"}, {"recurrence": "dense"}),
     ]:
         params = init(rng, d_in=3, d_hidden=4, d_out=2, **cfg)
         out.append(Example(name, params, rng.standard_normal((2, T, 3)), kw))
     params = init(rng, d_in=3, d_hidden=4, d_out=2)
     out.append(Example("lam-override-T3", params, rng.standard_normal((2, 3, 3)),
                        {"lam": np.array([0.0, 1.0, 0.5, 1.0])}))
+    out.append(Example("lam-override-T4-readout-last", params, rng.standard_normal((2, 4, 3)),
+                       {"lam": np.array([0.0, 1.0, 0.5, 1.0]), "readout": "last"}))
     return out

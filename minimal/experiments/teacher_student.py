@@ -72,6 +72,7 @@ class Config:
     final_lr: float = 1e-6      # App. B.1: cosine decay to 1e-6
     warmup: int = 500           # ours
     weight_decay: float = 0.1   # ours: AdamW decay (lr * wd per step); drives unneeded neurons to 0 (App. B.2)
+    decay_until: float = 1.0    # ours: decay during this fraction of the steps, none after (loss floor)
     lam_max: float = 0.999      # ours: λ ~ U[0, lam_max] (TOOLING-NOTES)
     readout_scale: float = 0.1  # ours: readout D scaled by 0.1 at init (TOOLING-NOTES)
     eval_batch: int = 2048      # ours: fixed evaluation set (sequences)
@@ -109,9 +110,11 @@ def train_student(config, progress=True, checkpoint_path=None):
     params = {k: v.astype(np.float32) for k, v in init_student(rng, config).items()}
     schedule = functools.partial(cosine_schedule, total_steps=config.steps, peak_lr=config.lr,
                                  warmup_steps=config.warmup, final_lr=config.final_lr)
+    decay_end = int(round(config.decay_until * config.steps))
     t0 = time.perf_counter()
     result = train(functools.partial(_loss_and_grads, teacher=teacher, config=config), params, config.steps,
-                   lr_schedule=schedule, rng=rng, weight_decay=config.weight_decay, progress=progress,
+                   lr_schedule=schedule, rng=rng,
+                   weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, progress=progress,
                    checkpoint_path=checkpoint_path, checkpoint_every=5000, log_every=100,
                    desc="teacher-student")
     seconds = time.perf_counter() - t0
