@@ -29,6 +29,26 @@ def test_stacked_model_backward_matches_finite_differences(arch, layers, T):
     assert max(errors.values()) <= TOLERANCE, errors
 
 
+@pytest.mark.parametrize("arch", A.ARCHS)
+@pytest.mark.parametrize("layers", [1, 2])
+def test_readout_last_is_the_last_step_of_the_whole_output_gradients_included(arch, layers):
+    rng = np.random.default_rng(3)
+    params = A.init_model(rng, arch, d_in=3, d_out=2, hidden=3, layers=layers, readout_scale=1.0)
+    x = rng.standard_normal((2, 5, 3))
+    y_all, c_all = A.model_forward(params, x, arch)
+    y_last, c_last = A.model_forward(params, x, arch, readout="last")
+    assert y_last.shape == (2, 1, 2)
+    np.testing.assert_allclose(y_last, y_all[:, -1:], rtol=1e-12, atol=1e-14)
+    dy_last = rng.standard_normal(y_last.shape)
+    dy_all = np.zeros_like(y_all)
+    dy_all[:, -1:] = dy_last
+    dx_all, g_all = A.model_backward(params, c_all, dy_all, arch)
+    dx, g = A.model_backward(params, c_last, dy_last, arch)
+    np.testing.assert_allclose(dx, dx_all, rtol=1e-11, atol=1e-13)
+    for k in g:
+        np.testing.assert_allclose(g[k], g_all[k], rtol=1e-11, atol=1e-13, err_msg=k)
+
+
 def test_one_layer_lstm_model_is_the_cell_then_an_affine_readout():
     rng = np.random.default_rng(1)
     params = A.init_model(rng, "lstm", d_in=3, d_out=2, hidden=4, layers=1)

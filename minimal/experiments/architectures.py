@@ -132,30 +132,42 @@ def _sub(params, prefix):
     return {k[len(prefix) + 1:]: v for k, v in params.items() if k.startswith(prefix + "/")}
 
 
-def model_forward(params, x, arch):
-    """y = readout(cell_L(... cell_1(x))): x (B, T, d_in) -> y (B, T, d_out); and the caches for backward."""
+def model_forward(params, x, arch, readout="all"):
+    """y = readout(cell_L(... cell_1(x))): x (B, T, d_in) -> y (B, T, d_out); and the caches for backward.
+
+    ``readout="last"`` returns y at the last step only, (B, 1, d_out), for losses that read only the final
+    token (ICL's query): the gated RNN's last layer then runs its own ``readout="last"`` (output gating on h_T
+    only, no scan); the other cells run every step and only the final one is passed on.
+    """
     check_choice("arch", arch, ARCHS)
     check_array("x", x, ndim=3, names=("B", "T", "d_in"))
+    check_choice("readout", readout, ("all", "last"))
     cell, kw = _cell(arch), _cell_kwargs(arch)
-    caches, h = [], x
-    for i in range(_layers(params)):
-        h, c = cell.forward(_sub(params, f"l{i}"), h, **kw)
+    caches, h, L = [], x, _layers(params)
+    for i in range(L):
+        last_kw = {"readout": "last"} if (readout == "last" and i == L - 1 and cell is gated_rnn) else {}
+        h, c = cell.forward(_sub(params, f"l{i}"), h, **kw, **last_kw)
         caches.append(c)
+    T_cut = h.shape[1] if (readout == "last" and cell is not gated_rnn) else None
+    if T_cut is not None:
+        h = h[:, -1:]
     if arch in ("lstm", "gru"):
         h, c = linear.forward(_sub(params, "readout"), h)
         caches.append(c)
-    return h, caches
+    return h, {"cells": caches, "T_cut": T_cut}
 
 
 def model_backward(params, caches, dy, arch):
     """Gradients of the stack through each cell's own backward, layers in reverse. Returns (dx, grads)."""
     cell = _cell(arch)
     grads = {}
-    caches = list(caches)
+    T_cut, caches = caches["T_cut"], list(caches["cells"])
     if arch in ("lstm", "gru"):
         # 2. the linear readout
         dy, g = linear.backward(_sub(params, "readout"), caches.pop(), dy)
         grads.update({f"readout/{k}": v for k, v in g.items()})
+    if T_cut is not None:          # readout "last" on a cell that ran every step: only y_T had a gradient
+        dy = np.concatenate([np.zeros(dy.shape[:1] + (T_cut - 1,) + dy.shape[2:], dy.dtype), dy], axis=1)
     # 1. the cells, last layer first
     for i in reversed(range(_layers(params))):
         dy, g = cell.backward(_sub(params, f"l{i}"), caches[i], dy)
@@ -226,12 +238,12 @@ def task_spec(job):
     return icl_regression.token_dim(job.d_x, job.d_y), job.d_y, sample, loss, evalset
 
 
-def _evaluate(params, arch, x, target, loss, chunk=4096):
+def _evaluate(params, arch, x, target, loss, readout="all", chunk=4096):
     """Loss of params (cast to float64) on a fixed set, in chunks (mean of per-entry losses over chunks)."""
     p64 = {k: np.asarray(v, np.float64) for k, v in params.items()}
     total, n = 0.0, 0
     for a in range(0, len(x), chunk):
-        y, _ = model_forward(p64, x[a:a + chunk], arch)
+        y, _ = model_forward(p64, x[a:a + chunk], arch, readout)
         total += loss(y, target[a:a + chunk])[0] * len(y)
         n += len(y)
     return total / n
@@ -257,9 +269,11 @@ def run_job(job: Job):
     params = init_model(rng, job.arch, d_in, d_out, job.hidden, job.layers, job.readout_scale, job.dtype)
     dtype = np.dtype(job.dtype)
 
+    readout = "last" if job.task == "icl" else "all"    # ICL scores the query (last token) only
+
     def loss_and_grads(p, step, batch_rng):
         x, target = sample(batch_rng, job.batch, dtype)
-        y, caches = model_forward(p, x, job.arch)
+        y, caches = model_forward(p, x, job.arch, readout)
         L, dy = loss(y, target)
         return L, model_backward(p, caches, dy.astype(dtype), job.arch)[1]
 
@@ -274,7 +288,7 @@ def run_job(job: Job):
     except NonFiniteLossError:
         diverged, losses = 1, np.array([np.nan])
     seconds = time.perf_counter() - t0
-    val = _evaluate(params, job.arch, x_eval, t_eval, loss) if not diverged else float("nan")
+    val = _evaluate(params, job.arch, x_eval, t_eval, loss, readout) if not diverged else float("nan")
     edges = np.linspace(0, len(losses), 41).astype(int)
     curve = [finite_or_nan(losses[a:b].mean()) for a, b in zip(edges[:-1], edges[1:]) if b > a]
     return {"val_loss": finite_or_nan(val), "rel_loss": finite_or_nan(val / baseline), "baseline": float(baseline),
