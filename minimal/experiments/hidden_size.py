@@ -60,8 +60,8 @@ class Config:
     hiddens_teacher: tuple = (8, 16, 27, 40, 54, 81)        # around the construction's 27 (ours)
     hiddens_icl: tuple = (2, 4, 8, 12, 16, 32, 64)          # Fig. 3B: from far below to above (ours)
     seeds: tuple = (0, 1)                                   # ours
-    steps_teacher: int = 3000                               # ours (paper: far longer)
-    steps_icl: int = 3000                                   # ours
+    steps_teacher: int = 10_000                             # ours (paper: far longer)
+    steps_icl: int = 30_000                                 # ours (ICL steps are cheap: last-step readout)
     lr_teacher: float = 1e-2                                # ours (project notes)
     lr_icl: float = 3e-3                                    # ours (project notes, batch 64)
     batch: int = 64                                         # ours
@@ -77,7 +77,7 @@ class Config:
     def quick(cls):
         """Three sizes per task, one seed, short runs: about 2 minutes on one core."""
         return cls(hiddens_teacher=(8, 27, 54), hiddens_icl=(4, 12, 32), seeds=(0,), steps_teacher=600,
-                   steps_icl=1500, identify_tol=1e-2, icl_tol=0.1, n_workers=1)
+                   steps_icl=10_000, identify_tol=1e-2, icl_tol=0.1, n_workers=1)
 
 
 def jobs(config: Config):

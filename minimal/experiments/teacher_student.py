@@ -67,12 +67,12 @@ class Config:
     hidden: int = 100           # Sec. 4.1: H = 100 recurrent neurons
     gates: int = 100            # Sec. 4.1: 100 output-gating neurons (the layer's width)
     batch: int = 64             # App. B.1: batch size
-    steps: int = 100_000        # ours: 10-14 CPU minutes at 6-8 ms/step (the paper trains longer at lr 1e-3)
-    lr: float = 1e-2            # ours (paper 1e-3): TOOLING-NOTES, 1e-2..2e-2 for this task
+    steps: int = 120_000        # ours: ~10 CPU minutes at ~5 ms/step (the paper trains longer at lr 1e-3)
+    lr: float = 1.5e-2          # ours (paper 1e-3): TOOLING-NOTES, 1e-2..2e-2 for this task
     final_lr: float = 1e-6      # App. B.1: cosine decay to 1e-6
-    warmup: int = 500           # ours
-    weight_decay: float = 0.1   # ours: AdamW decay (lr * wd per step); drives unneeded neurons to 0 (App. B.2)
-    decay_until: float = 1.0    # ours: decay during this fraction of the steps, none after (loss floor)
+    warmup: int = 300           # ours
+    weight_decay: float = 0.3   # ours: AdamW decay (lr * wd per step); drives unneeded neurons to 0 (App. B.2)
+    decay_until: float = 0.05   # ours: decay for the first 6k steps only, then none (the loss floor; docstring)
     lam_max: float = 0.999      # ours: λ ~ U[0, lam_max] (TOOLING-NOTES)
     readout_scale: float = 0.1  # ours: readout D scaled by 0.1 at init (TOOLING-NOTES)
     eval_batch: int = 2048      # ours: fixed evaluation set (sequences)
@@ -82,8 +82,9 @@ class Config:
 
     @classmethod
     def quick(cls):
-        """About 2 CPU minutes: fewer steps, same model and task."""
-        return cls(steps=16_000, lr=1.5e-2, warmup=300, eval_batch=512)
+        """About 1.5 CPU minutes: fewer steps, same model and task; a milder decay for half the run, since 10k
+        steps do not recover the loss after the full run's strong one (measured: relative loss 5.8e-5)."""
+        return cls(steps=16_000, weight_decay=0.1, decay_until=0.5, eval_batch=512)
 
 
 # --- training --------------------------------------------------------------------------------------------
