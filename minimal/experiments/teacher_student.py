@@ -26,10 +26,10 @@ solutions that use few neurons. But a decay that stays on also sets the loss flo
 decay's pull balances the gradient (constant decay 0.1 for 100k steps: relative loss 9.0e-9, 53/59 pruned).
 So the decay is a schedule (``decay_until``): strong (0.3) for the first 6k steps, where it prunes, and
 0 after, where the surviving neurons fit the teacher; a dead neuron (input and output weights ~1e-20) gets
-no gradient and stays dead. Probes at 16k-40k steps (``Config(steps=..., weight_decay=..., decay_until=...)``):
+no gradient and stays dead. Probes at 16k steps unless said (``Config(steps=..., weight_decay=..., decay_until=...)``, lr 1.5e-2):
 
-    decay 0.1 to the end          rel. loss 7.6e-7   pruned 52/57 (hidden/gates)
-    decay 0.1 for half the run    2.96e-7            52/57
+    decay 0.1 to the end          rel. loss 7.6e-7   (pruning not recorded)
+    decay 0.1 for half the run    2.96e-7            pruned 52/57 (hidden/gates)
     decay 0.2 for 30%             3.8e-7             73/75
     decay 0.3 for 30% (of 16k)    5.8e-5             85/87, one key-value direction lost
     decay 0.3 for 6k of 40k       3.1e-9             86/89, 10 KV + 4 Q neurons kept
