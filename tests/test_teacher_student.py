@@ -93,9 +93,20 @@ def test_tiny_run_learns_and_reports_every_paper_metric(tmp_path):
     assert len(paths) == 2 and all(p.endswith(".png") for p in paths)
 
 
+def test_run_checkpoints_in_out_dir_and_resumes_there(tmp_path):
+    cfg = ts.Config(hidden=6, gates=6, T=5, batch=8, steps=40, warmup=5, eval_batch=16)
+    ts.run(cfg, out_dir=tmp_path, progress=False, save_weights_path=tmp_path / "a.npz")
+    assert len(list(tmp_path.glob("teacher_student_*.ckpt.npz"))) == 1
+    ts.run(cfg, out_dir=tmp_path, progress=False, save_weights_path=tmp_path / "b.npz")  # resumes at step 40
+    a, b = ts.load_weights(tmp_path / "a.npz"), ts.load_weights(tmp_path / "b.npz")
+    for k in a[1]:
+        np.testing.assert_array_equal(a[1][k], b[1][k])
+    np.testing.assert_array_equal(a[2], b[2])
+
+
 def test_configs_are_paper_sized():
     full, quick = ts.Config(), ts.Config.quick()
     assert (full.d, full.T, full.hidden, full.gates) == (4, 32, 100, 100)
-    assert dataclasses.replace(quick, steps=full.steps, lr=full.lr, warmup=full.warmup,
-                               eval_batch=full.eval_batch) == full
+    assert dataclasses.replace(quick, steps=full.steps, weight_decay=full.weight_decay,
+                               decay_until=full.decay_until, eval_batch=full.eval_batch) == full
     assert quick.steps < full.steps

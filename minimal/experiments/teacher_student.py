@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,8 +211,15 @@ def analyse(config, teacher, params, n_regression=256, n_prune=256):
 
 def run(config=None, out_dir=None, progress=True, save_weights_path=None, checkpoint_path=None):
     """Train and analyse (module docstring). Writes ``out_dir/weights.npz`` for ``plot``, and the same to
-    ``save_weights_path`` if given (e.g. ``data/zucchet/teacher_student_full.npz`` for the notebook)."""
+    ``save_weights_path`` if given (e.g. ``data/zucchet/teacher_student_full.npz`` for the notebook).
+
+    Checkpoints go to ``checkpoint_path``, or by default to ``out_dir/teacher_student_<config hash>.ckpt.npz``
+    (every 5000 steps and on Ctrl-C), so an interrupted run resumes when called again with the same config."""
     config = config or Config()
+    if checkpoint_path is None and out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        tag = hashlib.sha1(json.dumps(dataclasses.asdict(config), sort_keys=True).encode()).hexdigest()[:10]
+        checkpoint_path = Path(out_dir) / f"teacher_student_{tag}.ckpt.npz"
     t0 = time.perf_counter()
     teacher, params, losses, sps = train_student(config, progress=progress, checkpoint_path=checkpoint_path)
     train_seconds = time.perf_counter() - t0
@@ -304,7 +313,6 @@ def plot(result, out_dir):
 
 
 if __name__ == "__main__":  # python -m minimal.experiments.teacher_student [--quick] [--checkpoint=C.npz] W.npz
-    import json
     import sys
 
     quick = "--quick" in sys.argv
