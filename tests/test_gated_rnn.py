@@ -249,3 +249,14 @@ def test_init_arguments_are_checked(rng):
         gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2, lam_max=1.0)
     with pytest.raises(ValueError, match="d_hidden must be an integer"):
         gated_rnn.init(rng, d_in=3, d_hidden=0, d_out=2)
+
+
+def test_a_fully_pruned_layer_outputs_zeros(rng):
+    """Pruning may remove every neuron (H = 0, H_out = 0): the layer is then the zero map, not an error."""
+    params = {"W_in_m": np.zeros((0, 3)), "W_in_x": np.zeros((0, 3)), "nu": np.zeros(0),
+              "W_out_m": np.zeros((0, 0)), "W_out_x": np.zeros((0, 0)), "D": np.zeros((2, 0))}
+    for readout, T_out in (("all", 4), ("last", 1)):
+        y, cache = gated_rnn.forward(params, rng.standard_normal((2, 4, 3)), readout=readout)
+        assert y.shape == (2, T_out, 2) and not np.any(y)
+        dx, _ = gated_rnn.backward(params, cache, np.ones_like(y))
+        assert dx.shape == (2, 4, 3) and not np.any(dx)

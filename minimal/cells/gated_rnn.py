@@ -162,7 +162,7 @@ def _resolve_lam(params, recurrence, H, lam):
 
 def _flat(a):
     """(B, T, F) -> (B T, F), a view when ``a`` is contiguous."""
-    return a.reshape(-1, a.shape[-1])
+    return a.reshape(a.shape[0] * a.shape[1], a.shape[2])    # explicit: -1 is ambiguous when F = 0
 
 
 def _dense_scan(A, b):
