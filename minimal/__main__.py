@@ -5,6 +5,8 @@
     python -m minimal bench scan [--backend numba|cuda] [--quick]
     python -m minimal bench window --backend cuda
         speed as ratios to a same-run memory copy (see minimal.bench).
+    python -m minimal bench step [--quick]
+        the gated RNN's forward + backward on the Zucchet tasks' shapes; ICL readout all vs last.
     python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
         run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
 """
@@ -32,6 +34,12 @@ def _bench(args):
     from . import bench
 
     try:
+        if args.what == "step":
+            if args.backend == "cuda":
+                print("error: bench step runs on the CPU (NumPy); drop --backend cuda", file=sys.stderr)
+                return 2
+            print(bench.format_step_table(bench.bench_step(repeats=2 if args.quick else None)))
+            return 0
         if args.what == "scan":
             kw = {"shape": (16, 4096, 256)} if args.quick and args.backend != "cuda" else {}
             rows = bench.bench_scan(backend=args.backend, **kw)
@@ -65,7 +73,7 @@ def build_parser():
     p.set_defaults(func=_check)
 
     p = sub.add_parser("bench", help="speed, as ratios measured in one run")
-    p.add_argument("what", choices=["scan", "window"])
+    p.add_argument("what", choices=["scan", "window", "step"])
     p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
     p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
     p.set_defaults(func=_bench)

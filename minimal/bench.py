@@ -1,4 +1,5 @@
-"""Speed of the scans as ratios to a memory copy timed in the same run (``python -m minimal bench scan``).
+"""Speed of the scans as ratios to a memory copy timed in the same run (``python -m minimal bench scan``), and
+of the Zucchet gated RNN's training step (``python -m minimal bench step``, ``bench_step``).
 
 A scan of n = B*T*C float32 elements reads a and b and writes h: 3 * 4 * n bytes, counted the same for every
 row (the log-space scan reads log a, log b and writes log h). The bound is ``np.copyto`` of a float32 buffer
@@ -23,7 +24,7 @@ import numpy as np
 from .scan import cuda_module
 from .validate import check_choice, check_positive_int
 
-__all__ = ["bench_scan", "bench_window", "format_table", "DEFAULT_SHAPE"]
+__all__ = ["bench_scan", "bench_window", "bench_step", "format_table", "format_step_table", "DEFAULT_SHAPE"]
 
 DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32
 DEFAULT_REPEATS = 5
@@ -121,4 +122,61 @@ def format_table(rows):
     if rows:
         lines.append(f"bytes per row: read a, b + write h = 3 x 4 B x n = {rows[0]['bytes'] / 1e6:.1f} MB; "
                      f"the copy moves the same bytes")
+    return "\n".join(lines)
+
+
+def bench_step(repeats=None, batch=64):
+    """Forward + backward of the gated RNN (Zucchet Eq. 2, float32, one BLAS thread) on the two tasks' shapes,
+    timed interleaved (best of ``repeats`` rounds of 20 calls):
+
+        teacher-student   B x T = 64 x 32, H = 100, output at every step (the loss reads every step)
+        ICL, readout all  B x (T + 1) = 64 x 13, H = 80: y at every token, the query's kept
+        ICL, readout last the same through ``readout="last"`` (output gating on h_T only, closed-form h_T)
+
+    Returns one dict per row: name, seconds (per call), and for the ICL rows ``vs_all`` = (readout-all time) /
+    (row time). The AdamW update and batch sampling are not included (``experiments.*`` report whole steps).
+    """
+    from . import _speed
+    from .cells import gated_rnn
+    from .experiments import icl
+    from .tasks import icl_regression, lsa_teacher
+
+    repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
+    batch = check_positive_int("batch", batch)
+    _speed.tune()
+    rng = np.random.default_rng(0)
+    p_ts = {k: v.astype(np.float32) for k, v in gated_rnn.init(rng, 5, 100, 4, d_gate=100).items()}
+    teacher = lsa_teacher.make_teacher(rng, 4)
+    x_ts, y_ts = lsa_teacher.sample_batch(rng, teacher, batch, 32, dtype=np.float32)
+    cfg = icl.Config(batch=batch)
+    p_icl = icl.cell_params(icl.init_params(rng, cfg))
+    tasks = icl_regression.sample(rng, batch, cfg.T, cfg.d_x, cfg.d_y, dtype=np.float32)
+
+    def teacher_step():
+        y, cache = gated_rnn.forward(p_ts, x_ts)
+        gated_rnn.backward(p_ts, cache, lsa_teacher.mse(y, y_ts)[1])
+
+    def icl_step(readout):
+        y, cache = gated_rnn.forward(p_icl, tasks.tokens, readout=readout)
+        _, dy_q = icl_regression.query_loss(y[:, -1], tasks.y_q)
+        dy = np.zeros_like(y)
+        dy[:, -1] = dy_q
+        gated_rnn.backward(p_icl, cache, dy)
+
+    calls = 20
+    cases = [("teacher-student", teacher_step), ("ICL, readout all", lambda: icl_step("all")),
+             ("ICL, readout last", lambda: icl_step("last"))]
+    fns = [(lambda f=f: [f() for _ in range(calls)]) for _, f in cases]
+    rows = [{"name": name, "seconds": t / calls} for (name, _), t in zip(cases, _best_of_interleaved(fns, repeats))]
+    for r in rows[1:]:
+        r["vs_all"] = rows[1]["seconds"] / r["seconds"]
+    return rows
+
+
+def format_step_table(rows):
+    """A plain-text table of ``bench_step``'s rows."""
+    lines = [f"{'gated RNN forward + backward':<30} {'ms':>8} {'vs readout all':>15}", "-" * 55]
+    for r in rows:
+        ratio = f"{r['vs_all']:.2f}x" if "vs_all" in r else ""
+        lines.append(f"{r['name']:<30} {1e3 * r['seconds']:>8.3f} {ratio:>15}")
     return "\n".join(lines)

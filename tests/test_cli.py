@@ -89,3 +89,14 @@ def test_scan_methods_must_agree_to_rounding_not_to_the_finite_difference_tolera
     # the log-space backward is checked on its own, against central differences of log_scan
     fd = rows["scan/log-space-backward-vs-finite-differences"]
     assert fd.tolerance == check.TOLERANCE and fd.passed and fd.max_rel_error > 0, fd
+
+
+def test_bench_step_prints_the_readout_ratio(capsys):
+    assert main(["bench", "step", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "teacher-student" in out and "ICL, readout last" in out and "x" in out.splitlines()[-1]
+
+
+def test_bench_step_refuses_the_cuda_backend(capsys):
+    assert main(["bench", "step", "--backend", "cuda"]) == 2
+    assert "CPU" in capsys.readouterr().err
