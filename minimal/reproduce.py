@@ -1,7 +1,8 @@
 """`python -m minimal reproduce WORK`: run a work's experiments, write a results table and figures.
 
 For each experiment module (see ``minimal.experiments``) the quick or full ``Config`` is run and every metric
-that has a paper value is put side by side with it. Writes ``OUT/results.md``, ``OUT/results.json`` and the
+that has a paper value is put side by side with it. A sweep whose full grid is already on disk (its module's
+``finished(Config())``) is loaded in full even with ``quick``, since that trains nothing. Writes ``OUT/results.md``, ``OUT/results.json`` and the
 experiments' PNG figures; a full run also rewrites the trained weights ``data/WORK/NAME_full.npz`` that the
 notebooks load (for experiments whose ``run`` takes ``save_weights_path``).
 """
@@ -29,6 +30,8 @@ def results_table(results):
     lines = ["| experiment | metric | paper | ours |", "|---|---|---|---|"]
     for name, res in results.items():
         paper = res.get("paper", {})
+        if "mode" in res:
+            lines.append(f"| {name} | configuration |  | {res['mode']} |")
         for key, ours in res["metrics"].items():
             if isinstance(ours, (list, dict)):
                 continue
@@ -50,10 +53,13 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     for name, mod in mods.items():
-        config = mod.Config.quick() if quick else mod.Config()
+        config, mode = (mod.Config.quick(), "quick") if quick else (mod.Config(), "full")
+        if quick and hasattr(mod, "finished") and mod.finished(mod.Config()):
+            # a sweep whose full grid is all on disk costs nothing to load: report it instead of the quick grid
+            config, mode = mod.Config(), "full, all runs on disk"
         if scheduler is not None and hasattr(config, "scheduler"):
             config = dataclasses.replace(config, scheduler=scheduler)
-        print(f"== {work}/{name} ({'quick' if quick else 'full'})", flush=True)
+        print(f"== {work}/{name} ({mode})", flush=True)
         t0 = time.perf_counter()
         kw = {}
         if not quick and "save_weights_path" in inspect.signature(mod.run).parameters:
@@ -62,7 +68,8 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         metrics = mod.run(config, out_dir=out / name, progress=progress, **kw)
         seconds = time.perf_counter() - t0
         figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
-        results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures}
+        results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
+                         "mode": mode}
         (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
     table = results_table(results)
     (out / "results.md").write_text(f"# {work}: paper vs ours ({'quick' if quick else 'full'})\n\n{table}\n")

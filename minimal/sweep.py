@@ -37,7 +37,8 @@ from tqdm import tqdm
 from ._atomic import atomic_write
 from .validate import InputError, check_positive_int
 
-__all__ = ["run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "load_records", "finite_or_nan", "SweepError"]
+__all__ = ["run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
+           "finite_or_nan", "SweepError"]
 
 
 class SweepError(RuntimeError):
@@ -91,6 +92,11 @@ def job_path(out_dir, fn, config, name=None):
     """``<out_dir>/<name>-<job_key>.json``; ``name`` defaults to fn's name."""
     key = job_key(fn, config)
     return Path(out_dir) / f"{name or fn.__name__}-{key}.json"
+
+
+def all_on_disk(fn, configs, out_dir, name=None):
+    """True if every config's job file exists under ``out_dir``: ``run_sweep`` would compute nothing."""
+    return all(job_path(out_dir, fn, c, name).exists() for c in configs)
 
 
 def _write_json_atomic(path, record):

@@ -1,5 +1,6 @@
 """Architecture comparison (Zucchet et al. Fig. 4-5): the composed models' backward passes, the tasks' losses,
 the sweep's grid and summary, and the hidden-size sweep (Fig. 3)."""
+import dataclasses
 import functools
 import json
 
@@ -141,7 +142,9 @@ def test_summary_reads_the_papers_orderings_from_the_numbers():
 def test_run_writes_a_resumable_sweep_and_a_summary(tmp_path):
     config = A.Config(tasks=("teacher",), archs=("gated_diagonal", "gru"), hiddens=(4,), layers=(1,), seeds=(0,),
                       steps_teacher=5, n_eval=40, processes=False, sweep_dir=str(tmp_path / "sweep"))
+    assert not A.finished(config)
     r = A.run(config, out_dir=tmp_path / "out", progress=False)
+    assert A.finished(config) and not A.finished(dataclasses.replace(config, hiddens=(4, 8)))
     files = sorted((tmp_path / "sweep").glob("arch-*.json"))
     assert len(files) == 2 and r["n_jobs"] == 2
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["n_jobs"] == 2
@@ -200,6 +203,8 @@ def test_hidden_size_summary_finds_the_smallest_size_reaching_the_threshold():
 def test_hidden_size_run_and_plot(tmp_path):
     config = HS.Config(hiddens_teacher=(4,), hiddens_icl=(2,), seeds=(0,), steps_teacher=3, steps_icl=3,
                        n_eval=64, processes=False, sweep_dir=str(tmp_path))
+    assert not HS.finished(config)
     r = HS.run(config, progress=False)
     assert r["n_jobs"] == 2 and len(list(tmp_path.glob("hidden-*.json"))) == 2
+    assert HS.finished(config) and not HS.finished(dataclasses.replace(config, seeds=(0, 1)))
     assert [p.name for p in HS.plot(r, tmp_path / "fig")] == ["hidden_size.png"]

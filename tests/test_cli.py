@@ -100,3 +100,36 @@ def test_bench_step_prints_the_readout_ratio(capsys):
 def test_bench_step_refuses_the_cuda_backend(capsys):
     assert main(["bench", "step", "--backend", "cuda"]) == 2
     assert "CPU" in capsys.readouterr().err
+
+
+def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monkeypatch):
+    """--quick runs the quick Config, except for a sweep whose full grid is all on disk (nothing to train)."""
+    import types
+    from dataclasses import dataclass
+
+    from minimal import reproduce as R
+
+    def fake(done):
+        @dataclass
+        class Config:
+            size: int = 10
+
+            @classmethod
+            def quick(cls):
+                return cls(size=1)
+
+        def run(config, out_dir=None, progress=True):
+            return {"size": config.size}
+
+        mod = types.SimpleNamespace(Config=Config, PAPER={"size": 10}, run=run)
+        if done is not None:
+            mod.finished = lambda config: done and config == Config()
+        return mod
+
+    monkeypatch.setattr(R, "experiments", lambda work: {"plain": fake(None), "todo": fake(False), "done": fake(True)})
+    res = R.reproduce("zucchet", quick=True, out_dir=tmp_path, progress=False)
+    assert {k: (v["metrics"]["size"], v["mode"]) for k, v in res.items()} == {
+        "plain": (1, "quick"), "todo": (1, "quick"), "done": (10, "full, all runs on disk")}
+    assert "| done | configuration |  | full, all runs on disk |" in (tmp_path / "results.md").read_text()
+    res = R.reproduce("zucchet", quick=False, out_dir=tmp_path, progress=False)
+    assert {v["mode"] for v in res.values()} == {"full"}

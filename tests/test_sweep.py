@@ -129,3 +129,12 @@ def test_a_record_that_fails_half_way_leaves_the_previous_file_whole(tmp_path):
         sweep._write_json_atomic(path, {"a": 2, "z": object()})
     assert json.loads(path.read_text()) == {"a": 1}
     assert os.listdir(tmp_path) == ["job.json"]
+
+
+def test_all_on_disk_says_whether_a_rerun_would_compute_anything(tmp_path, log):
+    out = tmp_path / "out"
+    assert not sweep.all_on_disk(square_job, [Cfg(1)], out)
+    run([Cfg(1), Cfg(2)], out)
+    assert sweep.all_on_disk(square_job, [Cfg(2), Cfg(1)], out)
+    assert not sweep.all_on_disk(square_job, [Cfg(1), Cfg(3)], out)
+    assert sweep.all_on_disk(square_job, [], out)

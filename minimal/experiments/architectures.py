@@ -52,13 +52,13 @@ from ..analysis import gd
 from ..cells import gated_rnn, gru, lru, lstm
 from ..layers import linear
 from ..optim import cosine_schedule
-from ..sweep import finite_or_nan, run_sweep, with_sweep_summary
+from ..sweep import all_on_disk, finite_or_nan, run_sweep, with_sweep_summary
 from ..tasks import icl_regression, lsa_teacher
 from ..train import NonFiniteLossError, train
 from ..validate import check_array, check_choice, check_positive_int
 
 __all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "init_model", "model_forward", "model_backward",
-           "n_params", "task_spec", "run_job", "jobs", "run", "summarise", "plot", "SWEEP_DIR"]
+           "n_params", "task_spec", "run_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP_DIR"]
 
 ARCHS = ("gated_diagonal", "gated_dense", "lstm", "gru", "lru_out", "lru_in_out", "lru_in_skip")
 TASKS = ("teacher", "icl")
@@ -375,10 +375,20 @@ def summarise(records):
     return out
 
 
+def _sweep_dir(config):
+    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "architectures"
+
+
+def finished(config: Config = None):
+    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
+    config = Config() if config is None else config
+    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="arch")
+
+
 def run(config: Config = None, out_dir=None, progress=True):
     """Run (or resume) the sweep through dask and summarise it; also writes ``summary.json`` to out_dir."""
     config = Config() if config is None else config
-    sweep_dir = Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "architectures"
+    sweep_dir = _sweep_dir(config)
     t0 = time.perf_counter()
     records = run_sweep(run_job, jobs(config), sweep_dir, name="arch", scheduler=config.scheduler,
                         n_workers=config.n_workers, processes=config.processes, progress=progress,

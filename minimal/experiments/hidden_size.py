@@ -31,11 +31,11 @@ from typing import Optional
 import numpy as np
 
 from ._plotting import pyplot
-from ..sweep import run_sweep, with_sweep_summary
+from ..sweep import all_on_disk, run_sweep, with_sweep_summary
 from ..validate import check_positive_int
 from .architectures import SWEEP_DIR, Job, run_job
 
-__all__ = ["Config", "PAPER", "run", "plot", "jobs", "summarise", "construction_neurons", "gd_neurons"]
+__all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "construction_neurons", "gd_neurons"]
 
 PAPER = {
     "teacher_needed_over_construction": 2.0,   # Fig. 3A: ~2x the construction's 27 neurons for d = 6
@@ -115,10 +115,20 @@ def summarise(records, config: Config):
     return out
 
 
+def _sweep_dir(config):
+    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "hidden_size"
+
+
+def finished(config: Config = None):
+    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
+    config = Config() if config is None else config
+    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="hidden")
+
+
 def run(config: Config = None, out_dir=None, progress=True):
     """Run (or resume) both sweeps through dask; returns ``summarise``'s dict (+ timing)."""
     config = Config() if config is None else config
-    sweep_dir = Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "hidden_size"
+    sweep_dir = _sweep_dir(config)
     t0 = time.perf_counter()
     records = run_sweep(run_job, jobs(config), sweep_dir, name="hidden", scheduler=config.scheduler,
                         n_workers=config.n_workers, processes=config.processes, progress=progress,
