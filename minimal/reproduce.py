@@ -3,8 +3,9 @@
 For each experiment module (see ``minimal.experiments``) the quick or full ``Config`` is run and every metric
 that has a paper value is put side by side with it. A sweep whose full grid is already on disk (its module's
 ``finished(Config())``) is loaded in full even with ``quick``, since that trains nothing. Writes
-``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained weights ``data/WORK/NAME_full.npz`` that the
-notebooks load (for experiments whose ``run`` takes ``save_weights_path``).
+``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained
+weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments whose ``run`` takes
+``save_weights_path``).
 """
 from __future__ import annotations
 
