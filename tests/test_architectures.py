@@ -208,3 +208,14 @@ def test_hidden_size_run_and_plot(tmp_path):
     assert r["n_jobs"] == 2 and len(list(tmp_path.glob("hidden-*.json"))) == 2
     assert HS.finished(config) and not HS.finished(dataclasses.replace(config, seeds=(0, 1)))
     assert [p.name for p in HS.plot(r, tmp_path / "fig")] == ["hidden_size.png"]
+
+
+def test_train_job_from_run_jobs_initialisation_is_run_job():
+    job = A.Job(task="icl", arch="gated_diagonal", hidden=4, layers=2, steps=6, n_eval=64)
+    d_in, d_out = A.task_spec(job)[:2]
+    params = A.init_model(np.random.default_rng(job.seed), job.arch, d_in, d_out, job.hidden, job.layers,
+                          job.readout_scale, job.dtype)
+    a, b = A.run_job(job), A.train_job(job, params)
+    assert a["val_loss"] == b["val_loss"] and a["curve"] == b["curve"]
+    params["l0/D"] = params["l0/D"] * 0.01      # another start, another result
+    assert A.train_job(job, params)["val_loss"] != a["val_loss"]

@@ -58,7 +58,7 @@ from ..train import NonFiniteLossError, train
 from ..validate import check_array, check_choice, check_positive_int
 
 __all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "init_model", "model_forward", "model_backward",
-           "n_params", "task_spec", "run_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP_DIR"]
+           "n_params", "task_spec", "run_job", "train_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP_DIR"]
 
 ARCHS = ("gated_diagonal", "gated_dense", "lstm", "gru", "lru_out", "lru_in_out", "lru_in_skip")
 TASKS = ("teacher", "icl")
@@ -258,16 +258,25 @@ def run_job(job: Job):
     """
     if isinstance(job, dict):
         job = Job(**job)
-    d_in, d_out, sample, loss, evalset = task_spec(job)
+    d_in, d_out = task_spec(job)[:2]
+    params = init_model(np.random.default_rng(job.seed), job.arch, d_in, d_out, job.hidden, job.layers,
+                        job.readout_scale, job.dtype)
+    return train_job(job, params)
+
+
+def train_job(job: Job, params):
+    """``run_job`` from given initial ``params`` (e.g. an ``init_model`` with one matrix rescaled): train them
+    on ``job``'s task with its optimiser settings and evaluate; the same dict as ``run_job``."""
+    check_choice("arch", job.arch, ARCHS)
+    _, _, sample, loss, evalset = task_spec(job)
     if job.task == "icl":
         x_eval, t_eval = evalset.tokens, evalset.y_q
         baseline = gd.gd_loss_empirical(evalset, gd.eta_star(job.T_icl, job.d_x))
     else:
         x_eval, t_eval = evalset
         baseline = float(np.var(t_eval))
-    rng = np.random.default_rng(job.seed)
-    params = init_model(rng, job.arch, d_in, d_out, job.hidden, job.layers, job.readout_scale, job.dtype)
     dtype = np.dtype(job.dtype)
+    params = {k: np.asarray(v, dtype) for k, v in params.items()}
 
     readout = "last" if job.task == "icl" else "all"    # ICL scores the query (last token) only
 
