@@ -2,6 +2,10 @@
 variant), ``run(config) -> dict`` and ``PAPER`` (the paper's numbers to compare against).
 
 ``experiments(work)`` returns ``{name: module}``; ``python -m minimal reproduce WORK`` runs them.
+
+Layout: the Zucchet modules sit at the top of this package (their sweeps' job files are named by a hash of the
+job function's import path, so moving them would orphan the committed runs in ``data/zucchet/sweeps``); every
+later work has its own sub-package, ``experiments/gril/`` and ``experiments/minrnn/``.
 """
 from __future__ import annotations
 
@@ -12,10 +16,13 @@ from ..validate import check_choice
 # work -> experiment module names (in run order); a module listed here must exist.
 _MODULES = {
     "zucchet": ["teacher_student", "icl", "hidden_size", "architectures"],
+    "gril": [],
+    "minrnn": [],
 }
 
 
 def experiments(work):
     """Return ``{name: module}`` for one work (e.g. ``"zucchet"``)."""
     check_choice("work", work, _MODULES)
-    return {name: importlib.import_module(f"minimal.experiments.{name}") for name in _MODULES[work]}
+    prefix = "minimal.experiments." if work == "zucchet" else f"minimal.experiments.{work}."
+    return {name: importlib.import_module(prefix + name) for name in _MODULES[work]}
