@@ -16,8 +16,8 @@ from ..validate import check_choice
 # work -> experiment module names (in run order); a module listed here must exist.
 _MODULES = {
     "zucchet": ["teacher_student", "icl", "hidden_size", "architectures"],
-    "gril": [],
-    "minrnn": [],
+    "gril": ["regression"],
+    "minrnn": ["param_counts", "runtime"],
 }
 
 
