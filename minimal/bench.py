@@ -12,6 +12,9 @@ allocations (the NumPy loop is timed as ``minimal.scan.sequential_scan``, alloca
 not timed here. Timing: one warm-up call of each row (it also compiles), then ``repeats`` rounds that time
 every row once; each row reports its best. One thread: these CPUs give no parallel speedup (TOOLING-NOTES).
 
+``python -m minimal bench window`` (``bench_window``) times GRIL's block on the CPU in the same way; its
+bytes are counted in ``bench_window``'s docstring.
+
 backend="cuda" hands over to ``cuda_kernels.bench`` (imported only then, by ``minimal.scan.cuda_module``),
 which prints and saves its own tables.
 """
@@ -24,10 +27,12 @@ import numpy as np
 from .scan import cuda_module
 from .validate import check_choice, check_positive_int
 
-__all__ = ["bench_scan", "bench_window", "bench_step", "format_table", "format_step_table", "DEFAULT_SHAPE"]
+__all__ = ["bench_scan", "bench_window", "bench_step", "format_table", "format_window_table", "format_step_table",
+           "DEFAULT_SHAPE", "WINDOW_SHAPE"]
 
 DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32
 DEFAULT_REPEATS = 5
+WINDOW_SHAPE = (64, 2 ** 14 + 1, 10, 3, 1)  # GRIL (B, T, f, w, s): T' = T - w + 1 = 16383 windows of 3 tokens
 
 
 def _best_of_interleaved(fns, repeats):
@@ -102,10 +107,87 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     return rows
 
 
-def bench_window(backend="cuda", **kw):
-    """GRIL's windowed cross-product kernel: CUDA only, delegates to ``cuda_kernels.bench.bench_window``."""
-    check_choice("backend", backend, ("cuda",))
-    return cuda_module("bench").bench_window(**kw)
+def bench_window(backend="cuda", shape=None, repeats=None, **kw):
+    """GRIL's block (float32) on the CPU: the fused Numba kernels against the NumPy parallel path, with a
+    same-run copy of the bytes the fused forward must move.
+
+    Bytes: the forward reads x (B T f) and writes o (B T' f), 4 (B T f + B T' f) bytes in float32; the
+    parameters are a few hundred bytes. The bound is ``np.copyto`` of a float32 buffer of (B T f + B T' f) / 2
+    elements into another, which reads and writes that many bytes in all. The fused forward is compute-bound
+    rather than memory-bound: a window costs about f w^2 + f w + f^2 (w + 2) multiply-adds (C_k Q, r_k, the
+    rank-w update of Z with its decay, the readout), 620 at f = 10, w = 3, against 4 f s = 40 new bytes of x
+    per window (s = 1) plus 4 f = 40 written.
+
+    Args:
+        backend: "numba" (the default of ``python -m minimal bench window``) or "cuda" (delegates to
+            ``cuda_kernels.bench.bench_window`` with ``kw``; the Python default, kept for compatibility).
+        shape: (B, T, f, w, s), default ``WINDOW_SHAPE``; (T - w) % s == 0.
+        repeats: best-of-k timing after one warm-up call; default 5.
+    Returns:
+        one dict per row: name, seconds (best), bytes (as counted above, the same for every row), vs_copy
+        (copy time / row time), and for the Numba rows vs_numpy (NumPy time / Numba time, the speedup).
+        Rows: the copy, the NumPy forward (``gril.forward`` backend="numpy", its default Blelloch scan), the
+        fused Numba forward without stored states (inference), NumPy forward + backward, Numba forward
+        (storing the states) + backward.
+    """
+    check_choice("backend", backend, ("numba", "cuda"))
+    if backend == "cuda":
+        given = {k: v for k, v in (("repeats", repeats),) if v is not None}
+        return cuda_module("bench").bench_window(**given, **kw)
+    if kw:
+        raise ValueError(f"bench_window(backend='numba') takes shape and repeats only, got {sorted(kw)}")
+    shape = WINDOW_SHAPE if shape is None else tuple(shape)
+    if len(shape) != 5 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in shape):
+        raise ValueError(f"shape must be (B, T, f, w, s) of five positive integers, got {shape!r}")
+    repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
+
+    from . import _window_numba
+    from .cells import gril
+
+    B, T, f, w, s = shape
+    T_out = gril.n_windows(T, w, s)
+    rng = np.random.default_rng(0)
+    params = {k: v.astype(np.float32) for k, v in gril.init(rng, f, w).items()}
+    x = rng.standard_normal((B, T, f), dtype=np.float32)
+    do = rng.standard_normal((B, T_out, f), dtype=np.float32)
+    args = (x, params["Q"], params["q"], params["beta"], params["A"], w, s)
+    n_copy = (B * T * f + B * T_out * f + 1) // 2
+    src = np.ones(n_copy, dtype=np.float32)
+    dst = np.empty_like(src)
+
+    def fwd_bwd(backend):
+        o, cache = gril.forward(params, x, s, backend=backend)
+        gril.backward(params, cache, do)
+
+    cases = [
+        ("np.copyto (bound)", lambda: np.copyto(dst, src)),
+        ("numpy forward", lambda: gril.forward(params, x, s, backend="numpy")),
+        ("numba forward", lambda: _window_numba.gril_forward(*args)),
+        ("numpy forward+backward", lambda: fwd_bwd("numpy")),
+        ("numba forward+backward", lambda: fwd_bwd("numba")),
+    ]
+    nbytes = 4 * (B * T * f + B * T_out * f)
+    rows = [{"name": name, "seconds": seconds, "bytes": nbytes}
+            for (name, _), seconds in zip(cases, _best_of_interleaved([fn for _, fn in cases], repeats))]
+    for r in rows:
+        r["vs_copy"] = rows[0]["seconds"] / r["seconds"]
+    for numba_row, numpy_row in ((rows[2], rows[1]), (rows[4], rows[3])):
+        numba_row["vs_numpy"] = numpy_row["seconds"] / numba_row["seconds"]
+    return rows
+
+
+def format_window_table(rows, shape=None):
+    """A plain-text table of ``bench_window``'s CPU rows."""
+    B, T, f, w, s = WINDOW_SHAPE if shape is None else shape
+    lines = [f"GRIL block, float32, B={B} T={T} f={f} w={w} s={s}",
+             f"{'row':<24} {'ms':>10} {'numba speedup':>14} {'vs copy':>8}", "-" * 59]
+    for r in rows:
+        speedup = f"{r['vs_numpy']:.1f}x" if "vs_numpy" in r else ""
+        lines.append(f"{r['name']:<24} {1e3 * r['seconds']:>10.2f} {speedup:>14} {r['vs_copy']:>8.3f}")
+    lines.append("-" * 59)
+    if rows:
+        lines.append(f"bytes: read x + write o = {rows[0]['bytes'] / 1e6:.1f} MB; the copy moves the same bytes")
+    return "\n".join(lines)
 
 
 def format_table(rows):

@@ -49,9 +49,14 @@ def test_a_library_input_error_reaches_the_user_as_one_line(monkeypatch, capsys)
     assert capsys.readouterr().err == "error: x must be a numpy.ndarray, got NoneType\n"
 
 
-def test_bench_window_needs_cuda_backend():
-    with pytest.raises(SystemExit):
-        main(["bench", "window"])
+def test_bench_window_runs_the_cpu_benchmark_by_default(monkeypatch, capsys):
+    from minimal import bench
+
+    calls = []
+    monkeypatch.setattr(bench, "bench_window", lambda **kw: calls.append(kw) or [])  # the real one takes minutes
+    assert main(["bench", "window", "--quick"]) == 0
+    assert calls == [{"backend": "numba", "shape": (16, 2 ** 12 + 1, 10, 3, 1)}]
+    assert "GRIL block" in capsys.readouterr().out
 
 
 def test_module_entry_point_runs():

@@ -27,6 +27,11 @@ f <= 32) or the unfused one (method "blelloch": updates, Blelloch scan over wind
 is that module's elementwise kernels with the GPU's reverse scan. x and Z go to the device once and stay
 there (in the cache) from the forward to the backward; o, dx and the gradients come back as NumPy arrays.
 The params must then have x's dtype (the kernels do not cast).
+In parallel mode, backend="numba" with method None or "sequential" runs the fused CPU kernels of
+``minimal._window_numba``: one pass over the windows per batch element, U_k formed from x on the fly and Z in an
+(f, f) buffer; the states (B, T', f, f) are stored for the backward (a fused reverse pass), and x is kept in
+the cache instead of C. Inference without the stored states: ``_window_numba.gril_forward(..., return_Z=False)``.
+backend="numba" with method="blelloch" keeps the unfused path (all U_k, then the Numba Blelloch scan).
 
 Glossary: B batch, T input steps, f features per token, w window width, s stride, T' number of windows.
 Params: Q (w, w), q (w,), beta (1,) for a scalar β or (f,) for one β per output feature, A (f, f).
@@ -58,6 +63,7 @@ class Cache(NamedTuple):
     Z: np.ndarray  # (B, T', f, f) states after each window; a device array on the CUDA path
     scan_kwargs: dict  # method / backend passed to the scan (parallel mode)
     x_device: object = None  # the CUDA path's device copy of x (B, T, f), reused by the backward
+    x: np.ndarray = None  # the fused Numba path's x (B, T, f) (C is None there: its kernels index x directly)
 
 
 # ----------------------------------------------------------------------------------------- windows
@@ -239,8 +245,9 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
             (``step_forward`` once per window).
         method, backend: passed to ``minimal.scan.linear_scan`` in parallel mode; None keeps the scan's
             default (its fast method). backend="cuda" runs the block with ``cuda_kernels.window`` instead
-            (module docstring; method None or "sequential" = fused, "blelloch" = unfused). Unused in
-            sequential mode.
+            (module docstring; method None or "sequential" = fused, "blelloch" = unfused), and
+            backend="numba" the fused CPU kernels of ``minimal._window_numba`` (method None or "sequential";
+            "blelloch" keeps the unfused path with the Numba scan). Unused in sequential mode.
     Returns:
         o: (B, T', f), o[:, k] the output at input step t_k = k s + w - 1; and the cache for ``backward``.
     """
@@ -249,6 +256,8 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
     kwargs = scan_kwargs(method, backend)
     if mode == "parallel" and backend == "cuda":
         return _forward_cuda(params, x, s, w, kwargs)
+    if mode == "parallel" and backend == "numba" and _numba_fused(method):
+        return _forward_numba(params, x, s, w, kwargs)
     C = window(x, w, s)  # (B, T', f, w)
     B, T_out = C.shape[:2]
     if mode == "parallel":
@@ -266,6 +275,30 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
         o[:, k], Z_t = _step(params, Z_t, C[:, k])
         Z[:, k] = Z_t
     return o, Cache(mode, x.shape[1], s, C, Z, kwargs)
+
+
+def _numba_fused(method):
+    """Whether backend="numba" runs the fused kernels: method None or "sequential"; "blelloch" is unfused."""
+    if method is None:
+        return True
+    return check_choice("method", method, ("sequential", "blelloch")) == "sequential"
+
+
+def _forward_numba(params, x, s, w, kwargs):
+    """Parallel mode with the fused Numba kernels; the cache keeps x and the states Z for the backward."""
+    from .. import _window_numba
+
+    o, Z = _window_numba.gril_forward(x, params["Q"], params["q"], params["beta"], params["A"], w, s,
+                                      return_Z=True)
+    return o, Cache("parallel", x.shape[1], s, None, Z, kwargs, x=x)
+
+
+def _backward_numba(params, cache, do):
+    from .. import _window_numba
+
+    check_array("do", do, cache.Z.shape[:3], names=("B", "T'", "f"))
+    return _window_numba.gril_backward(cache.x, params["Q"], params["q"], params["beta"], params["A"],
+                                       params["Q"].shape[0], cache.s, cache.Z, do)
 
 
 def _device_params(win, params):
@@ -300,11 +333,14 @@ def backward(params, cache, do):
         cache: from ``forward``; do: (B, T', f) dL/do.
     Returns:
         dx (B, T, f) and grads {Q, q, beta, A} of the params' shapes. A cache from the CUDA path (backend
-        "cuda") runs ``cuda_kernels.window.gril_backward`` on the x and Z it kept on the device.
+        "cuda") runs ``cuda_kernels.window.gril_backward`` on the x and Z it kept on the device; one from
+        the fused Numba path (backend "numba") runs ``minimal._window_numba.gril_backward``.
     """
     _check_params(params)
     if cache.x_device is not None:
         return _backward_cuda(params, cache, do)
+    if cache.x is not None:
+        return _backward_numba(params, cache, do)
     Q, q, beta, A = params["Q"], params["q"], params["beta"], params["A"]
     C, Z = cache.C, cache.Z
     B, T_out, f, w = C.shape
@@ -369,14 +405,16 @@ def gril_forward_reference(x, Q, q, beta, A, w, s):
 
 def examples(rng):
     """Tiny float64 cases in both modes: T = 1 (w = 1), odd T, overlapping windows (s < w), strided
-    windows (s = w and s > w), scalar and per-feature β."""
+    windows (s = w and s > w), scalar and per-feature β; the parallel ones again with the fused Numba kernels
+    (backend="numba")."""
     out = []
-    for mode in MODES:
+    for mode, backend in (("parallel", "numpy"), ("sequential", "numpy"), ("parallel", "numba")):
+        prefix = mode if backend == "numpy" else f"{mode}-{backend}"
         for name, B, T, f, w, s, per_feature in [("T1-w1", 2, 1, 2, 1, 1, False),
                                                  ("T5-w2-s1", 2, 5, 3, 2, 1, False),
                                                  ("T7-w3-s2-beta_f", 1, 7, 3, 3, 2, True),
                                                  ("T6-w2-s2", 1, 6, 2, 2, 2, False),
                                                  ("T7-w1-s3", 2, 7, 2, 1, 3, True)]:
-            out.append(Example(f"{mode}-{name}", init(rng, f, w, per_feature), rng.standard_normal((B, T, f)),
-                               {"s": s, "mode": mode, "method": "sequential", "backend": "numpy"}))
+            out.append(Example(f"{prefix}-{name}", init(rng, f, w, per_feature), rng.standard_normal((B, T, f)),
+                               {"s": s, "mode": mode, "method": "sequential", "backend": backend}))
     return out
