@@ -46,6 +46,7 @@ from .._plotting import pyplot
 from ... import constructions_gril
 from ..._atomic import atomic_write
 from ...analysis import gril_gd
+from ...data import data_path
 from ...tasks import gril_regression
 from . import model as M
 
@@ -61,7 +62,7 @@ PAPER = {
     "pred_cos": 1.0,                      # Fig. 2B: "near-perfect alignment"
 }
 
-WEIGHTS = Path("data/gril/regression_full.npz")
+WEIGHTS = data_path("gril", "regression_full.npz")
 
 
 @dataclass
