@@ -49,15 +49,14 @@ import numpy as np
 
 from ._plotting import pyplot
 from ..analysis import gd
-from ..cells import gated_rnn, gru, lru, lstm
-from ..layers import linear
+from .. import models
 from ..optim import cosine_schedule
 from ..sweep import all_on_disk, finite_or_nan, run_sweep, with_sweep_summary
 from ..tasks import icl_regression, lsa_teacher
 from ..train import NonFiniteLossError, train
 from ..validate import check_array, check_choice, check_positive_int
 
-__all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "init_model", "model_forward", "model_backward",
+__all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "model_spec", "init_model", "model_forward", "model_backward",
            "n_params", "task_spec", "run_job", "train_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP_DIR"]
 
 ARCHS = ("gated_diagonal", "gated_dense", "lstm", "gru", "lru_out", "lru_in_out", "lru_in_skip")
@@ -74,29 +73,38 @@ PAPER = {
 
 # ---------------------------------------------------------------- the model: a stack of existing cells
 
-def _cell(arch):
-    return {"gated_diagonal": gated_rnn, "gated_dense": gated_rnn, "lstm": lstm, "gru": gru}.get(arch, lru)
-
-
-def _cell_kwargs(arch):
-    return {"variant": arch[4:]} if arch.startswith("lru_") else {}
-
-
-def _init_layer(rng, arch, d_in, d_out, hidden):
-    """One layer's params; LSTM/GRU output their hidden state (d_out is then the readout's job)."""
-    if arch.startswith("gated_"):
-        return gated_rnn.init(rng, d_in, hidden, d_out, recurrence=arch[6:])
-    if arch == "lstm":
-        return lstm.init(rng, d_in, hidden)
-    if arch == "gru":
-        return gru.init(rng, d_in, hidden)
-    variant = arch[4:]
-    return lru.init(rng, d_in, d_state=hidden, d_out=d_out, d_model=None if variant == "out" else hidden,
-                    variant=variant, r_min=0.0, max_phase=np.pi / 10)
+def model_spec(arch, layers, d_in=None, d_out=None, hidden=None, readout_scale=0.1):
+    """The ``minimal.models`` spec of an L-layer stack of ``arch``: each layer maps its width -> ``hidden``
+    (the last -> ``d_out``; LSTM/GRU output their hidden state and a linear readout follows), the last
+    output map scaled by ``readout_scale`` at init. Without the sizes (None) the spec has empty init
+    arguments: enough for ``models.forward`` / ``backward``, which read only names and forward kwargs."""
+    build = d_in is not None
+    spec, width = [], d_in
+    for i in range(layers):
+        out, last = (d_out if i == layers - 1 else hidden), i == layers - 1
+        if arch.startswith("gated_"):
+            name, kw, fwd, scale = "gated_rnn", dict(d_in=width, d_hidden=hidden, d_out=out,
+                                                     recurrence=arch[6:]), {}, {"D": readout_scale}
+        elif arch in ("lstm", "gru"):
+            name, kw, fwd, scale = arch, dict(d_in=width, d_hidden=hidden), {}, {}
+        else:
+            variant = arch[4:]
+            name, fwd, scale = "lru", {"variant": variant}, {"W_out_m": readout_scale}
+            kw = dict(d_in=width, d_state=hidden, d_out=out, d_model=None if variant == "out" else hidden,
+                      variant=variant, r_min=0.0, max_phase=np.pi / 10)
+        spec.append(models.Layer(name, kw if build else {}, fwd, scale if (build and last) else {}))
+        width = hidden
+    if arch in ("lstm", "gru"):
+        spec.append(models.Layer("linear", {"D_in": hidden, "D_out": d_out} if build else {}, {},
+                                 {"W": readout_scale} if build else {}))
+    return tuple(spec)
 
 
 def init_model(rng, arch, d_in, d_out, hidden, layers=1, readout_scale=0.1, dtype="float64"):
     """Params of an L-layer stack, keys "l<i>/<name>" (and "readout/W", "readout/b" for LSTM/GRU).
+
+    Built by ``minimal.models.init`` from ``model_spec`` (its keys "<i>.<name>" renamed here; the random
+    draws and the numbers are those of the stack this module carried before models.py existed, bit for bit).
 
     Args:
         rng: ``numpy.random.Generator``; arch: one of ``ARCHS``; d_in: token features; d_out: outputs;
@@ -108,28 +116,28 @@ def init_model(rng, arch, d_in, d_out, hidden, layers=1, readout_scale=0.1, dtyp
     check_choice("arch", arch, ARCHS)
     d_in, d_out = check_positive_int("d_in", d_in), check_positive_int("d_out", d_out)
     hidden, layers = check_positive_int("hidden", hidden), check_positive_int("layers", layers)
-    params = {}
-    width = d_in
-    for i in range(layers):
-        last = i == layers - 1
-        p = _init_layer(rng, arch, width, d_out if last else hidden, hidden)
-        params.update({f"l{i}/{k}": v for k, v in p.items()})
-        width = hidden
-    if arch in ("lstm", "gru"):
-        params.update({f"readout/{k}": v for k, v in linear.init(rng, hidden, d_out).items()})
-        params["readout/W"] = params["readout/W"] * readout_scale
-    else:
-        out = f"l{layers - 1}/" + ("D" if arch.startswith("gated_") else "W_out_m")
-        params[out] = params[out] * readout_scale
-    return {k: np.asarray(v, dtype=dtype) for k, v in params.items()}
+    params = models.init(rng, model_spec(arch, layers, d_in, d_out, hidden, readout_scale))
+    return {_our_name(k, layers): np.asarray(v, dtype=dtype) for k, v in params.items()}
+
+
+def _our_name(key, layers):
+    """models' "<i>.<name>" -> "l<i>/<name>", the readout after L layers -> "readout/<name>"."""
+    i, name = key.split(".", 1)
+    return f"readout/{name}" if int(i) == layers else f"l{i}/{name}"
+
+
+def _models_name(key, layers):
+    prefix, name = key.split("/", 1)
+    return f"{layers if prefix == 'readout' else int(prefix[1:])}.{name}"
 
 
 def _layers(params):
     return 1 + max(int(k.split("/")[0][1:]) for k in params if k.startswith("l"))
 
 
-def _sub(params, prefix):
-    return {k[len(prefix) + 1:]: v for k, v in params.items() if k.startswith(prefix + "/")}
+def _as_models(params):
+    L = _layers(params)
+    return {_models_name(k, L): v for k, v in params.items()}, L
 
 
 def model_forward(params, x, arch, readout="all"):
@@ -137,47 +145,25 @@ def model_forward(params, x, arch, readout="all"):
 
     ``readout="last"`` returns y at the last step only, (B, 1, d_out), for losses that read only the final
     token (ICL's query): the gated RNN's last layer then runs its own ``readout="last"`` (output gating on h_T
-    only, no scan); the other cells run every step and only the final one is passed on.
+    only, no scan); the other cells run every step and only the final one is passed on (``models.forward``).
     """
     check_choice("arch", arch, ARCHS)
     check_array("x", x, ndim=3, names=("B", "T", "d_in"))
     check_choice("readout", readout, ("all", "last"))
-    cell, kw = _cell(arch), _cell_kwargs(arch)
-    caches, h, L = [], x, _layers(params)
-    for i in range(L):
-        last_kw = {"readout": "last"} if (readout == "last" and i == L - 1 and cell is gated_rnn) else {}
-        h, c = cell.forward(_sub(params, f"l{i}"), h, **kw, **last_kw)
-        caches.append(c)
-    T_cut = h.shape[1] if (readout == "last" and cell is not gated_rnn) else None
-    if T_cut is not None:
-        h = h[:, -1:]
-    if arch in ("lstm", "gru"):
-        h, c = linear.forward(_sub(params, "readout"), h)
-        caches.append(c)
-    return h, {"cells": caches, "T_cut": T_cut}
+    p, L = _as_models(params)
+    return models.forward(p, x, model_spec(arch, L), readout)
 
 
 def model_backward(params, caches, dy, arch):
     """Gradients of the stack through each cell's own backward, layers in reverse. Returns (dx, grads)."""
-    cell = _cell(arch)
-    grads = {}
-    T_cut, caches = caches["T_cut"], list(caches["cells"])
-    if arch in ("lstm", "gru"):
-        # 2. the linear readout
-        dy, g = linear.backward(_sub(params, "readout"), caches.pop(), dy)
-        grads.update({f"readout/{k}": v for k, v in g.items()})
-    if T_cut is not None:          # readout "last" on a cell that ran every step: only y_T had a gradient
-        dy = np.concatenate([np.zeros(dy.shape[:1] + (T_cut - 1,) + dy.shape[2:], dy.dtype), dy], axis=1)
-    # 1. the cells, last layer first
-    for i in reversed(range(_layers(params))):
-        dy, g = cell.backward(_sub(params, f"l{i}"), caches[i], dy)
-        grads.update({f"l{i}/{k}": v for k, v in g.items()})
-    return dy, {k: grads[k] for k in params}
+    p, L = _as_models(params)
+    dx, grads = models.backward(p, caches, dy, model_spec(arch, L))
+    return dx, {k: grads[_models_name(k, L)] for k in params}
 
 
 def n_params(params):
     """Total number of real parameters (complex LRU weights count twice: stored as real and imaginary)."""
-    return int(sum(np.size(v) for v in params.values()))
+    return models.n_params(params)
 
 
 # ---------------------------------------------------------------- the two tasks
