@@ -150,7 +150,9 @@ def test_construction_reproduces_one_step_of_gradient_descent_on_least_squares(r
     """Tokens x_1, y_1, ..., x_N, y_N, x_q, 0 in a shared f = d_x + d_y space, w = s = 2: window i is
     (x_i, y_i). Q = [[0, 0], [1, 0]] writes y_i x_i^T into the state, A = 1 keeps the sum, q = (1, 0) reads
     the state with the query and β = η / N is the step size, so the last output's y part is W_1 x_q with
-    W_1 = W_0 − η ∇L(W_0), L(W) = 1/(2N) Σ ||W x_i − y_i||², W_0 = 0 (the paper's one-step construction)."""
+    W_1 = W_0 − η ∇L(W_0), L(W) = 1/(2N) Σ ||W x_i − y_i||², W_0 = 0. This width-2 layout (query in a window
+    of its own, x and y in separate slots) is a variant of ours; the paper's own layout (Prop. 4.1: w = 3,
+    s = 2, windows [x_j, y_j, x_{j+1}]) is tested in tests/test_gril_constructions.py."""
     N, d_x, d_y, eta = 6, 3, 2, 0.3
     X, Y, x_q = rng.standard_normal((N, d_x)), rng.standard_normal((N, d_y)), rng.standard_normal(d_x)
     f = d_x + d_y

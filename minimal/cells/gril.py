@@ -1,6 +1,6 @@
 """The GRIL block: windowed cross-product update, diagonal (elementwise) accumulation, multiplicative readout.
 Tian et al., "Learning in the Recurrent State: Gradient Descent with Linear Recurrent Networks"
-(arXiv:2410.11687, Def. 4.2):
+(arXiv:2410.11687, Def. 4.2, Eq. 9-10):
 
     C_k = [x_{ks}, x_{ks+1}, ..., x_{ks+w-1}]      (f, w)   window k: w consecutive tokens, stride s
     U_k = C_k Q C_k^T                               (f, f)   cross products of the tokens in the window
@@ -10,12 +10,16 @@ Tian et al., "Learning in the Recurrent State: Gradient Descent with Linear Recu
 Window k ends at input step t_k = k s + w - 1: its newest token is column w - 1 of C_k, its oldest column 0.
 Windows start only when full (no zero padding), so there are T' = (T - w) / s + 1 of them and output k
 belongs to input step t_k. We require the last window to end at the last token, (T - w) % s == 0; otherwise
-the trailing tokens would be dropped silently, and a ValueError says so instead. (These window conventions
-are ours: they follow the design card, not a check against the full text of Def. 4.2.)
+the trailing tokens would be dropped silently, and a ValueError says so instead. Checked against the paper:
+Def. 4.2 fixes C_t (f, w), Eq. 10 the cross-product and the readout β Z_t C_t q, but not the edges; Prop. 4.1
+and Eq. 9 use w = 3, stride 2 on the interleaved tokens s_{2j} = x_j, s_{2j+1} = y_j, so that
+C_j = [x_j, y_j, x_{j+1}] with the oldest token in column 0 and the query x_{j+1} in the last column (q = e_3
+selects it). Full windows are our convention for the edges; for the interleaved sequences of length 2N + 1
+(``minimal.tasks.gril_regression``) they give exactly the paper's N windows.
 
-With Q = [[0, 0], [1, 0]], q = (1, 0), w = s = 2 and tokens alternating x_i, y_i, U_k = y_i x_i^T and
-o = β Σ_i y_i x_i^T x_query: the state accumulates the gradient of a least-squares loss and the readout
-applies it to the query, i.e. one step of gradient descent from W = 0 (the paper's construction, App. A).
+With Q = e_2 e_1^T (U_j = y_j x_j^T, Eq. 7 and 10), q = e_3, A = 1 and β = η/N, the last output is
+(η/N) Σ_j y_j x_j^T x_{N+1}: one step of gradient descent from W = 0 applied to the query (Prop. 4.1;
+``minimal.constructions_gril``). With w = 1 the block is linear attention's single-token outer product (Sec. 4.5).
 
 Two modes of one function:
     parallel    (default) build every C_k and U_k, run Z through ``minimal.scan.linear_scan`` as a
