@@ -1,0 +1,651 @@
+"""Beyond one step: a trainable L-layer GRIL that contains multi-step GD, and GRIL + an MLP on non-linear
+regression (Tian et al., Sec. 4.3, App. A.3, A.4, B.4, Fig. 3A-B, Fig. 5).
+
+Fig. 3A, the L-layer model. Every layer l = 1 .. L reads the same original windows C_k = [x_k, y_k, x_{k+1}]
+(w = 3, s = 2; the skip input of Sec. 4.3) with two GRIL heads (Def. 4.2, ``minimal.cells.gril``), each with its
+own learned window mixing and elementwise decay,
+
+    Z_k^(l) = A_l ⊙ Z_{k-1}^(l) + C_k Q_l C_k^T,      Z̃_k^(l) = Ã_l ⊙ Z̃_{k-1}^(l) + C_k Q̃_l C_k^T,   (f, f)
+
+and the readout of App. A.3 applies one step to the previous layer's predictor with a learned step c_l,
+
+    W_0 = 0,    W_l = W_{l-1} - c_l (Z̃^(l) W_{l-1} - Z^(l)T),    ŷ = (W_L^T C_N q)[:n_o]           (f, f)
+
+where Z, Z̃ are the states after the last window, C_N = [x_N, y_N, x_{N+1}] and q (3,) is a learned query read.
+At Q_l = e_2 e_1^T (Z = Σ y x^T), Q̃_l = e_1 e_1^T (Z̃ = Σ x x^T = S), A = Ã = 1, c_l = η/N and q = e_3 this is
+``constructions_gril.multi_step_gd_forward``: W_l = W_{l-1} - (η/N)(S W_{l-1} - Σ x y^T) = W_{l-1} - η ∇L(W_{l-1}),
+L GD steps (``construction``; tested against ``gril_gd.gd_predict(..., steps=L)``). Z^(l)T is the transpose
+convention of ``constructions_gril`` (GRIL's Q = e_2 e_1^T stores Σ y x^T; W is (inputs, outputs)). Layer 1's
+Z̃ head multiplies W_0 = 0, so it is left out (it would only ever receive zero gradient).
+
+The backward mirrors the forward in reverse: dW_L = r ⊗ dŷ, r = C_N q; then per layer, from L down to 1,
+
+    dc_l = -<Z̃ W_{l-1} - Z^T, dW_l>,   dZ = c_l dW_l^T,   dZ̃ = -c_l dW_l W_{l-1}^T,   dW_{l-1} = dW_l - c_l Z̃^T dW_l,
+
+and each head turns the gradient of its last state into dQ, dA and dC by a reverse loop over the windows (only the
+last state enters, so ``gril.backward``, which takes output gradients, is not the right adjoint: ``head_backward``
+is that loop, as ``model.state_readout_backward``). The windows' gradients go back to the tokens through
+``gril.window_backward``.
+
+Fig. 3B, non-linear regression (App. A.4, B.4). Targets y = sin(W^T x) elementwise ("a sine transformation of the
+targets", B.4) on the data of App. B.2. One GRIL block (``model``'s "full" variant: Q, q, β (f,), A) followed by a
+two-layer MLP (``minimal.layers.mlp``: Linear -> GELU -> Linear, H hidden units) on its query output:
+
+    ŷ = MLP(o_N)[:n_o],    o_N = β ⊙ (Z_N C_N q)
+    "gril"   everything trained;
+    "gd"     the block fixed at the one-step construction (Q = e_2 e_1^T, q = e_3, A = 1, β = η*/N), so o_N is the
+             linear one-step GD prediction, and only the MLP is trained (B.4: "only the auxiliary non-linear mapping").
+
+Metrics (losses are ours, 1/2 mean (ŷ - y)² over tasks and outputs; the zero predictor scores f a²/6 = 1.67 on the
+linear tasks). Fig. 3A on one fixed set of 10^4 tasks (App. B.1): the trained L-layer model; L GD steps with the best
+fixed η for L steps (``best_eta``, an exact 1-D search on a separate set of 10^4 tasks: about 1.49 for two steps
+against the one-step η* = 1.515, a small difference, L(1.515) exceeds L(1.49) by 0.04%); L GD steps with the best
+separate step size per step (``best_step_sizes``: about 2.91 and 1.00 for two steps, 10% lower loss than one fixed
+η), the reference that fits a model whose layers learn their own c_l; one GD step at η*; and the trained one-layer
+model (this module's L = 1: the GRIL block of Def. 4.2 with a scalar β = c_1). Fig. 3B: both variants, the linear
+one-step GD prediction (at η* and at the best η for one step on the sine tasks, searched as above) and the zero
+predictor, on a fixed set. Fig. 5: the trained heads in the construction's coordinates (``_gauge_fixed``).
+
+``PAPER``: the paper gives no numbers for Fig. 3A-B, only what the figure shows, so we encode the claims we test:
+the trained two-layer model matches two GD steps (ratio 1), beats one GD step and the trained one-layer model; on
+the sine tasks GD + MLP beats the linear GD prediction it is fed (η*), and the fully trained GRIL does at least as
+well as GD + MLP (ratio <= 1; the reproduce table lists our ratio next to the claimed 1). Flags are booleans.
+
+What the quick run finds (3,000 steps per linear model, 2,000 per sine model; eval set of 10^4 tasks):
+    - Fig. 3A: trained two-layer 0.562, two GD steps at the best fixed η (1.49) 0.622, two GD steps with the best
+      η per step (2.88, 1.00) 0.561, one GD step 0.815, trained one-layer 0.816, zero predictor 1.668. The
+      two-layer model beats fixed-η GD (ratio 0.90) because its layers learn their own steps: it matches GD with
+      free step sizes (ratio 1.00). Its heads sit in the construction's coordinates (Fig. 5): layer 1 a Z head
+      ≈ e_2 e_1^T with step 3.7, layer 2 a Z̃ head ≈ e_1 e_1^T with step 0.81 and a Z head with step 0.28; the
+      prediction polynomial (3.72 + 0.28)/N u - (3.72 · 0.81)/N² v is the free-step GD one, (2.88 + 1.00)/N u -
+      (2.88 · 1.00)/N² v, to within 5% in each coefficient (u = x_q^T X^T Y, v = x_q^T S X^T Y, per output).
+    - Fig. 3B: GD + MLP 0.2254 and GRIL + MLP 0.2254, against the linear GD prediction at η* 0.2441, at the best
+      η for the sine tasks (0.81) 0.2252, and the zero predictor 0.2485. The MLP's whole gain over its input is
+      the rescaling a better step size gives; no non-linear gain is measurable on this task (N = f = 10, W ~ N(0,
+      I): W^T x_q has standard deviation 1.8, and its sine is nearly unpredictable from a noisy linear estimate).
+
+Differs from the paper:
+    - Training: AdamW at lr 1e-2, cosine to 1e-5 after a short warm-up, every parameter alike, steps in the
+      thousands (paper: the one-layer settings of App. B.1-B.2, lr 1e-4 / 2e-4, up to 300,000 steps): CPU minutes.
+    - The layers pass W_l (f, f) to one another directly; the paper describes the combination across layers only
+      as "a multiplicative combination across layers and with the external input" (App. A.3). The prediction is
+      read from the last layer only (intermediate layers' outputs W_l^T C q are not used).
+    - A learned scalar step c_l per layer and a shared learned query read q (3,) replace the block's β and the
+      per-layer readouts; Q, Q̃ (3, 3) and A, Ã (f, f) are the heads' GRIL parameters (no β per head: it would
+      only rescale c_l). Layer 1 has no Z̃ head (above).
+    - "Calibration" (B.4: "optionally a short calibration phase (1000 optimization steps)", not specified): we
+      run none; instead the model starts at a small step, c_l = ``c_init`` = 0.01 (1/15 of the construction's
+      η*/N = 0.15), with Q, Q̃, q ~ N(0, 1/3) and A, Ã ~ U(0.9, 1): the first loss is then 1.6, the zero
+      predictor's. The scale matters, as B.4 warns: with c_init = 0.15 and the same random heads the first loss
+      was 46 and a 3,000-step run ended at 0.81, one GD step's loss, with layer 1 switched off (c_1 -> 0); with
+      c_init = 0.01 the same run reached 0.56, two GD steps with free step sizes.
+    - Fig. 3B: a two-layer GELU MLP (``minimal.layers.mlp``) on the block's query output instead of the weighted
+      sigmoid gated unit of [33] / S5 (B.4), and only the one-layer model (the figure also shows multi-layer
+      ones). A.4 sketches the MLP acting on the state (ρ(z_t)); B.4 puts it "on top of the linear GRIL layer":
+      we follow B.4.
+    - The one-layer reference of Fig. 3A is this module's L = 1 (scalar step) rather than ``model``'s block with
+      β (f,); same training settings as the L-layer model.
+
+Glossary: B tasks, N context pairs, f token size (= input size), n_o target size, L layers, H MLP hidden units,
+η step size (η* the optimal one-step size), c_l the learned step of layer l, S = Σ x x^T.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .._plotting import pyplot
+from ... import _speed
+from ...analysis import gril_gd
+from ...cells import gril
+from ...layers import mlp
+from ...optim import cosine_schedule
+from ...tasks import gril_regression
+from ...train import train
+from ...validate import check_array, check_choice, check_positive_int
+from . import model as M
+
+__all__ = ["init_params", "construction", "head_forward", "head_backward", "predict", "predict_backward",
+           "loss_and_grads", "sample_sine", "best_eta", "best_step_sizes", "Job", "SineJob", "train_job",
+           "train_sine_job", "run_job", "run_sine_job", "sine_predict", "sine_predict_backward", "Config", "PAPER",
+           "run", "plot"]
+
+W_WIN, STRIDE = gril_regression.N_WINDOW, gril_regression.STRIDE   # 3, 2: windows [x_k, y_k, x_{k+1}]
+SINE_VARIANTS = ("gril", "gd")
+
+PAPER = {
+    "gril2_over_gd2": 1.0,               # Fig. 3A: the trained two-layer GRIL tracks two GD steps
+    "gril2_beats_gd1": True,             # Fig. 3A: two steps (layers) do better than one
+    "gril2_beats_gril1": True,           # Fig. 3A / Sec. 4.3: stacking layers helps
+    "sine_gd_mlp_beats_linear_gd": True,  # Fig. 3B / B.4: the MLP learns a useful map of the fixed GD statistic
+    "sine_gril_over_gd_mlp": 1.0,        # Fig. 3B: the fully trained model does at least as well (claimed <= 1)
+}
+
+
+# ------------------------------------------------------------------------------ the L-layer model
+def _names(l):
+    """Parameter names of layer l (1-based): the Z head (Q_l, A_l), the Z̃ head (Q_tilde_l, A_tilde_l; l >= 2), c_l."""
+    return [f"Q_{l}", f"A_{l}", f"c_{l}"] + ([f"Q_tilde_{l}", f"A_tilde_{l}"] if l > 1 else [])
+
+
+def _layers(params):
+    L = sum(1 for k in params if k.startswith("c_"))
+    if L < 1 or set(params) != {"q"} | {n for l in range(1, L + 1) for n in _names(l)}:
+        raise ValueError(f"params must hold q and, for l = 1 .. L, {_names(1)} (l = 1) and {_names(2)} "
+                         f"(l >= 2), got {sorted(params)}")
+    return L
+
+
+def init_params(rng, f, L, c_init=0.01):
+    """Random parameters of the L-layer model (the module docstring's scale).
+
+    Returns:
+        {q (3,), and per layer l: Q_l (3, 3), A_l (f, f), c_l (1,), and for l >= 2 Q_tilde_l (3, 3),
+        A_tilde_l (f, f)}; Q, Q̃, q ~ N(0, 1/3), A, Ã ~ U(0.9, 1), c_l = c_init.
+    """
+    f, L = check_positive_int("f", f), check_positive_int("L", L)
+    p = {"q": rng.standard_normal(W_WIN) / np.sqrt(W_WIN)}
+    for l in range(1, L + 1):
+        p[f"Q_{l}"] = rng.standard_normal((W_WIN, W_WIN)) / np.sqrt(W_WIN)
+        p[f"A_{l}"] = rng.uniform(0.9, 1.0, (f, f))
+        p[f"c_{l}"] = np.array([float(c_init)])
+        if l > 1:
+            p[f"Q_tilde_{l}"] = rng.standard_normal((W_WIN, W_WIN)) / np.sqrt(W_WIN)
+            p[f"A_tilde_{l}"] = rng.uniform(0.9, 1.0, (f, f))
+    return p
+
+
+def construction(f, N, L, eta):
+    """The App. A.3 point: Q_l = e_2 e_1^T, Q̃_l = e_1 e_1^T, A = Ã = 1, c_l = η/N, q = e_3 (= L GD steps of η)."""
+    e = np.eye(W_WIN)
+    p = {"q": e[2].copy()}
+    for l in range(1, check_positive_int("L", L) + 1):
+        p.update({f"Q_{l}": np.outer(e[1], e[0]), f"A_{l}": np.ones((f, f)), f"c_{l}": np.array([eta / N])})
+        if l > 1:
+            p.update({f"Q_tilde_{l}": np.outer(e[0], e[0]), f"A_tilde_{l}": np.ones((f, f))})
+    return p
+
+
+def head_forward(Q, A, C):
+    """One head's states Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T, Z_{-1} = 0, after every window.
+
+    Args:
+        Q: (w, w); A: (f, f); C: (B, T', f, w) windows (``gril.window``).
+    Returns:
+        Z: (B, T', f, f); Z[:, -1] is the state the readout uses.
+    """
+    U = C @ Q @ C.transpose(0, 1, 3, 2)          # (B, T', f, f)
+    Z = np.empty_like(U)
+    Z_k = np.zeros_like(U[:, 0])
+    for k in range(U.shape[1]):
+        Z_k = A * Z_k + U[:, k]
+        Z[:, k] = Z_k
+    return Z
+
+
+def head_backward(Q, A, C, Z, G):
+    """Adjoint of ``head_forward`` when only the last state enters the loss.
+
+    Args:
+        Q, A, C, Z: as in and from ``head_forward``; G: (B, f, f) dL/dZ[:, -1].
+    Returns:
+        dQ (w, w), dA (f, f), dC (B, T', f, w).
+    """
+    # 2. Z_k = A ⊙ Z_{k-1} + U_k, backwards in time: G is dL/dZ_k, then A ⊙ G for Z_{k-1}
+    dU = np.empty_like(Z)
+    dA = np.zeros_like(A)
+    for k in reversed(range(Z.shape[1])):
+        dU[:, k] = G
+        if k > 0:
+            dA += (G * Z[:, k - 1]).sum(axis=0)
+            G = A * G
+    # 1. U = C Q C^T
+    dU_C = dU @ C                                            # (B, T', f, w), used twice
+    dQ = (C.transpose(0, 1, 3, 2) @ dU_C).sum(axis=(0, 1))
+    dC = dU_C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
+    return dQ, dA, dC
+
+
+class Cache(NamedTuple):
+    T: int
+    n_out: int
+    C: np.ndarray    # (B, T', f, 3) the original windows, read by every layer
+    Z: dict          # head name ("Q_l" or "Q_tilde_l") -> (B, T', f, f) states
+    W: list          # [W_0 = 0, W_1, ..., W_L], each (B, f, f)
+    r: np.ndarray    # (B, f) the query read C_N q
+
+
+def predict(params, tokens, n_out):
+    """ŷ = (W_L^T C_N q)[:, :n_out] of the L-layer model, and the cache.
+
+    Args:
+        params: from ``init_params`` / ``construction``. tokens: (B, 2N + 1, f) (``gril_regression``).
+    Returns:
+        ŷ (B, n_out), Cache.
+    """
+    L = _layers(params)
+    check_array("tokens", tokens, ndim=3, names=("B", "T", "f"))
+    C = gril.window(tokens, W_WIN, STRIDE)                     # (B, N, f, 3)
+    B, _, f, _ = C.shape
+    Z = {}
+    W = [np.zeros((B, f, f), dtype=np.result_type(tokens, params["q"]))]
+    for l in range(1, L + 1):
+        Z[f"Q_{l}"] = head_forward(params[f"Q_{l}"], params[f"A_{l}"], C)
+        step = -Z[f"Q_{l}"][:, -1].transpose(0, 2, 1)          # -Z^T (B, f, f)
+        if l > 1:
+            Z[f"Q_tilde_{l}"] = head_forward(params[f"Q_tilde_{l}"], params[f"A_tilde_{l}"], C)
+            step = step + Z[f"Q_tilde_{l}"][:, -1] @ W[-1]      # Z̃ W_{l-1} - Z^T
+        W.append(W[-1] - params[f"c_{l}"][0] * step)
+    r = C[:, -1] @ params["q"]                                  # (B, f) = C_N q
+    y_hat = np.einsum("bij,bi->bj", W[-1], r)[:, :n_out]
+    return y_hat, Cache(tokens.shape[1], n_out, C, Z, W, r)
+
+
+def predict_backward(params, cache, dy_hat):
+    """dtokens (B, T, f) and the gradients of every parameter, from dL/dŷ (B, n_out)."""
+    L = _layers(params)
+    C, Z, W, r = cache.C, cache.Z, cache.W, cache.r
+    B, _, f, _ = C.shape
+    check_array("dy_hat", dy_hat, (B, cache.n_out), names=("B", "n_out"))
+    g = np.zeros((B, f), dtype=dy_hat.dtype)
+    g[:, :cache.n_out] = dy_hat
+    grads = {}
+    dC = np.zeros_like(C)
+    # 3. ŷ = W_L^T r, r = C_N q
+    dW = r[:, :, None] * g[:, None, :]                          # (B, f, f)
+    dr = np.einsum("bij,bj->bi", W[-1], g)
+    grads["q"] = np.einsum("bfw,bf->w", C[:, -1], dr)
+    dC[:, -1] += dr[:, :, None] * params["q"]
+    # 2. W_l = W_{l-1} - c_l (Z̃ W_{l-1} - Z^T), from the last layer down
+    for l in range(L, 0, -1):
+        c = params[f"c_{l}"][0]
+        Z_l = Z[f"Q_{l}"][:, -1]
+        step = -Z_l.transpose(0, 2, 1)
+        G = c * dW.transpose(0, 2, 1)                           # dL/dZ
+        dQ, dA, dC_h = head_backward(params[f"Q_{l}"], params[f"A_{l}"], C, Z[f"Q_{l}"], G)
+        grads[f"Q_{l}"], grads[f"A_{l}"] = dQ, dA
+        dC += dC_h
+        dW_prev = dW
+        if l > 1:
+            Zt = Z[f"Q_tilde_{l}"][:, -1]
+            step = step + Zt @ W[l - 1]
+            G_t = -c * dW @ W[l - 1].transpose(0, 2, 1)         # dL/dZ̃
+            dQ, dA, dC_h = head_backward(params[f"Q_tilde_{l}"], params[f"A_tilde_{l}"], C, Z[f"Q_tilde_{l}"], G_t)
+            grads[f"Q_tilde_{l}"], grads[f"A_tilde_{l}"] = dQ, dA
+            dC += dC_h
+            dW_prev = dW - c * Zt.transpose(0, 2, 1) @ dW
+        grads[f"c_{l}"] = np.array([-np.sum(step * dW)])
+        dW = dW_prev                                            # dL/dW_{l-1}; W_0 = 0 is a constant
+    # 1. C = window(tokens)
+    return gril.window_backward(dC, cache.T, W_WIN, STRIDE), grads
+
+
+def loss_and_grads(params, tasks):
+    """The query loss 1/2 mean (ŷ - y_{N+1})² on ``tasks`` (``gril_regression.Tasks``) and its gradients."""
+    y = tasks.Y[:, -1]
+    y_hat, cache = predict(params, tasks.tokens, y.shape[1])
+    loss, dy = gril_regression.query_loss(y_hat, y)
+    return loss, predict_backward(params, cache, dy)[1]
+
+
+# ------------------------------------------------------------------------------ GD with the best fixed step
+def best_eta(tasks, steps):
+    """The fixed step η > 0 minimising the query loss of ``steps`` GD steps from W_0 = 0 on ``tasks``.
+
+    From W_0 = 0, W_L is a polynomial of degree L in η (W_1 = (η/N) X^T Y, W_l = W_{l-1} - (η/N)(S W_{l-1} - X^T Y)),
+    so the prediction is ŷ(η) = Σ_{k=1..L} a_k η^k per task and output, and the loss 1/2 mean (ŷ(η) - y)² a
+    polynomial of degree 2L. We read the a_k off ``gril_gd.gd_predict`` at L + 1 step sizes (exact interpolation),
+    and take the best real positive root of the loss's derivative: an exact 1-D search. Returns (η, loss).
+    """
+    steps = check_positive_int("steps", steps)
+    N, f = tasks.X.shape[1] - 1, tasks.X.shape[2]
+    y = tasks.Y[:, -1]
+    h = gril_gd.eta_star(N, f)
+    nodes = h * np.arange(steps + 1)                           # 0, η*, 2η*, ...: a well-conditioned Vandermonde
+    preds = np.stack([np.zeros_like(y)] + [gril_gd.gd_predict(tasks.X, tasks.Y, e, steps=steps)
+                                           for e in nodes[1:]], axis=-1)   # (B, n_o, L + 1)
+    a = preds @ np.linalg.inv(np.vander(nodes, increasing=True)).T        # coefficients of η^0 .. η^L
+    b = a.reshape(-1, steps + 1).copy()
+    b[:, 0] -= y.reshape(-1)                                   # residual polynomial ŷ(η) - y
+    loss = np.polynomial.Polynomial([0.5 * np.mean(sum(b[:, j] * b[:, m - j] for j in range(max(0, m - steps),
+                                                                                          min(m, steps) + 1)))
+                                     for m in range(2 * steps + 1)])
+    roots = loss.deriv().roots()
+    cands = [r.real for r in roots if abs(r.imag) < 1e-9 * max(1.0, abs(r)) and r.real > 0]
+    eta = min(cands, key=loss) if cands else 0.0
+    return float(eta), float(gril_regression.query_loss(gril_gd.gd_predict(tasks.X, tasks.Y, eta, steps=steps),
+                                                          y)[0]) if eta > 0 else float(loss(0.0))
+
+
+def best_step_sizes(tasks, steps):
+    """``steps`` GD steps from W_0 = 0 with the best separate step size per step (a reference for a model whose
+    layers learn their own c_l).
+
+    With H = S/N and g = X^T Y/N, steps of sizes η_1 .. η_L give W_L = p(H) g, p(z) = (1 - Π_l (1 - η_l z)) / z,
+    a polynomial of degree L - 1 with p(0) = Σ η_l. We fit its coefficients by least squares on ŷ = Σ_k β_k
+    (H^k g)^T x_{N+1} (linear in β), then read the η_l off the roots of 1 - z p(z) (η_l = 1 / root); the fit is a
+    sequence of GD steps only when those roots are real, else ``etas`` is None (the loss is then a lower bound).
+    Returns (etas sorted decreasing or None, loss of the fitted polynomial).
+    """
+    steps = check_positive_int("steps", steps)
+    N = tasks.X.shape[1] - 1
+    X, Y, xq, y = tasks.X[:, :N], tasks.Y[:, :N], tasks.X[:, N], tasks.Y[:, N]
+    H = X.transpose(0, 2, 1) @ X / N
+    v = X.transpose(0, 2, 1) @ Y / N                           # g (B, f, n_o)
+    feats = []
+    for _ in range(steps):
+        feats.append(np.einsum("bfo,bf->bo", v, xq).reshape(-1))   # (H^k g)^T x_{N+1}
+        v = H @ v
+    F = np.stack(feats, axis=1)
+    beta = np.linalg.lstsq(F, y.reshape(-1), rcond=None)[0]
+    loss = 0.5 * float(np.mean((F @ beta - y.reshape(-1)) ** 2))
+    roots = np.polynomial.Polynomial(np.concatenate([[1.0], -beta])).roots()   # 1 - z p(z)
+    if np.any(np.abs(roots.imag) > 1e-9 * np.abs(roots)):
+        return None, loss
+    return sorted((1.0 / roots.real).tolist(), reverse=True), loss
+
+
+# ------------------------------------------------------------------------------ non-linear regression (Fig. 3B)
+def sample_sine(rng, B, N=10, f=10, x_scale=1.0, dtype=np.float64):
+    """B tasks of App. B.2 with the targets passed through a sine, y = sin(W^T x) elementwise (App. B.4)."""
+    t = gril_regression.sample(rng, B, N, f, x_scale=x_scale, dtype=dtype)
+    Y = np.sin(t.Y)
+    return gril_regression.Tasks(gril_regression.make_tokens(t.X, Y), t.X, Y, t.W)
+
+
+_GRIL_KEYS = ("Q", "q", "beta", "A")
+_MLP_KEYS = ("W_1", "b_1", "W_2", "b_2")
+
+
+def sine_predict(gril_params, mlp_params, tokens, n_out):
+    """ŷ = MLP(o_N)[:, :n_out], o_N the GRIL block's output on the last window (``model.predict``)."""
+    o, cache_g = M.predict(gril_params, tokens, tokens.shape[2], "full")
+    h, cache_m = mlp.forward(mlp_params, o)
+    return h[:, :n_out], (cache_g, cache_m, h.shape)
+
+
+def sine_predict_backward(gril_params, mlp_params, cache, dy_hat):
+    """dtokens, GRIL grads {Q, q, beta, A}, MLP grads {W_1, b_1, W_2, b_2}, from dL/dŷ (B, n_out)."""
+    cache_g, cache_m, h_shape = cache
+    dh = np.zeros(h_shape, dtype=dy_hat.dtype)
+    dh[:, :dy_hat.shape[1]] = dy_hat
+    do, g_mlp = mlp.backward(mlp_params, cache_m, dh)           # 2. ŷ = MLP(o)
+    dtokens, g_gril = M.predict_backward(gril_params, cache_g, do)  # 1. o = GRIL(tokens)
+    return dtokens, g_gril, g_mlp
+
+
+# ------------------------------------------------------------------------------ training runs
+@dataclass(frozen=True)
+class Job:
+    """One training run of the L-layer model on linear regression (defaults: ours unless cited)."""
+    L: int = 2                  # B.4: two layers, two GD steps
+    N: int = 10                 # App. B.1: context length 10
+    f: int = 10                 # App. B.1-B.2: feature size 10, n_o = f
+    seed: int = 0
+    steps: int = 10_000         # ours (paper: the one-layer settings, up to 300,000 steps at lr 1e-4)
+    batch: int = 64             # App. B.1-B.2: 64 tasks per step
+    lr: float = 1e-2            # ours, as model.Job
+    weight_decay: float = 5e-4  # ours: the paper's lr · wd = 5e-6 per step (model.Job)
+    warmup_steps: int = 500     # ours
+    c_init: float = 0.01        # ours: c_l at the start (module docstring, "calibration")
+    x_scale: float = 1.0        # App. B.1
+
+
+@dataclass(frozen=True)
+class SineJob:
+    """One training run on the sine tasks (Fig. 3B): variant "gril" (all trained) or "gd" (MLP only)."""
+    variant: str = "gril"
+    N: int = 10                 # App. B.2 data
+    f: int = 10
+    hidden: int = 64            # ours: MLP width (the paper's gated unit has no hidden layer; B.4)
+    seed: int = 0
+    steps: int = 10_000         # ours
+    batch: int = 64             # App. B.1-B.2
+    lr: float = 1e-2            # ours
+    weight_decay: float = 5e-4  # ours
+    warmup_steps: int = 500     # ours
+
+
+def _schedule(job):
+    return functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
+                             warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
+
+
+def train_job(job: Job, progress=False):
+    """Train the L-layer model on fresh linear tasks every step (float64); returns (params, losses)."""
+    _speed.tune()
+    params = init_params(np.random.default_rng(job.seed), job.f, job.L, job.c_init)
+
+    def lg(p, step, batch_rng):
+        return loss_and_grads(p, gril_regression.sample(batch_rng, job.batch, job.N, job.f, x_scale=job.x_scale))
+
+    res = train(lg, params, job.steps, lr_schedule=_schedule(job), rng=job.seed + 1,
+                weight_decay=job.weight_decay, progress=progress, desc=f"GRIL L={job.L} seed={job.seed}")
+    return res.params, res.losses
+
+
+def _fixed_gd_block(f, N):
+    """The block at the one-step construction with η* (Prop. 4.1), β (f,) as ``model`` uses it."""
+    eta = gril_gd.eta_star(N, f)
+    Q = np.zeros((W_WIN, W_WIN))
+    Q[1, 0] = 1.0
+    return {"Q": Q, "q": np.eye(W_WIN)[2], "beta": np.full(f, eta / N), "A": np.ones((f, f))}
+
+
+def train_sine_job(job: SineJob, progress=False):
+    """Train on fresh sine tasks every step; returns (gril_params, mlp_params, losses)."""
+    check_choice("variant", job.variant, SINE_VARIANTS)
+    _speed.tune()
+    rng = np.random.default_rng(job.seed)
+    gril_p = M.init_params(rng, job.f, "full") if job.variant == "gril" else _fixed_gd_block(job.f, job.N)
+    params = dict(mlp.init(rng, job.f, job.hidden))
+    if job.variant == "gril":
+        params.update(gril_p)
+
+    def lg(p, step, batch_rng):
+        tasks = sample_sine(batch_rng, job.batch, job.N, job.f)
+        g_p = {k: p[k] for k in _GRIL_KEYS} if job.variant == "gril" else gril_p
+        m_p = {k: p[k] for k in _MLP_KEYS}
+        y = tasks.Y[:, -1]
+        y_hat, cache = sine_predict(g_p, m_p, tasks.tokens, y.shape[1])
+        loss, dy = gril_regression.query_loss(y_hat, y)
+        _, g_gril, g_mlp = sine_predict_backward(g_p, m_p, cache, dy)
+        return loss, (g_mlp | g_gril) if job.variant == "gril" else g_mlp
+
+    res = train(lg, params, job.steps, lr_schedule=_schedule(job), rng=job.seed + 1,
+                weight_decay=job.weight_decay, progress=progress, desc=f"sine {job.variant} seed={job.seed}")
+    p = res.params
+    g_p = {k: p[k] for k in _GRIL_KEYS} if job.variant == "gril" else gril_p
+    return g_p, {k: p[k] for k in _MLP_KEYS}, res.losses
+
+
+def _loss(y_hat, y):
+    return gril_regression.query_loss(y_hat, y)[0]
+
+
+def run_job(job: Job, n_eval=10_000, eval_seed=12345):
+    """Train, then the model's loss on a fixed evaluation set and its ratio to the zero predictor's."""
+    params, losses = train_job(job)
+    tasks = gril_regression.sample(np.random.default_rng(eval_seed), n_eval, job.N, job.f, x_scale=job.x_scale)
+    y = tasks.Y[:, -1]
+    loss = _loss(predict(params, tasks.tokens, y.shape[1])[0], y)
+    return {"loss": loss, "over_zero": loss / _loss(0 * y, y),
+            "train_loss_tail": float(np.mean(losses[-max(1, len(losses) // 20):]))}
+
+
+def run_sine_job(job: SineJob, n_eval=10_000, eval_seed=12345):
+    """Train on the sine tasks, then the loss on a fixed evaluation set and its ratio to the zero predictor's."""
+    g_p, m_p, losses = train_sine_job(job)
+    tasks = sample_sine(np.random.default_rng(eval_seed), n_eval, job.N, job.f)
+    y = tasks.Y[:, -1]
+    loss = _loss(sine_predict(g_p, m_p, tasks.tokens, y.shape[1])[0], y)
+    return {"loss": loss, "over_zero": loss / _loss(0 * y, y),
+            "train_loss_tail": float(np.mean(losses[-max(1, len(losses) // 20):]))}
+
+
+# ------------------------------------------------------------------------------ the experiment
+@dataclass
+class Config:
+    N: int = 10                   # App. B.1: 10 context examples
+    f: int = 10                   # App. B.1-B.2: f = n_o = 10
+    L: int = 2                    # B.4: a two-layer GRIL, two GD steps
+    steps: int = 10_000           # ours, per linear model (paper: up to 300,000)
+    sine_steps: int = 10_000      # ours, per sine model
+    lr: float = 1e-2              # ours (paper: 1e-4 / 2e-4)
+    c_init: float = 0.01          # ours: initial step per layer (module docstring)
+    hidden: int = 64              # ours: MLP width on the sine tasks
+    seed: int = 0
+    n_eval: int = 10_000          # App. B.1: 10^4 evaluation tasks
+    eval_seed: int = 12345        # the fixed evaluation set
+    search_seed: int = 54321      # the separate set for the 1-D search of the best fixed η
+
+    @classmethod
+    def quick(cls):
+        """About two minutes on one core: 3,000 steps per linear model, 2,000 per sine model."""
+        return cls(steps=3_000, sine_steps=2_000)
+
+
+def _gauge_fixed(params, L, N, eta):
+    """Gauge-free views of the trained heads (Fig. 5): c_l q[2] Q_l and c_l Q̃_l over η/N (the construction's
+    values are e_2 e_1^T and e_1 e_1^T), the layers' effective step sizes, and the decays' means.
+    (Q_l, Q̃_l, c_l) -> (k Q_l, k Q̃_l, c_l / k), and q -> k q with every Z head divided by k, leave the model
+    unchanged; these products do not move under either."""
+    eta_N = eta / N
+    out = {"q": np.asarray(params["q"]).tolist()}
+    for l in range(1, L + 1):
+        c = float(params[f"c_{l}"][0])
+        out[f"c_{l}"] = c
+        out[f"cqQ_{l}_over_eta_N"] = (c * params["q"][2] * params[f"Q_{l}"] / eta_N).tolist()
+        # the layer's step sizes in the construction's coordinates (GD: both η): the Z head adds
+        # N c_l q[2] Q_l[1, 0] · (X^T Y / N) to W, the Z̃ head subtracts N c_l Q̃_l[0, 0] · (S W_{l-1} / N)
+        out[f"eta_Z_{l}"] = float(N * c * params["q"][2] * params[f"Q_{l}"][1, 0])
+        out[f"A_{l}_mean"] = float(np.mean(params[f"A_{l}"]))
+        if l > 1:
+            out[f"cQ_tilde_{l}_over_eta_N"] = (c * params[f"Q_tilde_{l}"] / eta_N).tolist()
+            out[f"eta_Z_tilde_{l}"] = float(N * c * params[f"Q_tilde_{l}"][0, 0])
+            out[f"A_tilde_{l}_mean"] = float(np.mean(params[f"A_tilde_{l}"]))
+    return out
+
+
+def run(config: Config = None, out_dir=None, progress=True):
+    """Fig. 3A (trained L-layer and one-layer GRIL vs L and one GD steps) and Fig. 3B (sine targets: GRIL + MLP,
+    GD block + MLP, linear GD), on fixed evaluation sets; returns JSON-ready metrics."""
+    config = Config() if config is None else config
+    t0 = time.perf_counter()
+    N, f, L = config.N, config.f, config.L
+    out = {}
+    # --- Fig. 3A
+    ev = gril_regression.sample(np.random.default_rng(config.eval_seed), config.n_eval, N, f)
+    search = gril_regression.sample(np.random.default_rng(config.search_seed), config.n_eval, N, f)
+    y = ev.Y[:, -1]
+    eta1 = gril_gd.eta_star(N, f)
+    etaL, _ = best_eta(search, L)
+    out["eta_star"], out[f"eta_best_{L}_steps"] = eta1, etaL
+    out["eta_best_1_step_searched"] = best_eta(search, 1)[0]
+    loss_zero = _loss(0 * y, y)
+    loss_gd1 = _loss(gril_gd.gd_predict(ev.X, ev.Y, eta1), y)
+    loss_gdL = _loss(gril_gd.gd_predict(ev.X, ev.Y, etaL, steps=L), y)
+    loss_gdL_eta1 = _loss(gril_gd.gd_predict(ev.X, ev.Y, eta1, steps=L), y)
+    etas_free, _ = best_step_sizes(search, L)
+    if etas_free is not None:
+        W = None
+        for e in etas_free:
+            W = gril_gd.gd_step(ev.X, ev.Y, e, W)
+        out[f"loss_gd{L}_free_steps"] = _loss(np.einsum("bfo,bf->bo", W, ev.X[:, -1]), y)
+        out[f"eta_free_steps_{L}"] = etas_free
+    y_con = predict(construction(f, N, L, etaL), ev.tokens, f)[0]
+    out["construction_vs_gd_max_abs"] = float(np.abs(y_con - gril_gd.gd_predict(ev.X, ev.Y, etaL, steps=L)).max())
+    trained = {}
+    for layers in sorted({L, 1}, reverse=True):
+        job = Job(L=layers, N=N, f=f, seed=config.seed, steps=config.steps, lr=config.lr, c_init=config.c_init)
+        params, losses = train_job(job, progress=progress)
+        trained[layers] = params
+        out[f"loss_gril{layers}"] = _loss(predict(params, ev.tokens, f)[0], y)
+        out[f"train_curve_gril{layers}"] = [float(np.mean(c)) for c in np.array_split(losses, 50)]
+    out.update({"loss_zero": loss_zero, "loss_gd1": loss_gd1, f"loss_gd{L}": loss_gdL,
+                f"loss_gd{L}_at_eta_star": loss_gdL_eta1})
+    gl, g1 = out[f"loss_gril{L}"], out["loss_gril1"]
+    out.update({f"gril{L}_over_gd{L}": gl / loss_gdL, f"gril{L}_over_gd1": gl / loss_gd1,
+                f"gril{L}_over_gril1": gl / g1, "gril1_over_gd1": g1 / loss_gd1, f"gd{L}_over_gd1": loss_gdL / loss_gd1,
+                "gd1_over_zero": loss_gd1 / loss_zero, f"gril{L}_over_zero": gl / loss_zero,
+                f"gril{L}_beats_gd1": bool(gl < loss_gd1), f"gril{L}_beats_gril1": bool(gl < g1)})
+    if f"loss_gd{L}_free_steps" in out:
+        out[f"gril{L}_over_gd{L}_free_steps"] = gl / out[f"loss_gd{L}_free_steps"]
+    out["params"] = _gauge_fixed(trained[L], L, N, etaL)
+    # --- Fig. 3B
+    ev_s = sample_sine(np.random.default_rng(config.eval_seed), config.n_eval, N, f)
+    search_s = sample_sine(np.random.default_rng(config.search_seed), config.n_eval, N, f)
+    ys = ev_s.Y[:, -1]
+    eta_s, _ = best_eta(search_s, 1)
+    out["sine_loss_zero"] = _loss(0 * ys, ys)
+    out["sine_loss_linear_gd1"] = _loss(gril_gd.gd_predict(ev_s.X, ev_s.Y, eta1), ys)
+    out["sine_loss_linear_gd1_best_eta"] = _loss(gril_gd.gd_predict(ev_s.X, ev_s.Y, eta_s), ys)
+    out["sine_eta_best_1_step"] = eta_s
+    for variant in SINE_VARIANTS:
+        job = SineJob(variant=variant, N=N, f=f, hidden=config.hidden, seed=config.seed, steps=config.sine_steps,
+                      lr=config.lr)
+        g_p, m_p, losses = train_sine_job(job, progress=progress)
+        out[f"sine_loss_{variant}_mlp"] = _loss(sine_predict(g_p, m_p, ev_s.tokens, f)[0], ys)
+        out[f"sine_train_curve_{variant}"] = [float(np.mean(c)) for c in np.array_split(losses, 50)]
+    gd_mlp, lin, lin_best = (out[k] for k in ("sine_loss_gd_mlp", "sine_loss_linear_gd1",
+                                               "sine_loss_linear_gd1_best_eta"))
+    out.update({"sine_gril_over_gd_mlp": out["sine_loss_gril_mlp"] / gd_mlp,
+                "sine_gd_mlp_over_linear_gd": gd_mlp / lin,
+                "sine_gd_mlp_over_linear_gd_best_eta": gd_mlp / lin_best,
+                "sine_gril_mlp_over_zero": out["sine_loss_gril_mlp"] / out["sine_loss_zero"],
+                "sine_gd_mlp_over_zero": gd_mlp / out["sine_loss_zero"],
+                "sine_gd_mlp_beats_linear_gd": bool(gd_mlp < lin)})
+    out["train_seconds"] = time.perf_counter() - t0
+    out["config"] = dataclasses.asdict(config)
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "metrics.json").write_text(json.dumps(out, indent=2, default=float))
+    return out
+
+
+def plot(metrics, out_dir):
+    """Fig. 3A (training curves of the one- and L-layer models against GD lines), Fig. 3B (sine task losses),
+    Fig. 5 (the trained heads, gauge-fixed, in units of the construction's η/N)."""
+    plt = pyplot()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    L = metrics["config"]["L"]
+    p = metrics["params"]
+    heads = [(f"cqQ_{l}_over_eta_N", f"layer {l}: c q[2] Q / (η/N)\n(GD: 1 at [1, 0])") for l in range(1, L + 1)]
+    heads += [(f"cQ_tilde_{l}_over_eta_N", f"layer {l}: c Q̃ / (η/N)\n(GD: 1 at [0, 0])") for l in range(2, L + 1)]
+    fig, axes = plt.subplots(1, 2 + len(heads), figsize=(4.2 * (2 + len(heads)), 3.8))
+    a, b = axes[:2]
+    for layers in sorted({1, L}):
+        curve = np.asarray(metrics[f"train_curve_gril{layers}"])
+        a.semilogy(np.linspace(0, metrics["config"]["steps"], len(curve)), curve, label=f"GRIL, {layers} layer(s)")
+    a.axhline(metrics["loss_gd1"], color="k", ls="--", label="1 GD step (η*)")
+    a.axhline(metrics[f"loss_gd{L}"], color="k", ls=":", label=f"{L} GD steps (best fixed η)")
+    if f"loss_gd{L}_free_steps" in metrics:
+        a.axhline(metrics[f"loss_gd{L}_free_steps"], color="C3", ls="-.", label=f"{L} GD steps (best η per step)")
+    a.set(xlabel="step", ylabel="query loss (training batches)", title="Fig. 3A: multi-step regression")
+    a.legend(fontsize=7)
+    names = ["zero", "linear GD\n(η*)", "linear GD\n(best η)", "GD + MLP", "GRIL + MLP"]
+    vals = [metrics[k] for k in ("sine_loss_zero", "sine_loss_linear_gd1", "sine_loss_linear_gd1_best_eta",
+                                 "sine_loss_gd_mlp", "sine_loss_gril_mlp")]
+    b.bar(names, vals, color=["0.8", "0.6", "0.4", "C1", "C0"])
+    b.set(ylabel="query loss (evaluation set)", title="Fig. 3B: y = sin(W^T x)")
+    b.tick_params(axis="x", labelsize=7)
+    for ax, (key, title) in zip(axes[2:], heads):
+        m = np.asarray(p[key])
+        v = max(1.0, float(np.abs(m).max()))
+        im = ax.imshow(m, cmap="RdBu_r", vmin=-v, vmax=v)
+        ax.set(title=f"Fig. 5, {title}", xticks=range(3), yticks=range(3))
+        ax.title.set_fontsize(8)
+        fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    path = out_dir / "multistep.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
