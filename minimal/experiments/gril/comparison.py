@@ -1,0 +1,358 @@
+"""GRIL against other sequence models on in-context regression (Tian et al., Sec. 5.1 Fig. 3C; App. B.3, Fig. 6,
+Table 3), with the cells of this package as stand-ins for the paper's baselines.
+
+Every model reads the interleaved tokens of ``minimal.tasks.gril_regression`` (x_1, y_1, ..., x_N, y_N, x_{N+1},
+each of size f; N = f = 10) and predicts the query target from its output at the last token, first n_o entries
+(scalar n_o = 1, App. B.1 / Fig. 3C; multivariate n_o = f, App. B.2 / Fig. 6). Loss 1/2 mean (ŷ - y)², trained
+with ``minimal.train.train`` (AdamW, cosine, fresh tasks every step) and evaluated on the fixed set of 10^4 tasks
+that ``model`` (the trained GRIL) and one optimal GD step (``analysis.gril_gd``, η*) are evaluated on.
+
+Models (``MODELS``; "_L" is the number of layers), built as ``minimal.models`` stacks:
+
+    lsa_1, lsa_2     linear self-attention (``cells.lsa``, Zucchet Eq. 1), on the raw tokens; two layers:
+                     x + LSA(x), then LSA                                              paper: "Linear SA", 1 / 2 layers
+    softmax_2        softmax attention (``cells.softmax_attention``, one head, D_k = D_v = d_model, output
+                     projection W_O): x + Attn(x), then Attn                           paper: the two-layer transformer
+    gated_rnn_L      +LP: linear f -> d_model, L pre-LN residual blocks x + RNN(LN(x)) with the gated diagonal
+                     linear RNN of Zucchet Eq. 2 (``cells.gated_rnn``, H neurons), linear d_model -> f
+                                                                                       stands in for S5
+    lru_L            the same blocks with the LRU and input gating (``cells.lru``, variant in_out, H/2 complex
+                     states)                                                           stands in for Griffin (+LP)
+    mingru_L         the same blocks with minGRU (``cells.mingru``, H states) and a linear map H -> d_model
+                                                                                       stands in for Mamba (+LP)
+    gril_1           the trained one-layer GRIL, ``model.run_job(model.Job(variant="full"))``
+
+Both attention cells are causal in every mode (``lsa``: the score matrix is tril-masked, or the recurrent form;
+``softmax_attention``: -inf above the diagonal, or the RNN form), so no option needs setting; the query token sees
+the whole context and nothing after it.
+
+Why these stand-ins. S5 is a diagonal linear state-space layer (complex, ZOH-discretised) with input and output
+projections; the gated RNN here is a diagonal linear recurrence with input / output maps, the same model class up
+to complex vs real eigenvalues and its multiplicative gates. Griffin's recurrent block is the RG-LRU, a diagonal
+LRU whose input and decay are gated by the input; the LRU with a GLU on its input (Zucchet App. A.1, the variant
+that learned attention best in their Fig. 4) is the closest cell we have. Mamba's S6 makes the recurrence
+input-selective (Δ, B, C depend on x_t); minGRU's update gate z_t = σ(W_z x_t) is an input-dependent decay of a
+diagonal recurrence, the same selectivity in its smallest form (Feng et al. relate it to Mamba in the same way).
+
+Differs from the paper:
+    - We do not build S5, Mamba or Griffin: no reference code is available to check ours against, their
+      convolution / selective-scan / local-attention parts are large, and the paper takes some of their numbers
+      from others' configurations (App. D, Table 10). Our stand-ins share the property the comparison is about
+      (diagonal linear, gated, input-selective recurrence) and run on this package's checked cells.
+    - Sizes are CPU-sized: d_model = 32, H = 64 real recurrent numbers per block (paper: S5 32/32, Mamba
+      32-128, Griffin LRU width 128, 4-layer +LP variants); one and two layers (paper: up to 4-6); one attention
+      head; no MQA heads in the Griffin stand-in. Output maps start scaled by 0.1 (LSA's W_V by 0.01).
+    - Training: ``Config.steps`` AdamW steps at lr 3e-3 (GRIL 1e-2, as ``ablations``), clipping at norm 1, weight
+      decay 5e-4 (paper: Adam(W) at 1e-4 / 2e-4, steps not given); 3 seeds.
+    - The paper's losses have another normalisation (its zero predictor is 0.414-0.426, ours f/6 = 1.67 for
+      f = 10): we compare loss / zero predictor and loss / one GD step, with the paper's zero predictor taken
+      as 0.414 (Table 6, multivariate) and its GD as 0.207 (Table 7). The paper gives numbers only for the
+      multivariate baselines (Table 3) and GRIL; Fig. 3C (scalar) is a figure without numbers.
+
+Glossary: B tasks, N examples, f token size, n_o target size, T = 2N + 1 tokens, d_model embedding width,
+hidden recurrent neurons (LRU: complex states), L layers.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .._plotting import pyplot
+from ... import _speed, models
+from ...analysis import gril_gd
+from ...data import data_path
+from ...models import Layer, Residual
+from ...optim import cosine_schedule
+from ...sweep import all_on_disk, finite_or_nan, run_sweep, with_sweep_summary
+from ...tasks import gril_regression
+from ...train import NonFiniteLossError, train
+from ...validate import check_choice
+from . import model as M
+
+__all__ = ["MODELS", "STAND_IN", "Job", "Config", "PAPER", "spec", "predict", "loss_and_grads", "run_job", "jobs",
+           "summarise", "finished", "run", "plot", "SWEEP_DIR"]
+
+MODELS = ("lsa_1", "lsa_2", "softmax_2", "gated_rnn_1", "gated_rnn_2", "lru_1", "lru_2", "mingru_1", "mingru_2",
+          "gril_1")
+STAND_IN = {"gated_rnn": "S5", "lru": "Griffin (+LP)", "mingru": "Mamba (+LP)", "lsa": "Linear SA",
+            "softmax": "Transformer", "gril": "GRIL"}
+SWEEP_DIR = data_path("gril", "sweeps")
+
+_ZERO, _GD = 0.414, 0.207   # the paper's zero predictor (Table 6, multivariate ablations) and GD (Table 7)
+PAPER = {
+    # App. B.3 Table 3, multivariate, as ratios to the paper's zero predictor and to its GD step; the keys name
+    # our stand-in (best over its depths): S5 0.426 for 1-6 layers, Mamba best 0.4126, Griffin best 0.4114
+    "multivariate_gated_rnn_best_over_zero": 0.426 / _ZERO, "multivariate_gated_rnn_best_over_gd": 0.426 / _GD,
+    "multivariate_mingru_best_over_zero": 0.4126 / _ZERO, "multivariate_mingru_best_over_gd": 0.4126 / _GD,
+    "multivariate_lru_best_over_zero": 0.4114 / _ZERO, "multivariate_lru_best_over_gd": 0.4114 / _GD,
+    "multivariate_gril_1_over_zero": 0.206 / _ZERO, "multivariate_gril_1_over_gd": 0.206 / _GD,   # Tables 6-7
+    # the raw numbers, in the paper's normalisation
+    "multivariate_s5_loss": 0.426, "multivariate_mamba_loss": 0.4126, "multivariate_griffin_loss": 0.4114,
+    "multivariate_gril_loss": 0.206,
+}
+
+
+def _family(model):
+    return model.rsplit("_", 1)[0]
+
+
+def _depth(model):
+    return int(model.rsplit("_", 1)[1])
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run (also the sweep record's "config")."""
+    model: str = "gated_rnn_1"
+    n_out: int = 10                # 10: multivariate (App. B.2), 1: scalar (App. B.1)
+    seed: int = 0
+    steps: int = 8_000             # ours
+    batch: int = 64                # App. B.1-B.2
+    lr: float = 3e-3               # ours (project notes: 3e-3 at batch 64 for in-context regression)
+    weight_decay: float = 5e-4     # as model.Job
+    warmup_steps: int = 500        # as model.Job
+    clip: float = 1.0              # ours: global-norm clipping (attention's cubic outputs start large)
+    d_model: int = 32              # ours: embedding width (+LP; S5's 32) and softmax attention's D_k = D_v
+    hidden: int = 64               # ours: recurrent neurons per block (gated RNN, minGRU; LRU: H/2 complex)
+    readout_scale: float = 0.1     # ours: the last output map scaled at init (project notes)
+    N: int = 10                    # App. B.1
+    f: int = 10                    # App. B.1
+    n_eval: int = 10_000           # App. B.1: 10^4 evaluation tasks
+    eval_seed: int = 12345         # model.Job's: the same evaluation set as GRIL and GD
+
+
+def spec(job: Job):
+    """The ``minimal.models`` spec of ``job.model`` (not for "gril_1", which is ``model``'s block)."""
+    check_choice("model", job.model, MODELS)
+    family, L = _family(job.model), _depth(job.model)
+    f, d, H, s = job.f, job.d_model, job.hidden, job.readout_scale
+    if family == "lsa":
+        # W_V scaled by s²: attention is cubic in the tokens (|y| ~ 6 here), and at s a second layer starts
+        # at a loss of ~1e6 (measured; ~16 at s², the zero predictor 1.67)
+        lsa = Layer("lsa", {"D": f}, {}, {"W_V": s * s})
+        return tuple(Residual((lsa,)) for _ in range(L - 1)) + (lsa,)
+    if family == "softmax":
+        attn = Layer("softmax_attention", {"D": f, "D_k": d, "D_v": d, "output_projection": True}, {}, {"W_O": s})
+        return tuple(Residual((attn,)) for _ in range(L - 1)) + (attn,)
+    if family == "gated_rnn":
+        cell = (Layer("gated_rnn", {"d_in": d, "d_hidden": H, "d_out": d}),)
+    elif family == "lru":
+        # H / 2 complex states: H real numbers, as the other cells' H neurons
+        cell = (Layer("lru", {"d_in": d, "d_state": max(1, H // 2), "d_out": d, "d_model": d, "variant": "in_out",
+                              "r_min": 0.0, "max_phase": np.pi / 10}, {"variant": "in_out"}),)
+    elif family == "mingru":
+        # minGRU's output is its state: a linear map takes the H states back to the block's width
+        cell = (Layer("mingru", {"d_in": d, "d_hidden": H}), Layer("linear", {"D_in": H, "D_out": d}))
+    else:
+        raise ValueError(f"{job.model!r} is model.py's GRIL block, not a models stack")
+    blocks = tuple(Residual((Layer("layernorm", {"D": d}),) + cell) for _ in range(L))
+    return (Layer("linear", {"D_in": f, "D_out": d}),) + blocks + (Layer("linear", {"D_in": d, "D_out": f}, {},
+                                                                          {"W": s}),)
+
+
+def predict(params, tokens, n_out, spec_):
+    """ŷ (B, n_out): the stack's output at the last token, first n_out entries; and the cache."""
+    y, cache = models.forward(params, tokens, spec_, readout="last")   # (B, 1, f)
+    return y[:, 0, :n_out], cache
+
+
+def loss_and_grads(params, tasks, spec_):
+    """The query loss 1/2 mean (ŷ - y_{N+1})² on ``tasks`` and its gradients (only ŷ's entries are scored)."""
+    y = tasks.Y[:, -1]
+    out, cache = models.forward(params, tasks.tokens, spec_, readout="last")   # (B, 1, f)
+    loss, dy_hat = gril_regression.query_loss(out[:, 0, :y.shape[1]], y)
+    dy = np.zeros_like(out)
+    dy[:, 0, :y.shape[1]] = dy_hat
+    return loss, models.backward(params, cache, dy)[1]
+
+
+def _evaluate(params, spec_, tasks, chunk=2000):
+    """ŷ on the evaluation set, in chunks (softmax attention holds a (B, T, T) matrix)."""
+    y = tasks.Y[:, -1]
+    return np.concatenate([predict(params, tasks.tokens[a:a + chunk], y.shape[1], spec_)[0]
+                           for a in range(0, len(y), chunk)])
+
+
+def _gril_job(job):
+    return M.Job(variant="full", N=job.N, f=job.f, n_out=job.n_out, seed=job.seed, steps=job.steps, batch=job.batch,
+                 lr=job.lr, weight_decay=job.weight_decay, warmup_steps=job.warmup_steps, n_eval=job.n_eval,
+                 eval_seed=job.eval_seed)
+
+
+def run_job(job: Job):
+    """Train one (model, target, seed) and evaluate it on the fixed set; a JSON-ready dict with the model's loss,
+    one optimal GD step's, the zero predictor's, their ratios, n_params, diverged (1 if the loss became NaN),
+    ms_per_step and curve (20 train-loss means)."""
+    if isinstance(job, dict):
+        job = Job(**job)
+    check_choice("model", job.model, MODELS)
+    if job.model == "gril_1":
+        t0 = time.perf_counter()
+        out = M.run_job(_gril_job(job))
+        seconds = time.perf_counter() - t0
+        n = models.n_params(M.init_params(np.random.default_rng(0), job.f))
+        return dict(out, n_params=n, diverged=0, ms_per_step=1e3 * seconds / job.steps, curve=[])
+    _speed.tune()
+    spec_ = spec(job)
+    params = models.init(np.random.default_rng(job.seed), spec_)
+
+    def lg(p, step, batch_rng):
+        tasks = gril_regression.sample(batch_rng, job.batch, job.N, job.f, n_out=job.n_out)
+        return loss_and_grads(p, tasks, spec_)
+
+    schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
+                                 warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
+    t0 = time.perf_counter()
+    diverged = 0
+    try:
+        res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, weight_decay=job.weight_decay,
+                    clip=job.clip, progress=False)
+        params, losses = res.params, res.losses
+    except NonFiniteLossError:
+        diverged, losses = 1, np.array([np.nan])
+    seconds = time.perf_counter() - t0
+    tasks = M.eval_tasks(_gril_job(job))
+    y = tasks.Y[:, -1]
+    eta = gril_gd.eta_star(job.N, job.f)
+    loss = gril_regression.query_loss(_evaluate(params, spec_, tasks), y)[0] if not diverged else math.nan
+    loss_gd = gril_regression.query_loss(gril_gd.gd_predict(tasks.X, tasks.Y, eta), y)[0]
+    loss_zero = gril_regression.query_loss(np.zeros_like(y), y)[0]
+    edges = np.linspace(0, len(losses), 21).astype(int)
+    curve = [finite_or_nan(losses[a:b].mean()) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    tail = losses[-max(1, len(losses) // 20):]
+    return {"loss": finite_or_nan(loss), "loss_gd": loss_gd, "loss_zero": loss_zero,
+            "over_gd": finite_or_nan(loss / loss_gd), "over_zero": finite_or_nan(loss / loss_zero),
+            "train_loss_tail": finite_or_nan(np.mean(tail)), "n_params": models.n_params(params),
+            "diverged": diverged, "ms_per_step": 1e3 * seconds / job.steps, "curve": curve}
+
+
+# ------------------------------------------------------------------------------------------------ the sweep
+@dataclass
+class Config:
+    models: tuple = MODELS                      # Fig. 3C / 6: attention, the three recurrent baselines, GRIL
+    targets: tuple = ("scalar", "multivariate")  # Fig. 3C (scalar, App. B.1) and Fig. 6 / Table 3 (App. B.2)
+    seeds: tuple = (0, 1, 2)                    # ours
+    steps: int = 8_000                          # ours (as ablations)
+    steps_gril: int = 8_000                     # ours (as ablations)
+    lr: float = 3e-3                            # ours (stacks)
+    lr_gril: float = 1e-2                       # ours (as ablations)
+    d_model: int = 32                           # ours (paper: 32-128)
+    hidden: int = 64                            # ours (paper: 32-128)
+    n_workers: int = 1                          # dask LocalCluster workers (these machines: ~1 core)
+    scheduler: Optional[str] = None             # "tcp://host:port" to run on a real dask cluster
+    processes: bool = True                      # LocalCluster workers as processes (False: threads, tests)
+    sweep_dir: Optional[str] = None             # default data/gril/sweeps/comparison
+
+    @classmethod
+    def quick(cls):
+        """One layer per recurrent stand-in, the attention models and GRIL, multivariate only, one seed, 600
+        steps at a higher rate (GRIL 1,500): 2 minutes measured on a shared 2-core machine. Far from converged:
+        it shows GRIL at one GD step and where the others start, not where they end."""
+        return cls(models=("lsa_1", "lsa_2", "softmax_2", "gated_rnn_1", "lru_1", "mingru_1", "gril_1"),
+                   targets=("multivariate",), seeds=(0,), steps=600, steps_gril=1_500, lr=1e-2, lr_gril=2e-2)
+
+
+def jobs(config: Config):
+    """One ``Job`` per (target, model, seed)."""
+    out = []
+    for target in config.targets:
+        check_choice("target", target, ("scalar", "multivariate"))
+        for model in config.models:
+            check_choice("model", model, MODELS)
+            gril = model == "gril_1"
+            for seed in config.seeds:
+                out.append(Job(model=model, n_out=1 if target == "scalar" else 10, seed=int(seed),
+                               steps=int(config.steps_gril if gril else config.steps),
+                               lr=float(config.lr_gril if gril else config.lr), d_model=config.d_model,
+                               hidden=config.hidden))
+    return out
+
+
+def summarise(records):
+    """Per target and model: mean/std of the loss and of loss / zero predictor, loss / GD (means over seeds);
+    per recurrent family the best depth ("<target>_<family>_best_over_zero" / "_over_gd"); GD's and the zero
+    predictor's loss per target."""
+    out, table = {}, {}
+    for r in records:
+        c = r["config"]
+        target = "scalar" if c["n_out"] == 1 else "multivariate"
+        table.setdefault((target, c["model"]), []).append(r["result"])
+    for (target, model), res in sorted(table.items()):
+        loss = np.array([x["loss"] for x in res])
+        out[f"{target}_{model}"] = float(np.nanmean(loss)) if not np.all(np.isnan(loss)) else math.nan
+        out[f"{target}_{model}_std"] = float(np.nanstd(loss)) if not np.all(np.isnan(loss)) else math.nan
+        for k in ("over_zero", "over_gd"):
+            v = np.array([x[k] for x in res])
+            out[f"{target}_{model}_{k}"] = float(np.nanmean(v)) if not np.all(np.isnan(v)) else math.nan
+        out[f"{target}_{model}_seeds"] = len(res)
+        out[f"{target}_{model}_diverged"] = int(sum(x.get("diverged", 0) for x in res))
+        out[f"{target}_{model}_n_params"] = res[0]["n_params"]
+        out[f"{target}_gd"] = res[0]["loss_gd"]
+        out[f"{target}_zero"] = res[0]["loss_zero"]
+    for target in ("scalar", "multivariate"):
+        for family in ("gated_rnn", "lru", "mingru"):
+            for k in ("over_zero", "over_gd"):
+                v = [out[f"{target}_{m}_{k}"] for m in MODELS if _family(m) == family
+                     and f"{target}_{m}_{k}" in out and not math.isnan(out[f"{target}_{m}_{k}"])]
+                if v:
+                    out[f"{target}_{family}_best_{k}"] = min(v)
+    return out
+
+
+def _sweep_dir(config):
+    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "comparison"
+
+
+def finished(config: Config = None):
+    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
+    config = Config() if config is None else config
+    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="cmp")
+
+
+def run(config: Config = None, out_dir=None, progress=True):
+    """Run (or resume) the sweep through dask; returns ``summarise``'s dict (+ timing)."""
+    config = Config() if config is None else config
+    t0 = time.perf_counter()
+    records = run_sweep(run_job, jobs(config), _sweep_dir(config), name="cmp", scheduler=config.scheduler,
+                        n_workers=config.n_workers, processes=config.processes, progress=progress,
+                        desc="GRIL comparison")
+    return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
+
+
+def plot(result, out_dir):
+    """Fig. 3C / 6 as bars: loss / zero predictor per model and target, one GD step as a line, the paper's
+    Table 3 baselines (as ratios to its zero predictor) as crosses on their stand-ins."""
+    plt = pyplot()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    targets = [t for t in ("scalar", "multivariate") if f"{t}_gd" in result]
+    fig, axes = plt.subplots(1, max(1, len(targets)), figsize=(6 * max(1, len(targets)), 3.8), squeeze=False)
+    for ax, target in zip(axes[0], targets):
+        names = [m for m in MODELS if f"{target}_{m}_over_zero" in result]
+        x = np.arange(len(names))
+        ax.bar(x, [result[f"{target}_{m}_over_zero"] for m in names], color="C0")
+        ax.axhline(result[f"{target}_gd"] / result[f"{target}_zero"], color="k", ls="--", lw=0.8,
+                   label="one optimal GD step")
+        ax.axhline(1.0, color="k", ls=":", lw=0.8, label="zero predictor")
+        if target == "multivariate":
+            labelled = False
+            for i, m in enumerate(names):
+                key = (f"multivariate_{m}_over_zero" if m == "gril_1"
+                       else f"multivariate_{_family(m)}_best_over_zero")
+                if key in PAPER:
+                    ax.plot(i, PAPER[key], "x", color="C3", ms=8, label=None if labelled else "paper (Tables 3, 6)")
+                    labelled = True
+        ax.set_xticks(x, [f"{m}\n({STAND_IN[_family(m)]})" for m in names], fontsize=7, rotation=30)
+        ax.set(ylabel="loss / zero predictor", title=f"{target}: Fig. {'3C' if target == 'scalar' else '6'}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out_dir / "comparison.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]

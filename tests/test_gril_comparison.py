@@ -1,0 +1,99 @@
+"""experiments.gril.comparison: every stand-in model's loss gradient, causal attention, and a tiny sweep end to end."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from minimal import models
+from minimal.experiments import experiments
+from minimal.experiments.gril import comparison as C
+from minimal.gradcheck import numerical_gradient, rel_error
+from minimal.tasks import gril_regression
+
+STACKS = [m for m in C.MODELS if m != "gril_1"]
+
+
+def _tiny(model, n_out):
+    return C.Job(model=model, n_out=n_out, N=2, f=3, d_model=4, hidden=4)
+
+
+@pytest.mark.parametrize("n_out", [1, 3])
+@pytest.mark.parametrize("model", STACKS)
+def test_query_loss_gradients_match_finite_differences(model, n_out):
+    job = _tiny(model, n_out)
+    spec = C.spec(job)
+    rng = np.random.default_rng(0)
+    params = models.init(rng, spec)
+    params = {k: v + 0.3 * rng.standard_normal(v.shape) for k, v in params.items()}   # off the scaled start
+    tasks = gril_regression.sample(rng, 3, job.N, job.f, n_out=n_out)
+    loss, grads = C.loss_and_grads(params, tasks, spec)
+    assert set(grads) == set(params)
+
+    def f():
+        return C.loss_and_grads(params, tasks, spec)[0]
+
+    for k, p in params.items():
+        err = rel_error(grads[k], numerical_gradient(f, p, eps=1e-5))
+        assert err < 1e-6, (k, err)
+
+
+def test_the_prediction_is_the_last_tokens_first_n_out_entries():
+    job = _tiny("gated_rnn_1", 1)
+    spec = C.spec(job)
+    params = models.init(np.random.default_rng(1), spec)
+    tasks = gril_regression.sample(np.random.default_rng(2), 4, job.N, job.f, n_out=1)
+    y_all, _ = models.forward(params, tasks.tokens, spec)
+    y_hat, _ = C.predict(params, tasks.tokens, 1, spec)
+    np.testing.assert_allclose(y_hat, y_all[:, -1, :1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("model", ["lsa_2", "softmax_2"])
+def test_attention_models_are_causal(model):
+    job = _tiny(model, 3)
+    spec = C.spec(job)
+    params = models.init(np.random.default_rng(1), spec)
+    x = np.random.default_rng(2).standard_normal((2, 5, 3))
+    y, _ = models.forward(params, x, spec)
+    x2 = x.copy()
+    x2[:, 3:] += 1.0                     # change the last two tokens: outputs before them must not move
+    y2, _ = models.forward(params, x2, spec)
+    np.testing.assert_array_equal(y2[:, :3], y[:, :3])
+    assert not np.allclose(y2[:, 3:], y[:, 3:])
+
+
+def test_summary_takes_each_familys_best_depth_and_matches_paper_keys():
+    recs = []
+    for model in C.MODELS:
+        for seed in (0, 1):
+            v = 1.0 + 0.01 * C.MODELS.index(model) + 0.001 * seed
+            recs.append({"config": {"model": model, "n_out": 10, "seed": seed},
+                         "result": {"loss": v, "loss_gd": 0.8, "loss_zero": 1.6, "over_gd": v / 0.8,
+                                    "over_zero": v / 1.6, "n_params": 1, "diverged": 0}})
+    out = C.summarise(recs)
+    assert out["multivariate_lsa_1_seeds"] == 2
+    assert out["multivariate_lsa_1"] == pytest.approx(1.0005)
+    assert out["multivariate_lru_best_over_zero"] == pytest.approx(out["multivariate_lru_1_over_zero"])
+    assert out["multivariate_lru_best_over_zero"] < out["multivariate_lru_2_over_zero"]
+    ratio_keys = [k for k in C.PAPER if k.endswith(("_over_zero", "_over_gd"))]
+    assert ratio_keys and all(k in out for k in ratio_keys)
+
+
+def test_comparison_is_registered_for_gril():
+    assert experiments("gril")["comparison"] is C
+
+
+def test_a_tiny_sweep_runs_end_to_end_and_resumes(tmp_path):
+    config = C.Config(models=("lsa_1", "mingru_1", "gril_1"), targets=("scalar",), seeds=(0,), steps=12,
+                      steps_gril=12, d_model=4, hidden=4, processes=False, sweep_dir=str(tmp_path / "sweep"))
+    assert not C.finished(config)
+    out = C.run(config, out_dir=tmp_path / "out", progress=False)
+    for m in config.models:
+        assert np.isfinite(out[f"scalar_{m}"]) and out[f"scalar_{m}_seeds"] == 1
+    # the fixed evaluation set is the GRIL experiments': one GD step about halves the zero predictor's loss
+    assert 0.4 < out["scalar_gd"] / out["scalar_zero"] < 0.6
+    assert C.finished(config)
+    assert C.run(config, progress=False)["scalar_lsa_1"] == out["scalar_lsa_1"]   # loaded, not retrained
+    paths = C.plot(out, tmp_path / "fig")
+    assert all(p.exists() for p in paths)
+    with pytest.raises(ValueError, match="model"):
+        C.jobs(dataclasses.replace(config, models=("s5_1",)))
