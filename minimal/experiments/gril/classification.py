@@ -1,0 +1,509 @@
+"""Trained GRIL against one cross-entropy GD step on in-context classification (Tian et al., Sec. 4.4, Sec. 5.3,
+App. A.6, App. B.5-B.6, Table 4, Figs. 4, 7-8).
+
+Tasks (``minimal.tasks.gril_regression.sample_classification``, App. B.5): per task W ~ N(0, I) (f, K),
+x_i ~ U(-a, a)^f, logits W^T x_i; binary (K = 1): label 1[σ(w^T x) > 1/2] in {0, 1}; 3-class: argmax of the
+logits, one-hot. Tokens x_1, y_1, ..., x_N, y_N, x_{N+1} (T = 2N + 1, labels in the first K slots of a size-f
+token), N = f = 10. The query label is held out and used only for the loss.
+
+The model ("GRIL"). A learned feature map φ(x) = x + MLP(x), the MLP Linear -> GELU -> Linear of
+``minimal.layers.mlp`` (f -> H -> f) with a skip connection, is applied to the x tokens only; the label tokens
+pass through unchanged (as the task builds them: y in {0, 1}, or one-hot), since φ is a feature map of inputs
+(App. B.5: "an MLP to map the raw input x to a nonlinear feature representation φ(x)") and the construction needs
+the labels themselves in the window. The skip is ours: the plain MLP from its fan-in initialisation shrinks the
+features about 5x (std 0.11 against x's 0.58), the model's logits are cubic in them, and of three binary runs
+(lr 3e-3, 1e-2, 3e-2; 3,000 steps) two stayed at the chance loss log 2 and one reached 1.13 x GD's loss; with the
+skip the model starts as the identity-φ one, which trains (1.05 x GD at lr 1e-2, 3,000 steps). Then
+one GRIL block (``minimal.cells.gril``, w = 3, s = 2, per-feature β) reads the windows [φ(x_t), y_t, φ(x_{t+1})]
+and the first K entries of its last output are the query logits z; the loss is the mean query cross-entropy
+(binary: BCE on the one logit, -[y log σ(z) + (1 - y) log(1 - σ(z))]; K-class: softmax CE). The same model
+without φ (identity feature map, "nophi") is trained beside it. ``forward`` / ``backward`` compose
+``mlp.backward`` and ``gril.backward`` by hand.
+
+The reference ("GD"): one step on the summed CE of the N context pairs from W = 0 (``gril_gd.ce_step``),
+W_1 = -η Σ_i φ_i (p_i(0) - y_i)^T with p_i(0) = σ(0) = 1/2 (binary) or 1/K (softmax), query logits
+z_GD = W_1^T φ_{N+1}. No closed form for the best η exists (the CE is not quadratic), so η is found by a golden
+section search in log η on a separate tuning set of 10^4 tasks (z_GD is linear in η, so the loss is convex in η
+and unimodal in log η). The comparisons (loss ratio, prediction difference, sensitivity cosine, rescaling) use
+GD on the raw x (φ = identity), the paper's "single-step GD"; GD on the trained model's learned φ is reported
+beside it (``*_loss_gd_phi``), with its own tuned η.
+
+What the construction computes (Prop. 4.3 with labels, not residuals, in the window). With Q = e_2 e_1^T,
+q = e_3, A = 1 and β = η on the raw task tokens, U_t = y_t x_t^T and the query logits are
+
+    z_GRIL = η Σ_i y_i x_i^T x_{N+1}                      (the state holds Σ y x^T; K rows read)
+
+while one CE step from W = 0 gives
+
+    z_GD   = η Σ_i (y_i - p(0)) x_i^T x_{N+1} = z_GRIL - η p(0) Σ_i x_i^T x_{N+1}.
+
+    softmax: p(0) = 1/K in every entry, so the difference adds the same number, -(η/K) Σ_i x_i^T x_{N+1}, to
+             every logit of a task: softmax(z_GRIL) = softmax(z_GD) exactly. The construction IS one CE step.
+    binary:  σ is not shift-invariant, so the construction is one CE step only after the label is centred:
+             z_GD = z_GRIL - (η/2) Σ_i x_i^T x_{N+1}. The -1/2 term needs the window to carry y_i - 1/2 (= -r_i(0),
+             Prop. 4.3's residual at W = 0; ``constructions_gril.ce_accumulate`` with β = -η and r_i = 1/2 - y_i),
+             or a constant slot in the tokens. On raw {0, 1} tokens no GRIL weights can produce it: every term of
+             o[0] = β_0 Σ_b Z[0, b] (C q)[b] carries a factor C_k[0, j] from slot 0 of the window (x_t[0], y_t or
+             x_{t+1}[0]), while Σ_i x_i^T x_{N+1} has terms like x_i[1] x_{N+1}[1] with none. A learned φ with a
+             bias can supply (approximately) a constant slot: φ(x)[0] ≈ c and Q[0, 0] = -1/(2c) add -(1/2) φ_i^T
+             to row 0 of U, at the price of x[0] and a bias-like c² term; the identity-φ model cannot.
+    Both are asserted in the tests; ``run`` reports the max deviations and the raw-token construction's loss.
+
+Metrics on a fixed evaluation set of 10^4 tasks (keys prefixed binary_ / softmax_): the query CE of GRIL, GRIL
+without φ, GD (raw x) and GD on φ; accuracies; the prediction difference (mean L2 between the predicted
+probability vectors: |σ(z) - σ(z_GD)| for binary) and the fraction of tasks where both predict the same class;
+the sensitivity alignment (mean cosine between ∂z/∂x_{N+1} of GRIL, back-propagated through φ, and of GD,
+W_1^T; for softmax both centred over the K logits first, since logits are defined up to a per-task constant);
+and the losses under x ~ U(-a, a) for a in ``scales`` (Fig. 7D / 8C), GD keeping the η tuned at a = 1.
+
+Differs from the paper (each for CPU minutes instead of GPU hours):
+    - AdamW at lr 1e-2 (cosine to 1e-5 after a warm-up), not Table 4's 1.23e-4 (binary) / 1.56e-4 (softmax);
+      weight decay chosen to keep the paper's lr · wd per step: 1.23e-4 · 5.17e-3 / 1e-2 = 6.4e-5 (binary) and
+      1.56e-4 · 8.45e-5 / 1e-2 = 1.3e-6 (softmax). Step counts are ours (the paper gives none).
+    - φ's hidden width (32) and its skip connection (above) are ours; the paper names an MLP without its size.
+    - One seed by default (``seeds``; the paper averages 5, App. B.6): 5 seeds multiply the run time by 5.
+    - η of GD is tuned on 10^4 separate tasks by golden section search (the paper does not say how its GD step
+      size was set).
+    - Only sequence length 10 (Figs. 7-8), not 100 (Figs. 9-10), and no sweep over f (Fig. 7C).
+    - The paper gives figures, not numbers, for classification: ``PAPER`` encodes its claim "GRIL tracks GD" as
+      ratios (GRIL / GD loss 1.0 and sensitivity cosine 1.0 mean "matches").
+
+Glossary: B tasks, N context pairs, f token size (= input size), K logits (1 binary, 3 softmax), H φ's hidden
+width, T = 2N + 1 tokens, T' = N windows, η (eta) the GD step size, a input scale.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .._plotting import pyplot
+from ... import _speed
+from ...analysis import gril_gd
+from ...cells import gril
+from ...layers import cross_entropy, mlp
+from ...optim import cosine_schedule
+from ...tasks import gril_regression
+from ...train import train
+from . import model as M
+from .regression import _cos, _dist, save_weights
+
+__all__ = ["Config", "PAPER", "TABLE_4", "Job", "TASKS", "init_params", "forward", "backward", "query_ce",
+           "loss_and_grads", "probabilities", "phi_features", "gd_logits", "tune_eta", "sensitivity",
+           "construction_logits", "eval_tasks", "train_job", "run_job", "compare", "run", "plot"]
+
+TASKS = {"binary": 1, "softmax": 3}     # K: one sigmoid logit, or 3-class softmax (Figs. 7, 8)
+GRIL_KEYS = ("Q", "q", "beta", "A")
+PHI_KEYS = ("W_1", "b_1", "W_2", "b_2")
+TABLE_4 = {"binary": {"lr": 1.23e-4, "weight_decay": 5.17e-3},   # App. B.6, Table 4 ("Sigmoid", f = 10)
+           "softmax": {"lr": 1.56e-4, "weight_decay": 8.45e-5}}  # ("Softmax", f = 10)
+
+PAPER = {
+    # Sec. 5.3 / Figs. 4, 7-8 give no numbers: "GRIL tracks GD in loss, prediction difference, and sensitivity
+    # alignment, and remains robust under input rescaling". 1.0 below means "matches GD", not a measured value.
+    "binary_gril_over_gd": 1.0,
+    "softmax_gril_over_gd": 1.0,
+    "binary_sens_cos": 1.0,
+    "softmax_sens_cos": 1.0,
+}
+
+
+# ------------------------------------------------------------------------------------------ the model
+def init_params(rng, f, phi=True, hidden=32):
+    """GRIL's params as in ``model.init_params`` (w = 3, per-feature β scaled by 0.1), plus φ's MLP (f -> hidden
+    -> f, ``mlp.init``) when ``phi``. One flat dict: {Q, q, beta, A} and, with φ, {W_1, b_1, W_2, b_2}."""
+    p = M.init_params(rng, f, "full")
+    if phi:
+        p.update(mlp.init(rng, f, hidden, f))
+    return p
+
+
+def _parts(params):
+    g = {k: params[k] for k in GRIL_KEYS}
+    return g, ({k: params[k] for k in PHI_KEYS} if "W_1" in params else None)
+
+
+class Cache(NamedTuple):
+    phi: object    # mlp's cache, None for the identity feature map
+    gril: object   # gril's cache
+
+
+def forward(params, tokens, K):
+    """Query logits z (B, K) of φ -> GRIL, and the cache.
+
+    Args:
+        params: {Q, q, beta, A} and, for a learned φ, {W_1, b_1, W_2, b_2} (no φ keys: identity feature map).
+        tokens: (B, 2N + 1, f), x tokens at even positions (φ applies to them), label tokens at odd ones
+            (passed through unchanged).
+        K: logits read from the first K entries of the last window's output.
+    """
+    gp, pp = _parts(params)
+    t = tokens.copy()
+    cache_phi = None
+    if pp is not None:
+        h, cache_phi = mlp.forward(pp, tokens[:, 0::2])   # (B, N + 1, f)
+        t[:, 0::2] += h                                    # φ(x) = x + MLP(x)
+    o, cache_gril = gril.forward(gp, t, s=gril_regression.STRIDE, **M.CELL)
+    return o[:, -1, :K], Cache(cache_phi, cache_gril)
+
+
+def backward(params, cache, dz):
+    """dL/dtokens (B, 2N + 1, f) and the params' gradients from dL/dz (B, K)."""
+    gp, pp = _parts(params)
+    B, K = dz.shape
+    T_out, f = cache.gril.Z.shape[1], gp["A"].shape[0]
+    # 2. z = o[:, -1, :K], o = GRIL(tokens with φ(x) in place of x): only the query's output enters the loss
+    do = np.zeros((B, T_out, f), dtype=dz.dtype)
+    do[:, -1, :K] = dz
+    dt, grads = gril.backward(gp, cache.gril, do)
+    # 1. φ on the x tokens; the label tokens' gradient is GRIL's as it is
+    if pp is not None:
+        dx = dt[:, 0::2]
+        dh, g_phi = mlp.backward(pp, cache.phi, dx)
+        dt[:, 0::2] = dx + dh                          # φ(x) = x + MLP(x): the skip and the MLP
+        grads.update(g_phi)
+    return dt, grads
+
+
+def probabilities(z):
+    """σ(z) (B, 1) for one logit, softmax(z) (B, K) otherwise."""
+    if z.shape[-1] == 1:
+        return 0.5 * (1.0 + np.tanh(0.5 * z))   # σ without overflow
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def query_ce(z, labels):
+    """Mean query cross-entropy and dL/dz.
+
+    Args:
+        z: (B, K) logits; labels: (B,) integers, in {0, 1} for K = 1, in [0, K) otherwise.
+    Returns:
+        (loss float, dz (B, K)). K = 1: mean log(1 + e^z) - y z (BCE); K >= 3: ``layers.cross_entropy``.
+    """
+    if z.shape[1] == 1:
+        y = labels.astype(z.dtype)[:, None]
+        return float(np.mean(np.logaddexp(0.0, z) - y * z)), (probabilities(z) - y) / len(z)
+    L, cache = cross_entropy.forward({}, z, labels)
+    return float(L), cross_entropy.backward({}, cache, np.array(1.0))[0]
+
+
+def loss_and_grads(params, tasks):
+    """Query CE of the model on ``tasks`` (``sample_classification``) and its gradients."""
+    K = tasks.Y.shape[2]
+    z, cache = forward(params, tasks.tokens, K)
+    loss, dz = query_ce(z, tasks.labels[:, -1])
+    return loss, backward(params, cache, dz)[1]
+
+
+# ------------------------------------------------------------------------------------------ GD and the construction
+def phi_features(params, X):
+    """φ(X) (B, N + 1, f) with the model's φ; X itself when it has none."""
+    _, pp = _parts(params)
+    return X if pp is None else X + mlp.forward(pp, X)[0]
+
+
+def gd_logits(Phi, Ylab, eta):
+    """Query logits after one CE step from W = 0 on the context: (W_1^T φ_{N+1} (B, K), W_1 (B, d, K)).
+
+    Args:
+        Phi: (B, N + 1, d) features, the last row the query's; Ylab: (B, N + 1, K) or (B, N, K) labels.
+    """
+    N = Phi.shape[1] - 1
+    W1 = gril_gd.ce_step(Phi[:, :N], Ylab[:, :N], eta)
+    return np.einsum("bdk,bd->bk", W1, Phi[:, N]), W1
+
+
+def tune_eta(Phi, Ylab, labels, lo=1e-3, hi=1e3, iters=60):
+    """The η minimising the query CE of ``gd_logits``: golden section search in log η on [lo, hi].
+
+    z_GD(η) = η z_GD(1), so the loss is convex in η and unimodal in log η. Returns (η, loss).
+    """
+    z1 = gd_logits(Phi, Ylab, 1.0)[0]
+
+    def loss(log_eta):
+        return query_ce(math.exp(log_eta) * z1, labels)[0]
+
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = math.log(lo), math.log(hi)
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = loss(c), loss(d)
+    for _ in range(iters):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = loss(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = loss(d)
+    x = 0.5 * (a + b)
+    return math.exp(x), loss(x)
+
+
+def construction_logits(tokens, K, eta):
+    """The GRIL block with Q = e_2 e_1^T, q = e_3, A = 1, β = η on ``tokens``: η Σ_i y_i x_i^T x_{N+1} (B, K)."""
+    f = tokens.shape[2]
+    Q = np.zeros((3, 3))
+    Q[1, 0] = 1.0
+    params = {"Q": Q, "q": np.array([0.0, 0.0, 1.0]), "beta": np.array([eta]), "A": np.ones((f, f))}
+    o, _ = gril.forward(params, tokens, s=gril_regression.STRIDE, **M.CELL)
+    return o[:, -1, :K]
+
+
+# ------------------------------------------------------------------------------------------ one training run
+@dataclass(frozen=True)
+class Job:
+    """One training run (defaults: ours; see ``Config`` and the module docstring)."""
+    K: int = 3                   # 1: binary (sigmoid); 3: 3-class softmax (Fig. 8)
+    phi: bool = True             # learned MLP feature map on the x tokens (App. B.5); False: identity
+    hidden: int = 32             # ours: φ's hidden width (not given)
+    N: int = 10                  # App. B.6: sequence length 10
+    f: int = 10                  # Table 4: input dimension 10
+    seed: int = 0
+    steps: int = 20_000          # ours (not given)
+    batch: int = 64              # ours, as for regression (App. B.1)
+    lr: float = 1e-2             # ours (Table 4: 1.23e-4 binary, 1.56e-4 softmax)
+    weight_decay: float = 1.3e-6  # ours: Table 4's lr · wd per step at lr 1e-2 (softmax; binary 6.4e-5)
+    warmup_steps: int = 500      # ours
+    n_eval: int = 10_000         # as App. B.1: 10^4 evaluation tasks
+    eval_seed: int = 12345       # the evaluation set, shared by every model and GD
+    tune_seed: int = 54321       # GD's η tuning set
+    x_scale: float = 1.0         # App. B.5: x ~ U(-1, 1) (the paper says "uniform"; ours: as B.1)
+
+
+def _sample(job, rng, B, x_scale=None):
+    return gril_regression.sample_classification(rng, B, job.N, job.f, K=job.K,
+                                                 x_scale=job.x_scale if x_scale is None else x_scale)
+
+
+def eval_tasks(job, x_scale=None):
+    """The job's fixed evaluation set (float64), optionally at another input scale."""
+    return _sample(job, np.random.default_rng(job.eval_seed), job.n_eval, x_scale)
+
+
+def train_job(job: Job, progress=False):
+    """Train one model on fresh tasks every step; returns (params, losses)."""
+    _speed.tune()
+    rng = np.random.default_rng(job.seed)
+    params = init_params(rng, job.f, job.phi, job.hidden)
+
+    def lg(p, step, batch_rng):
+        return loss_and_grads(p, _sample(job, batch_rng, job.batch))
+
+    schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
+                                 warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
+    res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, weight_decay=job.weight_decay,
+                progress=progress, desc=f"GRIL cls K={job.K} phi={job.phi} seed={job.seed}")
+    return res.params, res.losses
+
+
+def sensitivity(params, tokens, K):
+    """∂z/∂x_{N+1} (B, K, f) of the model, through φ: one backward pass per logit."""
+    z, cache = forward(params, tokens, K)
+    J = np.empty((tokens.shape[0], K, tokens.shape[2]))
+    for k in range(K):
+        dz = np.zeros_like(z)
+        dz[:, k] = 1.0
+        J[:, k] = backward(params, cache, dz)[0][:, -1]
+    return J
+
+
+def _argmax(z):
+    """Predicted class: z > 0 for one logit, argmax otherwise."""
+    return (z[:, 0] > 0).astype(int) if z.shape[1] == 1 else z.argmax(axis=1)
+
+
+def _accuracy(z, labels):
+    return float(np.mean(_argmax(z) == labels))
+
+
+def _sens_cos(J, J_gd):
+    """Mean cosine of two (B, K, f) sensitivities; for K > 1 each is centred over the logits first, since
+    softmax logits are defined up to a per-task constant (GD's 1/K term moves all of them alike)."""
+    if J.shape[1] > 1:
+        J, J_gd = J - J.mean(axis=1, keepdims=True), J_gd - J_gd.mean(axis=1, keepdims=True)
+    return _cos(J, J_gd)
+
+
+def compare(params, tasks, eta):
+    """The model vs one GD step of size ``eta`` on the raw x: losses, accuracies, prediction L2, sensitivity."""
+    K, labels = tasks.Y.shape[2], tasks.labels[:, -1]
+    z, _ = forward(params, tasks.tokens, K)
+    z_gd, W1 = gd_logits(tasks.X, tasks.Y, eta)
+    loss, loss_gd = query_ce(z, labels)[0], query_ce(z_gd, labels)[0]
+    J = sensitivity(params, tasks.tokens, K)
+    return {"loss": loss, "loss_gd": loss_gd, "gril_over_gd": loss / loss_gd,
+            "acc": _accuracy(z, labels), "acc_gd": _accuracy(z_gd, labels),
+            "pred_l2": _dist(probabilities(z), probabilities(z_gd)),
+            "agree": _accuracy(z, _argmax(z_gd)),            # same predicted class as GD
+            "sens_cos": _sens_cos(J, W1.transpose(0, 2, 1))}   # GD: ∂z/∂x_{N+1} = W_1^T
+
+
+def run_job(job: Job):
+    """Train, tune GD's η on the tuning set, compare on the evaluation set (a JSON-ready dict, for ``sweep``)."""
+    params, losses = train_job(job)
+    tune = _sample(job, np.random.default_rng(job.tune_seed), job.n_eval)
+    eta, _ = tune_eta(tune.X, tune.Y, tune.labels[:, -1])
+    out = compare(params, eval_tasks(job), eta)
+    out["eta_gd"] = eta
+    out["train_loss_tail"] = float(np.mean(losses[-max(1, len(losses) // 20):]))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the experiment
+@dataclass
+class Config:
+    N: int = 10                       # App. B.6: sequence length 10 (Figs. 7-8)
+    f: int = 10                       # Table 4: input dimension 10
+    K_softmax: int = 3                # Fig. 8: 3 classes
+    hidden: int = 32                  # ours: φ's hidden width (not given)
+    steps: int = 20_000               # ours, per model (not given)
+    lr: float = 1e-2                  # ours (Table 4: 1.23e-4 binary, 1.56e-4 softmax)
+    weight_decay_binary: float = 6.4e-5   # ours: Table 4's 1.23e-4 · 5.17e-3 per step, at lr 1e-2
+    weight_decay_softmax: float = 1.3e-6  # ours: Table 4's 1.56e-4 · 8.45e-5 per step, at lr 1e-2
+    seeds: tuple = (0,)               # App. B.6: 5 seeds; ours 1 by default (5 cost 5x the time)
+    n_eval: int = 10_000              # as App. B.1: 10^4 evaluation tasks (and 10^4 more to tune GD's η)
+    scales: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)   # Fig. 7D / 8C: input rescaling (values ours: not given)
+
+    @classmethod
+    def quick(cls):
+        """About 2 minutes on one core: 2,000 steps for each of the 4 models."""
+        return cls(steps=2_000)
+
+
+def _job(config, task, phi, seed):
+    return Job(K=TASKS[task] if task == "binary" else config.K_softmax, phi=phi, hidden=config.hidden,
+               N=config.N, f=config.f, seed=seed, steps=config.steps, lr=config.lr, n_eval=config.n_eval,
+               weight_decay=config.weight_decay_binary if task == "binary" else config.weight_decay_softmax)
+
+
+def _construction_checks(tasks, eta):
+    """The module docstring's derivation on the evaluation set, at GD's tuned η."""
+    K = tasks.Y.shape[2]
+    z_con = construction_logits(tasks.tokens, K, eta)
+    z_gd, _ = gd_logits(tasks.X, tasks.Y, eta)
+    labels = tasks.labels[:, -1]
+    if K > 1:   # the same CE step in probabilities
+        return {"construction_vs_gd_max_abs": float(np.abs(probabilities(z_con) - probabilities(z_gd)).max())}
+    N = tasks.X.shape[1] - 1
+    offset = 0.5 * eta * np.einsum("bnf,bf->b", tasks.X[:, :N], tasks.X[:, N])[:, None]   # (η/2) Σ x_i^T x_q
+    centred = gril_regression.make_tokens(tasks.X, tasks.Y - 0.5)
+    return {"construction_offset_max_abs": float(np.abs(z_con - (z_gd + offset)).max()),
+            "centred_construction_vs_gd_max_abs": float(np.abs(construction_logits(centred, K, eta) - z_gd).max()),
+            "construction_over_gd": query_ce(z_con, labels)[0] / query_ce(z_gd, labels)[0]}
+
+
+def _mean_std(values):
+    a = np.asarray(values, float)
+    return float(a.mean()), float(a.std())
+
+
+def run(config: Config = None, out_dir=None, progress=True, save_weights_path=None):
+    """Train GRIL (with φ) and GRIL without φ on binary and 3-class tasks for each seed; compare with GD."""
+    config = Config() if config is None else config
+    t0 = time.perf_counter()
+    out, weights = {}, {}
+    for task in TASKS:
+        base = _job(config, task, True, config.seeds[0])
+        tune = _sample(base, np.random.default_rng(base.tune_seed), config.n_eval)
+        eta, _ = tune_eta(tune.X, tune.Y, tune.labels[:, -1])
+        ev = eval_tasks(base)
+        rescaled = {a: eval_tasks(base, a) for a in config.scales}
+        per_seed, curves = [], {"gril": [], "nophi": []}
+        for seed in config.seeds:
+            r = {}
+            for phi in (True, False):
+                name = "gril" if phi else "nophi"
+                params, losses = train_job(_job(config, task, phi, seed), progress=progress)
+                if seed == config.seeds[0]:
+                    weights[task if phi else task + "_nophi"] = params
+                c = compare(params, ev, eta)
+                if phi:
+                    r.update(c)
+                    Phi = phi_features(params, tune.X)
+                    r["eta_gd_phi"], _ = tune_eta(Phi, tune.Y, tune.labels[:, -1])
+                    z_phi, _ = gd_logits(phi_features(params, ev.X), ev.Y, r["eta_gd_phi"])
+                    r["loss_gd_phi"] = query_ce(z_phi, ev.labels[:, -1])[0]
+                    r["gd_phi_over_gd"] = r["loss_gd_phi"] / c["loss_gd"]
+                else:
+                    r.update({"nophi_" + k: c[k] for k in ("loss", "acc", "pred_l2", "agree", "sens_cos")})
+                    r["nophi_over_gd"] = c["gril_over_gd"]
+                for a, ts in rescaled.items():
+                    r[f"rescale/{a}/{name}"] = query_ce(forward(params, ts.tokens, ts.Y.shape[2])[0],
+                                                        ts.labels[:, -1])[0]
+                curves[name].append([float(np.mean(c_)) for c_ in np.array_split(losses, 50)])
+            per_seed.append(r)
+        p = task + "_"
+        for key in per_seed[0]:
+            if key.startswith("rescale/"):
+                continue
+            out[p + key], std = _mean_std([r[key] for r in per_seed])
+            if len(per_seed) > 1 and key in ("loss", "gril_over_gd", "sens_cos", "nophi_over_gd", "acc"):
+                out[p + key + "_std"] = std
+        out[p + "eta_gd"] = eta
+        out[p + "loss_chance"] = math.log(2.0) if task == "binary" else math.log(config.K_softmax)
+        out.update({p + k: v for k, v in _construction_checks(ev, eta).items()})
+        out[p + "rescale"] = {}
+        for a, ts in rescaled.items():
+            z_gd, _ = gd_logits(ts.X, ts.Y, eta)   # GD keeps the η tuned at a = 1, as the models keep their weights
+            row = {"gd": query_ce(z_gd, ts.labels[:, -1])[0]}
+            for name in ("gril", "nophi"):
+                row[name], row[name + "_std"] = _mean_std([r[f"rescale/{a}/{name}"] for r in per_seed])
+            out[p + "rescale"][str(a)] = row
+        out[p + "train_curve"] = np.mean(curves["gril"], axis=0).tolist()
+        out[p + "nophi_train_curve"] = np.mean(curves["nophi"], axis=0).tolist()
+    out["train_seconds"] = time.perf_counter() - t0
+    out["config"] = dataclasses.asdict(config)
+    if save_weights_path is not None:
+        save_weights(save_weights_path, weights)
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "metrics.json").write_text(json.dumps(out, indent=2, default=float))
+    return out
+
+
+def plot(metrics, out_dir):
+    """Figs. 7-8 for both tasks: A training curves against GD's loss, B prediction L2 and sensitivity cosine
+    to GD, C the losses under rescaled inputs."""
+    plt = pyplot()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for row, task in zip(axes, TASKS):
+        p = task + "_"
+        a, b, c = row
+        steps = np.linspace(0, metrics["config"]["steps"], len(metrics[p + "train_curve"]))
+        a.plot(steps, metrics[p + "train_curve"], label="GRIL (φ)")
+        a.plot(steps, metrics[p + "nophi_train_curve"], label="GRIL (no φ)", alpha=0.7)
+        a.axhline(metrics[p + "loss_gd"], color="k", ls="--", label="one GD step (tuned η)")
+        a.axhline(metrics[p + "loss_chance"], color="grey", ls=":", label="chance")
+        a.set(xlabel="step", ylabel="query CE (training batches)", title=f"{task}: training")
+        a.legend(fontsize=8)
+        names, x = ("GRIL (φ)", "GRIL (no φ)"), np.arange(2)
+        b.bar(x - 0.2, [metrics[p + "pred_l2"], metrics[p + "nophi_pred_l2"]], 0.4, label="prediction L2")
+        b.bar(x + 0.2, [metrics[p + "sens_cos"], metrics[p + "nophi_sens_cos"]], 0.4, label="sensitivity cosine")
+        b.set(xticks=x, xticklabels=names, ylim=(0, 1.05), title=f"{task}: vs GD")
+        b.legend(fontsize=8)
+        scales = sorted(metrics[p + "rescale"], key=float)
+        xs = [float(s) for s in scales]
+        for name, label, style in (("gril", "GRIL (φ)", "o-"), ("nophi", "GRIL (no φ)", "s-")):
+            c.errorbar(xs, [metrics[p + "rescale"][s][name] for s in scales],
+                       yerr=[metrics[p + "rescale"][s][name + "_std"] for s in scales], fmt=style, label=label)
+        c.plot(xs, [metrics[p + "rescale"][s]["gd"] for s in scales], "x--k", label="GD (η of a = 1)")
+        c.set(xscale="log", xlabel="input scale a", ylabel="query CE", title=f"{task}: rescaled inputs")
+        c.set_xticks(xs, [f"{x:g}" for x in xs])
+        c.xaxis.set_minor_locator(plt.NullLocator())
+        c.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "classification.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]
