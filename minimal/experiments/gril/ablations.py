@@ -16,7 +16,7 @@ there); we report them and the ratio ablated / full.
 Fig. 2C trains the full model at several f (N = 10, n_o = f) next to one optimal GD step on the same tasks.
 
 Differs from the paper: 8,000 steps at lr 1e-2 per run (paper: up to 300,000 at 1e-4), ``model.Job``'s other
-settings; Fig. 2C's f values are ours (the figure's are not given in the text); the paper's Table 5 scalar
+settings; 3 seeds instead of 5 (CPU time: 28 runs of ~1-3 minutes each on one shared core); Fig. 2C's f values are ours (the figure's are not given in the text); the paper's Table 5 scalar
 ablation removes an "input construction" (the scalar analogue of the window): we remove the window itself on the
 same interleaved tokens.
 
@@ -52,10 +52,10 @@ PAPER = {
 
 @dataclass
 class Config:
-    seeds: tuple = (0, 1, 2, 3, 4)             # App. C.2: 5 seeds
+    seeds: tuple = (0, 1, 2)                   # ours: 3 seeds (App. C.2: 5), for one core's CPU time
     variants: tuple = M.VARIANTS
     targets: tuple = ("scalar", "multivariate")
-    f_values: tuple = (2, 5, 10, 15, 20)       # Fig. 2C (ours)
+    f_values: tuple = (2, 5, 10, 15)           # Fig. 2C (ours)
     steps: int = 8_000                         # ours
     lr: float = 1e-2                           # ours
     n_workers: int = 1
