@@ -37,7 +37,7 @@ from ...tasks import gril_regression
 from ...train import train
 
 __all__ = ["VARIANTS", "window_of", "init_params", "predict", "predict_backward", "loss_and_grads",
-           "state_readout_forward", "state_readout_backward", "Job", "eval_tasks", "train_job", "run_job"]
+           "state_readout_forward", "state_readout_backward", "head_forward", "head_backward", "Job", "eval_tasks", "train_job", "run_job"]
 
 VARIANTS = ("full", "no_window", "no_readout", "neither")
 CELL = {"method": "sequential", "backend": "numpy"}   # T' = N windows: a Python loop of 10 steps is fastest here
@@ -71,35 +71,31 @@ class StateCache(NamedTuple):
     Z: np.ndarray   # (B, T', f, f) states after each window
 
 
-def state_readout_forward(params, x, w, s):
-    """o = β ⊙ (Z_{T'} u) on the last state, Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T (no readout window).
+def head_forward(Q, A, C):
+    """One head's states Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T, Z_{-1} = 0, after every window.
 
     Args:
-        params: Q (w, w), u (f,), beta (f,), A (f, f). x: (B, T, f). w, s: window width and stride.
+        Q: (w, w); A: (f, f); C: (B, T', f, w) windows (``gril.window``).
     Returns:
-        o: (B, f) and the cache.
+        Z: (B, T', f, f); Z[:, -1] is the state the readout uses.
     """
-    C = gril.window(x, w, s)
-    U = C @ params["Q"] @ C.transpose(0, 1, 3, 2)   # (B, T', f, f)
+    U = C @ Q @ C.transpose(0, 1, 3, 2)          # (B, T', f, f)
     Z = np.empty_like(U)
     Z_k = np.zeros_like(U[:, 0])
     for k in range(U.shape[1]):
-        Z_k = params["A"] * Z_k + U[:, k]
+        Z_k = A * Z_k + U[:, k]
         Z[:, k] = Z_k
-    o = params["beta"] * (Z_k @ params["u"])
-    return o, StateCache(x.shape[1], w, s, C, Z)
+    return Z
 
 
-def state_readout_backward(params, cache, do):
-    """Gradients of ``state_readout_forward``: dx (B, T, f) and {Q, u, beta, A}."""
-    Q, u, beta, A = params["Q"], params["u"], params["beta"], params["A"]
-    C, Z = cache.C, cache.Z
-    Z_last = Z[:, -1]
-    # 3. o = β ⊙ (Z_last u)
-    dbeta = (do * (Z_last @ u)).sum(axis=0)
-    dm = beta * do                                   # (B, f)
-    du = np.einsum("bij,bi->j", Z_last, dm)
-    G = dm[:, :, None] * u[None, None, :]            # dL/dZ_last
+def head_backward(Q, A, C, Z, G):
+    """Adjoint of ``head_forward`` when only the last state enters the loss.
+
+    Args:
+        Q, A, C, Z: as in and from ``head_forward``; G: (B, f, f) dL/dZ[:, -1].
+    Returns:
+        dQ (w, w), dA (f, f), dC (B, T', f, w).
+    """
     # 2. Z_k = A ⊙ Z_{k-1} + U_k, backwards in time: G is dL/dZ_k, then A ⊙ G for Z_{k-1}
     dU = np.empty_like(Z)
     dA = np.zeros_like(A)
@@ -109,8 +105,37 @@ def state_readout_backward(params, cache, do):
             dA += (G * Z[:, k - 1]).sum(axis=0)
             G = A * G
     # 1. U = C Q C^T
-    dQ = (C.transpose(0, 1, 3, 2) @ dU @ C).sum(axis=(0, 1))
-    dC = dU @ C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
+    dU_C = dU @ C                                            # (B, T', f, w), used twice
+    dQ = (C.transpose(0, 1, 3, 2) @ dU_C).sum(axis=(0, 1))
+    dC = dU_C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
+    return dQ, dA, dC
+
+
+
+def state_readout_forward(params, x, w, s):
+    """o = β ⊙ (Z_{T'} u) on the last state, Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T (no readout window).
+
+    Args:
+        params: Q (w, w), u (f,), beta (f,), A (f, f). x: (B, T, f). w, s: window width and stride.
+    Returns:
+        o: (B, f) and the cache.
+    """
+    C = gril.window(x, w, s)
+    Z = head_forward(params["Q"], params["A"], C)
+    o = params["beta"] * (Z[:, -1] @ params["u"])
+    return o, StateCache(x.shape[1], w, s, C, Z)
+
+
+def state_readout_backward(params, cache, do):
+    """Gradients of ``state_readout_forward``: dx (B, T, f) and {Q, u, beta, A}."""
+    u, beta = params["u"], params["beta"]
+    Z_last = cache.Z[:, -1]
+    # 2. o = β ⊙ (Z_last u)
+    dbeta = (do * (Z_last @ u)).sum(axis=0)
+    dm = beta * do                                   # (B, f)
+    du = np.einsum("bij,bi->j", Z_last, dm)
+    # 1. the head, from dL/dZ_last
+    dQ, dA, dC = head_backward(params["Q"], params["A"], cache.C, cache.Z, dm[:, :, None] * u[None, None, :])
     dx = gril.window_backward(dC, cache.T, cache.w, cache.s)
     return dx, {"Q": dQ, "u": du, "beta": dbeta, "A": dA}
 

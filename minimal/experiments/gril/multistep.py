@@ -111,6 +111,7 @@ from ...tasks import gril_regression
 from ...train import train
 from ...validate import check_array, check_choice, check_positive_int
 from . import model as M
+from .model import head_backward, head_forward  # noqa: F401  (the heads are model's last-state heads)
 
 __all__ = ["init_params", "construction", "head_forward", "head_backward", "predict", "predict_backward",
            "loss_and_grads", "sample_sine", "best_eta", "best_step_sizes", "Job", "SineJob", "train_job",
@@ -171,46 +172,6 @@ def construction(f, N, L, eta):
         if l > 1:
             p.update({f"Q_tilde_{l}": np.outer(e[0], e[0]), f"A_tilde_{l}": np.ones((f, f))})
     return p
-
-
-def head_forward(Q, A, C):
-    """One head's states Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T, Z_{-1} = 0, after every window.
-
-    Args:
-        Q: (w, w); A: (f, f); C: (B, T', f, w) windows (``gril.window``).
-    Returns:
-        Z: (B, T', f, f); Z[:, -1] is the state the readout uses.
-    """
-    U = C @ Q @ C.transpose(0, 1, 3, 2)          # (B, T', f, f)
-    Z = np.empty_like(U)
-    Z_k = np.zeros_like(U[:, 0])
-    for k in range(U.shape[1]):
-        Z_k = A * Z_k + U[:, k]
-        Z[:, k] = Z_k
-    return Z
-
-
-def head_backward(Q, A, C, Z, G):
-    """Adjoint of ``head_forward`` when only the last state enters the loss.
-
-    Args:
-        Q, A, C, Z: as in and from ``head_forward``; G: (B, f, f) dL/dZ[:, -1].
-    Returns:
-        dQ (w, w), dA (f, f), dC (B, T', f, w).
-    """
-    # 2. Z_k = A ⊙ Z_{k-1} + U_k, backwards in time: G is dL/dZ_k, then A ⊙ G for Z_{k-1}
-    dU = np.empty_like(Z)
-    dA = np.zeros_like(A)
-    for k in reversed(range(Z.shape[1])):
-        dU[:, k] = G
-        if k > 0:
-            dA += (G * Z[:, k - 1]).sum(axis=0)
-            G = A * G
-    # 1. U = C Q C^T
-    dU_C = dU @ C                                            # (B, T', f, w), used twice
-    dQ = (C.transpose(0, 1, 3, 2) @ dU_C).sum(axis=(0, 1))
-    dC = dU_C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
-    return dQ, dA, dC
 
 
 class Cache(NamedTuple):
