@@ -1,0 +1,120 @@
+"""Character-level language modelling on the committed Shakespeare text (Feng et al., "Were RNNs All We Needed?"
+(2024), Sec. 4.3 / Fig. 2, App. C.3: 1,003,854 training and 111,540 test characters, nanoGPT's shakespeare_char).
+
+The text lives in ``data/shakespeare/`` (``train.txt``, ``test.txt``, ``meta.json`` with the vocabulary), written
+once by ``python data/shakespeare/prepare.py``. Each character is one token: its index in ``meta["vocab"]``
+(sorted, so token order is character order).
+
+Training batches are random windows of T + 1 consecutive characters, as nanoGPT's ``get_batch``:
+
+    start_b ~ U{0, ..., n - T - 1}       b = 1 .. B, drawn from a seeded ``numpy.random.Generator``
+    w_b     = ids[start_b : start_b + T + 1]
+    x = w[:, :-1],  y = w[:, 1:]         (B, T) inputs and next-character targets
+
+Evaluation is deterministic: ``eval_windows`` cuts the test text into consecutive windows of T + 1 characters
+that overlap by one (stride T), so every test character after the first is a target exactly once (the ragged
+tail is dropped); with ``n_windows`` it keeps that many, evenly spaced over the text (the fixed subset a
+training run evaluates every k steps). Each window starts with an empty context, so early positions in a window
+see less history than in a sliding evaluation: this is nanoGPT's ``estimate_loss`` on fixed windows.
+
+Glossary: B batch, T context length (targets per window), V vocabulary size, n characters in a split.
+"""
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import numpy as np
+
+from ..data import data_path
+from ..validate import check_array, check_positive_int
+
+__all__ = ["CharData", "load", "encode", "decode", "sample_batch", "eval_windows", "split_xy", "PREPARE"]
+
+PREPARE = "python data/shakespeare/prepare.py"
+
+
+class CharData(NamedTuple):
+    vocab: str            # the V characters, token i is vocab[i]
+    train: np.ndarray     # (n_train,) uint8 token ids
+    test: np.ndarray      # (n_test,) uint8 token ids
+
+
+def _read(name):
+    path = data_path("shakespeare", name)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: build data/shakespeare/ with `{PREPARE}` "
+                                f"from the repository root")
+    return path.read_text(encoding="ascii")
+
+
+def encode(text, vocab):
+    """Token ids (uint8) of ``text``; a ValueError names the first character outside ``vocab``."""
+    lut = np.full(256, 255, dtype=np.uint8)
+    for i, ch in enumerate(vocab):
+        lut[ord(ch)] = i
+    raw = np.frombuffer(text.encode("latin-1", errors="replace"), dtype=np.uint8)
+    ids = lut[raw]
+    bad = np.flatnonzero(ids == 255)
+    if bad.size:
+        raise ValueError(f"character {text[bad[0]]!r} at position {bad[0]} is not in the vocabulary")
+    return ids
+
+
+def decode(ids, vocab):
+    """The string of token ids ``ids`` (any integer array or sequence)."""
+    return "".join(vocab[int(i)] for i in np.ravel(ids))
+
+
+def load():
+    """The committed train / test text, encoded with meta.json's vocabulary (sizes checked against it)."""
+    meta = json.loads(_read("meta.json"))
+    vocab = meta["vocab"]
+    if len(vocab) != meta["vocab_size"] or len(vocab) >= 255:
+        raise ValueError(f"meta.json's vocab has {len(vocab)} characters, vocab_size says {meta['vocab_size']}")
+    train, test = encode(_read("train.txt"), vocab), encode(_read("test.txt"), vocab)
+    if (train.size, test.size) != (meta["n_train"], meta["n_test"]):
+        raise ValueError(f"train/test have {train.size}/{test.size} characters, meta.json says "
+                         f"{meta['n_train']}/{meta['n_test']}: rebuild with `{PREPARE}`")
+    return CharData(vocab, train, test)
+
+
+def sample_batch(ids, B, T, rng):
+    """B random windows of T + 1 consecutive tokens. ids: (n,); rng: ``numpy.random.Generator``.
+    Returns (B, T + 1) int64."""
+    check_array("ids", ids, (None,), names=("n",), kind="i")
+    B, T = check_positive_int("B", B), check_positive_int("T", T)
+    if ids.size < T + 1:
+        raise ValueError(f"ids must hold at least T + 1 = {T + 1} tokens, got {ids.size}")
+    start = rng.integers(0, ids.size - T, size=B)                  # start + T <= n - 1
+    return ids[start[:, None] + np.arange(T + 1)].astype(np.int64)
+
+
+def eval_windows(ids, T, n_windows=None):
+    """Fixed evaluation windows of T + 1 tokens at stride T (module docstring).
+
+    Args:
+        ids: (n,) token ids; T: targets per window; n_windows: None (all (n - 1) // T windows) or how many to
+            keep, evenly spaced over the text.
+    Returns:
+        (N, T + 1) int64.
+    """
+    check_array("ids", ids, (None,), names=("n",), kind="i")
+    T = check_positive_int("T", T)
+    total = (ids.size - 1) // T
+    if total < 1:
+        raise ValueError(f"ids must hold at least T + 1 = {T + 1} tokens, got {ids.size}")
+    idx = np.arange(total)
+    if n_windows is not None:
+        n_windows = check_positive_int("n_windows", n_windows)
+        if n_windows > total:
+            raise ValueError(f"n_windows must be <= {total} (the windows of T = {T} in {ids.size} tokens), "
+                             f"got {n_windows}")
+        idx = np.linspace(0, total - 1, n_windows).round().astype(np.int64)
+    return ids[idx[:, None] * T + np.arange(T + 1)].astype(np.int64)
+
+
+def split_xy(windows):
+    """(B, T + 1) windows -> inputs x (B, T) and next-token targets y (B, T)."""
+    check_array("windows", windows, (None, None), names=("B", "T+1"), kind="i")
+    return windows[:, :-1], windows[:, 1:]

@@ -1,0 +1,150 @@
+"""Character-level Shakespeare (Feng et al. Sec. 4.3): the task's windows, the language model's gradients, step
+mode (RNN / KV cache) = the whole-sequence forward, generation, weights I/O, and a tiny run that learns."""
+import json
+
+import numpy as np
+import pytest
+
+from minimal.experiments.minrnn import shakespeare as S
+from minimal.gradcheck import rel_error
+from minimal.tasks import char_lm
+
+
+@pytest.fixture(scope="module")
+def data():
+    return char_lm.load()
+
+
+# ---------------------------------------------------------------- the task
+
+def test_load_matches_meta_and_round_trips(data):
+    meta = json.loads(char_lm.data_path("shakespeare", "meta.json").read_text())
+    assert data.vocab == meta["vocab"] and len(data.vocab) == 70
+    assert (data.train.size, data.test.size) == (1_003_854, 111_540)
+    text = char_lm.data_path("shakespeare", "test.txt").read_text()
+    assert char_lm.decode(data.test[:500], data.vocab) == text[:500]
+    assert data.train.max() < 70
+
+
+def test_encode_names_an_unknown_character():
+    with pytest.raises(ValueError, match="'z'"):
+        char_lm.encode("abz", "ab")
+
+
+def test_missing_file_names_the_prep_command(monkeypatch, tmp_path):
+    monkeypatch.setattr(char_lm, "data_path", lambda *parts: tmp_path.joinpath(*parts))
+    with pytest.raises(FileNotFoundError, match=r"meta\.json.*python data/shakespeare/prepare\.py"):
+        char_lm.load()
+
+
+def test_sample_batch_is_seeded_windows_of_the_text(data):
+    w1 = char_lm.sample_batch(data.train, 5, 9, np.random.default_rng(3))
+    w2 = char_lm.sample_batch(data.train, 5, 9, np.random.default_rng(3))
+    assert w1.shape == (5, 10) and np.array_equal(w1, w2)
+    for row in w1:   # each row is a contiguous slice of the training text
+        starts = np.flatnonzero(data.train[:-9] == row[0])
+        assert any(np.array_equal(data.train[s:s + 10], row) for s in starts)
+    x, y = char_lm.split_xy(w1)
+    assert np.array_equal(x[:, 1:], y[:, :-1])
+    ids = np.arange(11)
+    assert char_lm.sample_batch(ids, 50, 10, np.random.default_rng(0)).tolist() == [list(range(11))] * 50
+
+
+def test_eval_windows_cover_every_target_once():
+    ids = np.arange(23)
+    w = char_lm.eval_windows(ids, 5)            # (23 - 1) // 5 = 4 windows
+    assert w.shape == (4, 6)
+    _, y = char_lm.split_xy(w)
+    assert y.ravel().tolist() == list(range(1, 21))
+    sub = char_lm.eval_windows(ids, 5, 2)       # evenly spaced: the first and the last
+    assert sub[:, 0].tolist() == [0, 15]
+    with pytest.raises(ValueError, match="n_windows"):
+        char_lm.eval_windows(ids, 5, 5)
+
+
+# ---------------------------------------------------------------- the model
+
+@pytest.mark.parametrize("kind", S.KINDS)
+def test_lm_gradients_match_finite_differences(kind):
+    rng = np.random.default_rng(1)
+    params = S.init_lm(rng, kind, 7, 4, 2, dtype="float64")
+    params = {k: v + 0.1 * rng.standard_normal(v.shape) if v.ndim == 1 else v for k, v in params.items()}
+    windows = rng.integers(0, 7, (2, 6))
+
+    def loss(p):   # dropout with a seeded mask: the same masks on every call
+        return S.lm_loss_and_grads(p, windows, kind, dropout=0.2, rng=np.random.default_rng(5))
+
+    _, grads = loss(params)
+    eps = 1e-6
+    for name, p in params.items():
+        flat = [np.unravel_index(i, p.shape) for i in rng.choice(p.size, min(p.size, 3), replace=False)]
+        num, ana = [], []
+        for idx in flat:
+            old = p[idx]
+            p[idx] = old + eps
+            lp = loss(params)[0]
+            p[idx] = old - eps
+            lm = loss(params)[0]
+            p[idx] = old
+            num.append((lp - lm) / (2 * eps))
+            ana.append(grads[name][idx])
+        assert rel_error(np.array(ana), np.array(num)) < 1e-6, name
+
+
+@pytest.mark.parametrize("kind", S.KINDS)
+def test_step_mode_equals_the_whole_sequence_forward(kind):
+    rng = np.random.default_rng(2)
+    params = S.init_lm(rng, kind, 11, 8, 3, dtype="float64")
+    x = rng.integers(0, 11, (3, 9))
+    z, _ = S.lm_forward(params, x, kind)
+    states, steps = None, []
+    for t in range(x.shape[1]):
+        zt, states = S.step_logits(params, states, x[:, t], kind)
+        steps.append(zt)
+    assert rel_error(np.stack(steps, axis=1), z) < 1e-12
+
+
+def test_rnn_state_is_constant_and_the_kv_cache_grows():
+    rng = np.random.default_rng(3)
+    prompt = np.array([1, 2])
+    mem = {}
+    for kind in S.KINDS:
+        params = S.init_lm(rng, kind, 5, 6, 2)
+        ids, mem[kind] = S.generate(params, kind, prompt, 10, np.random.default_rng(0), return_memory=True)
+        assert ids.shape == (10,) and ids.max() < 5
+        assert np.array_equal(ids, S.generate(params, kind, prompt, 10, np.random.default_rng(0)))
+    for kind in ("mingru", "minlstm"):
+        assert np.all(mem[kind] == mem[kind][0])
+    H, L = 2 * 6, 2
+    assert np.all(np.diff(mem["attention"])[1:] == L * 2 * H * 4)   # one float32 key and value per block a step
+
+
+def test_weights_round_trip_and_a_bad_file_is_named(tmp_path):
+    c = S.Config(D=8, n_layers=2, kinds=("mingru",))
+    p = {"mingru": S.init_lm(np.random.default_rng(0), "mingru", 70, 8, 2)}
+    path = tmp_path / "w.npz"
+    S.save_weights(path, p)
+    back = S.load_weights(path, c)
+    assert all(np.array_equal(back["mingru"][k], v) for k, v in p["mingru"].items())
+    S.save_weights(path, {"mingru": {k: v for k, v in p["mingru"].items() if k != "0.E"}})
+    with pytest.raises(ValueError, match="w.npz"):
+        S.load_weights(path, c)
+
+
+def test_a_tiny_run_lowers_the_test_loss(tmp_path):
+    c = S.Config(D=16, n_layers=1, T=16, batch=8, steps=40, lr=1e-2, warmup=5, eval_every=20, eval_windows=8,
+                 kinds=("mingru", "attention"), sample_chars=20)
+    m = S.run(c, out_dir=tmp_path, progress=False, save_weights_path=tmp_path / "w.npz")
+    for kind, r in m["models"].items():
+        assert r["curve_steps"] == [0, 20, 40]
+        assert r["curve"][-1] < r["curve"][0] - 0.5, (kind, r["curve"])   # ln 70 = 4.25 at the start
+        assert len(r["sample"]) == 20
+    assert "ratio_to_transformer" in m["models"]["mingru"]
+    # the flat metrics that reproduce's table puts beside PAPER
+    assert {k for k in S.PAPER if "mamba" not in k and "minlstm" not in k} <= set(m)
+    assert m["test_loss_mingru"] == m["models"]["mingru"]["final_test_loss"]
+    assert set(S.load_weights(tmp_path / "w.npz")) == {"mingru", "attention"}
+    # an interrupted-and-resumed run: the checkpoints are complete, so a re-run resumes at the end
+    again = S.run(c, out_dir=tmp_path, progress=False)
+    assert again["models"]["mingru"]["resumed_from"] == 40
+    assert again["models"]["mingru"]["curve"] == m["models"]["mingru"]["curve"]
