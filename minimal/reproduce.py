@@ -5,7 +5,8 @@ that has a paper value is put side by side with it. A sweep whose full grid is a
 ``finished(Config())``) is loaded in full even with ``quick``, since that trains nothing. Writes
 ``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained
 weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments whose ``run`` takes
-``save_weights_path``).
+``save_weights_path``) and, for modules that set ``SAVE_METRICS = True``, their metrics
+``data/WORK/NAME_full.json`` (notebooks load those numbers instead of retraining).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import math
 import time
 from pathlib import Path
 
+from ._atomic import atomic_write
 from .experiments import experiments
 from .validate import InputError
 
@@ -68,6 +70,11 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
             kw["save_weights_path"] = Path("data") / work / f"{name}_full.npz"
         metrics = mod.run(config, out_dir=out / name, progress=progress, **kw)
         seconds = time.perf_counter() - t0
+        if not quick and getattr(mod, "SAVE_METRICS", False):
+            path = Path("data") / work / f"{name}_full.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_write(path, "w") as fh:
+                fh.write(json.dumps(metrics, indent=2, default=float))
         figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
                          "mode": mode}

@@ -138,3 +138,33 @@ def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monke
     assert "| done | configuration |  | full, all runs on disk |" in (tmp_path / "results.md").read_text()
     res = R.reproduce("zucchet", quick=False, out_dir=tmp_path, progress=False)
     assert {v["mode"] for v in res.values()} == {"full"}
+
+
+def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeypatch):
+    """A full run writes data/WORK/NAME_full.json for modules with SAVE_METRICS (the notebooks load it)."""
+    import json
+    import types
+    from dataclasses import dataclass
+
+    from minimal import reproduce as R
+
+    @dataclass
+    class Config:
+        size: int = 10
+
+        @classmethod
+        def quick(cls):
+            return cls(size=1)
+
+    def run(config, out_dir=None, progress=True):
+        return {"size": config.size}
+
+    saving = types.SimpleNamespace(Config=Config, PAPER={}, run=run, SAVE_METRICS=True)
+    silent = types.SimpleNamespace(Config=Config, PAPER={}, run=run)
+    monkeypatch.setattr(R, "experiments", lambda work: {"saving": saving, "silent": silent})
+    monkeypatch.chdir(tmp_path)
+    R.reproduce("gril", quick=True, out_dir=tmp_path / "out", progress=False)
+    assert not (tmp_path / "data").exists()
+    R.reproduce("gril", quick=False, out_dir=tmp_path / "out", progress=False)
+    assert json.loads((tmp_path / "data" / "gril" / "saving_full.json").read_text()) == {"size": 10}
+    assert not (tmp_path / "data" / "gril" / "silent_full.json").exists()

@@ -105,6 +105,8 @@ PHI_KEYS = ("W_1", "b_1", "W_2", "b_2")
 TABLE_4 = {"binary": {"lr": 1.23e-4, "weight_decay": 5.17e-3},   # App. B.6, Table 4 ("Sigmoid", f = 10)
            "softmax": {"lr": 1.56e-4, "weight_decay": 8.45e-5}}  # ("Softmax", f = 10)
 
+SAVE_METRICS = True   # reproduce --full writes data/gril/<name>_full.json, which notebook gril_d loads
+
 PAPER = {
     # Sec. 5.3 / Figs. 4, 7-8 give no numbers: "GRIL tracks GD in loss, prediction difference, and sensitivity
     # alignment, and remains robust under input rescaling". 1.0 below means "matches GD", not a measured value.

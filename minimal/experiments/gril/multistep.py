@@ -121,6 +121,8 @@ __all__ = ["init_params", "construction", "head_forward", "head_backward", "pred
 W_WIN, STRIDE = gril_regression.N_WINDOW, gril_regression.STRIDE   # 3, 2: windows [x_k, y_k, x_{k+1}]
 SINE_VARIANTS = ("gril", "gd")
 
+SAVE_METRICS = True   # reproduce --full writes data/gril/<name>_full.json, which notebook gril_d loads
+
 PAPER = {
     "gril2_over_gd2": 1.0,               # Fig. 3A: the trained two-layer GRIL tracks two GD steps
     "gril2_beats_gd1": True,             # Fig. 3A: two steps (layers) do better than one
