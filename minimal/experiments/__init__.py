@@ -17,7 +17,7 @@ from ..validate import check_choice
 _MODULES = {
     "zucchet": ["teacher_student", "icl", "hidden_size", "architectures"],
     "gril": ["regression", "ablations", "multistep", "comparison", "classification"],
-    "minrnn": ["param_counts", "runtime", "shakespeare"],
+    "minrnn": ["param_counts", "runtime", "shakespeare", "selective_copy"],
 }
 
 

@@ -1,0 +1,293 @@
+"""Selective copying vs depth, Table 1 of Feng et al., "Were RNNs All We Needed?" (Sec. 4.1, "Effect of removing
+h_{t−1}"; the task is Table 2's, Sec. 4.2; setup App. C.1-C.3), at a scale one CPU core trains in about a minute
+per run — a sweep of ``run_job`` through ``minimal.sweep`` (dask), resumable per job.
+
+The claim (Sec. 4.1). minGRU's and minLSTM's gates see only their input, z_t = σ(Linear(x_t)), never h_{t−1}.
+In the first layer the input x_t^{(1)} is the embedding of token t alone, so each gate is a fixed function of the
+current token: "the gates of a model consisting of a single layer of minLSTM or minGRU are time-independent due
+to being conditioned on time-independent inputs x^{(1)}_{1:n}". Unrolled, a one-layer minGRU's state is then a sum
+over past tokens of per-token vectors, each weighted by a product of per-token factors (1 − z(x_r)) over the tokens
+after it:
+
+    h_t = Σ_{s ≤ t} [ Π_{s < r ≤ t} (1 − z(x_r)) ] ⊙ z(x_s) ⊙ h̃(x_s)
+
+Nothing in it can depend on how many data tokens came before token s, which is what writing the i-th data
+token into an i-th "slot", and reading slot i back at the i-th marker, would need. The second layer's input is
+h^{(1)}_t, which does depend on the past (layer 1 can count data tokens, e.g. a channel with z(noise) = 0 decays by
+(1 − ζ) at each data token), so "beginning from the second layer onwards, minLSTM and minGRU's gates will also
+be time-dependent". Table 1: one layer 37.0 ± 2.3 (minGRU) / 37.6 ± 2.0 (minLSTM) % accuracy; two layers 96.8 ±
+3.2 / 85.7 ± 5.8; three 99.5 ± 0.2 / 96.0 ± 2.8 (Table 2 quotes the three-layer numbers). A GRU or LSTM, whose
+gates do see h_{t−1}, is time-dependent in one layer; we train one layer of each as the reference.
+
+Model (App. C.1: "Each layer in the model consisted of (1) either a minLSTM or minGRU layer and (2) a linear
+layer", residual, LayerNorm before each layer), a ``minimal.models`` stack:
+
+    embedding (V = 16, D)  ->  L x [ x <- x + Linear_{H -> D}( RNN_{D -> H}( LN(x) ) ) ]  ->  LN  ->  Linear_{D -> V}
+
+with H = 6 D ("minLSTM and minGRU have an expansion factor of 6", App. C.2; the linear layer projects the
+expanded state back to the residual width), RNN = minGRU / minLSTM (parallel mode, Numba scan) or GRU / LSTM
+(sequential). The loss is the cross-entropy of the logits at the M marker positions against the data tokens;
+the metric is the token accuracy there (argmax = data token), on a fixed evaluation set of ``n_eval``
+sequences shared by every run.
+
+Differs from the paper (App. C.2-C.3), each for CPU time (the paper: 400,000 steps on a GPU per run):
+- sequence length T = 32 with M = 8 data tokens (paper: 4096 and 16). The task's structure is kept (vocabulary 16
+  with noise and marker, data tokens at random sorted positions, markers at the end) but the ratio of noise to
+  data is 2:1 instead of ~255:1, and half as many tokens are remembered. Probes on one shared core, depth-2
+  minGRU, lr 1e-2: M = 16, T = 64 reached 66% after 1,500 steps (lr 3e-3: 42%); M = 8, T = 64 83% after 1,000;
+  M = 8, T = 32 95% after 1,250 and 99.5% after 2,000 (one layer: 48% after 1,250). The M = 16 probes ran a
+  1,500-step cosine schedule, the M = 8 probes a 2,000-step one.
+- width D = 32 (paper: input dimension 64), H = 6 D = 192;
+- 1,500 steps (paper 400,000, with early stopping) at peak lr 1e-2 with a cosine decay to 1e-4 and 100 warm-up
+  steps (paper: Adam at 3e-4, no schedule given; far too slow for a budget of a thousand steps); AdamW without
+  weight decay; batch 64 in one step (paper: two accumulated batches of 32, the same gradient); clipping at 1.0 as in the
+  paper;
+- no dropout (paper 0.1): every step draws fresh sequences, so there is nothing to overfit;
+- 3 seeds per cell (the paper does not say how many), float32; accuracy on 2,048 fixed sequences (16,384 tokens);
+- GRU and LSTM at one layer (Table 1 has only the minimal models), with the same H = 6 D.
+
+Glossary: B batch, T sequence length, M data tokens (= output positions), V vocabulary, D model width,
+H = expansion · D recurrent width, L depth (layers).
+"""
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .. import _plotting
+from ... import _speed, models
+from ...data import data_path
+from ...layers import cross_entropy
+from ...models import Layer, Residual
+from ...optim import cosine_schedule
+from ...sweep import all_on_disk, run_sweep, with_sweep_summary
+from ...tasks import selective_copy as task
+from ...train import train
+
+__all__ = ["Config", "Job", "PAPER", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
+           "eval_batch", "evaluate", "train_job", "run_job", "jobs", "summarise", "finished", "run", "plot"]
+
+KINDS = ("mingru", "minlstm", "gru", "lstm")
+SWEEP_DIR = data_path("minrnn", "sweeps")
+
+PAPER = {  # Table 1 (Sec. 4.1): accuracy (%) mean ± std on selective copying, by model and number of layers
+    "mingru_1": 37.0, "mingru_2": 96.8, "mingru_3": 99.5,
+    "minlstm_1": 37.6, "minlstm_2": 85.7, "minlstm_3": 96.0,
+    "mingru_1_std": 2.3, "mingru_2_std": 3.2, "mingru_3_std": 0.2,
+    "minlstm_1_std": 2.0, "minlstm_2_std": 5.8, "minlstm_3_std": 2.8,
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run (defaults: ours, module docstring; the paper's values in the comments)."""
+    kind: str = "mingru"
+    depth: int = 2
+    seed: int = 0
+    T: int = 32                 # ours (App. C.3: 4096)
+    n_data: int = 8             # ours (App. C.3: 16)
+    vocab: int = task.VOCAB     # App. C.3: 16, noise and marker included
+    D: int = 32                 # ours (App. C.2: input dimension 64)
+    expansion: int = 6          # App. C.2: expansion factor 6
+    steps: int = 1_500          # ours (App. C.2: 400,000)
+    batch: int = 64             # App. C.2: 64 (as 2 x 32 accumulated)
+    lr: float = 1e-2            # ours (App. C.2: 3e-4), cosine to lr / 100
+    warmup_steps: int = 100     # ours
+    clip: float = 1.0           # App. C.2: gradients clipped to 1.0
+    n_eval: int = 2_048         # ours: fixed evaluation sequences
+    eval_seed: int = 12345      # the evaluation set, shared by every run
+    dtype: str = "float32"
+
+
+def spec(kind, depth, D, H, vocab):
+    """The ``minimal.models`` stack: embedding, ``depth`` residual pre-LN [RNN -> Linear] layers, LN, head."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    blocks = tuple(Residual((Layer("layernorm", {"D": D}), Layer(kind, {"d_in": D, "d_hidden": H}),
+                             Layer("linear", {"D_in": H, "D_out": D}))) for _ in range(depth))
+    return (Layer("embedding", {"V": vocab, "D": D}),) + blocks + (
+        Layer("layernorm", {"D": D}), Layer("linear", {"D_in": D, "D_out": vocab}))
+
+
+def _spec(job):
+    return spec(job.kind, job.depth, job.D, job.expansion * job.D, job.vocab)
+
+
+def init_params(rng, job):
+    """Every layer's own init, cast to ``job.dtype``."""
+    return models.init(rng, _spec(job), dtype=job.dtype)
+
+
+def loss_and_grads(params, job, inputs, targets):
+    """Cross-entropy at the M output positions (the last M) and its gradients.
+
+    Args:
+        params: from ``init_params``; job: a ``Job``; inputs: (B, T) ids; targets: (B, M) data tokens.
+    Returns:
+        (loss: float, grads: dict with params' keys).
+    """
+    logits, cache = models.forward(params, inputs, _spec(job))       # (B, T, V)
+    M = targets.shape[1]
+    loss, c_ce = cross_entropy.forward({}, logits[:, -M:], targets)
+    dl, _ = cross_entropy.backward({}, c_ce, np.asarray(1.0, logits.dtype))
+    dlogits = np.zeros_like(logits)
+    dlogits[:, -M:] = dl                                               # no loss before the markers
+    _, grads = models.backward(params, cache, dlogits)
+    return float(loss), grads
+
+
+def predict(params, job, inputs, chunk=512):
+    """Logits at the M output positions, (B, M, V), in chunks of ``chunk`` sequences."""
+    out = [models.forward(params, inputs[i:i + chunk], _spec(job))[0][:, -job.n_data:]
+           for i in range(0, inputs.shape[0], chunk)]
+    return np.concatenate(out)
+
+
+def eval_batch(job):
+    """The job's fixed evaluation sequences."""
+    return task.sample(np.random.default_rng(job.eval_seed), job.n_eval, job.T, job.n_data, job.vocab)
+
+
+def evaluate(params, job, batch=None):
+    """Accuracy (%) on the data tokens, per output position (%), and the mean cross-entropy."""
+    batch = eval_batch(job) if batch is None else batch
+    logits = predict(params, job, batch.inputs)
+    hit = logits.argmax(-1) == batch.targets                                   # (B, M)
+    loss = float(cross_entropy.forward({}, logits.astype(np.float64), batch.targets)[0])
+    return {"accuracy": 100.0 * float(hit.mean()), "accuracy_by_position": (100.0 * hit.mean(0)).tolist(),
+            "eval_loss": loss}
+
+
+def train_job(job: Job, progress=False, checkpoint_path=None):
+    """Train one model on fresh sequences every step; returns (params, losses)."""
+    _speed.tune()
+    params = init_params(np.random.default_rng(job.seed), job)
+
+    def lg(p, step, batch_rng):
+        b = task.sample(batch_rng, job.batch, job.T, job.n_data, job.vocab)
+        return loss_and_grads(p, job, b.inputs, b.targets)
+
+    schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
+                                 warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-2)
+    res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, clip=job.clip, progress=progress,
+                checkpoint_path=checkpoint_path, checkpoint_every=500,
+                desc=f"selective copy {job.kind} x{job.depth} seed={job.seed}")
+    return res.params, res.losses
+
+
+def run_job(job: Job):
+    """Train, then evaluate on the fixed set (a JSON-ready dict, for ``minimal.sweep``)."""
+    t0 = time.perf_counter()
+    params, losses = train_job(job)
+    seconds = time.perf_counter() - t0
+    tail = losses[-max(1, len(losses) // 20):]
+    return evaluate(params, job) | {"train_loss_tail": float(np.mean(tail)), "train_seconds": seconds,
+                                    "ms_per_step": 1e3 * seconds / job.steps}
+
+
+@dataclass
+class Config:
+    """The grid: ``kinds`` x ``depths`` x ``seeds``, plus ``reference_kinds`` at ``reference_depth``."""
+    kinds: tuple = ("mingru", "minlstm")      # Table 1
+    depths: tuple = (1, 2, 3)                 # Table 1
+    seeds: tuple = (0, 1, 2)                  # ours (the paper does not say)
+    reference_kinds: tuple = ("gru", "lstm")  # ours: the traditional cells, gates on h_{t-1}
+    reference_depth: int = 1
+    steps: int = Job.steps
+    lr: float = Job.lr
+    T: int = Job.T
+    n_data: int = Job.n_data
+    D: int = Job.D
+    n_workers: int = 2                        # two processes: the two cores (each run uses one BLAS thread)
+    scheduler: Optional[str] = None
+    processes: bool = True
+    sweep_dir: Optional[str] = None           # default data/minrnn/sweeps/selective_copy
+
+    @classmethod
+    def quick(cls):
+        """minGRU at one and two layers, two seeds, 1,200 steps: about 5 CPU minutes."""
+        return cls(kinds=("mingru",), depths=(1, 2), seeds=(0, 1), reference_kinds=(), steps=1_200)
+
+
+def jobs(config: Config):
+    """One ``Job`` per (kind, depth, seed), then the reference kinds at ``reference_depth``."""
+    common = dict(steps=config.steps, lr=config.lr, T=config.T, n_data=config.n_data, D=config.D)
+    out = [Job(kind=k, depth=int(d), seed=int(s), **common)
+           for k in config.kinds for d in config.depths for s in config.seeds]
+    out += [Job(kind=k, depth=int(config.reference_depth), seed=int(s), **common)
+            for k in config.reference_kinds for s in config.seeds]
+    return out
+
+
+def summarise(records):
+    """Per (kind, depth): mean and std (over seeds, ddof = 0) of the accuracy (%), keys ``<kind>_<depth>``,
+    ``<kind>_<depth>_std``, ``<kind>_<depth>_seeds`` and ``<kind>_<depth>_runs`` (the per-seed accuracies)."""
+    table = {}
+    for r in records:
+        c = r["config"]
+        table.setdefault((c["kind"], c["depth"]), []).append((c["seed"], r["result"]))
+    out = {}
+    for (kind, depth), runs in sorted(table.items()):
+        acc = np.array([res["accuracy"] for _, res in sorted(runs, key=lambda x: x[0])])
+        key = f"{kind}_{depth}"
+        out[key] = float(acc.mean())
+        out[f"{key}_std"] = float(acc.std())
+        out[f"{key}_seeds"] = len(acc)
+        out[f"{key}_runs"] = acc.tolist()
+        out[f"{key}_ms_per_step"] = float(np.mean([res["ms_per_step"] for _, res in runs]))
+    out["rows"] = [f"{k}_{d}" for k, d in sorted(table)]
+    return out
+
+
+def _sweep_dir(config):
+    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "selective_copy"
+
+
+def finished(config: Config = None):
+    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
+    config = Config() if config is None else config
+    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="selective_copy")
+
+
+def run(config: Config = None, out_dir=None, progress=True):
+    """Run (or resume) the sweep; returns ``summarise``'s dict (+ timing)."""
+    config = Config() if config is None else config
+    t0 = time.perf_counter()
+    records = run_sweep(run_job, jobs(config), _sweep_dir(config), name="selective_copy",
+                        scheduler=config.scheduler, n_workers=config.n_workers, processes=config.processes,
+                        progress=progress, desc="selective copying")
+    return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
+
+
+def plot(result, out_dir):
+    """Accuracy vs depth per kind (mean ± std over seeds), the paper's Table 1 beside it. Returns [png path]."""
+    plt = _plotting.pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for i, kind in enumerate(("mingru", "minlstm")):
+        depths = [d for d in (1, 2, 3) if f"{kind}_{d}" in result]
+        if depths:
+            ax.errorbar(np.array(depths) + 0.05 * i, [result[f"{kind}_{d}"] for d in depths],
+                        [result[f"{kind}_{d}_std"] for d in depths], fmt="o-", capsize=3, color=f"C{i}",
+                        label=f"{kind} (ours)")
+        ax.errorbar(np.array((1, 2, 3)) + 0.05 * i + 0.1, [PAPER[f"{kind}_{d}"] for d in (1, 2, 3)],
+                    [PAPER[f"{kind}_{d}_std"] for d in (1, 2, 3)], fmt="x--", capsize=3, color=f"C{i}", alpha=0.6,
+                    label=f"{kind} (paper, Table 1)")
+    for j, kind in enumerate(("gru", "lstm")):
+        for key in [k for k in result.get("rows", []) if k.startswith(kind + "_")]:
+            ax.errorbar([int(key.split("_")[1]) - 0.1], [result[key]], [result[f"{key}_std"]], fmt="s",
+                        color=f"C{2 + j}", capsize=3, label=f"{kind} (ours)")
+    ax.set(xlabel="layers", ylabel="accuracy on data tokens (%)", xticks=(1, 2, 3), ylim=(0, 102),
+           title="Selective copying vs depth (Table 1)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "selective_copy.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]

@@ -1,0 +1,110 @@
+"""Selective copying (Gu & Dao 2024; Feng et al. Sec. 4.1 Table 1, App. C.1-C.3): the task's layout, order and
+determinism; the model's gradients; the one-layer minGRU state as a token-by-token sum (the reason one layer
+fails, Sec. 4.1); a tiny sweep end to end."""
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from minimal.experiments import experiments
+from minimal.experiments.minrnn import selective_copy as S
+from minimal.gradcheck import TOLERANCE, numerical_gradient, rel_error
+from minimal.tasks import selective_copy as task
+
+
+def test_layout(rng):
+    B, T, M = 50, 40, 8
+    b = task.sample(rng, B, T, M)
+    assert b.inputs.shape == (B, T) and b.targets.shape == (B, M) and b.positions.shape == (B, M)
+    assert (b.inputs[:, T - M:] == task.marker()).all() and task.marker() == task.VOCAB - 1 == 15
+    assert (b.mask == (np.arange(T) >= T - M)[None]).all()
+    assert b.targets.min() >= 1 and b.targets.max() <= task.VOCAB - 2          # data tokens 1 .. 14
+    assert (np.diff(b.positions, axis=1) > 0).all() and b.positions.max() < T - M
+    span = b.inputs[:, :T - M]
+    assert ((span != task.NOISE).sum(1) == M).all()                           # exactly M data tokens, rest noise
+    assert not (span == task.marker()).any()
+
+
+def test_order_is_preserved(rng):
+    b = task.sample(rng, 20, 33, 5)
+    for row, pos, tgt in zip(b.inputs, b.positions, b.targets):
+        assert (row[pos] == tgt).all()
+        assert (row[:33 - 5][row[:33 - 5] != task.NOISE] == tgt).all()         # read left to right: the targets
+
+
+def test_positions_are_uniform_over_the_span():
+    b = task.sample(np.random.default_rng(1), 20_000, 24, 4)
+    occupancy = (b.inputs[:, :20] != task.NOISE).mean(0)                       # each position: M / (T - M) = 0.2
+    assert np.abs(occupancy - 0.2).max() < 0.015
+    assert np.abs(np.bincount(b.targets.ravel(), minlength=16)[1:15] / b.targets.size - 1 / 14).max() < 0.005
+
+
+def test_seeded_sampler_is_deterministic():
+    a = task.sample(np.random.default_rng(7), 4, 32, 8)
+    b = task.sample(np.random.default_rng(7), 4, 32, 8)
+    c = task.sample(np.random.default_rng(8), 4, 32, 8)
+    assert all((x == y).all() for x, y in zip(a, b))
+    assert not (a.inputs == c.inputs).all()
+
+
+def test_sampler_rejects_bad_sizes(rng):
+    with pytest.raises(ValueError, match="T must be >= 2 n_data"):
+        task.sample(rng, 2, 15, 8)
+    with pytest.raises(ValueError, match="vocab must be >= 3"):
+        task.sample(rng, 2, 8, 2, vocab=2)
+
+
+@pytest.mark.parametrize("kind,depth", [("mingru", 2), ("minlstm", 2), ("gru", 1), ("lstm", 1)])
+def test_model_gradients_match_finite_differences(kind, depth):
+    rng = np.random.default_rng(3)
+    job = S.Job(kind=kind, depth=depth, T=7, n_data=2, vocab=5, D=3, expansion=2, dtype="float64")
+    params = S.init_params(rng, job)
+    # non-zero biases and gains, so that every parameter's gradient is exercised
+    params = {k: v + 0.3 * rng.standard_normal(v.shape) if k.rsplit(".", 1)[-1] in ("b", "beta", "gamma") else v
+              for k, v in params.items()}
+    b = task.sample(rng, 3, job.T, job.n_data, job.vocab)
+    _, grads = S.loss_and_grads(params, job, b.inputs, b.targets)
+    assert set(grads) == set(params)
+    for k in params:
+        num = numerical_gradient(lambda: S.loss_and_grads(params, job, b.inputs, b.targets)[0], params[k], eps=1e-5)
+        assert rel_error(grads[k], num) <= TOLERANCE, k
+
+
+def test_one_layer_mingru_state_is_a_sum_of_per_token_terms(rng):
+    """Sec. 4.1: in one layer every gate is a function of the current token alone, so the state is
+    Σ_s Π_{r>s} (1 − z(x_r)) z(x_s) h̃(x_s) with z, h̃ looked up per token id."""
+    job = S.Job(kind="mingru", depth=1, T=20, n_data=4, D=4, expansion=2, dtype="float64")
+    params = S.init_params(rng, job)
+    params["1.1.b_z"] = rng.standard_normal(8)
+    b = task.sample(rng, 3, job.T, job.n_data)
+    from minimal import models
+    from minimal.layers import layernorm
+    sp = S.spec("mingru", 1, 4, 8, 16)
+    _, cache = models.forward(params, b.inputs, sp)
+    h_model = cache.caches[1].caches[1].h                                      # (B, T, H) the minGRU's states
+    u = layernorm.forward({"gamma": params["1.0.gamma"], "beta": params["1.0.beta"]}, params["0.E"])[0]   # (V, D)
+    z = expit(u @ params["1.1.W_z"].T + params["1.1.b_z"])                      # (V, H) gate per token id
+    h_tilde = u @ params["1.1.W_h"].T + params["1.1.b_h"]                       # (V, H)
+    for row, h_row in zip(b.inputs, h_model):
+        t = len(row) - 1
+        terms = [np.prod(1 - z[row[s + 1:]], axis=0) * z[row[s]] * h_tilde[row[s]] for s in range(t + 1)]
+        assert rel_error(h_row[t], np.sum(terms, axis=0)) <= 1e-12
+
+
+def test_registered_and_grid():
+    assert "selective_copy" in experiments("minrnn")
+    jobs = S.jobs(S.Config())
+    assert len(jobs) == 2 * 3 * 3 + 2 * 3 and len(set(jobs)) == len(jobs)
+    assert set(S.PAPER) >= {"mingru_1", "mingru_2", "mingru_3", "minlstm_1", "minlstm_2", "minlstm_3"}
+
+
+def test_tiny_sweep_runs_end_to_end(tmp_path):
+    config = S.Config(kinds=("mingru",), depths=(1,), seeds=(0,), reference_kinds=("gru",), steps=4, T=20,
+                      n_data=4, D=8, sweep_dir=str(tmp_path / "sweep"), n_workers=1, processes=False)
+    assert not S.finished(config)
+    result = S.run(config, progress=False)
+    assert S.finished(config)
+    assert result["rows"] == ["gru_1", "mingru_1"] and result["n_jobs"] == 2
+    for key in result["rows"]:
+        assert 0.0 <= result[key] <= 100.0 and result[f"{key}_std"] == 0.0 and result[f"{key}_seeds"] == 1
+    paths = S.plot(result, tmp_path / "fig")
+    assert all(p.exists() for p in paths)
