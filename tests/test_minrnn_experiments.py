@@ -20,7 +20,7 @@ CELLS = {"mingru": mingru, "gru": gru, "minlstm": minlstm, "lstm": lstm}
 
 
 def test_registered_under_minrnn():
-    assert list(experiments("minrnn")) == ["param_counts", "runtime"]
+    assert {"param_counts", "runtime"} <= set(experiments("minrnn"))
 
 
 @pytest.mark.parametrize("d_x", [1, 7, 64])

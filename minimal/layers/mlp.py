@@ -34,13 +34,13 @@ class Cache(NamedTuple):
 
 
 def gelu(u):
-    return 0.5 * u * (1.0 + np.tanh(_C * (u + _A * u**3)))
+    return 0.5 * u * (1.0 + np.tanh(_C * (u + _A * u * u * u)))
 
 
 def gelu_grad(u):
     """d GELU / du of the tanh approximation."""
-    th = np.tanh(_C * (u + _A * u**3))
-    return 0.5 * (1.0 + th) + 0.5 * u * (1.0 - th**2) * _C * (1.0 + 3.0 * _A * u**2)
+    th = np.tanh(_C * (u + _A * u * u * u))
+    return 0.5 * (1.0 + th) + 0.5 * u * (1.0 - th * th) * _C * (1.0 + 3.0 * _A * u * u)  # products: pow is ~100x slower on float32
 
 
 def init(rng, D_in, H, D_out=None):
