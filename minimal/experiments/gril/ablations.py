@@ -93,8 +93,8 @@ def summarise(records, config: Config):
     table = {}
     for r in records:
         c = r["config"]
-        if c["f"] != 10 or c["N"] != 10:
-            continue
+        if c["f"] != 10 or c["N"] != 10 or c["seed"] not in config.seeds or c["variant"] not in config.variants:
+            continue   # Fig. 2C's runs, and job files of other grids in the same folder
         table.setdefault((_target(c), c["variant"]), []).append(r["result"])
     for (target, variant), res in sorted(table.items()):
         loss = np.array([x["loss"] for x in res])
