@@ -107,46 +107,11 @@ def test_bench_step_refuses_the_cuda_backend(capsys):
     assert "CPU" in capsys.readouterr().err
 
 
-def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monkeypatch):
-    """--quick runs the quick Config, except for a sweep whose full grid is all on disk (nothing to train)."""
+def _fake_experiment(done=None, **attrs):
+    """A stand-in experiment module: Config(size=10), quick() size 1, run returns {"size": size}; ``done``
+    (None: no ``finished``) says whether the full grid is on disk."""
     import types
     from dataclasses import dataclass
-
-    from minimal import reproduce as R
-
-    def fake(done):
-        @dataclass
-        class Config:
-            size: int = 10
-
-            @classmethod
-            def quick(cls):
-                return cls(size=1)
-
-        def run(config, out_dir=None, progress=True):
-            return {"size": config.size}
-
-        mod = types.SimpleNamespace(Config=Config, PAPER={"size": 10}, run=run)
-        if done is not None:
-            mod.finished = lambda config: done and config == Config()
-        return mod
-
-    monkeypatch.setattr(R, "experiments", lambda work: {"plain": fake(None), "todo": fake(False), "done": fake(True)})
-    res = R.reproduce("zucchet", quick=True, out_dir=tmp_path, progress=False)
-    assert {k: (v["metrics"]["size"], v["mode"]) for k, v in res.items()} == {
-        "plain": (1, "quick"), "todo": (1, "quick"), "done": (10, "full, all runs on disk")}
-    assert "| done | configuration |  | full, all runs on disk |" in (tmp_path / "results.md").read_text()
-    res = R.reproduce("zucchet", quick=False, out_dir=tmp_path, progress=False)
-    assert {v["mode"] for v in res.values()} == {"full"}
-
-
-def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeypatch):
-    """A full run writes data/WORK/NAME_full.json for modules with SAVE_METRICS (the notebooks load it)."""
-    import json
-    import types
-    from dataclasses import dataclass
-
-    from minimal import reproduce as R
 
     @dataclass
     class Config:
@@ -159,8 +124,33 @@ def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeyp
     def run(config, out_dir=None, progress=True):
         return {"size": config.size}
 
-    saving = types.SimpleNamespace(Config=Config, PAPER={}, run=run, SAVE_METRICS=True)
-    silent = types.SimpleNamespace(Config=Config, PAPER={}, run=run)
+    mod = types.SimpleNamespace(Config=Config, PAPER={"size": 10}, run=run, **attrs)
+    if done is not None:
+        mod.finished = lambda config: done and config == Config()
+    return mod
+
+
+def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monkeypatch):
+    """--quick runs the quick Config, except for a sweep whose full grid is all on disk (nothing to train)."""
+    from minimal import reproduce as R
+
+    fake = _fake_experiment
+    monkeypatch.setattr(R, "experiments", lambda work: {"plain": fake(None), "todo": fake(False), "done": fake(True)})
+    res = R.reproduce("zucchet", quick=True, out_dir=tmp_path, progress=False)
+    assert {k: (v["metrics"]["size"], v["mode"]) for k, v in res.items()} == {
+        "plain": (1, "quick"), "todo": (1, "quick"), "done": (10, "full, all runs on disk")}
+    assert "| done | configuration |  | full, all runs on disk |" in (tmp_path / "results.md").read_text()
+    res = R.reproduce("zucchet", quick=False, out_dir=tmp_path, progress=False)
+    assert {v["mode"] for v in res.values()} == {"full"}
+
+
+def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeypatch):
+    """A full run writes data/WORK/NAME_full.json for modules with SAVE_METRICS (the notebooks load it)."""
+    import json
+
+    from minimal import reproduce as R
+
+    saving, silent = _fake_experiment(SAVE_METRICS=True), _fake_experiment()
     monkeypatch.setattr(R, "experiments", lambda work: {"saving": saving, "silent": silent})
     monkeypatch.chdir(tmp_path)
     R.reproduce("gril", quick=True, out_dir=tmp_path / "out", progress=False)

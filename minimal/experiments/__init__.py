@@ -10,6 +10,8 @@ later work has its own sub-package, ``experiments/gril/`` and ``experiments/minr
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 
 from ..validate import check_choice
 
@@ -26,3 +28,10 @@ def experiments(work):
     check_choice("work", work, _MODULES)
     prefix = "minimal.experiments." if work == "zucchet" else f"minimal.experiments.{work}."
     return {name: importlib.import_module(prefix + name) for name in _MODULES[work]}
+
+
+def write_metrics(metrics, out_dir):
+    """Write a run's metrics dict to ``out_dir/metrics.json`` (NumPy numbers as floats); nothing if out_dir is None."""
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))

@@ -108,12 +108,9 @@ def summarise(records, config: Config):
         for variant in config.variants:
             if variant != "full" and f"{target}_{variant}" in out:
                 out[f"{target}_{variant}_over_full"] = out[f"{target}_{variant}"] / full
-    dims = sorted((r for r in records if r["config"]["f"] in config.f_values and r["config"]["variant"] == "full"
-                   and r["config"]["n_out"] == r["config"]["f"] and r["config"]["seed"] == 0),
-                  key=lambda r: r["config"]["f"])
-    seen = {}
-    for r in dims:
-        seen[r["config"]["f"]] = r["result"]
+    seen = {r["config"]["f"]: r["result"] for r in records if r["config"]["f"] in config.f_values
+            and r["config"]["variant"] == "full" and r["config"]["n_out"] == r["config"]["f"]
+            and r["config"]["seed"] == 0}    # Fig. 2C: one run per f
     out["dims_f"] = sorted(seen)
     out["dims_loss"] = [seen[f]["loss"] for f in out["dims_f"]]
     out["dims_loss_gd"] = [seen[f]["loss_gd"] for f in out["dims_f"]]

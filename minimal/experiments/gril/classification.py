@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -84,6 +83,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import write_metrics
 from .._plotting import pyplot
 from ... import _speed
 from ...analysis import gril_gd
@@ -466,9 +466,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     out["config"] = dataclasses.asdict(config)
     if save_weights_path is not None:
         save_weights(save_weights_path, weights)
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "metrics.json").write_text(json.dumps(out, indent=2, default=float))
+    write_metrics(out, out_dir)
     return out
 
 

@@ -93,7 +93,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +100,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import write_metrics
 from .._plotting import pyplot
 from ... import _speed
 from ...analysis import gril_gd
@@ -567,9 +567,7 @@ def run(config: Config = None, out_dir=None, progress=True):
                 "sine_gd_mlp_beats_linear_gd": bool(gd_mlp < lin)})
     out["train_seconds"] = time.perf_counter() - t0
     out["config"] = dataclasses.asdict(config)
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "metrics.json").write_text(json.dumps(out, indent=2, default=float))
+    write_metrics(out, out_dir)
     return out
 
 

@@ -35,18 +35,17 @@ Glossary: N examples, f input size, n_o target size, a input scale, η* optimal 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .. import write_metrics
 from .._plotting import pyplot
 from ... import constructions_gril
-from ..._atomic import atomic_write
 from ...analysis import gril_gd
-from ...data import data_path
+from ...data import data_path, load_groups, save_groups
 from ...tasks import gril_regression
 from . import model as M
 
@@ -154,21 +153,13 @@ def _gauge_fixed(params, N, eta):
 
 
 def save_weights(path, params_by_target):
-    """Write {target: params} atomically as ``<target>/<name>`` arrays."""
-    arrays = {f"{t}/{k}": v for t, p in params_by_target.items() for k, v in p.items()}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as tmp:
-        np.savez(tmp, **arrays)
+    """Write {target: params} atomically as ``<target>/<name>`` arrays (``minimal.data.save_groups``)."""
+    save_groups(path, params_by_target)
 
 
 def load_weights(path=WEIGHTS):
     """{target: params} from ``save_weights``; a ValueError names the file if a target misses a parameter."""
-    with np.load(path, allow_pickle=False) as z:
-        out = {}
-        for key in z.files:
-            t, k = key.split("/", 1)
-            out.setdefault(t, {})[k] = z[key]
+    out = load_groups(path)
     for t, p in out.items():
         if set(p) != {"Q", "q", "beta", "A"}:
             raise ValueError(f"{path}: target {t!r} has params {sorted(p)}, expected A, Q, beta, q")
@@ -213,9 +204,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     out["config"] = dataclasses.asdict(config)
     if save_weights_path is not None:
         save_weights(save_weights_path, params_by_target)
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "metrics.json").write_text(json.dumps(out, indent=2, default=float))
+    write_metrics(out, out_dir)
     return out
 
 

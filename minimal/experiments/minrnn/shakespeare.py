@@ -52,11 +52,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import write_metrics
 from .._plotting import pyplot
 from ... import _speed, models
 from ..._atomic import atomic_write
 from ...cells import min_block
-from ...data import data_path
+from ...data import data_path, load_groups, save_groups
 from ...layers import cross_entropy, layernorm, linear
 from ...models import Layer
 from ...optim import cosine_schedule
@@ -224,12 +225,8 @@ def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=Fa
 
 # --- weights --------------------------------------------------------------------------------------------------
 def save_weights(path, params_by_kind):
-    """Write {kind: params} atomically as ``<kind>/<name>`` arrays."""
-    arrays = {f"{kind}/{k}": v for kind, p in params_by_kind.items() for k, v in p.items()}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as f:
-        np.savez(f, **arrays)
+    """Write {kind: params} atomically as ``<kind>/<name>`` arrays (``minimal.data.save_groups``)."""
+    save_groups(path, params_by_kind)
 
 
 def load_weights(path=WEIGHTS, config=None):
@@ -239,11 +236,7 @@ def load_weights(path=WEIGHTS, config=None):
     if config is None:
         config = load_curves(path.with_suffix(".json"))["config"]
         config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
-    with np.load(path, allow_pickle=False) as z:
-        out = {}
-        for key in z.files:
-            kind, k = key.split("/", 1)
-            out.setdefault(kind, {})[k] = z[key]
+    out = load_groups(path)
     V = None
     for kind, p in out.items():
         if kind not in KINDS:
@@ -344,9 +337,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         save_weights(save_weights_path, params_by_kind)
         with atomic_write(Path(save_weights_path).with_suffix(".json"), "w") as f:
             json.dump(out, f, indent=1)
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "metrics.json").write_text(json.dumps(out, indent=1))
+    write_metrics(out, out_dir)
     return out
 
 
