@@ -12,8 +12,10 @@ hash of (fn's import path, config), so the same job always maps to the same file
 
 Files are written by the client as jobs finish, atomically (temporary file + ``os.replace``), so a killed
 sweep leaves only whole files, and a worker on another machine needs no shared file system. A re-run loads
-the jobs whose file exists and computes only the rest (resume). A job that raises is not written (a re-run
-retries it); the others finish first, then ``run_sweep`` raises ``SweepError`` listing the failures.
+the jobs whose file exists and computes only the rest (resume). A job file that cannot be read as a record
+(empty, truncated, garbage, a git merge conflict) counts as missing: the job is computed again and its file
+rewritten, with a ``RuntimeWarning`` naming the file. A job that raises is not written (a re-run retries it);
+the others finish first, then ``run_sweep`` raises ``SweepError`` listing the failures.
 
 Scheduling: ``scheduler=None`` starts a ``distributed.LocalCluster`` for the sweep (``n_workers`` worker
 processes with ``threads_per_worker`` threads each; the default, one worker with one thread, suits these
@@ -28,6 +30,7 @@ import hashlib
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -94,9 +97,27 @@ def job_path(out_dir, fn, config, name=None):
     return Path(out_dir) / f"{name or fn.__name__}-{key}.json"
 
 
+def _read_record(path):
+    """``(record, None)`` for a readable job file, ``(None, why)`` for a missing or unreadable one."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"{type(e).__name__}: {e}"
+    try:
+        record = json.loads(text)
+    except ValueError as e:  # json.JSONDecodeError: empty, truncated, garbage, merge-conflict markers
+        return None, f"not valid JSON ({e})"
+    if not (isinstance(record, dict) and {"function", "config", "result", "seconds"} <= set(record)):
+        return None, "not a job record (no function, config, result and seconds)"
+    return record, None
+
+
 def all_on_disk(fn, configs, out_dir, name=None):
-    """True if every config's job file exists under ``out_dir``: ``run_sweep`` would compute nothing."""
-    return all(job_path(out_dir, fn, c, name).exists() for c in configs)
+    """True if every config's job file exists under ``out_dir`` and reads as a record: ``run_sweep`` would
+    compute nothing."""
+    return all(_read_record(job_path(out_dir, fn, c, name))[0] is not None for c in configs)
 
 
 def _write_json_atomic(path, record):
@@ -112,9 +133,20 @@ def _timed(fn, config):
 
 
 def load_records(out_dir, name=None):
-    """Every job record (dict) under ``out_dir`` (optionally only files named ``<name>-*.json``), sorted by file."""
+    """Every job record (dict) under ``out_dir`` (optionally only files named ``<name>-*.json``), sorted by file.
+
+    Raises:
+        ValueError: a file that is not a readable record, naming it (a re-run of the sweep recomputes it).
+    """
     pattern = f"{name}-*.json" if name else "*.json"
-    return [json.loads(p.read_text()) for p in sorted(Path(out_dir).glob(pattern))]
+    records = []
+    for p in sorted(Path(out_dir).glob(pattern)):
+        record, why = _read_record(p)
+        if record is None:
+            raise InputError(f"sweep job file {p} is unreadable ({why}); re-run the sweep to recompute it, or "
+                             f"delete the file")
+        records.append(record)
+    return records
 
 
 def _client(scheduler, n_workers, threads_per_worker, processes):
@@ -154,10 +186,18 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [job_path(out_dir, fn, c, name) for c in configs]
-    todo = {}
+    records, todo = {}, {}
     for path, config in zip(paths, configs):
-        if not path.exists() and path not in todo:
-            todo[path] = config
+        if path in records or path in todo:
+            continue
+        record, why = _read_record(path)
+        if record is not None:
+            records[path] = record
+            continue
+        if why != "missing":
+            warnings.warn(f"sweep job file {path} is unreadable ({why}); computing the job again and rewriting "
+                          f"the file", RuntimeWarning, stacklevel=2)
+        todo[path] = config
     failures = {}
     if todo:
         client, cluster = _client(scheduler, n_workers, threads_per_worker, processes)
@@ -173,6 +213,7 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
                     record = {"function": _fn_name(fn), "config": config_dict(todo[path]),
                               "result": _plain(result), "seconds": float(seconds)}
                     _write_json_atomic(path, record)
+                    records[path] = record
                 except Exception as e:  # noqa: BLE001 - one failing job must not lose the others
                     failures[path.name] = f"{type(e).__name__}: {e}"
                 bar.update(1)
@@ -183,7 +224,8 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
                 cluster.close()
     if failures:
         raise SweepError(failures)
-    return [json.loads(p.read_text()) for p in paths]
+    # What was written, read back: a record goes through JSON (tuples become lists, NaN stays NaN) either way.
+    return [json.loads(json.dumps(records[p], sort_keys=True)) for p in paths]
 
 
 def with_sweep_summary(result, records, seconds, out_dir=None):

@@ -3,6 +3,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 
 import pytest
 
@@ -138,3 +139,23 @@ def test_all_on_disk_says_whether_a_rerun_would_compute_anything(tmp_path, log):
     assert sweep.all_on_disk(square_job, [Cfg(2), Cfg(1)], out)
     assert not sweep.all_on_disk(square_job, [Cfg(1), Cfg(3)], out)
     assert sweep.all_on_disk(square_job, [], out)
+
+
+@pytest.mark.parametrize("damage", [b"", b"{\"function\": \"x\", \"conf", b"\x00\xff garbage \xfe",
+                                    b"<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> other\n", b"[1, 2]"],
+                         ids=["empty", "truncated", "garbage", "merge-conflict", "not-a-record"])
+def test_an_unreadable_job_file_is_recomputed_with_a_warning_naming_it(tmp_path, log, damage):
+    out = tmp_path / "out"
+    first = run([Cfg(1), Cfg(2)], out)
+    bad = sweep.job_path(out, square_job, Cfg(2))
+    bad.write_bytes(damage)
+    assert not sweep.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
+    with pytest.raises(ValueError, match=f"sweep job file {re.escape(str(bad))}.*unreadable.*re-run the sweep"):
+        sweep.load_records(out)
+    with pytest.warns(RuntimeWarning, match=f"sweep job file {re.escape(str(bad))} is unreadable.*computing the job again"):
+        again = run([Cfg(1), Cfg(2)], out)
+    assert calls(log) == [1, 2, 2]  # only the damaged job ran again
+    assert [r["result"] for r in again] == [r["result"] for r in first]
+    assert again[0] == first[0]  # the readable file was loaded, not rewritten
+    assert json.loads(bad.read_text()) == again[1]
+    assert sweep.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
