@@ -50,21 +50,37 @@ def test_readout_last_is_the_last_step_of_the_whole_output_gradients_included(ar
         np.testing.assert_allclose(g[k], g_all[k], rtol=1e-11, atol=1e-13, err_msg=k)
 
 
-def test_one_layer_lstm_model_is_the_cell_then_an_affine_readout():
+def test_one_layer_lstm_model_is_an_embedding_the_cell_then_a_linear_readout():
+    # Sec. 3.3: "a linear embedding layer projects the input to a latent representation, we then repeat the
+    # recurrent layer once or twice, and finally apply a linear readout"
     rng = np.random.default_rng(1)
     params = A.init_model(rng, "lstm", d_in=3, d_out=2, hidden=4, layers=1)
     x = rng.standard_normal((2, 5, 3))
-    h, _ = lstm.forward({k[3:]: v for k, v in params.items() if k.startswith("l0/")}, x)
+    e = x @ params["embed/W"] + params["embed/b"]
+    h, _ = lstm.forward({k[3:]: v for k, v in params.items() if k.startswith("l0/")}, e)
     y, _ = A.model_forward(params, x, "lstm")
     np.testing.assert_allclose(y, h @ params["readout/W"] + params["readout/b"], rtol=1e-12, atol=1e-14)
 
 
+def test_every_lru_variant_has_one_width_so_the_comparison_is_fair():
+    # Sec. 3.3: the LRU's input/output dimension and its number of neurons all set to one value (hidden)
+    rng = np.random.default_rng(2)
+    for arch in ("lru_out", "lru_in_out", "lru_in_skip"):
+        p = A.init_model(rng, arch, d_in=7, d_out=6, hidden=8, layers=1)
+        assert p["embed/W"].shape == (7, 8) and p["readout/W"].shape == (8, 6)
+        assert p["l0/B_re"].shape == (8, 8) and p["l0/C_re"].shape == (8, 8) and p["l0/W_out_m"].shape == (8, 8)
+    counts = {a: A.n_params(A.init_model(rng, a, 7, 6, 32, 1)) for a in ("lru_out", "lru_in_out", "lru_in_skip")}
+    # the input gate adds two H x H matrices; in_skip's sigmoid branch reads the (embedded) input, also H wide
+    assert counts["lru_in_out"] - counts["lru_out"] == 2 * 32 * 32 == counts["lru_in_skip"] - counts["lru_out"]
+
+
 def test_parameter_counts_add_up_from_the_cells():
     rng = np.random.default_rng(0)
+    embed = 5 * 8 + 8
     p = A.init_model(rng, "gru", d_in=5, d_out=4, hidden=8, layers=2)
-    assert A.n_params(p) == gru.n_params(5, 8) + gru.n_params(8, 8) + 8 * 4 + 4
+    assert A.n_params(p) == embed + 2 * gru.n_params(8, 8) + 8 * 4 + 4
     p = A.init_model(rng, "lstm", d_in=5, d_out=4, hidden=8, layers=1)
-    assert A.n_params(p) == lstm.n_params(5, 8) + 8 * 4 + 4
+    assert A.n_params(p) == embed + lstm.n_params(8, 8) + 8 * 4 + 4
     # the construction's class: W_in_m, W_in_x (H, d_in), ν (H), W_out_m, W_out_x (H, H), D (d_out, H)
     p = A.init_model(rng, "gated_diagonal", d_in=5, d_out=4, hidden=8, layers=1)
     assert A.n_params(p) == 2 * 8 * 5 + 8 + 2 * 8 * 8 + 4 * 8
@@ -82,7 +98,7 @@ def test_init_model_dtype_and_readout_scale():
 
 def test_icl_loss_scores_only_the_query_token():
     job = A.Job(task="icl", n_eval=16)
-    d_in, d_out, sample, loss, evalset = A.task_spec(job)
+    d_in, d_out, sample, loss, evalsets = A.task_spec(job)
     assert (d_in, d_out) == (7, 3)
     x, y_q = sample(np.random.default_rng(0), 4, np.float64)
     y = np.random.default_rng(1).standard_normal((4, x.shape[1], 3))
@@ -93,10 +109,21 @@ def test_icl_loss_scores_only_the_query_token():
 
 def test_teacher_task_targets_come_from_the_lsa_teacher():
     job = A.Job(task="teacher", d=4, T_teacher=5, n_eval=40)
-    d_in, d_out, sample, loss, (x, y_star) = A.task_spec(job)
+    d_in, d_out, sample, loss, evalsets = A.task_spec(job)
+    x, y_star, var = evalsets["val"]
     assert (d_in, d_out) == (5, 4)
     assert x.shape == (4, 5, 5) and y_star.shape == (4, 5, 4)
     np.testing.assert_array_equal(x[..., -1], 1.0)
+    assert var == np.var(y_star) and set(evalsets) == {"val"}
+    assert A.Job().d == 6 and A.Config().d == 6   # Sec. 3.3: Fig. 4 uses d = 6
+
+
+def test_icl_validation_draws_w_star_with_twice_the_training_variance():
+    # App. C.1: training W*_ij ~ N(0, 1/3), validation N(0, 2/3); one GD step's loss scales with σ_w²
+    evalsets = A.task_spec(A.Job(task="icl", n_eval=20480))[4]
+    assert A.SIGMA_W2_OOD == 2.0 / 3.0
+    np.testing.assert_allclose(evalsets["ood"][2] / evalsets["val"][2], 2.0, rtol=0.05)
+    np.testing.assert_allclose(np.var(evalsets["ood"][1]) / np.var(evalsets["val"][1]), 2.0, rtol=0.05)
 
 
 def test_training_lowers_the_teacher_loss():
@@ -123,7 +150,7 @@ def test_jobs_cover_the_grid():
 def _record(task, arch, rel, hidden=8):
     return {"config": {"task": task, "arch": arch, "hidden": hidden, "layers": 1},
             "result": {"val_loss": rel, "rel_loss": rel, "baseline": 1.0, "n_params": 10 * hidden, "diverged": 0,
-                       "ms_per_step": 1.0}}
+                       "ms_per_step": 1.0, **({"ood_rel_loss": rel} if task == "icl" else {})}}
 
 
 def test_summary_reads_the_papers_orderings_from_the_numbers():
@@ -152,7 +179,7 @@ def test_run_writes_a_resumable_sweep_and_a_summary(tmp_path):
     again = A.run(config, progress=False)
     assert [f.stat().st_mtime_ns for f in files] == mtimes
     assert again["rows"] == r["rows"]
-    assert [p.name for p in A.plot(r, tmp_path / "fig")] == ["architectures.png"]
+    assert [p.name for p in A.plot(r, tmp_path / "fig")] == ["architectures.png", "architectures_train_val.png"]
 
 
 def test_bad_model_arguments_name_themselves():

@@ -103,16 +103,24 @@ def test_the_lru_is_a_linear_time_invariant_convolution(rng):
     assert _close(cache.z, z)
 
 
-def test_in_skip_output_is_linear_in_the_current_input_through_the_m_branch(rng):
-    # y_t = (W_out_m x_t) ⊙ σ(W_out_x z_t): scaling W_out_m scales y exactly, and with W_out_x = 0
-    # the gate is the constant 1/2, leaving y_t = W_out_m x_t / 2, a function of the current token only.
+def test_in_skip_sigmoid_branch_reads_the_current_input_as_in_app_a1(rng):
+    # App. A.1: in LRU In-Skip the m branch of Eq. 8's GLU σ(W_m ·) ⊙ (W_x ·), the sigmoid one, reads x_t.
+    # Ours: y_t = (W_out_m z_t) ⊙ σ(W_out_x x_t). With W_out_m = 0 except through z, the gate is a function
+    # of the current token only: changing an earlier token leaves σ(W_out_x x_t) unchanged, so y_t / (W_out_m z_t)
+    # is the same; and with W_out_x = 0 the gate is the constant 1/2, leaving y = W_out_m z / 2.
     params = lru.init(rng, d_state=3, d_out=2, variant="in_skip", **CONFIGS["in_skip"])
+    assert params["W_out_x"].shape == (2, 3) and params["W_out_m"].shape == (2, 4)
     x = rng.standard_normal((2, 6, 3))
-    y, _ = lru.forward(params, x, variant="in_skip")
-    y3, _ = lru.forward({**params, "W_out_m": 3 * params["W_out_m"]}, x, variant="in_skip")
-    assert _close(y3, 3 * y)
-    y0, _ = lru.forward({**params, "W_out_x": np.zeros_like(params["W_out_x"])}, x, variant="in_skip")
-    assert _close(y0, 0.5 * x @ params["W_out_m"].T)
+    y, cache = lru.forward(params, x, variant="in_skip")
+    sig = 1.0 / (1.0 + np.exp(-(x @ params["W_out_x"].T)))
+    assert _close(y, (cache.z @ params["W_out_m"].T) * sig)
+    x2 = x.copy()
+    x2[:, 0] += 1.0                                  # an earlier token changes the memory z_t, not the gate
+    y2, cache2 = lru.forward(params, x2, variant="in_skip")
+    assert _close(y2[:, -1] / (cache2.z[:, -1] @ params["W_out_m"].T), sig[:, -1])
+    assert not np.allclose(cache2.z[:, -1], cache.z[:, -1])
+    y0, c0 = lru.forward({**params, "W_out_x": np.zeros_like(params["W_out_x"])}, x, variant="in_skip")
+    assert _close(y0, 0.5 * c0.z @ params["W_out_m"].T)
 
 
 # --- bad input -------------------------------------------------------------------------------------------
@@ -138,8 +146,8 @@ def test_variant_method_and_params_are_checked(small):
         lru.forward(params, x, variant="in_skip", method="blelloch")
     with pytest.raises(ValueError, match="params must have exactly the keys"):
         lru.forward(params, x, variant="out")
-    # in_out reads W_out_m from the LRU output (width H = 5), not from x (width 3)
-    with pytest.raises(ValueError, match="W_out_m must have shape"):
+    # in_out's sigmoid branch reads the LRU output (width H = 5), not x (width 3) as in_skip's does
+    with pytest.raises(ValueError, match="W_out_x must have shape"):
         lru.forward(params, x, variant="in_out")
     with pytest.raises(ValueError, match="C_im must have shape"):
         lru.forward({**params, "C_im": params["C_im"].T}, x, variant="in_skip")

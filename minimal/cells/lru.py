@@ -9,21 +9,23 @@ The LRU (Orvieto et al., Sec. 3): a complex diagonal linear recurrence with an e
     h_t = λ ⊙ h_{t-1} + γ ⊙ (B u_t),  h_0 = 0                                    B = B_re + i B_im ∈ C^{N×H}
     z_t = Re(C h_t) + D ⊙ u_t                                                     C = C_re + i C_im ∈ C^{H×N}
 
-The block around it, in Zucchet et al.'s variants (``variant``):
+The block around it, in Zucchet et al.'s variants (``variant``, App. A.1, Eq. 7-8):
 
     glu(a, c) = (W_m a) ⊙ σ(W_x c)            multiplicative gate, σ the logistic sigmoid (Dauphin et al. GLU)
     "out"     u = x;                         y = (W_out_m z) ⊙ σ(W_out_x z)      the standard LRU block
     "in_out"  u = (W_in_m x) ⊙ σ(W_in_x x);  y = (W_out_m z) ⊙ σ(W_out_x z)      + nonlinear input gating
-    "in_skip" u = (W_in_m x) ⊙ σ(W_in_x x);  y = (W_out_m x) ⊙ σ(W_out_x z)      + the output gate's m branch
-                                                                                  reads the layer input x
+    "in_skip" u = (W_in_m x) ⊙ σ(W_in_x x);  y = (W_out_m z) ⊙ σ(W_out_x x)      + the output gate's sigmoid
+                                                                                  branch reads the block input x
 
-Our reading of the paper (not copied from its code, which we could not consult): the output block is the
-GLU that follows the LRU in Orvieto et al.'s block, here without the GELU in front of it and without biases,
-so that the multiplicative path is exact (a construction that needs a bias appends a constant 1 to x). The
-input gating is the same GLU applied before the recurrence. In "in_skip" the linear (m) branch of the
-output gate reads x, so the gate can multiply a query of the current token with what the recurrence stored,
-the product that attention needs; the sigmoid (x) branch reads the LRU output. Normalisation, residual
-connections and dropout of a full deep-LRU stack belong to the model that stacks blocks, not here.
+Naming: Zucchet et al. write the GLU as σ(W_m ỹ) ⊙ (W_x ỹ) (App. A.1, Eq. 8): *their* m branch is the sigmoid
+branch. We keep Dauphin et al.'s order (linear branch first) and name the linear branch W_m, so the paper's
+W_m is our W_x. In "in_skip" the paper's m branch "takes x_{t+1} as input instead of ỹ_{t+1}" (App. A.1): the
+sigmoid branch σ(W_out_x x) reads the current input and the linear branch W_out_m z reads the LRU output, so the
+gate multiplies a query of the current token (the sigmoid, linearised around 1/2 as in App. A.1) with what the
+recurrence stored. Our reading of the block (the paper gives no code): the GLU has no biases and no GELU in
+front of it, so the multiplicative path is exact (a construction that needs a bias appends a constant 1 to x);
+the input gating is the same GLU applied before the recurrence. Normalisation, residual connections and
+dropout of a full deep-LRU stack belong to the model that stacks blocks, not here.
 
 Complex arithmetic: parameters are real (real and imaginary parts stored separately); the state h is a
 NumPy complex array. ``minimal.scan.linear_scan`` is real-valued only (it validates a float dtype), so the
@@ -36,7 +38,7 @@ Glossary (shapes): B batch, T time, D_in input features, H LRU model width (= D_
 N complex state size, D_out output features.
     x         (B, T, D_in)      W_in_m, W_in_x  (H, D_in)   ["in_out", "in_skip"]
     nu_log, theta_log, gamma_log (N,)    B_re, B_im (N, H)    C_re, C_im (H, N)    D (H,)
-    W_out_m   (D_out, H) or (D_out, D_in) ["in_skip"]        W_out_x (D_out, H)
+    W_out_m   (D_out, H)        W_out_x (D_out, H) or (D_out, D_in) ["in_skip"]
     y         (B, T, D_out)
 """
 from __future__ import annotations
@@ -132,8 +134,9 @@ def init(rng, d_in, d_state, d_out, d_model=None, variant="out", r_min=0.9, r_ma
     params["C_re"] = gauss((H, N), 1.0 / N)
     params["C_im"] = gauss((H, N), 1.0 / N)
     params["D"] = rng.standard_normal(H)
-    params["W_out_m"] = gauss((d_out, d_in if variant == "in_skip" else H), 1.0 / H)
-    params["W_out_x"] = gauss((d_out, H), 1.0 / H)
+    params["W_out_m"] = gauss((d_out, H), 1.0 / H)
+    x_width = d_in if variant == "in_skip" else H
+    params["W_out_x"] = gauss((d_out, x_width), 1.0 / x_width)
     return params
 
 
@@ -160,10 +163,15 @@ def _check_params(params, variant):
     else:
         D_in = check_array("W_in_m", params["W_in_m"], (H, None), names=("H", "D_in")).shape[1]
         check_array("W_in_x", params["W_in_x"], (H, D_in), names=("H", "D_in"))
-    D_out = check_array("W_out_x", params["W_out_x"], (None, H), names=("D_out", "H")).shape[0]
-    m_width, m_name = (D_in, "D_in") if variant == "in_skip" else (H, "H")
-    check_array("W_out_m", params["W_out_m"], (D_out, m_width), names=("D_out", m_name))
+    D_out = check_array("W_out_m", params["W_out_m"], (None, H), names=("D_out", "H")).shape[0]
+    x_width, x_name = (D_in, "D_in") if variant == "in_skip" else (H, "H")
+    check_array("W_out_x", params["W_out_x"], (D_out, x_width), names=("D_out", x_name))
     return D_in, H, N, D_out, common_dtype({"nu_log": nu_log, **params})
+
+
+def _outer_sum(a, c):
+    """sum over (b, t) of a[b, t, :] c[b, t, :]^T: (B, T, P), (B, T, Q) -> (P, Q), as one BLAS matmul."""
+    return a.reshape(-1, a.shape[-1]).T @ c.reshape(-1, c.shape[-1])
 
 
 def _B_norm(params):
@@ -182,8 +190,8 @@ class Cache(NamedTuple):
     u: np.ndarray         # (B, T, H)  LRU input
     h: np.ndarray         # (B, T, N)  complex states
     z: np.ndarray         # (B, T, H)  LRU output
-    a_out: np.ndarray     # (B, T, D_out)  W_out_m (z or x)
-    s_out: np.ndarray     # (B, T, D_out)  σ(W_out_x z)
+    a_out: np.ndarray     # (B, T, D_out)  W_out_m z
+    s_out: np.ndarray     # (B, T, D_out)  σ(W_out_x z), σ(W_out_x x) for "in_skip"
     variant: str
     method: str
 
@@ -214,8 +222,8 @@ def forward(params, x, variant="out", method="parallel"):
         u = p_in * s_in
     h = complex_scan(lambda_of(params), u @ _B_norm(params).T, method)   # (B, T, N) complex
     z = (h @ _C(params).T).real + params["D"] * u           # (B, T, H)
-    a_out = (x if variant == "in_skip" else z) @ params["W_out_m"].T
-    s_out = _sigmoid(z @ params["W_out_x"].T)
+    a_out = z @ params["W_out_m"].T
+    s_out = _sigmoid((x if variant == "in_skip" else z) @ params["W_out_x"].T)
     return a_out * s_out, Cache(x, p_in, s_in, u, h, z, a_out, s_out, variant, method)
 
 
@@ -229,21 +237,21 @@ def backward(params, cache, dy):
     check_array("dy", dy, a_out.shape, names=("B", "T", "D_out"))
     grads = {}
     dx = np.zeros_like(x)
-    # 4. output gate y = a ⊙ σ(c), a = W_out_m (z or x), c = W_out_x z
+    # 4. output gate y = a ⊙ σ(c), a = W_out_m z, c = W_out_x z (W_out_x x for "in_skip")
     da = dy * s_out
     dc = dy * a_out * s_out * (1.0 - s_out)
-    m_in = x if variant == "in_skip" else z
-    grads["W_out_m"] = np.einsum("bto,btk->ok", da, m_in)
-    grads["W_out_x"] = np.einsum("bto,btk->ok", dc, z)
-    dz = dc @ params["W_out_x"]
+    c_in = x if variant == "in_skip" else z
+    grads["W_out_m"] = _outer_sum(da, z)
+    grads["W_out_x"] = _outer_sum(dc, c_in)
+    dz = da @ params["W_out_m"]
     if variant == "in_skip":
-        dx += da @ params["W_out_m"]
+        dx += dc @ params["W_out_x"]
     else:
-        dz += da @ params["W_out_m"]
+        dz += dc @ params["W_out_x"]
     # 3. LRU output z = Re(C h) + D ⊙ u:  ḡ_h = C^H dz,  ḡ_C = dz conj(h)^T
     grads["D"] = np.einsum("bth,bth->h", dz, u)
     du = dz * params["D"]
-    gC = np.einsum("bth,btn->hn", dz, h.conj())
+    gC = _outer_sum(dz, h.conj())
     grads["C_re"], grads["C_im"] = gC.real, gC.imag
     gh = dz @ _C(params).conj()                              # (B, T, N) complex
     # 2. recurrence h_t = λ h_{t-1} + b_t: the adjoint g_t = ḡ_{h_t} + conj(λ) g_{t+1} is a reverse scan
@@ -257,7 +265,7 @@ def backward(params, cache, dy):
     grads["theta_log"] = g_w.imag * np.exp(params["theta_log"])
     # 1b. b_t = (γ ⊙ B) u_t with u real: ḡ_{γB} = g u^T, dL/du = Re((γB)^H g)
     B_norm = _B_norm(params)
-    g_Bn = np.einsum("btn,bth->nh", g, u)
+    g_Bn = _outer_sum(g, u)
     du += (g @ B_norm.conj()).real
     gamma = np.exp(params["gamma_log"])
     grads["B_re"], grads["B_im"] = (gamma[:, None] * g_Bn).real, (gamma[:, None] * g_Bn).imag
@@ -269,8 +277,8 @@ def backward(params, cache, dy):
     else:
         dp = du * s_in
         dc_in = du * p_in * s_in * (1.0 - s_in)
-        grads["W_in_m"] = np.einsum("bth,btd->hd", dp, x)
-        grads["W_in_x"] = np.einsum("bth,btd->hd", dc_in, x)
+        grads["W_in_m"] = _outer_sum(dp, x)
+        grads["W_in_x"] = _outer_sum(dc_in, x)
         dx += dp @ params["W_in_m"] + dc_in @ params["W_in_x"]
     return dx, {k: grads[k] for k in params}
 
@@ -295,8 +303,8 @@ def step_forward(params, x_t, h_prev, variant="out"):
         u = (x_t @ params["W_in_m"].T) * _sigmoid(x_t @ params["W_in_x"].T)
     h_t = lambda_of(params) * h_prev + u @ _B_norm(params).T
     z = (h_t @ _C(params).T).real + params["D"] * u
-    a_out = (x_t if variant == "in_skip" else z) @ params["W_out_m"].T
-    return a_out * _sigmoid(z @ params["W_out_x"].T), h_t
+    c_in = x_t if variant == "in_skip" else z
+    return (z @ params["W_out_m"].T) * _sigmoid(c_in @ params["W_out_x"].T), h_t
 
 
 def examples(rng):

@@ -61,6 +61,7 @@ __all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "model_spec", "init_model
 
 ARCHS = ("gated_diagonal", "gated_dense", "lstm", "gru", "lru_out", "lru_in_out", "lru_in_skip")
 TASKS = ("teacher", "icl")
+SIGMA_W2_OOD = 2.0 / 3.0   # icl validation W*_ij ~ N(0, 2/3), twice the training variance (App. C.1, Sec. 4.3)
 NONLINEAR = ("lstm", "gru", "lru_out", "lru_in_out", "lru_in_skip")
 SWEEP_DIR = Path(__file__).resolve().parents[2] / "data" / "zucchet" / "sweeps"
 
@@ -74,41 +75,52 @@ PAPER = {
 # ---------------------------------------------------------------- the model: a stack of existing cells
 
 def model_spec(arch, layers, d_in=None, d_out=None, hidden=None, readout_scale=0.1):
-    """The ``minimal.models`` spec of an L-layer stack of ``arch``: each layer maps its width -> ``hidden``
-    (the last -> ``d_out``; LSTM/GRU output their hidden state and a linear readout follows), the last
-    output map scaled by ``readout_scale`` at init. Without the sizes (None) the spec has empty init
-    arguments: enough for ``models.forward`` / ``backward``, which read only names and forward kwargs."""
+    """The ``minimal.models`` spec of an L-layer stack of ``arch`` (Sec. 3.3).
+
+    gated_*: L gated RNN layers (Eq. 2), each d -> ``hidden`` neurons -> the next width, the last one's readout
+    D -> ``d_out``; no embedding (the construction's class reads the tokens directly).
+    lstm, gru, lru_*: "a linear embedding layer projects the input to a latent representation, we then repeat
+    the recurrent layer once or twice, and finally apply a linear readout" (Sec. 3.3), every width equal to
+    ``hidden`` (for the LRU: model width H, state size N and block output, "all those dimensions to the same
+    value"); embedding d_in -> hidden, L cells hidden -> hidden, readout hidden -> d_out.
+    The last output map (D or the readout) is scaled by ``readout_scale`` at init. Without the sizes (None) the
+    spec has empty init arguments: enough for ``models.forward`` / ``backward``, which read only names and
+    forward kwargs."""
     build = d_in is not None
-    spec, width = [], d_in
+    spec = []
+    if arch.startswith("gated_"):
+        width = d_in
+        for i in range(layers):
+            last = i == layers - 1
+            kw = dict(d_in=width, d_hidden=hidden, d_out=d_out if last else hidden, recurrence=arch[6:])
+            spec.append(models.Layer("gated_rnn", kw if build else {}, {},
+                                     {"D": readout_scale} if (build and last) else {}))
+            width = hidden
+        return tuple(spec)
+    spec.append(models.Layer("linear", {"D_in": d_in, "D_out": hidden} if build else {}, {}, {}))
     for i in range(layers):
-        out, last = (d_out if i == layers - 1 else hidden), i == layers - 1
-        if arch.startswith("gated_"):
-            name, kw, fwd, scale = "gated_rnn", dict(d_in=width, d_hidden=hidden, d_out=out,
-                                                     recurrence=arch[6:]), {}, {"D": readout_scale}
-        elif arch in ("lstm", "gru"):
-            name, kw, fwd, scale = arch, dict(d_in=width, d_hidden=hidden), {}, {}
+        if arch in ("lstm", "gru"):
+            name, kw, fwd = arch, dict(d_in=hidden, d_hidden=hidden), {}
         else:
             variant = arch[4:]
-            name, fwd, scale = "lru", {"variant": variant}, {"W_out_m": readout_scale}
-            kw = dict(d_in=width, d_state=hidden, d_out=out, d_model=None if variant == "out" else hidden,
-                      variant=variant, r_min=0.0, max_phase=np.pi / 10)
-        spec.append(models.Layer(name, kw if build else {}, fwd, scale if (build and last) else {}))
-        width = hidden
-    if arch in ("lstm", "gru"):
-        spec.append(models.Layer("linear", {"D_in": hidden, "D_out": d_out} if build else {}, {},
-                                 {"W": readout_scale} if build else {}))
+            name, fwd = "lru", {"variant": variant}
+            kw = dict(d_in=hidden, d_state=hidden, d_out=hidden, d_model=hidden, variant=variant, r_min=0.0,
+                      max_phase=np.pi / 10)
+        spec.append(models.Layer(name, kw if build else {}, fwd, {}))
+    spec.append(models.Layer("linear", {"D_in": hidden, "D_out": d_out} if build else {}, {},
+                             {"W": readout_scale} if build else {}))
     return tuple(spec)
 
 
 def init_model(rng, arch, d_in, d_out, hidden, layers=1, readout_scale=0.1, dtype="float64"):
-    """Params of an L-layer stack, keys "l<i>/<name>" (and "readout/W", "readout/b" for LSTM/GRU).
+    """Params of an L-layer stack, keys "l<i>/<name>" for the recurrent layers i = 0 .. L-1, and for LSTM, GRU
+    and LRU "embed/W", "embed/b" (the linear embedding) and "readout/W", "readout/b" (the linear readout).
 
-    Built by ``minimal.models.init`` from ``model_spec`` (its keys "<i>.<name>" renamed here; the random
-    draws and the numbers are those of the stack this module carried before models.py existed, bit for bit).
+    Built by ``minimal.models.init`` from ``model_spec`` (its keys "<j>.<name>" renamed here).
 
     Args:
         rng: ``numpy.random.Generator``; arch: one of ``ARCHS``; d_in: token features; d_out: outputs;
-        hidden: recurrent neurons per layer (LRU: complex states N); layers: L >= 1;
+        hidden: recurrent neurons per layer (LRU: complex states N = model width H); layers: L >= 1;
         readout_scale: factor on the last output map at init; dtype: "float32" or "float64".
     Returns:
         dict name -> array.
@@ -117,27 +129,28 @@ def init_model(rng, arch, d_in, d_out, hidden, layers=1, readout_scale=0.1, dtyp
     d_in, d_out = check_positive_int("d_in", d_in), check_positive_int("d_out", d_out)
     hidden, layers = check_positive_int("hidden", hidden), check_positive_int("layers", layers)
     params = models.init(rng, model_spec(arch, layers, d_in, d_out, hidden, readout_scale))
-    return {_our_name(k, layers): np.asarray(v, dtype=dtype) for k, v in params.items()}
+    names = _layer_names(arch, layers)
+    out = {}
+    for key, v in params.items():
+        j, name = key.split(".", 1)
+        out[f"{names[int(j)]}/{name}"] = np.asarray(v, dtype=dtype)
+    return out
 
 
-def _our_name(key, layers):
-    """models' "<i>.<name>" -> "l<i>/<name>", the readout after L layers -> "readout/<name>"."""
-    i, name = key.split(".", 1)
-    return f"readout/{name}" if int(i) == layers else f"l{i}/{name}"
-
-
-def _models_name(key, layers):
-    prefix, name = key.split("/", 1)
-    return f"{layers if prefix == 'readout' else int(prefix[1:])}.{name}"
+def _layer_names(arch, layers):
+    """Our prefix of each ``model_spec`` entry, in order."""
+    cells = [f"l{i}" for i in range(layers)]
+    return cells if arch.startswith("gated_") else ["embed", *cells, "readout"]
 
 
 def _layers(params):
     return 1 + max(int(k.split("/")[0][1:]) for k in params if k.startswith("l"))
 
 
-def _as_models(params):
+def _as_models(params, arch):
     L = _layers(params)
-    return {_models_name(k, L): v for k, v in params.items()}, L
+    index = {name: j for j, name in enumerate(_layer_names(arch, L))}
+    return {f"{index[k.split('/', 1)[0]]}.{k.split('/', 1)[1]}": v for k, v in params.items()}, L
 
 
 def model_forward(params, x, arch, readout="all"):
@@ -150,15 +163,16 @@ def model_forward(params, x, arch, readout="all"):
     check_choice("arch", arch, ARCHS)
     check_array("x", x, ndim=3, names=("B", "T", "d_in"))
     check_choice("readout", readout, ("all", "last"))
-    p, L = _as_models(params)
+    p, L = _as_models(params, arch)
     return models.forward(p, x, model_spec(arch, L), readout)
 
 
 def model_backward(params, caches, dy, arch):
     """Gradients of the stack through each cell's own backward, layers in reverse. Returns (dx, grads)."""
-    p, L = _as_models(params)
+    p, L = _as_models(params, arch)
     dx, grads = models.backward(p, caches, dy, model_spec(arch, L))
-    return dx, {k: grads[_models_name(k, L)] for k in params}
+    index = {name: j for j, name in enumerate(_layer_names(arch, L))}
+    return dx, {k: grads[f"{index[k.split('/', 1)[0]]}.{k.split('/', 1)[1]}"] for k in params}
 
 
 def n_params(params):
@@ -183,7 +197,7 @@ class Job:
     final_lr: float = 1e-5
     readout_scale: float = 0.1
     clip: float = 1.0                  # ours: global-norm clipping keeps the nonlinear cells from diverging
-    d: int = 4                         # teacher: features (Sec. 4.1)
+    d: int = 6                         # teacher: features (Sec. 3.3: "Figure 4 for d = 6")
     T_teacher: int = 32                # teacher: sequence length (Sec. 4.1)
     teacher_seed: int = 1234           # teacher: the fixed LSA teacher
     T_icl: int = 12                    # icl: context pairs (App. C.1)
@@ -195,9 +209,12 @@ class Job:
 
 
 def task_spec(job):
-    """(d_in, d_out, sample(rng, batch, dtype) -> (x, target), loss(y, target) -> (loss, dy), evalset).
+    """(d_in, d_out, sample(rng, batch, dtype) -> (x, target), loss(y, target) -> (loss, dy), evalsets).
 
-    evalset: teacher (x, y*) float64; icl an ``icl_regression.Tasks`` (float64).
+    evalsets: name -> (x, target, reference loss), float64. "val": a fixed set from the training distribution
+    (teacher: the reference is var(y*), the best constant's loss; icl: one optimal GD step, η* of App. C.2, on
+    the same tasks). icl also has "ood": W* ~ N(0, ``SIGMA_W2_OOD``) = N(0, 2/3), the validation distribution
+    of App. C.1 / Fig. 4B / Fig. 5 (twice the training variance), with GD's loss on it.
     """
     check_choice("task", job.task, TASKS)
     if job.task == "teacher":
@@ -206,8 +223,8 @@ def task_spec(job):
         def sample(rng, batch, dtype):
             return lsa_teacher.sample_batch(rng, teacher, batch, job.T_teacher, dtype)
 
-        evalset = sample(np.random.default_rng(job.eval_seed), max(1, job.n_eval // 10), np.float64)
-        return job.d + 1, job.d, sample, lsa_teacher.mse, evalset
+        x, y = sample(np.random.default_rng(job.eval_seed), max(1, job.n_eval // 10), np.float64)
+        return job.d + 1, job.d, sample, lsa_teacher.mse, {"val": (x, y, float(np.var(y)))}
 
     def sample(rng, batch, dtype):
         tasks = icl_regression.sample(rng, batch, job.T_icl, job.d_x, job.d_y, dtype=dtype)
@@ -220,8 +237,13 @@ def task_spec(job):
         dy[:, -1] = dy_q
         return L, dy
 
-    evalset = icl_regression.sample(np.random.default_rng(job.eval_seed), job.n_eval, job.T_icl, job.d_x, job.d_y)
-    return icl_regression.token_dim(job.d_x, job.d_y), job.d_y, sample, loss, evalset
+    evalsets = {}
+    eta = gd.eta_star(job.T_icl, job.d_x)         # depends on the x distribution only (App. C.2)
+    for name, seed, sigma_w2 in (("val", job.eval_seed, 1.0 / 3.0), ("ood", job.eval_seed + 1, SIGMA_W2_OOD)):
+        tasks = icl_regression.sample(np.random.default_rng(seed), job.n_eval, job.T_icl, job.d_x, job.d_y,
+                                      sigma_w2=sigma_w2)
+        evalsets[name] = (tasks.tokens, tasks.y_q, gd.gd_loss_empirical(tasks, eta))
+    return icl_regression.token_dim(job.d_x, job.d_y), job.d_y, sample, loss, evalsets
 
 
 def _evaluate(params, arch, x, target, loss, readout="all", chunk=4096):
@@ -238,9 +260,12 @@ def _evaluate(params, arch, x, target, loss, readout="all", chunk=4096):
 def run_job(job: Job):
     """Train one (task, arch, hidden, layers, seed) and evaluate it; a JSON-serialisable dict.
 
-    Keys: val_loss (fixed evaluation set, float64), rel_loss (teacher: val_loss / var(y*); icl: val_loss /
-    loss of one optimal GD step), baseline (teacher: var(y*), the best constant's loss; icl: GD's loss),
-    n_params, ms_per_step, train_seconds, diverged (1 if the loss became NaN/inf), curve (40 train-loss means).
+    Keys: val_loss (a fixed set from the training distribution, float64), rel_loss (teacher: val_loss / var(y*);
+    icl: val_loss / loss of one optimal GD step on the same tasks), baseline (teacher: var(y*), the best
+    constant's loss; icl: GD's loss); icl only: ood_loss, ood_rel_loss, ood_baseline, the same on the
+    validation distribution W* ~ N(0, 2/3) (Fig. 4B, Fig. 5); n_params, ms_per_step, train_seconds, diverged
+    (1 if the loss became NaN/inf), curve (40 means of the training-batch loss; its last point is the final
+    training loss of Fig. 5).
     """
     if isinstance(job, dict):
         job = Job(**job)
@@ -254,13 +279,7 @@ def train_job(job: Job, params):
     """``run_job`` from given initial ``params`` (e.g. an ``init_model`` with one matrix rescaled): train them
     on ``job``'s task with its optimiser settings and evaluate; the same dict as ``run_job``."""
     check_choice("arch", job.arch, ARCHS)
-    _, _, sample, loss, evalset = task_spec(job)
-    if job.task == "icl":
-        x_eval, t_eval = evalset.tokens, evalset.y_q
-        baseline = gd.gd_loss_empirical(evalset, gd.eta_star(job.T_icl, job.d_x))
-    else:
-        x_eval, t_eval = evalset
-        baseline = float(np.var(t_eval))
+    _, _, sample, loss, evalsets = task_spec(job)
     dtype = np.dtype(job.dtype)
     params = {k: np.asarray(v, dtype) for k, v in params.items()}
 
@@ -283,12 +302,17 @@ def train_job(job: Job, params):
     except NonFiniteLossError:
         diverged, losses = 1, np.array([np.nan])
     seconds = time.perf_counter() - t0
-    val = _evaluate(params, job.arch, x_eval, t_eval, loss, readout) if not diverged else float("nan")
+    out = {}
+    for name, (x_eval, t_eval, baseline) in evalsets.items():
+        prefix = "" if name == "val" else f"{name}_"
+        value = _evaluate(params, job.arch, x_eval, t_eval, loss, readout) if not diverged else float("nan")
+        out[f"{name}_loss"] = finite_or_nan(value)
+        out[f"{prefix}rel_loss"] = finite_or_nan(value / baseline)
+        out[f"{prefix}baseline"] = float(baseline)
     edges = np.linspace(0, len(losses), 41).astype(int)
     curve = [finite_or_nan(losses[a:b].mean()) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-    return {"val_loss": finite_or_nan(val), "rel_loss": finite_or_nan(val / baseline), "baseline": float(baseline),
-            "n_params": n_params(params), "ms_per_step": 1e3 * seconds / job.steps, "train_seconds": seconds,
-            "diverged": diverged, "curve": curve}
+    return {**out, "n_params": n_params(params), "ms_per_step": 1e3 * seconds / job.steps,
+            "train_seconds": seconds, "diverged": diverged, "curve": curve}
 
 
 # ---------------------------------------------------------------- the sweep
@@ -305,7 +329,7 @@ class Config:
     lr_teacher: float = 1e-2                      # ours (project notes: 1e-2 .. 2e-2 teacher-student)
     lr_icl: float = 3e-3                          # ours (project notes: 3e-3 at batch 64)
     batch: int = 64                               # ours
-    d: int = 4                                    # Sec. 4.1: teacher-student with d = 4, T = 32
+    d: int = 6                                    # Sec. 3.3: "Figure 4 for d = 6"; T = 32 (App. B.1)
     n_eval: int = 20480                           # project notes: >= 20k evaluation tasks for ICL
     n_workers: int = 2                            # dask LocalCluster workers (these machines: ~1-2 cores)
     scheduler: Optional[str] = None               # "tcp://host:port" to run on a real dask cluster
@@ -336,6 +360,11 @@ def jobs(config: Config):
     return out
 
 
+def _nanmean(values):
+    values = [v for v in values if not math.isnan(v)]
+    return float(np.mean(values)) if values else float("nan")
+
+
 def summarise(records):
     """Group job records into rows (one per task, arch, hidden, layers; means over seeds) and the orderings."""
     groups = {}
@@ -344,16 +373,20 @@ def summarise(records):
         groups.setdefault((c["task"], c["arch"], c["hidden"], c["layers"]), []).append(res)
     rows = []
     for (task, arch, hidden, layers), rs in sorted(groups.items()):
-        vals = [x["val_loss"] for x in rs]
+        def mean(key):
+            return _nanmean([x.get(key, float("nan")) for x in rs])
+
         rows.append({"task": task, "arch": arch, "hidden": hidden, "layers": layers, "n_params": rs[0]["n_params"],
-                     "val_loss": float(np.nanmean(vals)) if not all(map(math.isnan, vals)) else float("nan"),
-                     "rel_loss": float(np.nanmean([x["rel_loss"] for x in rs])) if not all(map(math.isnan, vals))
-                     else float("nan"),
-                     "baseline": rs[0]["baseline"], "seeds": len(rs), "diverged": int(sum(x["diverged"] for x in rs)),
-                     "ms_per_step": float(np.mean([x["ms_per_step"] for x in rs]))})
+                     "val_loss": mean("val_loss"), "rel_loss": mean("rel_loss"),
+                     **({"ood_rel_loss": mean("ood_rel_loss")} if task == "icl" else {}),
+                     "train_rel_loss": _nanmean([x["curve"][-1] / x["baseline"] if x.get("curve") else float("nan")
+                                                 for x in rs]),
+                     "fig4_rel_loss": mean("ood_rel_loss" if task == "icl" else "rel_loss"),
+                     "baseline": rs[0]["baseline"], "seeds": len(rs),
+                     "diverged": int(sum(x["diverged"] for x in rs)), "ms_per_step": mean("ms_per_step")})
 
     def best(task, archs):
-        v = [row["rel_loss"] for row in rows if row["task"] == task and row["arch"] in archs]
+        v = [row["fig4_rel_loss"] for row in rows if row["task"] == task and row["arch"] in archs]
         v = [x for x in v if not math.isnan(x)]
         return min(v) if v else float("nan")
 
@@ -365,7 +398,7 @@ def summarise(records):
                                               < best("teacher", ("lstm", "gru")))
     out["teacher_lru_input_gating_helps"] = int(best("teacher", ("lru_in_out", "lru_in_skip"))
                                                 < best("teacher", ("lru_out",)))
-    # rel_loss is loss / GD's loss on icl: below 1 means better than one optimal GD step
+    # Fig. 4B: loss / GD's loss on the validation tasks (W* ~ N(0, 2/3)): below 1 beats one optimal GD step
     out["icl_nonlinear_beats_gd"] = int(best("icl", NONLINEAR) < 1.0)
     return out
 
@@ -392,29 +425,60 @@ def run(config: Config = None, out_dir=None, progress=True):
 
 
 def plot(result, out_dir):
-    """Fig. 4/5: validation loss (relative) vs parameter count, one panel per task; 1 layer solid, 2 dashed."""
+    """Fig. 4: validation loss (relative) vs parameter count, one panel per task; Fig. 5: training and
+    validation side by side. 1 layer solid, 2 layers dashed (named in the legend)."""
     plt = pyplot()
+    from matplotlib.lines import Line2D
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    titles = {"teacher": "teacher-student (Fig. 4A): MSE / var(y*)", "icl": "in-context regression (Fig. 4B): loss / GD"}
-    for ax, task in zip(axes, TASKS):
+    ylabels = {"teacher": "validation MSE / var(y*)", "icl": "validation loss / one GD step's"}
+    titles = {"teacher": "teacher-student (Fig. 4A), d = 6", "icl": "in-context regression (Fig. 4B), W* ~ N(0, 2/3)"}
+
+    def curves(ax, task, key):
         for i, arch in enumerate(ARCHS):
             for layers, ls in ((1, "-"), (2, "--")):
                 rows = [r for r in result["rows"] if r["task"] == task and r["arch"] == arch and r["layers"] == layers]
                 if rows:
                     rows.sort(key=lambda r: r["n_params"])
-                    ax.loglog([r["n_params"] for r in rows], [r["rel_loss"] for r in rows], ls, marker="o",
-                              color=f"C{i}", label=f"{arch}" if layers == 1 else None)
+                    ax.loglog([r["n_params"] for r in rows], [r.get(key, float("nan")) for r in rows], ls,
+                              marker="o", color=f"C{i}", label=arch if layers == 1 else None)
         if task == "icl":
             ax.axhline(1.0, color="k", lw=0.8, ls=":", label="one optimal GD step")
         ax.set_xlabel("parameters")
+
+    def legend(ax):
+        handles, labels = ax.get_legend_handles_labels()
+        handles += [Line2D([], [], color="k", ls="-"), Line2D([], [], color="k", ls="--")]
+        ax.legend(handles, labels + ["1 layer", "2 layers"], fontsize=7)
+
+    paths = []
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, task in zip(axes, TASKS):
+        curves(ax, task, "fig4_rel_loss")
+        ax.set_ylabel(ylabels[task])
         ax.set_title(titles[task])
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=7)
+        legend(ax)
     fig.tight_layout()
-    path = out_dir / "architectures.png"
-    fig.savefig(path, dpi=120)
+    paths.append(out_dir / "architectures.png")
+    fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
-    return [path]
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharey="row")
+    panels = {("teacher", 0): ("train_rel_loss", "training loss (last 1/40 of steps) / var(y*)"),
+              ("teacher", 1): ("rel_loss", "validation MSE / var(y*)"),
+              ("icl", 0): ("rel_loss", "loss / one GD step's, training tasks W* ~ N(0, 1/3)"),
+              ("icl", 1): ("ood_rel_loss", "loss / one GD step's, validation W* ~ N(0, 2/3)")}
+    for r, task in enumerate(TASKS):
+        for c in (0, 1):
+            key, label = panels[task, c]
+            ax = axes[r, c]
+            curves(ax, task, key)
+            ax.set_ylabel(label)
+            ax.set_title(f"{task}: {'training' if c == 0 else 'validation'} (Fig. 5)")
+            legend(ax)
+    fig.tight_layout()
+    paths.append(out_dir / "architectures_train_val.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
