@@ -131,6 +131,8 @@ def adamw_step(params, grads, state: AdamWState, lr, beta1=0.9, beta2=0.999, eps
         ``(new_params, new_state)``: new arrays (params' dtypes); the inputs are not modified.
     Raises:
         ValueError: naming the offending argument (and key).
+        FloatingPointError: the new moments or params are not finite (finite grads too large for the dtype);
+            nothing is returned, so no overflowed state can be kept.
     """
     _check_params(params)
     _check_like("grads", grads, params)
@@ -152,13 +154,27 @@ def adamw_step(params, grads, state: AdamWState, lr, beta1=0.9, beta2=0.999, eps
     new_params, m, v = {}, {}, {}
     for k, p in params.items():
         g = grads[k]
-        m[k] = beta1 * state.m[k] + (1.0 - beta1) * g
-        v[k] = beta2 * state.v[k] + (1.0 - beta2) * (g * g)
-        step = (m[k] / c1) / (np.sqrt(v[k] / c2) + eps)
-        if mask[k] and weight_decay > 0.0:
-            step = step + weight_decay * p  # decoupled: uses θ_{t-1}, bypasses the moments
-        new_params[k] = p - lr * step
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, naming grads[k]
+            m[k] = beta1 * state.m[k] + (1.0 - beta1) * g
+            v[k] = beta2 * state.v[k] + (1.0 - beta2) * (g * g)
+            step = (m[k] / c1) / (np.sqrt(v[k] / c2) + eps)
+            if mask[k] and weight_decay > 0.0:
+                step = step + weight_decay * p  # decoupled: uses θ_{t-1}, bypasses the moments
+            new_params[k] = p - lr * step
+        _check_finite_update(k, g, m[k], v[k], new_params[k], lr)
     return new_params, AdamWState(step=t, m=m, v=v)
+
+
+def _check_finite_update(k, g, m, v, p, lr):
+    """Finite grads can still overflow the moments (v holds g², inf in float32 once |g| > 1.8e19) or, with a
+    huge lr, the params: raise before anyone keeps (or checkpoints) that state."""
+    for what, a in (("second moment v", v), ("first moment m", m), ("updated params", p)):
+        if not np.all(np.isfinite(a)):
+            big = float(np.max(np.abs(g))) if g.size else 0.0
+            raise FloatingPointError(
+                f"AdamW's {what}[{k!r}] overflowed in {a.dtype} (max {np.finfo(a.dtype).max:.3g}): grads[{k!r}] "
+                f"has values up to {big:.3g} and lr is {lr:.3g}. Clip the gradients (clip_by_global_norm, or "
+                f"train's clip=...), lower the learning rate, or use float64 params.")
 
 
 def cosine_schedule(step, total_steps, peak_lr, warmup_steps, final_lr):

@@ -228,3 +228,16 @@ def test_bad_clipping_arguments():
         clip_by_global_norm({"a": np.ones(2)}, 0.0)
     with pytest.raises(ValueError, match="grads\\['a'\\] contains NaN"):
         clip_by_global_norm({"a": np.array([np.inf])}, 1.0)
+
+
+def test_moments_that_overflow_are_an_error_not_an_inf_state():
+    """float32 gradients of 1e20 are finite, but g² is not: adamw_step must not hand back v = inf."""
+    params = {"W": np.ones((2, 2), np.float32), "b": np.zeros(2, np.float32)}
+    grads = {"W": np.full((2, 2), 1e20, np.float32), "b": np.ones(2, np.float32)}
+    with pytest.raises(FloatingPointError, match=r"second moment v\['W'\] overflowed in float32 .*grads\['W'\] "
+                                                 r"has values up to 1e\+20.*Clip the gradients"):
+        adamw_step(params, grads, adamw_init(params), 1e-3)
+    big = {k: g.astype(np.float64) for k, g in grads.items()}  # the same gradients fit in float64
+    new, state = adamw_step({k: p.astype(np.float64) for k, p in params.items()}, big,
+                            adamw_init(big), 1e-3)
+    assert all(np.all(np.isfinite(a)) for a in (*new.values(), *state.v.values()))
