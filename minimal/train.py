@@ -16,17 +16,28 @@ Checkpoints are ``.npz`` files holding only plain arrays (loadable with ``allow_
     rng_state                           the Generator's ``bit_generator.state`` as a JSON string
 
 A checkpoint is written every ``checkpoint_every`` steps, after the last step, and when the run is
-interrupted (KeyboardInterrupt, re-raised after saving). It is written to a temporary file and moved into
-place with ``os.replace``, so a crash never leaves a half-written checkpoint. Because the rng state is
-saved with the parameters, a resumed run ends with bitwise the same parameters as an uninterrupted one.
-A NaN or infinite loss stops the run with ``NonFiniteLossError`` before that step's update, and leaves the
-last checkpoint as it was.
+interrupted: Ctrl-C (KeyboardInterrupt) or SIGTERM (what ``timeout``, a cluster scheduler or a CI cancel send;
+``Terminated``, a KeyboardInterrupt), both re-raised after saving. ``train`` installs its SIGTERM handler only
+in the main thread, only while it runs, and puts the previous one back. A checkpoint is written to a temporary
+file and moved into place with ``os.replace``, so a crash never leaves a half-written checkpoint. Because the
+rng state is saved with the parameters, a resumed run ends with bitwise the same parameters as an
+uninterrupted one (``tests/test_reliability.py`` kills runs with SIGKILL at random moments and checks it).
+A file that cannot be read as a checkpoint, or holds an inconsistent state, raises ``CheckpointError``
+naming it: delete it to start over.
+
+A NaN or infinite loss stops the run with ``NonFiniteLossError`` before that step's update; finite
+gradients too large for the dtype (AdamW's v holds g², inf in float32 for |g| > 1.8e19) stop it with
+``NonFiniteUpdateError`` (a NonFiniteLossError) before that update is kept. Both leave the last checkpoint
+as it was, so a resume never starts from an overflowed state.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import signal
+import sys
+import threading
 from typing import Callable, NamedTuple, Union
 
 import numpy as np
@@ -35,9 +46,10 @@ from tqdm import tqdm  # plain tqdm: tqdm.auto needs ipywidgets in notebooks, wh
 from minimal._atomic import atomic_write
 from minimal.optim import AdamWState, _check_like, _check_params, _check_scalar, adamw_init, adamw_step, \
     clip_by_global_norm
-from minimal.validate import InputError, check_positive_int
+from minimal.validate import InputError, check_array, check_positive_int
 
-__all__ = ["train", "TrainResult", "Checkpoint", "NonFiniteLossError", "save_checkpoint", "load_checkpoint"]
+__all__ = ["train", "TrainResult", "Checkpoint", "NonFiniteLossError", "NonFiniteUpdateError", "Terminated",
+           "CheckpointError", "save_checkpoint", "load_checkpoint"]
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -45,10 +57,30 @@ class NonFiniteLossError(FloatingPointError):
 
     def __init__(self, step, loss, checkpoint_step=None):
         self.step, self.loss = int(step), float(loss)
-        kept = ("" if checkpoint_step is None
-                else f"; the last checkpoint (step {checkpoint_step}) was left untouched")
-        super().__init__(f"loss became {self.loss} at step {self.step}, parameters not updated{kept}. "
-                         f"Lower the learning rate or clip the gradients (clip=...).")
+        super().__init__(f"loss became {self.loss} at step {self.step}, parameters not updated"
+                         f"{_kept(checkpoint_step)}. Lower the learning rate or clip the gradients (clip=...).")
+
+
+def _kept(checkpoint_step):
+    return "" if checkpoint_step is None else f"; the last checkpoint (step {checkpoint_step}) was left untouched"
+
+
+class NonFiniteUpdateError(NonFiniteLossError):
+    """The loss at ``step`` was finite but the AdamW update was not (moments or params overflowed); the run
+    stopped without keeping that update. A NonFiniteLossError, so one ``except`` catches every divergence."""
+
+    def __init__(self, step, loss, detail, checkpoint_step=None):
+        self.step, self.loss, self.detail = int(step), float(loss), detail
+        FloatingPointError.__init__(self, f"the update of step {self.step} (loss {self.loss:.4g}) was not finite, "
+                                          f"parameters not updated{_kept(checkpoint_step)}. {detail}")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived during ``train``: a checkpoint was saved (as on Ctrl-C) and the run stopped."""
+
+
+class CheckpointError(InputError):
+    """A checkpoint file cannot be read, or holds an inconsistent state; the message names the file."""
 
 
 class Checkpoint(NamedTuple):
@@ -61,11 +93,19 @@ class Checkpoint(NamedTuple):
 
 
 class TrainResult(NamedTuple):
-    """Final ``params`` and ``opt_state``, the ``losses`` of all steps (steps,), and the step it resumed from."""
+    """Final ``params`` and ``opt_state``, the ``losses`` of all steps (steps,), and the step it resumed from.
+
+    ``steps_trained`` is the number of steps this call ran: 0 when it resumed from a finished checkpoint, so
+    a timing divided by it must say so (NaN) rather than divide by 1.
+    """
     params: dict
     opt_state: AdamWState
     losses: np.ndarray
     resumed_from: int
+
+    @property
+    def steps_trained(self) -> int:
+        return len(self.losses) - self.resumed_from
 
 
 def save_checkpoint(path, ckpt: Checkpoint):
@@ -80,14 +120,63 @@ def save_checkpoint(path, ckpt: Checkpoint):
         np.savez(f, **arrays)
 
 
+_START_OVER = "delete it to start the run over (or pass resume=False to overwrite it)"
+
+
 def load_checkpoint(path) -> Checkpoint:
-    """Read a checkpoint written by ``save_checkpoint`` (no pickle involved)."""
-    with np.load(os.fspath(path), allow_pickle=False) as z:
-        tree = {prefix: {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(prefix + "/")}
-                for prefix in ("params", "m", "v")}
-        return Checkpoint(params=tree["params"],
-                          opt_state=AdamWState(int(z["adamw_step"]), tree["m"], tree["v"]),
-                          step=int(z["step"]), rng_state=json.loads(str(z["rng_state"])), losses=z["losses"])
+    """Read a checkpoint written by ``save_checkpoint`` (no pickle involved) and check that it is whole.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        CheckpointError: the file is not a readable checkpoint (empty, truncated, garbage), or its state is
+            inconsistent (losses not of length step, moments unlike the params, NaN or inf); the message names
+            the file and the way out.
+    """
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}  # reads every member now: a damaged one fails here
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # noqa: BLE001 - BadZipFile, EOFError, zlib.error, numpy's "allow_pickle" ValueError
+        raise CheckpointError(f"checkpoint {path!r} is not a readable checkpoint ({type(e).__name__}: {e}); it "
+                              f"was damaged or is another kind of file: {_START_OVER}") from None
+    try:
+        return _checkpoint_from(arrays)
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint {path!r} holds an inconsistent state: {e}; {_START_OVER}") from None
+
+
+def _checkpoint_from(arrays) -> Checkpoint:
+    """Build and check a Checkpoint from the arrays of a checkpoint file; ValueError says what is wrong."""
+    missing = sorted({"step", "adamw_step", "losses", "rng_state"} - set(arrays))
+    if missing:
+        raise ValueError(f"it lacks {missing}")
+    tree = {prefix: {k.split("/", 1)[1]: a for k, a in arrays.items() if k.startswith(prefix + "/")}
+            for prefix in ("params", "m", "v")}
+    if not tree["params"]:
+        raise ValueError("it holds no params/<name> arrays")
+    _check_params(tree["params"])
+    for prefix in ("m", "v"):
+        _check_like(prefix, tree[prefix], tree["params"])
+    counts = {}
+    for name in ("step", "adamw_step"):
+        a = arrays[name]
+        if a.shape != () or a.dtype.kind not in "iu" or int(a) < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {a!r}")
+        counts[name] = int(a)
+    losses = check_array("losses", arrays["losses"], ndim=1)
+    if losses.shape != (counts["step"],):
+        raise ValueError(f"losses must hold one loss per completed step, (step,) = ({counts['step']},), "
+                         f"got shape {losses.shape}")
+    try:
+        rng_state = json.loads(str(arrays["rng_state"]))
+    except ValueError as e:
+        raise ValueError(f"rng_state is not JSON ({e})") from None
+    if not isinstance(rng_state, dict) or "bit_generator" not in rng_state:
+        raise ValueError("rng_state is not a numpy bit generator state")
+    return Checkpoint(params=tree["params"], opt_state=AdamWState(counts["adamw_step"], tree["m"], tree["v"]),
+                      step=counts["step"], rng_state=rng_state, losses=losses)
 
 
 def _make_rng(rng):
@@ -104,6 +193,9 @@ def _resume(path, params, steps, rng) -> Checkpoint:
         _check_like("checkpoint params", ckpt.params, params)
     except ValueError as e:
         raise InputError(f"checkpoint_path {path!r} does not fit params: {e}") from None
+    if ckpt.opt_state.step != ckpt.step:  # train takes one AdamW update per step
+        raise CheckpointError(f"checkpoint_path {path!r} is at step {ckpt.step} but its AdamW state has taken "
+                              f"{ckpt.opt_state.step} updates, so train did not write it; {_START_OVER}")
     if ckpt.step > steps:
         raise InputError(f"checkpoint_path {path!r} is at step {ckpt.step}, past steps={steps}")
     if ckpt.rng_state.get("bit_generator") != type(rng.bit_generator).__name__:
@@ -137,10 +229,16 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
         decay_mask, beta1, beta2, eps: passed to ``minimal.optim.adamw_step``.
         desc: the progress bar's label.
     Returns:
-        ``TrainResult(params, opt_state, losses (steps,), resumed_from)``.
+        ``TrainResult(params, opt_state, losses (steps,), resumed_from)``; its ``steps_trained`` is 0 when a
+        finished checkpoint was resumed. With ``progress`` a resume says so on stderr ("resumed from
+        checkpoint ...").
+
     Raises:
-        NonFiniteLossError: the loss became NaN or inf (the last checkpoint is left untouched).
-        KeyboardInterrupt: re-raised after saving a checkpoint of the last completed step.
+        NonFiniteLossError: the loss became NaN or inf, or (``NonFiniteUpdateError``) the AdamW update
+            overflowed; the last checkpoint is left untouched.
+        KeyboardInterrupt: Ctrl-C, or ``Terminated`` on SIGTERM: re-raised after saving a checkpoint of the
+            last completed step.
+        CheckpointError: ``checkpoint_path`` is not a readable, consistent checkpoint (delete it to start over).
         ValueError: a bad argument, naming it.
     """
     if not callable(loss_and_grads):
@@ -176,7 +274,12 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
         saved_step = ckpt.step
 
     bar = tqdm(total=steps, initial=start, disable=not progress, desc=desc)
+    if resumed and progress:
+        tqdm.write(f"{desc}: resumed from checkpoint {path} at step {start}/{steps}"
+                   + (" (finished: no step to run)" if start == steps else ""), file=sys.stderr)
+    old_handler = _NOT_INSTALLED
     try:
+        old_handler = _catch_sigterm()
         for step in range(start, steps):
             loss, grads = loss_and_grads(done.params, step, rng)
             loss = float(loss)
@@ -184,9 +287,12 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
                 raise NonFiniteLossError(step, loss, checkpoint_step=saved_step)
             if clip is not None:
                 grads, _ = clip_by_global_norm(grads, clip)
-            new_params, opt_state = adamw_step(done.params, grads, done.opt_state, lr_schedule(step),
-                                               beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay(step),
-                                               decay_mask=decay_mask)
+            try:
+                new_params, opt_state = adamw_step(done.params, grads, done.opt_state, lr_schedule(step),
+                                                   beta1=beta1, beta2=beta2, eps=eps,
+                                                   weight_decay=weight_decay(step), decay_mask=decay_mask)
+            except FloatingPointError as e:
+                raise NonFiniteUpdateError(step, loss, str(e), checkpoint_step=saved_step) from None
             losses.append(loss)
             # One assignment commits the step, so an interrupt saves either the old or the new state whole.
             done = Checkpoint(new_params, opt_state, step + 1, rng.bit_generator.state, None)
@@ -195,10 +301,37 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
                 bar.set_postfix(loss=f"{loss:.4g}")
             if path is not None and (done.step % checkpoint_every == 0 or done.step == steps):
                 save(done)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM through _catch_sigterm's handler (Terminated)
         if path is not None:
             save(done)
         raise
     finally:
+        _restore_sigterm(old_handler)
         bar.close()
     return TrainResult(done.params, done.opt_state, np.array(losses, dtype=np.float64), start)
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(f"SIGTERM (signal {signum}) during train")
+
+
+_NOT_INSTALLED = object()
+
+
+def _catch_sigterm():
+    """Make SIGTERM raise ``Terminated`` (so the run saves and stops as on Ctrl-C); return the old handler.
+
+    Only the main thread may set handlers (a sweep's worker threads run train too); a SIGTERM that is ignored
+    (SIG_IGN, e.g. under nohup-like launchers) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return _NOT_INSTALLED
+    old = signal.getsignal(signal.SIGTERM)
+    if old is signal.SIG_IGN or old is None:  # None: set from C, not ours to replace
+        return _NOT_INSTALLED
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    return old
+
+
+def _restore_sigterm(old):
+    if old is not _NOT_INSTALLED:
+        signal.signal(signal.SIGTERM, old)

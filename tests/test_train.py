@@ -1,12 +1,16 @@
 """The shared training loop: it equals the hand-written AdamW loop, and checkpoints resume bit for bit."""
 import functools
 import os
+import re
+import signal
+import threading
 
 import numpy as np
 import pytest
 
 from minimal.optim import adamw_init, adamw_step, clip_by_global_norm, cosine_schedule
-from minimal.train import Checkpoint, NonFiniteLossError, load_checkpoint, save_checkpoint, train
+from minimal.train import Checkpoint, CheckpointError, NonFiniteLossError, NonFiniteUpdateError, Terminated, \
+    load_checkpoint, save_checkpoint, train
 from minimal.validate import InputError
 
 STEPS = 9
@@ -231,3 +235,136 @@ def test_a_failed_write_leaves_the_previous_checkpoint_whole(tmp_path, monkeypat
         train(regression, init_params(), 6, checkpoint_path=path, lr_schedule=0.1, progress=False)
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["ckpt.npz"]
+
+
+# --- reliability (issue 12) ---------------------------------------------------------------------------
+
+def _finished_checkpoint(tmp_path):
+    path = tmp_path / "ckpt.npz"
+    train(regression, init_params(), 4, checkpoint_path=path, lr_schedule=0.1, progress=False)
+    return path
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage", "npy"])
+def test_an_unreadable_checkpoint_names_the_file_and_the_way_out(tmp_path, damage):
+    path = _finished_checkpoint(tmp_path)
+    whole = path.read_bytes()
+    path.write_bytes({"empty": b"", "truncated": whole[: len(whole) // 2], "garbage": b"\x00garbage\xff" * 50,
+                      "npy": whole[:0]}[damage])
+    if damage == "npy":  # a pickled .npy array where a checkpoint was expected: numpy's "allow_pickle" hint
+        with open(path, "wb") as f:
+            np.save(f, np.ones(3, dtype=object), allow_pickle=True)
+    for call in (lambda: load_checkpoint(path),
+                 lambda: train(regression, init_params(), 6, checkpoint_path=path, lr_schedule=0.1,
+                               progress=False)):
+        with pytest.raises(CheckpointError, match=f"checkpoint {re.escape(repr(str(path)))} is not a readable "
+                                                  f"checkpoint .*delete it to start the run over"):
+            call()
+    assert issubclass(CheckpointError, ValueError)
+    again = train(regression, init_params(), 6, checkpoint_path=path, lr_schedule=0.1, progress=False,
+                  resume=False)  # the way out the message gives
+    assert again.resumed_from == 0
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda a: a.update(losses=a["losses"][:-1]), r"losses must hold one loss per completed step, \(step,\) = \(4,\)"),
+    (lambda a: a.update(step=np.array(-1)), "step must be an integer >= 0"),
+    (lambda a: a.pop("m/W"), r"m must have exactly the keys of params: missing \['W'\]"),
+    (lambda a: a.update({"v/W": np.full((3, 2), np.inf)}), r"v\['W'\] contains NaN or inf"),
+    (lambda a: a.update(rng_state=np.array("{not json")), "rng_state is not JSON"),
+    (lambda a: a.pop("adamw_step"), r"it lacks \['adamw_step'\]"),
+], ids=["losses", "step", "moments", "overflowed-v", "rng", "adamw-step"])
+def test_a_checkpoint_with_an_inconsistent_state_is_refused(tmp_path, edit, message):
+    path = _finished_checkpoint(tmp_path)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    edit(arrays)
+    np.savez(path, **arrays)
+    with pytest.raises(CheckpointError, match=f"holds an inconsistent state: {message}.*delete it"):
+        load_checkpoint(path)
+
+
+def test_a_checkpoint_whose_adamw_count_is_not_its_step_is_not_resumed(tmp_path):
+    path = _finished_checkpoint(tmp_path)
+    ckpt = load_checkpoint(path)
+    save_checkpoint(path, ckpt._replace(opt_state=ckpt.opt_state._replace(step=2)))
+    with pytest.raises(CheckpointError, match="at step 4 but its AdamW state has taken 2 updates.*delete it"):
+        train(regression, init_params(), 6, checkpoint_path=path, lr_schedule=0.1, progress=False)
+
+
+def test_overflowing_adamw_moments_stop_the_run_and_keep_the_last_checkpoint(tmp_path):
+    """float32 gradients of 1e20 are finite, but v = (1 - β2) g² is inf: stop before that state is kept."""
+    path = tmp_path / "ckpt.npz"
+    params32 = {k: v.astype(np.float32) for k, v in init_params().items()}
+    on_disk = {}
+
+    def exploding(params, step, rng):
+        loss, grads = regression(params, step, rng)
+        grads = {k: g.astype(np.float32) for k, g in grads.items()}
+        if step == 5:
+            on_disk["bytes"] = path.read_bytes()
+            grads["W"] = np.full_like(grads["W"], 1e20)
+        return loss, grads
+
+    with pytest.raises(NonFiniteUpdateError, match=r"update of step 5 .*not finite.*checkpoint \(step 4\) was left "
+                                                   r"untouched.*v\['W'\] overflowed in float32.*grads\['W'\] has "
+                                                   r"values up to 1e\+20.*Clip the gradients") as err:
+        train(exploding, params32, STEPS, checkpoint_path=path, checkpoint_every=2, lr_schedule=0.1,
+              progress=False)
+    assert isinstance(err.value, NonFiniteLossError) and err.value.step == 5  # one except catches both
+    assert path.read_bytes() == on_disk["bytes"]
+    assert load_checkpoint(path).step == 4  # and it still resumes
+
+
+def test_a_resume_with_nothing_left_to_train_says_so(tmp_path, capsys):
+    path = _finished_checkpoint(tmp_path)
+    result = train(regression, init_params(), 4, checkpoint_path=path, lr_schedule=0.1, progress=True)
+    assert result.resumed_from == 4 and result.steps_trained == 0
+    assert f"resumed from checkpoint {path} at step 4/4 (finished: no step to run)" in capsys.readouterr().err
+    result = train(regression, init_params(), 6, checkpoint_path=path, lr_schedule=0.1, progress=True)
+    assert result.steps_trained == 2 and "at step 4/6" in capsys.readouterr().err
+    assert train(regression, init_params(), 3, lr_schedule=0.1, progress=False).steps_trained == 3
+
+
+def test_sigterm_saves_and_stops_like_ctrl_c_and_the_old_handler_comes_back(tmp_path, reference):
+    path = tmp_path / "ckpt.npz"
+    seen = []
+
+    def previous(signum, frame):
+        seen.append(signum)
+
+    old = signal.signal(signal.SIGTERM, previous)
+    try:
+        def terminated(params, step, rng):
+            if step == 5:
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before os.kill returns to this frame
+            return regression(params, step, rng)
+
+        with pytest.raises(Terminated, match="SIGTERM"):
+            train(terminated, init_params(), STEPS, checkpoint_path=path, checkpoint_every=100, **KW)
+        assert issubclass(Terminated, KeyboardInterrupt)
+        assert signal.getsignal(signal.SIGTERM) is previous and seen == []
+        assert load_checkpoint(path).step == 5
+        resumed = train(regression, init_params(), STEPS, checkpoint_path=path, **KW)
+        assert resumed.resumed_from == 5
+        assert_same_result(resumed, reference)
+        os.kill(os.getpid(), signal.SIGTERM)  # after train: the previous handler again
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def test_sigterm_handler_is_not_installed_outside_the_main_thread():
+    got = {}
+
+    def run():
+        def probe(params, step, rng):
+            got["handler"] = signal.getsignal(signal.SIGTERM)
+            return regression(params, step, rng)
+        train(probe, init_params(), 2, lr_schedule=0.1, progress=False)
+
+    before = signal.getsignal(signal.SIGTERM)
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert got["handler"] is before

@@ -330,7 +330,8 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
             "train_loss_tail": float(np.mean(res.losses[-max(1, len(res.losses) // 20):])),
             "train_curve": [float(np.mean(c)) for c in np.array_split(res.losses, min(50, len(res.losses)))],
             "n_params": models.n_params(res.params), "train_seconds": seconds, "cpu_seconds": cpu,
-            "ms_per_step": 1e3 * seconds / max(1, config.steps - res.resumed_from),
+            # a resumed, finished run trains no step: its time per step was not measured (NaN, not seconds / 1)
+            "ms_per_step": 1e3 * seconds / res.steps_trained if res.steps_trained else float("nan"),
             "resumed_from": res.resumed_from, "sample": char_lm.decode(ids, data.vocab)}
     out = summarise(out)
     if save_weights_path is not None:
