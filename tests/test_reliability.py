@@ -1,13 +1,17 @@
 """Hostile-user checks (issue 12): atomic writes after a killed writer, and `train` killed at random moments."""
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from minimal import _atomic
 from minimal._atomic import atomic_write
+from minimal.train import load_checkpoint
 
 
 def _dead_pid():
@@ -49,3 +53,109 @@ def test_new_files_honour_the_umask_and_a_replaced_file_keeps_its_mode(tmp_path,
     with atomic_write(tmp_path / "kept.json", "w") as f:
         f.write("[]")
     assert (tmp_path / "kept.json").stat().st_mode & 0o777 == 0o640
+
+
+# --- train killed with SIGKILL at random moments -------------------------------------------------------
+
+CHILD = r'''
+import io
+import os
+import sys
+import time
+
+import numpy as np
+
+from minimal.train import train
+
+STEPS = 60
+W_TRUE = np.linspace(-1.0, 1.0, 12).reshape(4, 3)
+
+
+def loss_and_grads(params, step, rng, verbose=False):
+    if verbose:
+        print(f"step {step}", flush=True)
+    x = rng.standard_normal((5 + step % 4, 4))
+    err = np.tanh(x @ params["W"] + params["b"]) - x @ W_TRUE
+    d = 2 * err * (1 - np.tanh(x @ params["W"] + params["b"]) ** 2) / err.size
+    return np.mean(err ** 2), {"W": x.T @ d, "b": d.sum(axis=0)}
+
+
+def run(path, verbose=False):
+    params = {"W": np.zeros((4, 3)), "b": np.zeros(3)}
+    return train(lambda p, s, r: loss_and_grads(p, s, r, verbose), params, STEPS, lr_schedule=0.05, rng=3,
+                 clip=1.0, weight_decay=0.01, checkpoint_path=path, checkpoint_every=4, progress=False)
+
+
+def hang_in_the_middle_of_a_write():
+    """The next checkpoint write stops half way (half its bytes in the temporary file) and waits to be killed."""
+    real = np.savez
+
+    def half(f, **arrays):
+        buf = io.BytesIO()
+        real(buf, **arrays)
+        f.write(buf.getvalue()[: len(buf.getvalue()) // 2])
+        f.flush()
+        print("writing", flush=True)
+        time.sleep(60)
+
+    np.savez = half
+
+
+if __name__ == "__main__":
+    if os.environ.get("HANG_IN_WRITE"):
+        hang_in_the_middle_of_a_write()
+    run(sys.argv[1], verbose=True)
+'''
+
+
+def _child_env():
+    return {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _run_until(script, path, stop_line, delay, env=None):
+    """Start the child, read its output until ``stop_line`` (then SIGKILL it after ``delay`` s) or its end."""
+    child = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True,
+                             env={**_child_env(), **(env or {})})
+    for line in child.stdout:
+        if stop_line(line.strip()):
+            time.sleep(delay)
+            child.send_signal(signal.SIGKILL)
+            break
+    child.stdout.close()
+    return child.wait()
+
+
+def test_train_killed_at_random_moments_resumes_bit_identical(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    ns = {"__name__": "child"}
+    exec(compile(CHILD, str(script), "exec"), ns)
+    reference = ns["run"](tmp_path / "reference.npz")
+    steps = ns["STEPS"]
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    path = folder / "ckpt.npz"
+    draw = random.Random(12)
+    # a kill in the middle of a checkpoint write: the temporary file is left behind half written
+    assert _run_until(script, path, lambda s: s == "writing", 0.0, env={"HANG_IN_WRITE": "1"}) == -signal.SIGKILL
+    assert [p.name for p in folder.glob("*.tmp")] and not path.exists()
+    kills = 1
+    for target in sorted(draw.sample(range(2, steps - 2), 5)):
+        rc = _run_until(script, path, lambda s, t=target: s == f"step {t}", draw.uniform(0.0, 0.003))
+        kills += rc == -signal.SIGKILL
+    # once more in a write, after some checkpoints exist: the previous checkpoint must survive it
+    before = load_checkpoint(path).step
+    assert _run_until(script, path, lambda s: s == "writing", 0.0, env={"HANG_IN_WRITE": "1"}) == -signal.SIGKILL
+    assert load_checkpoint(path).step == before
+    assert kills >= 5
+    assert _run_until(script, path, lambda s: False, 0.0) == 0  # the last run finishes
+
+    final = load_checkpoint(path)
+    assert final.step == steps and final.opt_state.step == steps
+    np.testing.assert_array_equal(final.losses, reference.losses)
+    for k in reference.params:
+        np.testing.assert_array_equal(final.params[k], reference.params[k])
+        np.testing.assert_array_equal(final.opt_state.m[k], reference.opt_state.m[k])
+        np.testing.assert_array_equal(final.opt_state.v[k], reference.opt_state.v[k])
+    assert os.listdir(folder) == ["ckpt.npz"]  # the killed writers' temporary files were cleaned up
