@@ -1,6 +1,8 @@
 """The scans of `minimal.scan`: every method and backend computes the recurrence h_t = a_t h_{t-1} + b_t of the
 sequential reference, the backward is the VJP (central differences) and a reverse scan, and the log-space
 scan of Heinsen (2023) is the log of the linear scan, also for 100 000 steps."""
+import os
+import subprocess
 import sys
 import types
 
@@ -235,15 +237,31 @@ def long_problem():
 
 @pytest.mark.parametrize("dtype,backend,tol", [
     (np.float64, "numpy", 1e-11), (np.float64, "numba", 1e-12),
-    # float32 keeps ~2.4e-7 relative in h when log h ~ 7; Heinsen's closed form also loses the cumsum's
-    # rounding of a*_t (~ -50 after 1e5 terms), the recurrence with a float64 carry does not
-    (np.float32, "numpy", 1e-3), (np.float32, "numba", 1e-6)])
+    # float32 keeps ~2.4e-7 relative in h when log h ~ 7. Heinsen's closed form sums in float64 (in float32 it
+    # lost the cumsum's rounding of a*_t, ~ -50 after 1e5 terms: 1e-3), the recurrence has a float64 carry.
+    (np.float32, "numpy", 1e-6), (np.float32, "numba", 1e-6)])
 def test_log_scan_stays_accurate_for_100000_steps(long_problem, dtype, backend, tol):
     a, b, h0, ref, _ = long_problem
     log_h = scan.log_scan(np.log(a).astype(dtype), np.log(b).astype(dtype), np.log(h0).astype(dtype),
                           backend=backend)
     assert np.all(np.isfinite(log_h))
     assert np.max(np.abs(np.exp(log_h.astype(np.float64)) - ref) / ref) < tol
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_float32_log_scan_of_min_gru_gates_matches_float64_for_100000_steps(backend):
+    """minGRU's log-space scan (Feng et al. App. B): log a = log(1 - z), log b = log z + log g(h~), z a sigmoid.
+    In float32 Heinsen's closed form was off by 0.017 in log h (1.7% in h); every CPU backend must keep float32's
+    rounding of log h instead."""
+    rng = np.random.default_rng(9)
+    T = 100_000
+    z = 1.0 / (1.0 + np.exp(-rng.standard_normal((1, T, 1))))
+    log_a, log_b = np.log1p(-z).astype(np.float32), (np.log(z) + np.log(0.1 + rng.uniform(size=(1, T, 1))))
+    log_b = log_b.astype(np.float32)
+    ref = scan.log_scan(log_a.astype(np.float64), log_b.astype(np.float64), backend="numba")
+    got = scan.log_scan(log_a, log_b, backend=backend)
+    assert got.dtype == np.float32
+    assert np.max(np.abs(got - ref) / np.maximum(1.0, np.abs(ref))) < 1e-6
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
@@ -265,7 +283,7 @@ def _good():
     return a, b, h0, dh
 
 
-@pytest.mark.parametrize("bad,match", [
+BAD_SCAN_INPUTS = [
     (lambda a, b, h0: (a[:, :, :2], b, None), "b must have the same shape as a"),
     (lambda a, b, h0: (a, b[:, :3], None), "b must have the same shape as a"),
     (lambda a, b, h0: (a, b.astype(np.float32), None), "b must have the dtype of a"),
@@ -280,13 +298,52 @@ def _good():
     (lambda a, b, h0: (a, b, h0[None]), "h0 must have shape"),
     (lambda a, b, h0: (a, b, h0.astype(np.float32)), "h0 must have the dtype of a"),
     (lambda a, b, h0: (a, b, np.full_like(h0, np.nan)), "h0 contains NaN or inf"),
-])
+]
+
+
+@pytest.mark.parametrize("bad,match", BAD_SCAN_INPUTS)
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_bad_scan_inputs_name_the_argument(bad, match, backend):
     a, b, h0, _ = _good()
     a, b, h0 = bad(a, b, h0)
     with pytest.raises(ValueError, match=match):
         scan.linear_scan(a, b, h0, backend=backend)
+
+
+@pytest.mark.parametrize("bad,match", BAD_SCAN_INPUTS)
+@pytest.mark.parametrize("fn", [scan.sequential_scan, scan.blelloch_scan_numpy], ids=lambda f: f.__name__)
+def test_the_public_numpy_scans_check_their_inputs_too(bad, match, fn):
+    """They are public: T = 0 once gave an IndexError from inside the loop."""
+    a, b, h0, _ = _good()
+    a, b, h0 = bad(a, b, h0)
+    with pytest.raises(ValueError, match=match):
+        fn(a, b, h0)
+
+
+def test_cuda_backend_without_a_gpu_says_so_and_names_the_simulator(monkeypatch):
+    """Without a GPU, numba's CudaSupportError used to come from inside the driver at the first launch."""
+    import numba
+    from numba import cuda
+
+    monkeypatch.setattr(numba.config, "ENABLE_CUDASIM", 0)
+    monkeypatch.setattr(cuda, "is_available", lambda: False)
+    a, b, h0, dh = _good()
+    for call in (lambda: scan.linear_scan(a, b, h0, backend="cuda"),
+                 lambda: scan.linear_scan_backward(a, b, dh, h0, backend="cuda"),
+                 lambda: scan.log_scan(a, np.abs(b), backend="cuda")):
+        with pytest.raises(ValueError, match="backend='cuda' needs a CUDA GPU, and none is available.*"
+                                             "backend='numba'.*NUMBA_ENABLE_CUDASIM=1"):
+            call()
+
+
+def test_cuda_backend_without_a_gpu_outside_the_simulator():
+    """The same, for real: a fresh process with the simulator off and no device visible."""
+    code = ("import numpy as np; from minimal import scan\n"
+            "try:\n    scan.linear_scan(np.ones((1, 3, 1)), np.ones((1, 3, 1)), backend='cuda')\n"
+            "except ValueError as e:\n    print(e)\n")
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "CUDA_VISIBLE_DEVICES": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "needs a CUDA GPU, and none is available" in out.stdout, out.stdout + out.stderr
 
 
 def test_unknown_method_or_backend_is_named():
