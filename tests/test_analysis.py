@@ -130,6 +130,20 @@ def test_scores_measure_information_not_weights(teacher, rng):
     assert s2.n_q == 0 and s2.q == 1.0
 
 
+def test_scores_use_only_the_neurons_kept_by_pruning_when_given(teacher, rng):
+    # Sec. 3.1: the KV score regresses on the 10 kept key-value neurons, the Q score on the 4 kept query neurons
+    c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
+    x = rng.standard_normal((8, 7, 3))
+    kv = np.flatnonzero(c.lam == 1.0)
+    q = np.flatnonzero(c.lam == 0.0)
+    full = identification.kv_q_scores(c.params, teacher, x, lam=c.lam, neurons=np.arange(c.lam.size))
+    assert (full.n_kv, full.n_q) == (c.n_kv, c.n_q) and full.kv < 1e-12
+    half = identification.kv_q_scores(c.params, teacher, x, lam=c.lam, neurons=np.concatenate([kv[:4], q]))
+    assert half.n_kv == 4 and half.n_q == q.size and half.kv > 0.1 and half.q < 1e-12
+    with pytest.raises(ValueError, match="neurons must be"):
+        identification.kv_q_scores(c.params, teacher, x, lam=c.lam, neurons=np.array([c.lam.size]))
+
+
 def test_kv_score_of_forgetting_neurons_is_positive(teacher, rng):
     c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     lam = np.where(c.lam == 1.0, 0.96, 0.0)    # still "kv" at lam_tol = 0.05

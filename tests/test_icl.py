@@ -1,5 +1,6 @@
 """In-context linear regression (Zucchet et al. Sec. 4, App. C): the task, the optimal GD step η*, the GD
 construction as a gated RNN, Table 2's polynomial read-out, and the experiment's plumbing."""
+import dataclasses
 import json
 import math
 
@@ -90,6 +91,24 @@ def test_eta_star_agrees_with_monte_carlo():
     assert abs(eta_hat - gd.eta_star(12, 3)) < 5 * se
     assert se < 1e-3
     assert loss_hat == pytest.approx(gd.gd_loss(gd.eta_star()), rel=0.02)
+
+
+def test_a_leaky_key_value_memory_needs_a_larger_gain_eq6():
+    T = 12
+    assert gd.eta_star_weighted(np.ones(T)) == pytest.approx(gd.eta_star(T, 3), rel=1e-15)
+    lam = 0.99
+    w = lam ** (T + 1 - np.arange(1, T + 1))        # the weight of context pair t at the query, step T + 1
+    c = gd.eta_star_weighted(w)
+    assert c > gd.eta_star(T, 3)
+    # the closed form against the least-squares gain on sampled tasks: c_hat = E<e, g_w> / E||g_w||²
+    tasks = task.sample(np.random.default_rng(5), 200_000, T=T, d_x=3, d_y=3)
+    g = np.einsum("btj,btk,bk,t->bj", tasks.Y, tasks.X, tasks.x_q, w)
+    eg, gg = np.sum(tasks.y_q * g, axis=1), np.sum(g * g, axis=1)
+    c_hat = eg.mean() / gg.mean()
+    chunks = (eg.reshape(20, -1).mean(1) / gg.reshape(20, -1).mean(1))
+    assert abs(c_hat - c) < 5 * chunks.std(ddof=1) / math.sqrt(20)
+    with pytest.raises(ValueError, match="w must be"):
+        gd.eta_star_weighted(np.zeros(3))
 
 
 @pytest.mark.parametrize("eta", [0.03, 0.0676, 0.1])
@@ -254,3 +273,18 @@ def test_speed_knobs_change_thread_count_not_numbers():
     np.testing.assert_array_equal(a @ a, before)
     with pytest.raises(ValueError, match="n must"):
         _speed.set_blas_threads(0)
+
+
+def test_paper_seeds_summarise_table2_over_seeds(tmp_path):
+    from minimal.experiments import icl_seeds
+    config = icl_seeds.Config(seeds=(0, 1), steps=40, processes=False, sweep_dir=str(tmp_path))
+    assert [j["lam_param"] for j in icl_seeds.jobs(config)] == ["nu", "nu"]
+    assert icl_seeds.jobs(icl_seeds.Config())[0] == dataclasses.asdict(icl.Config.paper(seed=0))
+    assert icl.Config.paper().steps == 300_000 and icl.Config.paper().lr == 1e-3
+    r = icl_seeds.run(config, progress=False)
+    assert r["seeds"] == 2 and icl_seeds.finished(config)
+    per = r["per_seed"]["coef_x2_y1_mean"]
+    assert r["coef_x2_y1_mean"] == pytest.approx(np.mean(per), rel=1e-12)
+    assert r["coef_x2_y1_mean_std"] == pytest.approx(np.std(per, ddof=1), rel=1e-12)
+    assert r["coef_over_eta_star"] == pytest.approx(r["coef_x2_y1_mean"] / gd.eta_star(), rel=1e-12)
+    assert [p.name for p in icl_seeds.plot(r, tmp_path / "fig")] == ["icl_seeds.png"]

@@ -102,6 +102,46 @@ def test_run_checkpoints_in_out_dir_and_resumes_there(tmp_path):
     for k in a[1]:
         np.testing.assert_array_equal(a[1][k], b[1][k])
     np.testing.assert_array_equal(a[2], b[2])
+    assert np.isnan(b[3])          # the resumed run trained no step: no time per step was measured
+    res = ts.run(cfg, out_dir=tmp_path, progress=False)
+    assert np.isnan(res["ms_per_step"])
+
+
+def test_weights_are_written_atomically_and_checked_on_load(tmp_path, monkeypatch):
+    cfg = ts.Config(hidden=6, gates=6, T=5, batch=8, steps=10, warmup=2, eval_batch=16)
+    path = tmp_path / "w.npz"
+    ts.run(cfg, progress=False, save_weights_path=path)
+    before = path.read_bytes()
+
+    def failing_savez(f, **arrays):
+        f.write(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ts.np, "savez", failing_savez)
+    teacher, params, losses, sps = ts.load_weights(path)
+    with pytest.raises(OSError, match="disk full"):
+        ts.save_weights(path, cfg, teacher, params, losses, sps)
+    monkeypatch.undo()
+    assert path.read_bytes() == before                      # the old file is whole
+    np.savez(tmp_path / "partial.npz", **{"params/nu": params["nu"]}, W_V=teacher.W_V)
+    with pytest.raises(ValueError, match="partial.npz is not a complete teacher-student weights file"):
+        ts.load_weights(tmp_path / "partial.npz")
+
+
+def test_scores_are_on_pruned_neurons_and_pruning_is_reported_per_threshold(tmp_path):
+    cfg = ts.Config(hidden=12, gates=12, T=6, batch=16, steps=150, warmup=10, eval_batch=32)
+    res = ts.run(cfg, out_dir=tmp_path, progress=False)
+    assert set(res["pruning_by_tol"]) == {f"{t:g}" for t in ts.PRUNE_TOLS} and res["prune_tol"] == cfg.prune_tol
+    at = res["pruning_by_tol"][f"{cfg.prune_tol:g}"]
+    assert (at["hidden_removed"], at["gates_removed"]) == (res["hidden_removed"], res["gates_removed"])
+    removed = [res["pruning_by_tol"][f"{t:g}"]["hidden_removed"] for t in sorted(ts.PRUNE_TOLS)]
+    assert removed == sorted(removed)           # a higher threshold removes at least as many neurons
+    assert {"kv_score_all", "q_score_all"} <= set(res)
+
+
+def test_paper_optimiser_is_app_b1():
+    p = ts.Config.paper_optimiser()
+    assert (p.lr, p.final_lr, p.weight_decay, p.decay_until, p.warmup) == (1e-3, 1e-6, 1e-4, 1.0, 0)
 
 
 def test_configs_are_paper_sized():

@@ -29,6 +29,15 @@ which is App. C.2's formula: η* = 1 / 14.8 = 0.0676 for T = 12, d_x = 3, σ_x²
 against the paper's 0.0947 for one optimal GD step (Sec. 4.2); the zero predictor scores σ_w² σ_x² d_x / 2 = 0.5.
 A Gaussian x (κ = 3) gives the familiar η* = 1 / (σ_x² (T + d_x + 1)).
 
+A leaky memory. A gated RNN whose key-value neurons have λ < 1 weights context pair t by w_t = λ^{T+1-t} at the
+query (step T + 1): ŷ = c Σ_t w_t y_t x_tᵀ x_q = c W* S_w x_q, S_w = Σ_t w_t x_t x_tᵀ. The same steps as (2)-(3)
+with E tr S_w = d_x σ_x² Σ_t w_t and E tr S_w² = d_x σ_x⁴ ((Σ_t w_t)² + (d_x - 2 + κ) Σ_t w_t²) give the best gain
+
+    c*(w) = Σ_t w_t / (σ_x² ((Σ_t w_t)² + (d_x - 2 + κ) Σ_t w_t²)),                                        (6)
+
+which is η* for w = 1 and exceeds it when w decays: the one-token polynomial of such a network (the token's own
+weight is λ⁰ = 1) shows c*(w), not η* (``eta_star_weighted``).
+
 Eq. (1) as a gated RNN (``gd_gated_rnn``; the construction of Sec. 2 / Fig. 1 specialised to this task, with the
 tokens [x, y, 1] of ``minimal.tasks.icl_regression``):
 
@@ -51,7 +60,7 @@ import numpy as np
 from ..tasks import icl_regression
 from ..validate import check_array, check_positive_int
 
-__all__ = ["KURTOSIS_UNIFORM", "eta_star", "gd_loss", "gd_predict", "gd_loss_empirical", "eta_star_monte_carlo",
+__all__ = ["KURTOSIS_UNIFORM", "eta_star", "eta_star_weighted", "gd_loss", "gd_predict", "gd_loss_empirical", "eta_star_monte_carlo",
            "gd_gated_rnn"]
 
 KURTOSIS_UNIFORM = 9.0 / 5.0   # E x⁴ / σ⁴ for x ~ U(-a, a): (a⁴/5) / (a²/3)²
@@ -79,6 +88,21 @@ def eta_star(T=12, d_x=3, sigma_x2=1.0, kurtosis=KURTOSIS_UNIFORM):
     """η* = 1 / (σ_x² (T + d_x - 2 + κ)), Eq. (4); = 1 / (σ_x² (T + d_x - 1/5)) for uniform x (App. C.2)."""
     tr_S, tr_S2 = _moments(T, d_x, sigma_x2, kurtosis)
     return tr_S / tr_S2
+
+
+def eta_star_weighted(w, d_x=3, sigma_x2=1.0, kurtosis=KURTOSIS_UNIFORM):
+    """c*(w) of Eq. (6): the best gain c of ŷ = c Σ_t w_t y_t x_tᵀ x_q for context weights w (T,) >= 0.
+
+    w = ones(T) gives ``eta_star(T, d_x, sigma_x2, kurtosis)``; w_t = λ^{T+1-t} is a key-value memory with
+    decay λ read at the query."""
+    w = check_array("w", np.asarray(w, dtype=np.float64), ndim=1, names=("T",))
+    if w.size == 0 or np.any(w < 0) or not np.any(w > 0):
+        raise ValueError(f"w must be a non-empty array of weights >= 0, not all 0, got {w!r}")
+    d_x = check_positive_int("d_x", d_x)
+    sigma_x2 = _positive("sigma_x2", sigma_x2)
+    kurtosis = _positive("kurtosis", kurtosis)
+    s1, s2 = float(w.sum()), float(np.sum(w * w))
+    return s1 / (sigma_x2 * (s1 * s1 + (d_x - 2.0 + kurtosis) * s2))
 
 
 def gd_loss(eta, T=12, d_x=3, sigma_w2=1.0 / 3.0, sigma_x2=1.0, kurtosis=KURTOSIS_UNIFORM):

@@ -10,7 +10,10 @@ identified the teacher when its neurons of each kind carry the same information:
                M_t = Σ_{t'<=t} (W_V x_t')(W_K x_t')^T  (d^2 targets) on the states h_t of the λ ≈ 1 neurons
     Q score  = 1 − R^2 of the regression of the teacher's queries q_t = W_Q x_t (d targets) on the states of
                the λ ≈ 0 neurons
-R^2 is averaged uniformly over the targets; every (b, t) of the given sequences is one sample.
+R^2 is averaged uniformly over the targets; every (b, t) of the given sequences is one sample. As in the
+paper (Sec. 3.1: "linearly reconstruct the key-values from those 10 neurons ... the queries from the 4 query
+neurons"), the regressors are the neurons that *survive pruning* (``kv_q_scores(..., neurons=pruned.hidden)``);
+without ``neurons`` every λ ≈ 1 / λ ≈ 0 neuron of the network is used, dead ones included.
 
 Pruning (App. B.2): a recurrent neuron is removable when its input gate is 0 (a zero row of W_in_m or of
 W_in_x) or no remaining output gate reads it (zero columns of W_out_m and W_out_x); an output gate
@@ -106,7 +109,7 @@ class Scores(NamedTuple):
     n_q: int
 
 
-def kv_q_scores(params, teacher, x, lam=None, lam_tol=0.05):
+def kv_q_scores(params, teacher, x, lam=None, lam_tol=0.05, neurons=None):
     """KV and Q scores (module docstring) of a gated RNN student on the teacher's input sequences.
 
     Args:
@@ -114,6 +117,8 @@ def kv_q_scores(params, teacher, x, lam=None, lam_tol=0.05):
         teacher: ``minimal.tasks.lsa_teacher.Teacher``.
         x: (B, T, d) teacher inputs (without the appended 1).
         lam: (H,) λ to use (default exp(−exp(ν))); lam_tol: as in ``neuron_kinds``.
+        neurons: indices of the recurrent neurons that may serve as regressors (the paper's: those kept by
+            ``prune``, ``Pruned.hidden``); None: all of them.
     Returns:
         ``Scores``.
     """
@@ -121,6 +126,13 @@ def kv_q_scores(params, teacher, x, lam=None, lam_tol=0.05):
     lam = gated_rnn.lam_from_nu(params["nu"]) if lam is None else lam
     _, cache = gated_rnn.forward(params, lsa_teacher.append_one(x), lam=lam)
     kinds = neuron_kinds(lam, lam_tol)
+    if neurons is not None:
+        neurons = np.asarray(neurons)
+        if neurons.ndim != 1 or neurons.dtype.kind not in "iu" or np.any((neurons < 0) | (neurons >= lam.size)):
+            raise ValueError(f"neurons must be a 1-d array of indices in [0, {lam.size}), got {neurons!r}")
+        keep = np.zeros(lam.size, bool)
+        keep[neurons] = True
+        kinds = np.where(keep, kinds, "pruned")
     h = cache.h.reshape(-1, cache.h.shape[-1])
     kv_target = teacher_key_values(teacher, x).reshape(h.shape[0], -1)
     q_target = teacher_queries(teacher, x).reshape(h.shape[0], -1)

@@ -14,8 +14,9 @@ function whose residual shows it is not such a polynomial. ``network_polynomial`
 last output y_T of a length-T sequence, with all T d inputs as variables (T = 2 shows the memory terms).
 
 Distance (Table 1): for each output i, ‖c_i − c*_i‖ / ‖c*_i‖ (c* the reference, e.g. the teacher), averaged
-over outputs. The paper reports an L2 distance of the coefficient vectors; we normalise by the reference so
-that the number does not depend on the teacher's scale.
+over outputs. Sec. 3.1 calls it "the normalized Euclidean distance between these coefficient vectors" averaged
+over the outputs (Table 1's caption: "the L2 distance"); the paper does not say what it is normalised by. Our
+reading: by the norm of the teacher's coefficients, so the number does not depend on the teacher's scale.
 
 Glossary: n variables, k degree, M = C(n + k, k) monomials, D_out outputs, N sample points.
 """

@@ -17,7 +17,7 @@ from ..validate import check_choice
 
 # work -> experiment module names (in run order); a module listed here must exist.
 _MODULES = {
-    "zucchet": ["teacher_student", "icl", "hidden_size", "architectures"],
+    "zucchet": ["teacher_student", "icl", "icl_seeds", "hidden_size", "architectures"],
     "gril": ["regression", "ablations", "multistep", "comparison", "classification"],
     "minrnn": ["param_counts", "runtime", "shakespeare", "selective_copy"],
 }
