@@ -275,8 +275,9 @@ def test_speed_knobs_change_thread_count_not_numbers():
         _speed.set_blas_threads(0)
 
 
-def test_paper_seeds_summarise_table2_over_seeds(tmp_path):
+def test_paper_seeds_summarise_table2_over_seeds(tmp_path, monkeypatch):
     from minimal.experiments import icl_seeds
+    monkeypatch.setattr(icl_seeds.tempfile, "gettempdir", lambda: str(tmp_path))   # the training checkpoints
     config = icl_seeds.Config(seeds=(0, 1), steps=40, processes=False, sweep_dir=str(tmp_path))
     assert [j["lam_param"] for j in icl_seeds.jobs(config)] == ["nu", "nu"]
     assert icl_seeds.jobs(icl_seeds.Config())[0] == dataclasses.asdict(icl.Config.paper(seed=0))
