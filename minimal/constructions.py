@@ -33,9 +33,19 @@ The target is causal linear self-attention (Eq. 1, ``minimal.cells.lsa``):
    the GLU of layer 2 forms q_j σ(ε KV_ij), and a linear readout takes (4/ε)(· − q_j/2) and sums over j.
    Error O(ε^2).
 
-5. GRU (App. A.3): no such construction. Its update h_t = (1 − z_t) h_{t-1} + z_t h̃_t ties forgetting to
-   writing, so a neuron that keeps its memory (z = 0) cannot write; ``gru_leaky_sum`` measures the price
-   (relative error (T − 1) z / 2 for small z). See ``notebooks/zucchet_c_lstm_lru_gru.ipynb``.
+5. GRU (App. A.3): no construction, for the paper's reason. A GRU layer *can* hold a perfect memory:
+   with z = 1, r = 1 and U_h = I the update is h_t = tanh(W_h x_t + h_{t-1}), a running sum once tanh is
+   linearised by a small input scale (``gru_running_sum``; App. A.3: "z_{t+1} = 1 and r_{t+1} = λ"). What it
+   cannot form is the multiplicative input gate (W_m x) ⊙ (W_x x): the only product of two input-dependent
+   factors is z_t ⊙ h̃_t, and with z_t ≠ 0 varying with the input the same z_t sets the weight 1 − z_t of the
+   previous state, so the memory is no longer a fixed λ (``gru_product_write``; App. A.3: "given that
+   z_{t+1} ≠ 0, the previous hidden state h_t influences the result"). Stacking GRU layers does not help, since
+   every layer has the same update. See ``notebooks/zucchet_c_lstm_lru_gru.ipynb``.
+
+Table 3 of the paper lists the layers each architecture needs; built here: the gated RNN (1 layer, items 1-2),
+the LSTM for linear self-attention (1 layer, item 3) and the LRU for linear self-attention (2 layers, item 4).
+Not built: the LSTM as a gated RNN of Eq. 2 (2 layers, Table 4 right), LRU In-Out (1 layer for both) and LRU
+In-Skip (1 layer for attention, 2 for Eq. 2).
 
 The LSTM and LRU weights are our own reading of App. A (the roles of the gates follow the paper; the
 compensating 1/2-offset neurons and the exact readout scales are ours).
@@ -54,7 +64,7 @@ from .validate import check_array
 
 __all__ = ["append_one", "lsa_to_gated_rnn", "lsa_to_gated_rnn_compact", "gated_rnn_attention",
            "count_table", "n_params", "lsa_to_lstm", "lstm_attention", "lsa_to_lru", "lru_attention",
-           "gru_leaky_sum", "convergence_rate", "GatedRNNConstruction", "LSTMConstruction",
+           "gru_running_sum", "gru_product_write", "convergence_rate", "GatedRNNConstruction", "LSTMConstruction",
            "LRUConstruction", "FORGET_BIAS", "LOG_ONE"]
 
 FORGET_BIAS = 40.0  # σ(40) = 1 - 4e-18 rounds to 1.0 in float64: the LSTM forget gate is exactly 1
@@ -356,32 +366,57 @@ def lru_attention(construction, x, method="parallel"):
     return y2 @ construction.D_read.T
 
 
-# --- 5. GRU: memory and writing share one gate ----------------------------------------------------------
-def gru_leaky_sum(x, z, eps=1e-3):
-    """The closest a GRU neuron comes to the λ = 1 key-value neuron: an estimate of Σ_{t'<=t} x_t'.
-
-    One GRU unit per input feature with a constant update gate z (W_z = U_z = 0, b_z = logit z), no reset
-    path (U_h = 0) and candidate h̃ = tanh(ε x): h_t = (1 − z) h_{t-1} + z tanh(ε x_t). The estimate
-    h_t / (z ε) is a sum that forgets at rate z; for a constant input its relative error is
-    1 − (1 − (1 − z)^t) / (z t) ≈ (t − 1) z / 2 (plus O(ε^2) from tanh). Only z -> 0 removes it, and z is
-    also the weight of every write.
-
-    Args:
-        x: (B, T, D) inputs; z in (0, 1) the update gate; eps in (0, 1] the candidate's input scale.
-    Returns:
-        (B, T, D) the estimates h_t / (z ε).
-    """
-    check_array("x", x, ndim=3, names=("B", "T", "D"))
-    if isinstance(z, bool) or not isinstance(z, (int, float, np.floating)) or not 0.0 < z < 1.0:
-        raise ValueError(f"z (the update gate) must be a number in (0, 1), got {z!r}")
-    eps = _check_eps(eps)
-    D = x.shape[2]
+# --- 5. GRU: a perfect memory, but no multiplicative write --------------------------------------------------
+def _gru_params(D, W_h, U_h, b_z, b_r):
     params = {f"{m}_{g}": np.zeros((D, D)) for m in "WU" for g in gru.GATES}
     params |= {f"b_{g}": np.zeros(D) for g in gru.GATES}
-    params["b_z"][:] = np.log(z / (1.0 - z))
-    params["W_h"] = eps * np.eye(D)
-    h, _ = gru.forward(params, np.asarray(x, dtype=np.float64))
-    return h / (z * eps)
+    params["W_h"], params["U_h"], params["b_z"][:], params["b_r"][:] = W_h, U_h, b_z, b_r
+    return params
+
+
+def gru_running_sum(x, eps=1e-3):
+    """A GRU layer as the λ = 1 memory of Eq. 2 (App. A.3: z = 1, r = λ = 1): an estimate of Σ_{t'<=t} x_t'.
+
+    One unit per input feature with z = r = σ(40) (= 1 in float64), U_h = I and candidate input W_h = ε I:
+    h_t = tanh(ε x_t + h_{t-1}), so h_t / ε = Σ_{t'<=t} x_t' up to the tanh's O(ε² (Σ x)²) relative error.
+
+    Args:
+        x: (B, T, D) inputs; eps in (0, 1] the candidate's input scale.
+    Returns:
+        (B, T, D) the estimates h_t / ε.
+    """
+    check_array("x", x, ndim=3, names=("B", "T", "D"))
+    eps = _check_eps(eps)
+    D = x.shape[2]
+    h, _ = gru.forward(_gru_params(D, eps * np.eye(D), np.eye(D), 40.0, 40.0), np.asarray(x, np.float64))
+    return h / eps
+
+
+def gru_product_write(x_t, w_m, w_x, h_prev):
+    """The one product of two input-dependent factors a GRU unit can write, and what it does to its memory.
+
+    One unit (D inputs, H = 1) with update gate z_t = σ(w_m · x_t), a candidate tanh(w_x · x_t) (no reset path,
+    U = 0, no biases): h_t = (1 − z_t) h_{t-1} + z_t tanh(w_x · x_t). The write z_t h̃_t is a product of the
+    two branches, as (W_m x) ⊙ (W_x x) needs, but the previous state is kept with weight 1 − z_t, which depends
+    on the input, where Eq. 2 has a constant λ. dh_t/dh_{t-1} = 1 − z_t is 1 (a perfect memory) only where
+    z_t = 0, that is where nothing is written.
+
+    Args:
+        x_t: (B, D) one step of inputs; w_m, w_x: (D,) the two branches; h_prev: (B, 1) previous state.
+    Returns:
+        (h_t (B, 1), dh_t/dh_{t-1} (B, 1)), the derivative from the GRU's own ``step_backward``.
+    """
+    check_array("x_t", x_t, ndim=2, names=("B", "D"))
+    D = x_t.shape[1]
+    check_array("w_m", w_m, (D,), names=("D",))
+    check_array("w_x", w_x, (D,), names=("D",))
+    check_array("h_prev", h_prev, (x_t.shape[0], 1), names=("B", "H=1"))
+    params = {f"W_{g}": np.zeros((1, D)) for g in gru.GATES} | {f"U_{g}": np.zeros((1, 1)) for g in gru.GATES}
+    params |= {f"b_{g}": np.zeros(1) for g in gru.GATES}
+    params["W_z"], params["W_h"] = np.asarray(w_m, np.float64)[None], np.asarray(w_x, np.float64)[None]
+    h_t, cache = gru.step_forward(params, np.asarray(x_t, np.float64), np.asarray(h_prev, np.float64))
+    _, dh_prev, _ = gru.step_backward(params, cache, np.ones_like(h_t))
+    return h_t, dh_prev
 
 
 # --- measuring the linearisation ----------------------------------------------------------------------------

@@ -170,19 +170,37 @@ def test_lru_construction_is_the_same_for_both_scan_methods(rng):
     assert rel_error(C.lru_attention(c, x, "parallel"), C.lru_attention(c, x, "sequential")) < 1e-12
 
 
-# --- GRU: forgetting and writing share the update gate -----------------------------------------------------
-def test_gru_neuron_forgets_at_the_rate_it_writes():
-    T, eps = 20, 1e-3
-    x = np.ones((1, T, 1))
-    t = np.arange(1, T + 1)
-    for z in (0.1, 1e-2, 1e-3):
-        est = C.gru_leaky_sum(x, z, eps)[0, :, 0]
-        # h_t = (1 - z) h_{t-1} + z tanh(eps): a geometric sum, not the count t.
-        closed = np.tanh(eps) / eps * (1 - (1 - z) ** t) / z
-        np.testing.assert_allclose(est, closed, rtol=1e-9)
-        if z * T < 0.25:  # small z: the relative error is (T - 1) z / 2 to first order
-            rel = 1 - est[-1] / T
-            assert 0.9 * (T - 1) * z / 2 < rel < 1.1 * (T - 1) * z / 2
+# --- GRU (App. A.3): a perfect memory, but no multiplicative input gate -------------------------------------
+def test_gru_with_z_and_r_one_is_a_running_sum_up_to_the_tanh():
+    # App. A.3: "One layer can implement diagonal linear recurrence by linearizing the tanh, having z = 1 and
+    # r = λ": with λ = 1 the unit stores Σ x, to O(ε²) relative error
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.5, 1.0, (2, 20, 3))
+    exact = np.cumsum(x, axis=1)
+    eps = np.array([1e-2, 3e-3, 1e-3, 3e-4])
+    errors = np.array([rel_error(C.gru_running_sum(x, e), exact) for e in eps])
+    p, _ = C.convergence_rate(eps, errors)
+    assert abs(p - 2.0) < 0.05
+    # each step's tanh drops ~u³/3 of u = ε S_t: summed over T steps, relative ~ ε² S_T² T / 12 (2x margin)
+    T, S_T = x.shape[1], exact[:, -1].max()
+    assert errors[-1] < eps[-1] ** 2 * S_T ** 2 * T / 6
+
+
+def test_gru_product_write_forgets_at_an_input_dependent_rate():
+    # App. A.3: the product (W_m x)(W_x x) would need z for one branch and h̃ for the other, "but, given that
+    # z ≠ 0, the previous hidden state h_t influences the result": h_t keeps h_{t-1} with weight 1 - z_t(x_t)
+    rng = np.random.default_rng(1)
+    w_m, w_x = rng.standard_normal(3), rng.standard_normal(3)
+    x_t = rng.standard_normal((5, 3))
+    h_t, decay = C.gru_product_write(x_t, w_m, w_x, np.full((5, 1), 0.7))
+    z = 1.0 / (1.0 + np.exp(-(x_t @ w_m)))
+    np.testing.assert_allclose(decay[:, 0], 1.0 - z, rtol=1e-12)
+    np.testing.assert_allclose(h_t[:, 0], (1 - z) * 0.7 + z * np.tanh(x_t @ w_x), rtol=1e-12)
+    assert np.ptp(decay) > 0.1          # no constant λ: the decay moves with the input
+    # a constant decay needs a constant z, and then the write z·h̃ has only one input-dependent factor
+    h_c, decay_c = C.gru_product_write(x_t, np.zeros(3), w_x, np.full((5, 1), 0.7))
+    np.testing.assert_allclose(decay_c, 0.5, rtol=1e-15)
+    np.testing.assert_allclose(h_c[:, 0] - 0.35, 0.5 * np.tanh(x_t @ w_x), rtol=1e-12)
 
 
 # --- the rate fit and bad inputs --------------------------------------------------------------------------
@@ -215,10 +233,12 @@ def test_bad_weights_name_the_argument(rng, call, match):
 def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="x"):
         C.append_one(np.ones((2, 3)))
-    with pytest.raises(ValueError, match="z"):
-        C.gru_leaky_sum(np.ones((1, 2, 1)), 1.0)
+    with pytest.raises(ValueError, match="eps"):
+        C.gru_running_sum(np.ones((1, 2, 1)), 2.0)
     with pytest.raises(ValueError, match="x"):
-        C.gru_leaky_sum(np.ones((2, 1)), 0.5)
+        C.gru_running_sum(np.ones((2, 1)))
+    with pytest.raises(ValueError, match="h_prev"):
+        C.gru_product_write(np.ones((2, 3)), np.ones(3), np.ones(3), np.ones((3, 1)))
     with pytest.raises(ValueError, match="ds"):
         C.count_table([0])
     with pytest.raises(ValueError, match="construction"):
