@@ -11,9 +11,12 @@ included, show its traceback. Raise it directly for bad input that these helpers
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
-__all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int", "check_choice"]
+__all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
+           "check_choice", "check_keys", "overflow_error", "check_finite_result"]
 
 
 class InputError(ValueError):
@@ -107,3 +110,40 @@ def check_choice(name, value, choices):
     if value not in choices:
         raise InputError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_keys(name, params, required, optional=()):
+    """Require ``params`` to be a dict with every key of ``required``, any of ``optional`` and no other; one
+    InputError lists the missing and the unexpected keys."""
+    if not isinstance(params, Mapping):
+        raise InputError(f"{name} must be a dict of name -> array, got {type(params).__name__}")
+    required, optional = set(required), set(optional)
+    missing, extra = sorted(required - set(params)), sorted(set(params) - required - optional)
+    if missing or extra:
+        allowed = f"{sorted(required)}" + (f" and optionally {sorted(optional)}" if optional else "")
+        raise InputError(f"{name} must have the keys {allowed}: missing {missing}, unexpected {extra}")
+    return params
+
+
+def overflow_error(what, inputs, advice="scale them down, or use float64"):
+    """The InputError for a NaN or inf that arose from finite ``inputs`` (dict: the caller's names -> arrays):
+    names each input with its dtype and largest magnitude, then ``what`` overflowed."""
+    parts, dtype = [], None
+    for name, a in inputs.items():
+        a = np.asarray(a)
+        dtype = dtype or (a.dtype if a.dtype.kind == "f" else None)
+        big = float(np.max(np.abs(a))) if a.size else 0.0
+        parts.append(f"{name} has {a.dtype} values up to {big:.3g}")
+    limit = f" ({dtype} holds at most {np.finfo(dtype).max:.3g})" if dtype is not None else ""
+    return InputError(f"{', '.join(parts)}: {what} overflowed to inf or NaN{limit}; {advice}")
+
+
+def check_finite_result(what, result, inputs, advice="scale them down, or use float64"):
+    """Return ``result`` (an array, or a dict / tuple of arrays) if it is finite; otherwise raise
+    ``overflow_error(what, inputs, advice)``. For results computed from finite inputs: a NaN or inf there means
+    the inputs were too large for their dtype, and the error names them instead of an internal array."""
+    arrays = result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
+    for a in arrays:
+        if a is not None and not np.all(np.isfinite(a)):
+            raise overflow_error(what, inputs, advice)
+    return result

@@ -1,5 +1,7 @@
 """The gated linear RNN of Zucchet et al. (Eq. 2): gradients, the two modes, λ in [0, 1], and the paper's
 claim that λ = 1 neurons accumulate the input gating and, with λ = 0 query neurons, give linear attention."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -260,3 +262,55 @@ def test_a_fully_pruned_layer_outputs_zeros(rng):
         assert y.shape == (2, T_out, 2) and not np.any(y)
         dx, _ = gated_rnn.backward(params, cache, np.ones_like(y))
         assert dx.shape == (2, 4, 3) and not np.any(dx)
+
+
+# --- reliability (issue 12) ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("readout", ["all", "last"])
+def test_nu_past_709_gives_lambda_zero_and_a_zero_gradient_not_nan(small, readout):
+    """exp(ν) overflows for ν > 709, so λ = 0 exactly; dλ/dν = -exp(ν) λ was then -inf · 0 = NaN."""
+    params, x = small
+    params = {**params, "nu": np.array([800.0, 0.3, -1.0, 750.0])}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning either: λ = 0 is the exact limit
+        y, cache = gated_rnn.forward(params, x, readout=readout)
+        _, grads = gated_rnn.backward(params, cache, np.ones_like(y))
+    assert np.all(np.isfinite(grads["nu"])) and grads["nu"][0] == 0.0 and grads["nu"][3] == 0.0
+    # the same layer with λ = 0 given exactly
+    lam = gated_rnn.lam_from_nu(params["nu"])
+    y_lam, _ = gated_rnn.forward(params, x, lam=lam, readout=readout)
+    np.testing.assert_array_equal(y, y_lam)
+    np.testing.assert_allclose(gated_rnn.dlam_dnu(np.array([0.3, -1.0])),
+                               -np.exp([0.3, -1.0]) * gated_rnn.lam_from_nu(np.array([0.3, -1.0])), rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_an_input_of_another_dtype_than_the_params_is_refused_not_promoted(small, dtype):
+    """One rule for every cell: x must have the params' dtype (float32 x on float64 params returned float64)."""
+    params, x = small
+    with pytest.raises(ValueError, match=f"x must have the params' dtype float64, got {np.dtype(dtype)}"):
+        gated_rnn.forward(params, x.astype(dtype))
+    with pytest.raises(ValueError, match="x_t must have the params' dtype float64"):
+        gated_rnn.step_forward(params, x[:, 0].astype(dtype), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="h_prev must have the params' dtype float64"):
+        gated_rnn.step_forward(params, x[:, 0], np.zeros((2, 4), dtype))
+    with pytest.raises(ValueError, match="W_out_m must have the dtype of W_in_m"):
+        gated_rnn.forward({**params, "W_out_m": params["W_out_m"].astype(dtype)}, x)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's own overflow warnings come first
+def test_overflow_names_what_the_caller_gave_not_internal_arrays(small):
+    params, x = small
+    p32 = {k: v.astype(np.float32) for k, v in params.items()}
+    huge = (x * 1e20).astype(np.float32)      # (W_in_m x)(W_in_x x) ~ 1e40: inf in float32
+    for kw in ({}, {"backend": "numpy"}, {"readout": "last"}):
+        with pytest.raises(ValueError, match=r"^x has float32 values up to [0-9.]+e\+20, W_in_m has float32 .*: "
+                                             r"the .* overflowed to inf or NaN \(float32 holds at most 3.4e\+38\); "
+                                             r"scale them down, or use float64"):
+            gated_rnn.forward(p32, huge, **kw)
+    for kw in ({}, {"readout": "last"}, {"method": "sequential", "backend": "numpy"}):
+        y, cache = gated_rnn.forward(p32, (x * 100).astype(np.float32), **kw)   # y ~ 1e8
+        with pytest.raises(ValueError, match=r"^dy has float32 values up to 1e\+37, x has .*overflowed"):
+            gated_rnn.backward(p32, cache, np.full_like(y, 1e37))
+    with pytest.raises(ValueError, match=r"^x_t has float32 values up to .*e\+20.*the output y_t overflowed"):
+        gated_rnn.step_forward(p32, huge[:, 0], np.zeros((2, 4), np.float32))

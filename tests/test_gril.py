@@ -248,3 +248,50 @@ def test_init_shapes(rng):
     assert gril.init(rng, 4, 3, per_feature_beta=True)["beta"].shape == (4,)
     with pytest.raises(ValueError, match="w must be an integer >= 1"):
         gril.init(rng, 4, 0)
+
+
+# --- reliability (issue 12) ------------------------------------------------------------------------------
+
+PATHS = [("parallel", {"method": "sequential", "backend": "numpy"}), ("parallel", {"backend": "numba"}),
+         ("parallel", {"method": "blelloch", "backend": "numba"}), ("sequential", {})]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("mode,kw", PATHS, ids=[f"{m}-{kw.get('backend', '')}-{kw.get('method', '')}" for m, kw in PATHS])
+def test_an_input_of_another_dtype_than_the_params_is_refused_not_promoted(rng, dtype, mode, kw):
+    """One rule for every cell: x must have the params' dtype (float32 x on float64 params returned float64)."""
+    params, x = _good(rng)
+    with pytest.raises(ValueError, match=f"x must have the params' dtype float64, got {np.dtype(dtype)}"):
+        gril.forward(params, x.astype(dtype), mode=mode, **kw)
+
+
+def test_params_and_step_inputs_share_one_dtype(rng):
+    params, x = _good(rng)
+    o, cache = gril.forward(params, x, **REF)
+    with pytest.raises(ValueError, match="Q must have the dtype of A"):
+        gril.forward({**params, "Q": params["Q"].astype(np.float32)}, x, **REF)
+    with pytest.raises(ValueError, match="C_t must have the params' dtype float64"):
+        gril.step_forward(params, np.zeros((1, 2, 2)), cache.C[:, 0].astype(np.float32))
+    with pytest.raises(ValueError, match="Z_prev must have the params' dtype float64"):
+        gril.step_forward(params, np.zeros((1, 2, 2), np.float32), cache.C[:, 0])
+    with pytest.raises(ValueError, match="do_t must have the params' dtype float64"):
+        gril.step_backward(params, np.zeros((1, 2, 2)), cache.C[:, 0], o[:, 0].astype(np.float32),
+                           np.zeros((1, 2, 2)))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's own overflow warnings come first
+@pytest.mark.parametrize("mode,kw", PATHS, ids=[f"{m}-{kw.get('backend', '')}-{kw.get('method', '')}" for m, kw in PATHS])
+def test_overflow_names_what_the_caller_gave_not_internal_arrays(rng, mode, kw):
+    """float32 x of 1e15: U ~ 1e30 fits, o = β Z C q ~ 1e45 does not (o was returned as inf, or the scan
+    complained about its own b); a huge do overflowed inside the backward, which named dC."""
+    params, x = _good(rng)
+    p32 = {k: v.astype(np.float32) for k, v in params.items()}
+    with pytest.raises(ValueError, match=r"^x has float32 values up to [0-9.]+e\+1[56], Q has float32 .*: the "
+                                         r"output o overflowed to inf or NaN \(float32 holds at most 3.4e\+38\)"):
+        gril.forward(p32, (x * 1e15).astype(np.float32), mode=mode, **kw)
+    with pytest.raises(ValueError, match=r"^x has float32 values up to [0-9.]+e\+2[01], .*: the window updates "
+                                         r"U = C Q C\^T overflowed"):
+        gril.forward(p32, (x * 1e20).astype(np.float32), **REF)
+    o, cache = gril.forward(p32, (x * 1e3).astype(np.float32), mode=mode, **kw)
+    with pytest.raises(ValueError, match=r"^do has float32 values up to 1e\+35, .*overflowed to inf or NaN"):
+        gril.backward(p32, cache, np.full_like(o, 1e35))

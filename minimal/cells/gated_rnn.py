@@ -45,19 +45,28 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import scan
-from ..validate import check_array, check_choice, check_positive_int
+from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
+    common_dtype, overflow_error
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu",
-           "nu_from_lam", "RECURRENCES", "READOUTS"]
+           "nu_from_lam", "dlam_dnu", "RECURRENCES", "READOUTS"]
 
 RECURRENCES = ("diagonal", "dense")
 READOUTS = ("all", "last")
 
 
 def lam_from_nu(nu):
-    """λ = exp(-exp(ν)), elementwise; in (0, 1) for finite ν."""
-    return np.exp(-np.exp(nu))
+    """λ = exp(-exp(ν)), elementwise; in (0, 1) for finite ν (0 once exp(ν) overflows, ν > 709 in float64)."""
+    with np.errstate(over="ignore"):  # exp(ν) = inf gives λ = exp(-inf) = 0, the right limit
+        return np.exp(-np.exp(nu))
+
+
+def dlam_dnu(nu):
+    """dλ/dν = -exp(ν) λ, evaluated as -exp(ν - exp(ν)): one exponential, so where exp(ν) overflows (λ = 0)
+    it is 0 instead of -inf · 0 = NaN."""
+    with np.errstate(over="ignore"):
+        return -np.exp(nu - np.exp(nu))
 
 
 def nu_from_lam(lam):
@@ -129,7 +138,9 @@ def _recurrence(params):
 
 
 def _check_params(params):
-    """Validate every param's shape against W_in_m; return (recurrence, D_in, H, H_out, D_out)."""
+    """Validate every param's shape against W_in_m, and that they share one dtype (the first key's, as for
+    every cell: an input of another dtype is refused, not promoted); return (recurrence, D_in, H, H_out,
+    D_out, dtype)."""
     recurrence = _recurrence(params)
     want = {"W_in_m", "W_in_x", "W_out_m", "W_out_x", "D", "nu" if recurrence == "diagonal" else "A"}
     if set(params) != want:
@@ -145,7 +156,7 @@ def _check_params(params):
     H_out = W_out_m.shape[0]
     check_array("W_out_x", params["W_out_x"], (H_out, H), names=("H_out", "H"))
     D = check_array("D", params["D"], (None, H_out), names=("D_out", "H_out"))
-    return recurrence, D_in, H, H_out, D.shape[0]
+    return recurrence, D_in, H, H_out, D.shape[0], common_dtype(params)
 
 
 def _resolve_lam(params, recurrence, H, lam):
@@ -198,8 +209,7 @@ def _diagonal_scan_backward(nu, lam, lam_given, h, dh, method, backend):
     da, db, _ = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)
     if lam_given:
         return np.zeros_like(nu), db
-    # dλ/dν = -exp(ν) λ
-    return da.sum(axis=(0, 1)) * (-np.exp(nu)) * lam, db
+    return da.sum(axis=(0, 1)) * dlam_dnu(nu), db
 
 
 def _decay_powers(lam, T, dtype):
@@ -223,24 +233,28 @@ def _last_state_backward(params, cache, dh):
     if lam_given:
         return np.zeros_like(params["nu"]), db
     dlam = np.einsum("bh,bth,th->h", dh[:, 0], p * q, dw)
-    return dlam * (-np.exp(params["nu"])) * lam, db                  # dλ/dν = -exp(ν) λ
+    return dlam * dlam_dnu(params["nu"]), db
 
 
 def forward(params, x, lam=None, method="blelloch", backend="numba", readout="all"):
     """Run the layer over a whole sequence (scan mode).
 
     Args:
-        params: as returned by ``init``.
-        x: (B, T, D_in) float input.
+        params: as returned by ``init``, all of one dtype.
+        x: (B, T, D_in) float input of the params' dtype (refused otherwise, not promoted).
         lam: optional (H,) array in [0, 1] used as λ instead of exp(-exp(ν)) (diagonal recurrence only;
-            lets constructions put λ exactly at 0 or 1).
+            lets constructions put λ exactly at 0 or 1); cast to the params' dtype, which keeps 0 and 1.
         method, backend: passed to ``minimal.scan.linear_scan`` (diagonal recurrence only).
         readout: "all" (y at every step) or "last" (y_T only; module docstring).
     Returns:
         y: (B, T, D_out), y_t = D g_out(h_t), or (B, 1, D_out) for readout "last"; cache for ``backward``.
+    Raises:
+        InputError: a bad argument, or finite inputs too large for the dtype (y or the gated input would be
+            inf), naming x and the params with their largest values.
     """
-    recurrence, D_in, H, H_out, D_out = _check_params(params)
+    recurrence, D_in, H, H_out, D_out, dtype = _check_params(params)
     check_array("x", x, (None, None, D_in), names=("B", "T", "D_in"))
+    check_dtype("x", x, dtype)
     if x.shape[1] < 1:
         raise ValueError(f"x must have at least one time step, got shape {x.shape}")
     lam, lam_given = _resolve_lam(params, recurrence, H, lam)
@@ -257,7 +271,12 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
         h = np.einsum("bth,th->bh", b, _decay_powers(lam, T, b.dtype)[0])[:, None]   # h_T, (B, 1, H)
     elif recurrence == "diagonal":
         a = np.broadcast_to(lam.astype(b.dtype), b.shape).copy()
-        h = scan.linear_scan(a, b, method=method, backend=backend)
+        try:
+            h = scan.linear_scan(a, b, method=method, backend=backend)
+        except InputError:  # the scan names its own inputs; an overflowed b is the caller's x
+            if not np.all(np.isfinite(b)):
+                raise overflow_error("the input gating (W_in_m x) ⊙ (W_in_x x)", _inputs(params, x)) from None
+            raise
     else:
         h = _dense_scan(params["A"], b)
         if readout == "last":
@@ -267,7 +286,13 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
     r = (hf @ params["W_out_m"].T).reshape(B, T_out, H_out)     # W_out_m h
     s = (hf @ params["W_out_x"].T).reshape(B, T_out, H_out)     # W_out_x h
     y = (_flat(r * s) @ params["D"].T).reshape(B, T_out, D_out)
+    check_finite_result("the output y", y, _inputs(params, x))
     return y, Cache(x, p, q, lam, lam_given, h, r, s, method, backend, readout, h_all)
+
+
+def _inputs(params, x, x_name="x"):
+    """What the caller gave, for an overflow message: x (or dy) first, then the params."""
+    return {x_name: x, **params}
 
 
 def backward(params, cache, dy):
@@ -279,6 +304,8 @@ def backward(params, cache, dy):
 
     Returns:
         dx: (B, T, D_in); grads: dict with the keys of params (dL/dν = 0 when λ came from ``lam``).
+    Raises:
+        InputError: dy too large for the dtype (a gradient would be inf), naming dy, x and the params.
     """
     x, p, q, lam, lam_given, h, r, s, method, backend = cache[:10]
     check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
@@ -297,7 +324,11 @@ def backward(params, cache, dy):
     if cache.readout == "last":
         grads["nu" if "nu" in params else "A"], db = _last_state_backward(params, cache, dh)
     elif "nu" in params:
-        grads["nu"], db = _diagonal_scan_backward(params["nu"], lam, lam_given, h, dh, method, backend)
+        try:
+            grads["nu"], db = _diagonal_scan_backward(params["nu"], lam, lam_given, h, dh, method, backend)
+        except InputError:  # the scan names its own inputs; an overflowed dh comes from the caller's dy
+            check_finite_result("the gradient dL/dh", dh, _backward_inputs(params, x, dy))
+            raise
     else:
         grads["A"], db = _dense_scan_backward(params["A"], h, dh)
     # 1. input gating b = p ⊙ q, p = W_in_m x, q = W_in_x x
@@ -306,7 +337,12 @@ def backward(params, cache, dy):
     grads["W_in_m"] = dp.T @ xf
     grads["W_in_x"] = dq.T @ xf
     dx = dp @ params["W_in_m"] + dq @ params["W_in_x"]
+    check_finite_result("the gradients", (dx, *grads.values()), _backward_inputs(params, x, dy))
     return dx.reshape(x.shape), {k: grads[k] for k in params}
+
+
+def _backward_inputs(params, x, dy):
+    return {"dy": dy, "x": x, **params}
 
 
 def backward_reference(params, cache, dy):
@@ -349,9 +385,9 @@ def step_forward(params, x_t, h_prev, lam=None):
     Returns:
         (y_t, h_t): (B, D_out) and (B, H).
     """
-    recurrence, D_in, H, H_out, D_out = _check_params(params)
-    check_array("x_t", x_t, (None, D_in), names=("B", "D_in"))
-    check_array("h_prev", h_prev, (x_t.shape[0], H), names=("B", "H"))
+    recurrence, D_in, H, H_out, D_out, dtype = _check_params(params)
+    check_dtype("x_t", check_array("x_t", x_t, (None, D_in), names=("B", "D_in")), dtype)
+    check_dtype("h_prev", check_array("h_prev", h_prev, (x_t.shape[0], H), names=("B", "H")), dtype)
     lam, _ = _resolve_lam(params, recurrence, H, lam)
     g_in = (x_t @ params["W_in_m"].T) * (x_t @ params["W_in_x"].T)
     if recurrence == "diagonal":
@@ -359,6 +395,7 @@ def step_forward(params, x_t, h_prev, lam=None):
     else:
         h_t = h_prev @ params["A"].T + g_in
     y_t = ((h_t @ params["W_out_m"].T) * (h_t @ params["W_out_x"].T)) @ params["D"].T
+    check_finite_result("the output y_t", y_t, {"x_t": x_t, "h_prev": h_prev, **params})
     return y_t, h_t
 
 

@@ -49,7 +49,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..scan import cuda_module, linear_scan, linear_scan_backward, scan_kwargs, sequential_scan
-from ..validate import check_array, check_choice, check_positive_int
+from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, \
+    check_positive_int, common_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "window",
@@ -150,7 +151,7 @@ def init(rng, f, w, per_feature_beta=False):
 
 
 def _check_params(params):
-    """Returns (f, w)."""
+    """Returns (f, w); every param must have A's dtype (checked in ``_dtype``)."""
     if not isinstance(params, Mapping) or set(params) != PARAM_NAMES:
         got = sorted(params) if isinstance(params, Mapping) else type(params).__name__
         raise ValueError(f"params must be a dict with exactly the keys {sorted(PARAM_NAMES)}, got {got}")
@@ -164,7 +165,12 @@ def _check_params(params):
     beta = check_array("beta", params["beta"], ndim=1)
     if beta.shape not in ((1,), (f,)):
         raise ValueError(f"beta must have shape (1,) (scalar) or (f,) = ({f},), got shape {beta.shape}")
+    common_dtype({k: params[k] for k in ("A", "Q", "q", "beta")})
     return f, w
+
+
+def _dtype(params):
+    return params["A"].dtype
 
 
 def _step(params, Z_prev, C_t):
@@ -184,9 +190,10 @@ def step_forward(params, Z_prev, C_t):
         (o_t, Z_t): (B, f) output and (B, f, f) state.
     """
     f, w = _check_params(params)
-    B = check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")).shape[0]
-    check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f"))
-    return _step(params, Z_prev, C_t)
+    B = check_dtype("C_t", check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")), _dtype(params)).shape[0]
+    check_dtype("Z_prev", check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f")), _dtype(params))
+    o_t, Z_t = _step(params, Z_prev, C_t)
+    return check_finite_result("the output o_t", (o_t, Z_t), {"C_t": C_t, "Z_prev": Z_prev, **params})
 
 
 def step_backward(params, Z_prev, C_t, do_t, dZ_t):
@@ -200,11 +207,15 @@ def step_backward(params, Z_prev, C_t, do_t, dZ_t):
         (dZ_prev, dC_t, grads): (B, f, f), (B, f, w), and this step's share of {Q, q, beta, A}.
     """
     f, w = _check_params(params)
-    B = check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")).shape[0]
-    check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f"))
-    check_array("do_t", do_t, (B, f), names=("B", "f"))
-    check_array("dZ_t", dZ_t, (B, f, f), names=("B", "f", "f"))
-    return _step_backward(params, Z_prev, C_t, do_t, dZ_t)
+    dtype = _dtype(params)
+    B = check_dtype("C_t", check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")), dtype).shape[0]
+    check_dtype("Z_prev", check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f")), dtype)
+    check_dtype("do_t", check_array("do_t", do_t, (B, f), names=("B", "f")), dtype)
+    check_dtype("dZ_t", check_array("dZ_t", dZ_t, (B, f, f), names=("B", "f", "f")), dtype)
+    dZ_prev, dC_t, grads = _step_backward(params, Z_prev, C_t, do_t, dZ_t)
+    check_finite_result("the gradients", (dZ_prev, dC_t, *grads.values()),
+                        {"do_t": do_t, "dZ_t": dZ_t, "C_t": C_t, "Z_prev": Z_prev, **params})
+    return dZ_prev, dC_t, grads
 
 
 def _step_backward(params, Z_prev, C_t, do_t, dZ_t):
@@ -234,6 +245,7 @@ def _step_backward(params, Z_prev, C_t, do_t, dZ_t):
 def _check_forward(params, x, s):
     f, w = _check_params(params)
     check_array("x", x, (None, None, f), names=("B", "T", "f"))
+    check_dtype("x", x, _dtype(params))  # one dtype, as in every cell: a float32 x is not promoted to float64
     n_windows(x.shape[1], w, s)
     return f, w
 
@@ -254,9 +266,28 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
             "blelloch" keeps the unfused path with the Numba scan). Unused in sequential mode.
     Returns:
         o: (B, T', f), o[:, k] the output at input step t_k = k s + w - 1; and the cache for ``backward``.
+    Raises:
+        InputError: a bad argument, or x (with the params) too large for the dtype (o would be inf), naming
+            x and the params with their largest values. x must have the params' dtype.
     """
     f, w = _check_forward(params, x, s)
     check_choice("mode", mode, MODES)
+    o, cache = _forward(params, x, s, mode, method, backend, f, w)
+    check_finite_result("the output o", o, {"x": x, **params})
+    return o, cache
+
+
+def _guard(what, run, internal, inputs):
+    """``run()``; if a scan or ``window_backward`` refuses an internal array (``internal``) as non-finite, the
+    overflow came from the caller's ``inputs``: name those instead."""
+    try:
+        return run()
+    except InputError:
+        check_finite_result(what, internal, inputs)
+        raise
+
+
+def _forward(params, x, s, mode, method, backend, f, w):
     kwargs = scan_kwargs(method, backend)
     if mode == "parallel" and backend == "cuda":
         return _forward_cuda(params, x, s, w, kwargs)
@@ -269,7 +300,8 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
         b = U.reshape(B, T_out, f * f)
         a = np.empty_like(b)
         a[...] = params["A"].reshape(1, 1, f * f)  # the scan takes one coefficient per step: no broadcasting
-        Z = linear_scan(a, b, **kwargs).reshape(B, T_out, f, f)
+        Z = _guard("the window updates U = C Q C^T", lambda: linear_scan(a, b, **kwargs), b,
+                   {"x": x, **params}).reshape(B, T_out, f, f)
         o = params["beta"] * np.einsum("btij,btj->bti", Z, C @ params["q"])
         return o, Cache(mode, x.shape[1], s, C, Z, kwargs)
     Z = np.empty((B, T_out, f, f), dtype=np.result_type(C, params["A"], params["Q"]))
@@ -339,8 +371,22 @@ def backward(params, cache, do):
         dx (B, T, f) and grads {Q, q, beta, A} of the params' shapes. A cache from the CUDA path (backend
         "cuda") runs ``cuda_kernels.window.gril_backward`` on the x and Z it kept on the device; one from
         the fused Numba path (backend "numba") runs ``minimal._window_numba.gril_backward``.
+    Raises:
+        InputError: do of the wrong shape, or too large for the dtype (a gradient would be inf), naming do.
     """
     _check_params(params)
+    dx, grads = _backward(params, cache, do)
+    check_finite_result("the gradients", (dx, *grads.values()), _backward_inputs(params, cache, do))
+    return dx, grads
+
+
+def _backward_inputs(params, cache, do):
+    """What the caller gave, for an overflow message: do, x (when the cache holds it on the host), the params."""
+    x = cache.x if cache.x is not None else cache.C
+    return {"do": do, **({} if x is None else {"x": x}), **params}
+
+
+def _backward(params, cache, do):
     if cache.x_device is not None:
         return _backward_cuda(params, cache, do)
     if cache.x is not None:
@@ -358,7 +404,8 @@ def backward(params, cache, do):
             dZ, dC[:, k], g = _step_backward(params, Z_prev, C[:, k], do[:, k], dZ)
             for name in grads:
                 grads[name] += g[name]
-        return window_backward(dC, cache.T, w, cache.s), grads
+        return _guard("the gradient dL/dC", lambda: window_backward(dC, cache.T, w, cache.s), dC,
+                      _backward_inputs(params, cache, do)), grads
 
     # 4. o = β ⊙ (Z r), r = C q
     r = C @ q  # (B, T', f), recomputed: cheaper to redo than to store
@@ -373,15 +420,17 @@ def backward(params, cache, do):
     # 3. Z = scan(a = A at every step, b = U): the adjoint is a reverse-time scan.
     a = np.empty((B, T_out, f * f), dtype=Z.dtype)
     a[...] = A.reshape(1, 1, f * f)
-    da, dU, _ = linear_scan_backward(a, Z.reshape(B, T_out, f * f), dZ.reshape(B, T_out, f * f),
-                                     **cache.scan_kwargs)
+    da, dU, _ = _guard("the gradient dL/dZ",
+                       lambda: linear_scan_backward(a, Z.reshape(B, T_out, f * f), dZ.reshape(B, T_out, f * f),
+                                                    **cache.scan_kwargs), dZ, _backward_inputs(params, cache, do))
     dA = da.sum(axis=(0, 1)).reshape(f, f)
     dU = dU.reshape(B, T_out, f, f)
     # 2. U = C Q C^T
     dQ = (C.transpose(0, 1, 3, 2) @ dU @ C).sum(axis=(0, 1))
     dC = dC + dU @ C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
     # 1. C = window(x)
-    dx = window_backward(dC, cache.T, w, cache.s)
+    dx = _guard("the gradient dL/dC", lambda: window_backward(dC, cache.T, w, cache.s), dC,
+                _backward_inputs(params, cache, do))
     return dx, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}
 
 
@@ -403,7 +452,8 @@ def gril_forward_reference(x, Q, q, beta, A, w, s):
     U = (C @ Q @ C.transpose(0, 1, 3, 2)).reshape(B, T_out, f * f)
     a = np.empty_like(U)
     a[...] = A.reshape(1, 1, f * f)
-    Z = sequential_scan(a, U).reshape(B, T_out, f, f)  # the plain loop: no scan method or backend involved
+    Z = _guard("the window updates U = C Q C^T", lambda: sequential_scan(a, U), U,   # the plain loop: no scan
+               {"x": x, **params}).reshape(B, T_out, f, f)                        # method or backend involved
     return beta * np.einsum("btij,btj->bti", Z, C @ q)
 
 
