@@ -13,34 +13,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import math
 import time
 from pathlib import Path
 
+from . import report
 from ._atomic import atomic_write
 from .experiments import experiments
 from .validate import InputError
-
-
-def _fmt(v):
-    if isinstance(v, float):
-        return "nan" if math.isnan(v) else f"{v:.4g}"
-    return str(v)
-
-
-def results_table(results):
-    """Markdown table: experiment, metric, paper value, ours."""
-    lines = ["| experiment | metric | paper | ours |", "|---|---|---|---|"]
-    for name, res in results.items():
-        paper = res.get("paper", {})
-        if "mode" in res:
-            lines.append(f"| {name} | configuration |  | {res['mode']} |")
-        for key, ours in res["metrics"].items():
-            if isinstance(ours, (list, dict)):
-                continue
-            lines.append(f"| {name} | {key} | {_fmt(paper[key]) if key in paper else ''} | {_fmt(ours)} |")
-        lines.append(f"| {name} | wall time (s) |  | {res['seconds']:.1f} |")
-    return "\n".join(lines)
 
 
 def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None):
@@ -79,7 +58,7 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
                          "mode": mode}
         (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    table = results_table(results)
-    (out / "results.md").write_text(f"# {work}: paper vs ours ({'quick' if quick else 'full'})\n\n{table}\n")
-    print(table)
+    text = report.render(work, quick, results, mods, out)
+    (out / "results.md").write_text(text + "\n")
+    print(text)
     return results
