@@ -72,6 +72,14 @@ PAPER = {
 }
 
 
+METRICS = {
+    "teacher_best_rel_loss_<arch>": "lowest validation MSE / var(y*) over the grid's sizes and layer counts",
+    "icl_best_rel_loss_<arch>": "lowest loss / one GD step's on validation tasks with W* ~ N(0, 2/3)",
+}
+QUICK_MISSES = ("two sizes, one layer, 300 teacher / 1500 ICL steps: the orderings of Fig. 4 need the full grid "
+                "(committed under data/zucchet/sweeps/architectures, loaded when present).")
+
+
 # ---------------------------------------------------------------- the model: a stack of existing cells
 
 def model_spec(arch, layers, d_in=None, d_out=None, hidden=None, readout_scale=0.1):

@@ -55,6 +55,7 @@ import numpy as np
 
 from .. import _speed
 from .._atomic import atomic_write
+from ..report import Tolerance
 from ..analysis import identification, polynomial
 from ..cells import gated_rnn
 from ..optim import cosine_schedule
@@ -74,6 +75,29 @@ PAPER = {
     "n_kv": 10,                # d(d+1)/2 key-value neurons remain
     "n_q": 4,                  # d query neurons remain
 }
+TOLERANCE = {   # minimal.report verdicts: lower is better for the errors; counts exact, "close" within 2
+    "loss": Tolerance("at_most", 0.0, 10.0),
+    "kv_score": Tolerance("at_most", 0.0, 10.0),
+    "q_score": Tolerance("at_most", 0.0, 10.0),
+    "poly_distance": Tolerance("at_most", 0.0, 10.0),
+    "hidden_removed": Tolerance("exact", 0.0, 2.0),
+    "gates_removed": Tolerance("exact", 0.0, 2.0),
+    "n_kv": Tolerance("exact", 0.0, 1.0),
+    "n_q": Tolerance("exact", 0.0, 1.0),
+}
+METRICS = {
+    "loss": "mean (y - y*)^2 of the student on a fixed set of 2048 teacher sequences (Table 1: the loss)",
+    "relative_loss": "loss / var(y*): 0 is the teacher, 1 the best constant",
+    "kv_score": "1 - R^2 of the teacher's key-values regressed on the KV neurons kept after pruning (Table 1)",
+    "q_score": "1 - R^2 of the teacher's queries regressed on the Q neurons kept after pruning (Table 1)",
+    "poly_distance": "mean over outputs of ||c - c*|| / ||c*|| for the instantaneous polynomials (Table 1)",
+    "hidden_removed": "recurrent neurons removed by pruning at prune_tol (of 100; paper 86)",
+    "gates_removed": "output-gating neurons removed by pruning at prune_tol (of 100; paper 87)",
+}
+QUICK_MISSES = ("16k steps with a milder weight decay instead of 120k: the relative loss stays orders of magnitude "
+                "above the full run's, fewer neurons are pruned, and the KV/Q scores and polynomial distance are "
+                "correspondingly larger; the paper's numbers are for the full run (data/zucchet/"
+                "teacher_student_full.npz, analysed in notebook zucchet_d).")
 PRUNE_TOLS = (1e-4, 1e-3, 1e-2)   # pruning thresholds reported side by side (ours; the paper states none)
 
 
