@@ -224,3 +224,31 @@ def test_float32_stays_float32(name, i):
     dx, grads = module.backward(params, cache, np.ones_like(y))
     assert y.dtype == dx.dtype == np.float32
     assert all(g.dtype == np.float32 for g in grads.values())
+
+
+# --- overflow (issue 12) ----------------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's own overflow warnings come first
+@pytest.mark.parametrize("module,mode", [(lsa, "parallel"), (lsa, "recurrent"), (sa, "parallel"), (sa, "rnn")])
+def test_finite_inputs_that_overflow_name_what_the_caller_gave(rng, module, mode):
+    """float32 x of 1e20 makes the scores q . k ~ 1e40: NaN or inf came back without a word."""
+    p32 = {k: v.astype(np.float32) for k, v in module.init(rng, 3).items()}
+    x = (1e20 * rng.standard_normal((2, 4, 3))).astype(np.float32)
+    with pytest.raises(ValueError, match=r"^x has float32 values up to [0-9.]+e\+20, W_\w has float32 values up to "
+                                         r".*: the scores .* overflowed to inf or NaN \(float32 holds at most "
+                                         r"3.4e\+38\); scale them down, or use float64"):
+        module.forward(p32, x, mode=mode)
+    y, cache = module.forward(p32, (1e3 * rng.standard_normal((2, 4, 3))).astype(np.float32), mode=mode)
+    with pytest.raises(ValueError, match=r"^dy has float32 values up to 1e\+37, x has .*the gradients overflowed"):
+        module.backward(p32, cache, np.full_like(y, 1e37))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_step_forward_overflow_names_its_inputs(rng):
+    p32 = {k: v.astype(np.float32) for k, v in lsa.init(rng, 3).items()}
+    x_t = np.full((1, 3), 1e20, np.float32)
+    with pytest.raises(ValueError, match=r"^x_t has float32 values up to 1e\+20, W_prev .*overflowed"):
+        lsa.step_forward(p32, np.zeros((1, 3, 3), np.float32), x_t)
+    p32 = {k: v.astype(np.float32) for k, v in sa.init(rng, 3).items()}
+    with pytest.raises(ValueError, match=r"^x_t has float32 values up to 1e\+20, W_Q .*overflowed"):
+        sa.step_forward(p32, None, x_t)

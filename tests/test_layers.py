@@ -268,3 +268,18 @@ def test_float32_stays_float32(name, i):
     dx, grads = module.backward(params, cache, np.ones_like(y))
     assert y.dtype == np.float32 and (dx is None or dx.dtype == np.float32)
     assert all(g.dtype == np.float32 for g in grads.values())
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_mse_that_overflows_names_y_pred_and_target():
+    """float32 differences of 1e20 square to inf: the loss came back inf without a word."""
+    y, t = np.full(3, 1e20, np.float32), np.zeros(3, np.float32)
+    with pytest.raises(ValueError, match=r"^y_pred has float32 values up to 1e\+20, target has float32 values up "
+                                         r"to 0: the squared error .* overflowed to inf or NaN \(float32 holds at "
+                                         r"most 3.4e\+38\); scale them down, or use float64"):
+        mse.forward({}, y, t)
+    loss, cache = mse.forward({}, np.full(3, 1e19, np.float64), np.zeros(3))
+    assert np.isfinite(loss)  # the same values fit in float64
+    _, cache = mse.forward({}, np.full(3, 1e18, np.float32), np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match=r"^dy has float32 values up to 1e\+30: the gradient dL/dy_pred overflowed"):
+        mse.backward({}, cache, np.float32(1e30))

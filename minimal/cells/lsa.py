@@ -22,7 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype
+from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
+    common_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "MODES"]
@@ -87,7 +88,9 @@ def step_forward(params, W_prev, x_t):
     k = x_t @ params["W_K"].T
     q = x_t @ params["W_Q"].T
     W_t = W_prev + v[:, :, None] * k[:, None, :]
-    return np.einsum("bvk,bk->bv", W_t, q), W_t
+    y_t = np.einsum("bvk,bk->bv", W_t, q)
+    return check_finite_result("the state W_t = W_{t-1} + v_t k_t^T or the output y_t = W_t q_t", (y_t, W_t),
+                               {"x_t": x_t, "W_prev": W_prev, **params})
 
 
 def forward(params, x, mode="parallel"):
@@ -99,9 +102,18 @@ def forward(params, x, mode="parallel"):
         mode: "parallel" (T x T masked score matrix) or "recurrent" (state W_t, one step at a time).
     Returns:
         y: (B, T, D_v), and the cache for ``backward``.
+    Raises:
+        InputError: a bad argument, or x too large for its dtype (the scores k . q, each a product of two
+            projections of x, or y would be inf), naming x and the weights with their largest values.
     """
     _check(params, x)
     check_choice("mode", mode, MODES)
+    y, cache = _forward(params, x, mode)
+    check_finite_result("the scores k_s . q_t or the output y", y, {"x": x, **params})
+    return y, cache
+
+
+def _forward(params, x, mode):
     q = x @ params["W_Q"].T  # (B, T, D_k)
     k = x @ params["W_K"].T
     v = x @ params["W_V"].T  # (B, T, D_v)
@@ -126,6 +138,8 @@ def backward(params, cache, dy):
         cache: from ``forward``; dy: (B, T, D_v) dL/dy.
     Returns:
         dx (B, T, D) and grads {W_V, W_K, W_Q} of the params' shapes.
+    Raises:
+        InputError: dy of the wrong shape, or too large for the dtype (a gradient would be inf), naming it.
     """
     x, q, k, v = cache.x, cache.q, cache.k, cache.v
     check_array("dy", dy, v.shape, names=("B", "T", "D_v"))
@@ -155,6 +169,7 @@ def backward(params, cache, dy):
              "W_K": np.einsum("btk,btd->kd", dk, x),
              "W_Q": np.einsum("btk,btd->kd", dq, x)}
     dx = dq @ params["W_Q"] + dk @ params["W_K"] + dv @ params["W_V"]
+    check_finite_result("the gradients", (dx, *grads.values()), {"dy": dy, "x": x, **params})
     return dx, grads
 
 

@@ -38,7 +38,8 @@ import math
 
 import numpy as np
 
-from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype
+from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
+    common_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
@@ -156,7 +157,9 @@ def step_forward(params, state, x_t):
         state = KVState(np.concatenate([state.K, k[:, None]], axis=1),
                         np.concatenate([state.V, v[:, None]], axis=1))
     o, _ = _read(q, state, 1.0 / math.sqrt(k.shape[1]))
-    return (o @ params["W_O"].T if "W_O" in params else o), state
+    y_t = o @ params["W_O"].T if "W_O" in params else o
+    given = {"x_t": x_t, **({} if state.K.shape[1] == 1 else {"state.K": state.K, "state.V": state.V}), **params}
+    return check_finite_result("the scores q_t . k_s / sqrt(D_k) or the output y_t", y_t, given), state
 
 
 def forward(params, x, mode="parallel"):
@@ -169,6 +172,10 @@ def forward(params, x, mode="parallel"):
             time, state = keys and values so far, online-softmax readout; see the module docstring).
     Returns:
         y: (B, T, D_out), or (B, T, D_v) without W_O; and the cache for ``backward`` (same for both modes).
+    Raises:
+        InputError: a bad argument, or x too large for its dtype (the scores q . k, a product of two
+            projections of x, would be inf and the softmax NaN), naming x and the weights with their largest
+            values.
     """
     dtype = _check_params(params)
     check_array("x", x, (None, None, params["W_Q"].shape[1]), names=("B", "T", "D"))
@@ -189,6 +196,7 @@ def forward(params, x, mode="parallel"):
         for t in range(T):
             o[:, t], P[:, t, :t + 1] = _read(q[:, t], KVState(k[:, :t + 1], v[:, :t + 1]), scale)
     y = o @ params["W_O"].T if "W_O" in params else o
+    check_finite_result("the scores q_t . k_s / sqrt(D_k) or the output y", y, {"x": x, **params})
     return y, Cache(x, q, k, v, P, o)
 
 
@@ -199,6 +207,8 @@ def backward(params, cache, dy):
         cache: from ``forward``; dy: (B, T, D_out) dL/dy ((B, T, D_v) without W_O).
     Returns:
         dx (B, T, D) and grads with the keys of params.
+    Raises:
+        InputError: dy of the wrong shape, or too large for the dtype (a gradient would be inf), naming it.
     """
     x, q, k, v, P, o = cache
     grads = {}
@@ -223,6 +233,7 @@ def backward(params, cache, dy):
     grads["W_K"] = np.einsum("btk,btd->kd", dk, x)
     grads["W_V"] = np.einsum("btv,btd->vd", dv, x)
     dx = dq @ params["W_Q"] + dk @ params["W_K"] + dv @ params["W_V"]
+    check_finite_result("the gradients", (dx, *grads.values()), {"dy": dy, "x": x, **params})
     return dx, grads
 
 

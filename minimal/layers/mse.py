@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_same_shape
+from ..validate import check_array, check_finite_result, check_same_shape
 
 __all__ = ["init", "forward", "backward", "examples"]
 
@@ -26,7 +26,12 @@ def init(rng=None):
 
 
 def forward(params, y_pred, target):
-    """Returns (L, cache) with L = mean((y_pred - target)^2) a 0-d array."""
+    """Returns (L, cache) with L = mean((y_pred - target)^2) a 0-d array.
+
+    Raises:
+        InputError: a bad argument, or y_pred and target too large for their dtype (the squared error would
+            be inf; float32 overflows for differences above 1.8e19), naming both with their largest values.
+    """
     if params:
         raise ValueError(f"params must be empty for mse, got keys {sorted(params)}")
     check_array("y_pred", y_pred)
@@ -35,7 +40,9 @@ def forward(params, y_pred, target):
     if y_pred.size == 0:
         raise ValueError(f"y_pred must have at least one entry, got shape {y_pred.shape}")
     err = y_pred - target
-    return np.asarray(np.mean(err * err)), Cache(err)
+    loss = np.asarray(np.mean(err * err))
+    check_finite_result("the squared error (y_pred - target)^2", loss, {"y_pred": y_pred, "target": target})
+    return loss, Cache(err)
 
 
 def backward(params, cache, dy):
@@ -43,7 +50,8 @@ def backward(params, cache, dy):
     if np.ndim(dy) != 0:
         raise ValueError(f"dy must be a scalar (0-d), got shape {np.shape(dy)}")
     # 1. L = mean(err^2)
-    return cache.err * (2.0 * float(dy) / cache.err.size), {}
+    dy_pred = cache.err * (2.0 * float(dy) / cache.err.size)
+    return check_finite_result("the gradient dL/dy_pred", dy_pred, {"dy": np.asarray(dy)}), {}
 
 
 def examples(rng):
