@@ -188,8 +188,8 @@ def predict(params, tokens, lam=None):
 def loss_and_grads(params, tasks):
     """Query loss (1/2 mean squared error) and its gradients, through the cell's own backward.
 
-    With "lam" params, dL/dλ = (dL/dν) / (dλ/dν), dλ/dν = -exp(ν) λ, computed exactly as the cell computed
-    it (same ν, same dtype), so the division undoes the cell's multiplication. Where λ sits on a bound of
+    With "lam" params, dL/dλ = (dL/dν) / (dλ/dν), dλ/dν from the cell's own ``gated_rnn.dlam_dnu`` (same ν, same
+    dtype), so the division undoes the cell's multiplication. Where λ sits on a bound of
     [0, 1] and the gradient points outwards, it is set to 0 (projected gradient): λ stays at 0 or 1 instead
     of drifting past it.
     """
@@ -199,7 +199,7 @@ def loss_and_grads(params, tasks):
     _, grads = gated_rnn.backward(cp, cache, dy_hat[:, None])
     if "lam" in params:
         nu = cp["nu"]
-        dlam = grads.pop("nu") / (-np.exp(nu) * gated_rnn.lam_from_nu(nu))
+        dlam = grads.pop("nu") / gated_rnn.dlam_dnu(nu)
         lam = params["lam"]
         outward = ((lam >= 1.0 - LAM_EPS) & (dlam < 0)) | ((lam <= LAM_EPS) & (dlam > 0))
         grads["lam"] = np.where(outward, 0, dlam).astype(lam.dtype)
