@@ -1,8 +1,8 @@
 """Reverse-engineering a gated RNN trained on a linear self-attention teacher; Zucchet et al., "Gated
-recurrent neural networks discover attention" (ICML 2024; arXiv 2309.01775), Sec. 4.1, Table 1, Fig. 2,
+recurrent neural networks discover attention" (ICML 2024; arXiv 2309.01775), Sec. 3.1, Table 1, Fig. 2,
 App. B.2.
 
-The construction (Sec. 3, Fig. 1) has two kinds of recurrent neurons: key-value neurons with λ = 1 that
+The construction (Sec. 2, Fig. 1) has two kinds of recurrent neurons: key-value neurons with λ = 1 that
 accumulate Σ_{t'<=t} v_t' k_t'^T, and query neurons with λ = 0 that hold q_t = W_Q x_t. A student has
 identified the teacher when its neurons of each kind carry the same information:
 

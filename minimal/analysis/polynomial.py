@@ -1,5 +1,5 @@
 """The polynomial a network computes, read off exactly; Zucchet et al., "Gated recurrent neural networks
-discover attention" (ICML 2024; arXiv 2309.01775), Sec. 4.1, Table 1 ("polynomial distance").
+discover attention" (ICML 2024; arXiv 2309.01775), Sec. 3.1, Table 1 ("polynomial distance").
 
 Linear self-attention and the gated RNN of Eq. 2 are polynomials of their inputs. On one token (T = 1,
 empty past) with the student's input x̃ = [x; 1]:

@@ -45,7 +45,7 @@ PAPER = {
 
 
 def construction_neurons(d):
-    """Neurons of the compact construction (Sec. 3): d(d+1)/2 key-value + d query neurons."""
+    """Neurons of the compact construction (Sec. 2.2): d(d+1)/2 key-value + d query neurons."""
     d = check_positive_int("d", d)
     return d * (d + 1) // 2 + d
 

@@ -1,5 +1,5 @@
 """Teacher-student identification, Zucchet et al., "Gated recurrent neural networks discover attention"
-(ICML 2024; arXiv 2309.01775), Sec. 4.1, Table 1, Fig. 2, App. B.
+(ICML 2024; arXiv 2309.01775), Sec. 3.1, Table 1, Fig. 2, App. B.
 
 A gated RNN (Eq. 2, ``minimal.cells.gated_rnn``) with H = 100 recurrent neurons and 100 output gates learns
 to reproduce a random linear self-attention teacher (d = 4, T = 32; ``minimal.tasks.lsa_teacher``; Sec. 3.1,
@@ -64,7 +64,7 @@ from ..train import train
 
 __all__ = ["Config", "PAPER", "run", "train_student", "analyse", "plot", "load_weights"]
 
-# Table 1 and Sec. 4.1 of the paper (ICML 2024 version).
+# Table 1 and Sec. 3.1 of the paper.
 PAPER = {
     "loss": 4.97e-8,
     "kv_score": 4.52e-8,
@@ -103,10 +103,10 @@ PRUNE_TOLS = (1e-4, 1e-3, 1e-2)   # pruning thresholds reported side by side (ou
 
 @dataclass
 class Config:
-    d: int = 4                  # Sec. 4.1: input, key, query and value dimension of the teacher
+    d: int = 4                  # Sec. 3.1 (Fig. 2: d = 4): input, key, query and value dimension
     T: int = 32                 # App. B.1: sequence length
-    hidden: int = 100           # Sec. 4.1: H = 100 recurrent neurons
-    gates: int = 100            # Sec. 4.1: 100 output-gating neurons (the layer's width)
+    hidden: int = 100           # Sec. 3.1: |h| = 100 recurrent neurons
+    gates: int = 100            # Sec. 3.1: 100 pre-readout (output-gating) neurons
     batch: int = 64             # App. B.1: batch size
     steps: int = 120_000        # ours: 10.7 CPU minutes measured at 5.3 ms/step (paper: ~781k steps, App. B.1)
     lr: float = 1.5e-2          # ours (paper 1e-3): TOOLING-NOTES, 1e-2..2e-2 for this task

@@ -1,5 +1,5 @@
 """Teacher-student task of Zucchet et al., "Gated recurrent neural networks discover attention" (ICML 2024;
-arXiv 2309.01775), Sec. 4.1 and App. B.1: a student learns to reproduce a fixed linear self-attention (LSA)
+arXiv 2309.01775), Sec. 3.1 and App. B.1: a student learns to reproduce a fixed linear self-attention (LSA)
 teacher on fresh random sequences.
 
     teacher    W_V, W_K, W_Q  (d, d), entries N(0, 1/d), drawn once per task
