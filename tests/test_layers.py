@@ -6,7 +6,7 @@ import pytest
 
 from minimal.cells import REGISTRY
 from minimal.gradcheck import TOLERANCE, check_cell, rel_error
-from minimal.layers import cross_entropy, embedding, glu, layernorm, linear, mlp, mse, residual
+from minimal.layers import causal_conv, cross_entropy, embedding, glu, layernorm, linear, mlp, mse, residual
 
 LAYERS = ("linear", "glu", "mlp", "layernorm", "embedding", "residual", "cross_entropy", "mse")
 CASES = [(name, i) for name in LAYERS for i in range(len(REGISTRY[name].examples(np.random.default_rng(0))))]
@@ -283,3 +283,23 @@ def test_mse_that_overflows_names_y_pred_and_target():
     _, cache = mse.forward({}, np.full(3, 1e18, np.float32), np.zeros(3, np.float32))
     with pytest.raises(ValueError, match=r"^dy has float32 values up to 1e\+30: the gradient dL/dy_pred overflowed"):
         mse.backward({}, cache, np.float32(1e30))
+
+
+@pytest.mark.parametrize("module,init", [
+    (linear, lambda rng: linear.init(rng, 3, 2)), (glu, lambda rng: glu.init(rng, 3, 2)),
+    (mlp, lambda rng: mlp.init(rng, 3, 4)), (layernorm, lambda rng: layernorm.init(rng, 3)),
+    (embedding, lambda rng: embedding.init(rng, 4, 3)), (causal_conv, lambda rng: causal_conv.init(rng, 3, 2))],
+    ids=["linear", "glu", "mlp", "layernorm", "embedding", "causal_conv"])
+def test_params_must_have_exactly_the_layers_keys_like_the_cells(rng, module, init):
+    """A missing key gave a bare KeyError and an extra one was accepted; now one error names both."""
+    params = init(rng)
+    x = np.array([[0, 3, 1]]) if module is embedding else rng.standard_normal((1, 3, 3))
+    y, cache = module.forward(params, x)
+    first = sorted(params)[0]
+    missing = {k: v for k, v in params.items() if k != first}
+    extra = {**params, "bias": np.zeros(3)}
+    for bad, what in ((missing, rf"missing \['{first}'\], unexpected \[\]"), (extra, r"missing \[\], unexpected \['bias'\]")):
+        with pytest.raises(ValueError, match=rf"^params must have the keys \[.*\]: {what}$"):
+            module.forward(bad, x)
+        with pytest.raises(ValueError, match=rf"^params must have the keys \[.*\]: {what}$"):
+            module.backward(bad, cache, y)

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_dtype, check_positive_int
+from ..validate import check_array, check_dtype, check_keys, check_positive_int
 
 __all__ = ["init", "forward", "backward", "step_forward", "init_buffer", "examples", "KERNEL_SIZE"]
 
@@ -41,6 +41,7 @@ def init(rng, C, k=KERNEL_SIZE):
 
 
 def _check_params(params):
+    check_keys("params", params, ("W", "b"))
     W = check_array("W", params["W"], ndim=2, names=("k", "C"))
     check_array("b", params["b"], W.shape[1:], names=("C",))
     check_dtype("b", params["b"], W.dtype)
@@ -61,6 +62,7 @@ def forward(params, x):
 
 def backward(params, cache, dy):
     """dy: (B, T, C). Returns dx (B, T, C) and {W: (k, C), b: (C,)}."""
+    check_keys("params", params, ("W", "b"))
     x = cache.x
     check_array("dy", dy, x.shape, names=("B", "T", "C"))
     W, T = params["W"], x.shape[1]

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_keys, check_positive_int
 
 __all__ = ["init", "forward", "backward", "examples"]
 
@@ -28,6 +28,7 @@ def init(rng, V, D):
 
 def forward(params, x):
     """x: (B, T) integer ids. Returns y (B, T, D) and the cache."""
+    check_keys("params", params, ("E",))
     E = check_array("E", params["E"], ndim=2, names=("V", "D"))
     check_array("x", x, (None, None), names=("B", "T"), kind="i")
     V = E.shape[0]
@@ -39,6 +40,7 @@ def forward(params, x):
 def backward(params, cache, dy):
     """dy: (B, T, D). Returns (None, {E: (V, D)}): each row of E collects the dy of every position that
     used it."""
+    check_keys("params", params, ("E",))
     check_array("dy", dy, cache.x.shape + params["E"].shape[1:], names=("B", "T", "D"))
     dE = np.zeros((cache.V, dy.shape[-1]), dtype=dy.dtype)
     np.add.at(dE, cache.x, dy)  # unbuffered: repeated ids accumulate

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_keys, check_positive_int
 
 __all__ = ["init", "forward", "backward", "examples", "sigmoid"]
 
@@ -37,7 +37,11 @@ def init(rng, D_in, D_out):
             "W_2": rng.uniform(-s, s, (D_in, D_out)), "b_2": np.zeros(D_out)}
 
 
+PARAM_NAMES = ("W_1", "b_1", "W_2", "b_2")
+
+
 def _check(params, x):
+    check_keys("params", params, PARAM_NAMES)
     W_1 = check_array("W_1", params["W_1"], ndim=2, names=("D_in", "D_out"))
     check_array("W_2", params["W_2"], W_1.shape, names=("D_in", "D_out"))
     check_array("b_1", params["b_1"], W_1.shape[1:], names=("D_out",))
@@ -57,6 +61,7 @@ def forward(params, x):
 
 def backward(params, cache, dy):
     """dy: (..., D_out). Returns dx (..., D_in) and grads for W_1, b_1, W_2, b_2."""
+    check_keys("params", params, PARAM_NAMES)
     x, a, g = cache
     check_array("dy", dy, a.shape)
     # 2. y = a ⊙ g

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_keys, check_positive_int
 
 __all__ = ["init", "forward", "backward", "examples", "EPS"]
 
@@ -32,6 +32,7 @@ def init(rng, D):
 
 def forward(params, x, eps=EPS):
     """x: (..., D). Returns y (..., D) and the cache."""
+    check_keys("params", params, ("gamma", "beta"))
     gamma = check_array("gamma", params["gamma"], ndim=1, names=("D",))
     check_array("beta", params["beta"], gamma.shape, names=("D",))
     check_array("x", x, min_ndim=1)
@@ -48,6 +49,7 @@ def forward(params, x, eps=EPS):
 
 def backward(params, cache, dy):
     """dy: (..., D). Returns dx (..., D) and {gamma: (D,), beta: (D,)}."""
+    check_keys("params", params, ("gamma", "beta"))
     xhat, inv_std = cache
     check_array("dy", dy, xhat.shape)
     D = xhat.shape[-1]

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_keys, check_positive_int
 
 __all__ = ["init", "forward", "backward", "examples"]
 
@@ -27,6 +27,7 @@ def init(rng, D_in, D_out):
 
 
 def _check_params(params):
+    check_keys("params", params, ("W", "b"))
     W = check_array("W", params["W"], ndim=2, names=("D_in", "D_out"))
     check_array("b", params["b"], W.shape[1:], names=("D_out",))
     return W.shape
@@ -43,6 +44,7 @@ def forward(params, x):
 
 def backward(params, cache, dy):
     """dy: (..., D_out). Returns dx (..., D_in) and {W: (D_in, D_out), b: (D_out,)}."""
+    _check_params(params)
     x = cache.x
     check_array("dy", dy, x.shape[:-1] + params["b"].shape)
     # 1. y = x W + b: every leading index is one more sample of the same map.

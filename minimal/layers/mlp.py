@@ -18,11 +18,12 @@ import math
 
 import numpy as np
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_keys, check_positive_int
 from . import linear
 
 __all__ = ["init", "forward", "backward", "examples", "gelu", "gelu_grad"]
 
+PARAM_NAMES = ("W_1", "b_1", "W_2", "b_2")
 _C = math.sqrt(2.0 / math.pi)  # a Python float: keeps float32 inputs float32
 _A = 0.044715
 
@@ -54,6 +55,7 @@ def init(rng, D_in, H, D_out=None):
 
 def forward(params, x):
     """x: (..., D_in). Returns y (..., D_out) and the cache."""
+    check_keys("params", params, PARAM_NAMES)
     W_1 = check_array("W_1", params["W_1"], ndim=2, names=("D_in", "H"))
     check_array("W_2", params["W_2"], (W_1.shape[1], None), names=("H", "D_out"))
     check_array("b_1", params["b_1"], W_1.shape[1:], names=("H",))
@@ -65,6 +67,7 @@ def forward(params, x):
 
 def backward(params, cache, dy):
     """dy: (..., D_out). Returns dx (..., D_in) and grads for W_1, b_1, W_2, b_2."""
+    check_keys("params", params, PARAM_NAMES)
     # 3. y = h W_2 + b_2
     dh, g2 = linear.backward({"W": params["W_2"], "b": params["b_2"]}, cache.second, dy)
     # 2. h = GELU(u)
