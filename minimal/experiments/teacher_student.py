@@ -378,12 +378,14 @@ def plot(result, out_dir):
     return paths
 
 
-if __name__ == "__main__":  # python -m minimal.experiments.teacher_student [--quick] [--checkpoint=C.npz] W.npz
+if __name__ == "__main__":
+    # python -m minimal.experiments.teacher_student [--quick | --paper-optimiser] [--checkpoint=C.npz] W.npz
+    # (the committed comparison run: --paper-optimiser data/zucchet/teacher_student_paper_optimiser_full.npz)
     import sys
 
     quick = "--quick" in sys.argv
     out = [a for a in sys.argv[1:] if not a.startswith("--")]
     ckpt = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--checkpoint=")]
-    cfg = Config.quick() if quick else Config()
+    cfg = Config.quick() if quick else Config.paper_optimiser() if "--paper-optimiser" in sys.argv else Config()
     res = run(cfg, save_weights_path=out[0] if out else None, checkpoint_path=ckpt[0] if ckpt else None)
     print(json.dumps(res, indent=1))
