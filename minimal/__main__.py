@@ -97,9 +97,30 @@ def build_parser():
     return parser
 
 
+def _check_reproduce(args):
+    """--scheduler and --out, checked before any experiment runs: a bad address used to fail only at the first
+    sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
+    from pathlib import Path
+
+    from .sweep import check_scheduler
+
+    check_scheduler(args.scheduler)
+    if args.out is not None:
+        if Path(args.out).exists() and not Path(args.out).is_dir():
+            raise InputError(f"--out must be a folder, but {args.out!r} is a file; give a folder path (it is "
+                             f"created if missing)")
+        try:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--out {args.out!r} cannot be made a folder ({e.strerror or e}); give another "
+                             f"path") from None
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "reproduce":
+            _check_reproduce(args)
         return args.func(args)
     except InputError as e:  # a bad argument reaches the user as one line; any other error keeps its traceback
         print(f"error: {e}", file=sys.stderr)

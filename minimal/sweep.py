@@ -33,6 +33,7 @@ import time
 import warnings
 from pathlib import Path
 from typing import Callable, Sequence
+from urllib.parse import urlsplit
 
 import numpy as np
 from tqdm import tqdm
@@ -41,7 +42,9 @@ from ._atomic import atomic_write
 from .validate import InputError, check_positive_int
 
 __all__ = ["run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
-           "finite_or_nan", "SweepError"]
+           "finite_or_nan", "check_scheduler", "SweepError", "SCHEDULER_PROTOCOLS"]
+
+SCHEDULER_PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx", "inproc")  # dask's comm protocols
 
 
 class SweepError(RuntimeError):
@@ -149,13 +152,50 @@ def load_records(out_dir, name=None):
     return records
 
 
+def check_scheduler(scheduler):
+    """Return ``scheduler`` if it is None or looks like a dask scheduler address, ``protocol://host:port`` with
+    a protocol of ``SCHEDULER_PROTOCOLS`` (``inproc://...`` takes any rest); connects to nothing, so a command
+    line can check it before the experiments that come before the first sweep (a bad address otherwise failed
+    only there, after ~30 s of retries).
+
+    Raises:
+        InputError: naming ``scheduler``, the expected form and what is wrong.
+    """
+    if scheduler is None:
+        return None
+    why = None
+    if not isinstance(scheduler, str):
+        why = f"not a string but {type(scheduler).__name__}"
+    else:
+        protocol, sep, rest = scheduler.partition("://")
+        if not sep:
+            why = "no protocol:// in front"
+        elif protocol not in SCHEDULER_PROTOCOLS:
+            why = f"unknown protocol {protocol!r} (dask knows {', '.join(SCHEDULER_PROTOCOLS)})"
+        elif protocol == "inproc":
+            why = None if rest else "nothing after inproc://"
+        else:
+            parts = urlsplit(f"{protocol}://{rest}")
+            try:
+                port = parts.port
+            except ValueError:
+                port = -1
+            if not parts.hostname:
+                why = "no host"
+            elif port is None or port <= 0:
+                why = "no port number (1-65535) after host:"
+            elif parts.path or parts.query or parts.fragment:
+                why = f"something after the port ({rest.split(':')[-1]!r})"
+    if why is not None:
+        raise InputError(f"scheduler must be None or an address like 'tcp://host:8786', got {scheduler!r}: {why}")
+    return scheduler
+
+
 def _client(scheduler, n_workers, threads_per_worker, processes):
     from distributed import Client, LocalCluster  # imported here: importing dask is slow, most users never sweep
 
     if scheduler is not None:
-        if not (isinstance(scheduler, str) and "://" in scheduler):
-            raise InputError(f"scheduler must be None or an address like 'tcp://host:8786', got {scheduler!r}")
-        return Client(scheduler), None
+        return Client(check_scheduler(scheduler)), None
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
                            dashboard_address=":0")  # any free port: several sweeps may share a machine
     return Client(cluster), cluster

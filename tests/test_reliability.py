@@ -159,3 +159,43 @@ def test_train_killed_at_random_moments_resumes_bit_identical(tmp_path):
         np.testing.assert_array_equal(final.opt_state.m[k], reference.opt_state.m[k])
         np.testing.assert_array_equal(final.opt_state.v[k], reference.opt_state.v[k])
     assert os.listdir(folder) == ["ckpt.npz"]  # the killed writers' temporary files were cleaned up
+
+
+# --- the command line checks --scheduler and --out before any experiment runs ---------------------------
+
+@pytest.fixture
+def no_experiment_may_run(monkeypatch):
+    from minimal import reproduce
+
+    monkeypatch.setattr(reproduce, "experiments", lambda work: pytest.fail("an experiment was looked up"))
+
+
+@pytest.mark.parametrize("address, why", [("localhost:8786", "no protocol:// in front"), ("tcp://host", "no port"),
+                                          ("tcp://:8786", "no host"), ("http://host:8786", "unknown protocol 'http'"),
+                                          ("tcp://host:port", "no port")])
+def test_a_bad_scheduler_address_fails_before_any_experiment(no_experiment_may_run, capsys, address, why):
+    from minimal.__main__ import main
+
+    assert main(["reproduce", "zucchet", "--scheduler", address]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: scheduler must be None or an address like 'tcp://host:8786', got {address!r}")
+    assert why in err
+
+
+def test_good_scheduler_addresses_pass_the_check():
+    from minimal.sweep import check_scheduler
+
+    for address in (None, "tcp://10.0.0.5:8786", "tls://scheduler.example.org:8786", "tcp://[::1]:8786",
+                    "inproc://10.0.0.5/1234/1"):
+        assert check_scheduler(address) == address
+
+
+def test_out_pointing_at_a_file_is_a_one_line_error(no_experiment_may_run, tmp_path, capsys):
+    from minimal.__main__ import main
+
+    (tmp_path / "results.txt").write_text("not a folder")
+    assert main(["reproduce", "zucchet", "--out", str(tmp_path / "results.txt")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --out must be a folder, but "
+                                              f"{str(tmp_path / 'results.txt')!r} is a file")
+    assert main(["reproduce", "zucchet", "--out", str(tmp_path / "results.txt" / "zucchet")]) == 2
+    assert "cannot be made a folder" in capsys.readouterr().err
