@@ -19,12 +19,15 @@ from pathlib import Path
 from . import report
 from ._atomic import atomic_write
 from .experiments import experiments
+from .sweep import check_scheduler
 from .validate import InputError
 
 
 def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None):
     """Run ``work``'s experiments (all, or those in ``only``); ``scheduler`` is a dask scheduler address
-    (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster."""
+    (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster. The address's format is
+    checked first, before any experiment runs (a bad one otherwise failed only at the first sweep)."""
+    check_scheduler(scheduler)
     mods = experiments(work)
     if only:
         unknown = sorted(set(only) - set(mods))

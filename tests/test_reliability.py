@@ -199,3 +199,11 @@ def test_out_pointing_at_a_file_is_a_one_line_error(no_experiment_may_run, tmp_p
                                               f"{str(tmp_path / 'results.txt')!r} is a file")
     assert main(["reproduce", "zucchet", "--out", str(tmp_path / "results.txt" / "zucchet")]) == 2
     assert "cannot be made a folder" in capsys.readouterr().err
+
+
+def test_reproduce_itself_checks_the_scheduler_before_any_experiment(no_experiment_may_run):
+    from minimal.reproduce import reproduce
+
+    with pytest.raises(ValueError, match="scheduler must be None or an address like 'tcp://host:8786', got "
+                                         "'host:8786': no protocol"):
+        reproduce("zucchet", scheduler="host:8786")
