@@ -10,6 +10,13 @@
         the gated RNN's forward + backward on the Zucchet tasks' shapes; ICL readout all vs last.
     python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
         run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
+    python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR]
+        every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md linking their
+        results and figures (DIR: results).
+    python -m minimal course student OUT
+        the student edition of the notebooks: solutions stripped (see minimal.course).
+    python -m minimal course html OUT [--mathjax-url URL]
+        the executed notebooks as HTML pages with an index page from notebooks/README.md, the syllabus.
 """
 from __future__ import annotations
 
@@ -59,10 +66,34 @@ def _bench(args):
 
 
 def _reproduce(args):
+    if args.work == "all":
+        from .reproduce_all import reproduce_all
+
+        if args.only:
+            raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
+                             "`python -m minimal reproduce WORK --only NAME ...`")
+        reproduce_all(quick=not args.full, out_dir=args.out, progress=not args.no_progress,
+                      scheduler=args.scheduler)
+        return 0
     from .reproduce import reproduce
 
     reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=not args.no_progress,
               scheduler=args.scheduler)
+    return 0
+
+
+def _course(args):
+    import time
+
+    from . import course
+
+    t0 = time.perf_counter()
+    if args.what == "student":
+        written = course.student(args.out)
+    else:
+        written = course.html(args.out, mathjax_url=args.mathjax_url)
+    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s"
+          + (f"; open {written[0]}" if args.what == "html" else ""))
     return 0
 
 
@@ -84,16 +115,22 @@ def build_parser():
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")
-    p.add_argument("work", help="e.g. zucchet")
+    p.add_argument("work", help="zucchet, gril, minrnn, or all (each in turn, then an index page)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
     mode.add_argument("--full", action="store_true", help="the full configs")
     p.add_argument("--only", nargs="+", metavar="NAME", help="experiments to run")
-    p.add_argument("--out", help="output folder (default results/WORK)")
+    p.add_argument("--out", help="output folder (default results/WORK; with all: results)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
     p.set_defaults(func=_reproduce)
+
+    p = sub.add_parser("course", help="the course: student edition or HTML site of the notebooks")
+    p.add_argument("what", choices=["student", "html"])
+    p.add_argument("out", help="output folder")
+    p.add_argument("--mathjax-url", help="html: MathJax 2 to load (default: nbconvert's CDN address)")
+    p.set_defaults(func=_course)
     return parser
 
 

@@ -1,0 +1,66 @@
+"""`python -m minimal reproduce all`: every work in turn into OUT/WORK, then OUT/index.md linking them."""
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from minimal import reproduce as R
+from minimal import reproduce_all as RA
+from minimal.__main__ import main
+
+
+def _fake_work(work, fail=False):
+    """One fake experiment per work; its plot writes one PNG."""
+    @dataclass
+    class Config:
+        size: int = 10
+
+        @classmethod
+        def quick(cls):
+            return cls(size=1)
+
+    def run(config, out_dir=None, progress=True):
+        if fail:
+            raise RuntimeError(f"{work} broke")
+        return {"size": config.size}
+
+    def plot(metrics, out_dir):
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        path = Path(out_dir) / f"{work}_fig.png"
+        path.write_bytes(b"\x89PNG")
+        return [path]
+
+    return {"exp": types.SimpleNamespace(Config=Config, PAPER={"size": 10}, run=run, plot=plot)}
+
+
+def test_reproduce_all_runs_every_work_and_links_each_result_and_figure(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(R, "experiments", lambda work: seen.append(work) or _fake_work(work))
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "all", "--quick", "--no-progress"]) == 0
+    assert seen == list(RA.WORKS)
+    out = tmp_path / "results"
+    index = (out / "index.md").read_text()
+    for work in RA.WORKS:
+        assert (out / work / "results.md").exists()
+        assert f"]({work}/results.md)" in index
+        assert f"]({work}/exp/{work}_fig.png)" in index
+    # every relative link of the index resolves
+    import re
+    for target in re.findall(r"\]\(([^)]+)\)", index):
+        assert (out / target).exists(), target
+
+
+def test_reproduce_all_stops_at_a_failing_work_and_indexes_what_finished(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "experiments", lambda work: _fake_work(work, fail=(work == "gril")))
+    with pytest.raises(RuntimeError, match="gril broke"):
+        RA.reproduce_all(out_dir=tmp_path, progress=False)
+    index = (tmp_path / "index.md").read_text()
+    assert "(zucchet/results.md)" in index and "| `gril` |" in index and "not run" in index
+    assert not (tmp_path / "minrnn").exists()
+
+
+def test_reproduce_all_refuses_only(capsys):
+    assert main(["reproduce", "all", "--only", "icl"]) == 2
+    assert "--only names experiments of one work" in capsys.readouterr().err
