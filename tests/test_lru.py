@@ -123,6 +123,18 @@ def test_in_skip_sigmoid_branch_reads_the_current_input_as_in_app_a1(rng):
     assert _close(y0, 0.5 * c0.z @ params["W_out_m"].T)
 
 
+def test_nu_log_past_709_gives_a_zero_gradient_not_nan(rng):
+    # |λ| = exp(-exp(ν_log)) underflows to 0; d|λ|/dν_log = -exp(ν_log - exp(ν_log)) must then be 0, not -inf · 0
+    params = lru.init(rng, d_state=3, d_out=2, variant="in_out", **CONFIGS["in_out"])
+    params["nu_log"] = np.array([800.0, 0.5, -1.0])
+    x = rng.standard_normal((2, 5, 3))
+    with np.errstate(all="raise"):
+        y, cache = lru.forward(params, x, variant="in_out")
+        dx, grads = lru.backward(params, cache, np.ones_like(y))
+    assert all(np.all(np.isfinite(g)) for g in grads.values()) and np.all(np.isfinite(dx))
+    assert grads["nu_log"][0] == 0.0
+
+
 # --- bad input -------------------------------------------------------------------------------------------
 
 @pytest.fixture

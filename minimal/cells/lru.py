@@ -62,8 +62,9 @@ def _sigmoid(v):
 
 
 def lambda_of(params):
-    """λ = exp(-exp(ν_log) + i exp(θ_log)), (N,) complex."""
-    return np.exp(-np.exp(params["nu_log"]) + 1j * np.exp(params["theta_log"]))
+    """λ = exp(-exp(ν_log) + i exp(θ_log)), (N,) complex (0 where exp(ν_log) overflows)."""
+    with np.errstate(over="ignore"):
+        return np.exp(-np.exp(params["nu_log"]) + 1j * np.exp(params["theta_log"]))
 
 
 def complex_scan(lam, b, method="parallel"):
@@ -261,7 +262,10 @@ def backward(params, cache, dy):
     g_lam = np.einsum("btn,btn->n", g, h_prev.conj())
     # λ = exp(w), w = -exp(ν_log) + i exp(θ_log): ḡ_w = conj(λ) ḡ_λ, then the real and imaginary parts
     g_w = lam.conj() * g_lam
-    grads["nu_log"] = g_w.real * -np.exp(params["nu_log"])
+    # d|λ|/dν_log = -exp(ν_log) |λ| = -exp(ν_log - exp(ν_log)): one exponential, 0 (not inf · 0) for large ν_log
+    phase = np.exp(-1j * np.exp(params["theta_log"]))          # conj(λ) / |λ|
+    with np.errstate(over="ignore"):
+        grads["nu_log"] = (phase * g_lam).real * -np.exp(params["nu_log"] - np.exp(params["nu_log"]))
     grads["theta_log"] = g_w.imag * np.exp(params["theta_log"])
     # 1b. b_t = (γ ⊙ B) u_t with u real: ḡ_{γB} = g u^T, dL/du = Re((γB)^H g)
     B_norm = _B_norm(params)
