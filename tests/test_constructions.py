@@ -6,7 +6,7 @@ import pytest
 from scipy.special import expit
 
 from minimal import constructions as C
-from minimal.cells import gated_rnn, lru, lsa
+from minimal.cells import gated_rnn, gru, lru, lsa
 from minimal.gradcheck import rel_error
 
 EXACT = 1e-10  # the design target for the exact constructions (float64)
@@ -201,6 +201,37 @@ def test_gru_product_write_forgets_at_an_input_dependent_rate():
     h_c, decay_c = C.gru_product_write(x_t, np.zeros(3), w_x, np.full((5, 1), 0.7))
     np.testing.assert_allclose(decay_c, 0.5, rtol=1e-15)
     np.testing.assert_allclose(h_c[:, 0] - 0.35, 0.5 * np.tanh(x_t @ w_x), rtol=1e-12)
+
+
+def test_a_gru_memory_through_the_candidate_accumulates_key_values():
+    # U_h = I, r = 1: h_t ≈ h_{t-1} + z_t (W_h x_t); with z = σ(ε k_j) and offset units, 4 (A - A') / ε² → Σ v_i k_j
+    rng = np.random.default_rng(2)
+    W_V, W_K = rng.standard_normal((3, 4)), rng.standard_normal((2, 4))
+    x = rng.standard_normal((2, 9, 4))
+    exact = np.cumsum(np.einsum("btv,btk->btvk", x @ W_V.T, x @ W_K.T), axis=1).reshape(2, 9, 6)
+    eps = np.array([1e-2, 3e-3, 1e-3])
+    errors = []
+    for e in eps:
+        h, _ = gru.forward(C.gru_key_values(W_V, W_K, e), x)
+        errors.append(rel_error(4 * (h[..., :6] - h[..., 6:]) / e ** 2, exact))
+    p, _ = C.convergence_rate(eps, np.array(errors))
+    assert abs(p - 2.0) < 0.1 and errors[-1] < 1e-3
+
+
+def test_two_gru_layers_approach_attention_like_eps_squared():
+    # ours, against Table 3's "–" for the GRU (module docstring, item 5)
+    rng = np.random.default_rng(3)
+    p = lsa.init(rng, 3)
+    W = (p["W_V"], p["W_K"], p["W_Q"])
+    x = rng.standard_normal((3, 10, 3))
+    y = lsa.forward(p, x)[0]
+    eps = np.array([1e-2, 3e-3, 1e-3])
+    errors = np.array([rel_error(C.gru_attention(C.lsa_to_gru(*W, eps=e), x), y) for e in eps])
+    rate, _ = C.convergence_rate(eps, errors)
+    assert abs(rate - 2.0) < 0.1 and errors[-1] < 1e-3
+    c = C.lsa_to_gru(*W, eps=1e-3)
+    assert c.layer1["b_z"].size == 2 * 9 + 3 and c.layer2["b_z"].size == 4 * 9
+    assert C.n_params(c) == 84 * 3 ** 4 + 34 * 3 ** 3 + 24 * 3 ** 2 + 3 * 3
 
 
 # --- the rate fit and bad inputs --------------------------------------------------------------------------
