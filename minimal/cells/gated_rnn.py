@@ -12,7 +12,7 @@ A linear recurrent layer with multiplicative (linear) gating at its input and it
 Indexing: the paper writes h_{t+1} = λ ⊙ h_t + g_in(x_t), y_t = D g_out(h_t). We read the output from the
 state *after* it has absorbed x_t (y_t = D g_out(h_t) with h_t containing g_in(x_t)), so that a neuron with
 λ = 0 holds the current token and the layer can implement causal attention including the current token, as
-the construction of Sec. 3 / Fig. 1 needs (queries come from λ = 0 neurons, key-values from λ = 1 neurons).
+the construction of Sec. 2 / Fig. 1 needs (queries come from λ = 0 neurons, key-values from λ = 1 neurons).
 No biases (as in the paper): a construction that needs one appends a constant 1 to x itself.
 
 λ exactly 0 or 1. The parametrisation exp(-exp(ν)) reaches λ = 1 only at ν = -inf and λ = 0 only at

@@ -1,5 +1,5 @@
 """Causal linear self-attention (LSA), Zucchet et al., "Gated recurrent neural networks discover attention",
-Sec. 2, Eq. 1:
+Sec. 1.1, Eq. 1:
 
     y_t = ( Σ_{t'<=t} (W_V x_t')(W_K x_t')^T ) (W_Q x_t)
 
@@ -10,7 +10,7 @@ Two forms of the same function:
     parallel   (default, O(T^2))  A_{t,s} = k_s . q_t for s <= t (0 otherwise),  y_t = Σ_s A_{t,s} v_s
     recurrent  (O(T))             W_t = W_{t-1} + v_t k_t^T,  W_0 = 0,  y_t = W_t q_t
 The recurrent state W_t (D_v x D_k) is the "fast weight" matrix; the gated RNN of Eq. 2 reproduces it
-neuron by neuron in the paper's construction (Sec. 3, Fig. 1).
+neuron by neuron in the paper's construction (Sec. 2, Fig. 1).
 
 Glossary: B batch, T time, D input features, D_k key/query features, D_v value (= output) features.
 Weights act on column vectors as in the paper: W_V (D_v, D), W_K (D_k, D), W_Q (D_k, D). The paper uses
