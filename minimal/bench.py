@@ -6,11 +6,14 @@ row (the log-space scan reads log a, log b and writes log h). The bound is ``np.
 of 1.5 n elements into another: it reads 6 n and writes 6 n bytes, the same 3 * 4 * n bytes in all, so
 ``vs_copy`` = (copy time) / (scan time) is the scan's share of the memory bandwidth this machine delivers.
 
-The copy and the Numba rows write into preallocated outputs, so they do not pay for the page faults of fresh
-allocations (the NumPy loop is timed as ``minimal.scan.sequential_scan``, allocating). The public
-``minimal.scan`` functions also check their inputs for NaN and inf (one extra read of each input), which is
-not timed here. Timing: one warm-up call of each row (it also compiles), then ``repeats`` rounds that time
-every row once; each row reports its best. One thread: these CPUs give no parallel speedup (TOOLING-NOTES).
+The copy and the bare Numba kernels write into preallocated outputs, so they do not pay for the page faults
+of fresh allocations (the NumPy loop is timed as ``minimal.scan.sequential_scan``, allocating). Two rows time
+the public call ``minimal.scan.linear_scan(a, b, h0, method="sequential")`` as a user makes it: its checks
+(NaN/inf fused into the kernel's flag) and a fresh output, and the same call with ``out=`` reusing one
+buffer. ``np.add(a, b, out=h)`` reads and writes the same three streams with no recurrence: what any kernel
+that reads two arrays and writes a third can reach here (1.0-1.2x the copy on the project's CPUs, measured).
+Timing: one warm-up call of each row (it also compiles), then ``repeats`` rounds that time every row once;
+each row reports its best. One thread: these CPUs give no parallel speedup (TOOLING-NOTES).
 
 ``python -m minimal bench window`` (``bench_window``) times GRIL's block on the CPU in the same way; its
 bytes are counted in ``bench_window``'s docstring.
@@ -61,8 +64,10 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
         repeats: best-of-k timing after one warm-up call; default 5.
     Returns:
         one dict per row: name, seconds (best), elements_per_s, GB_per_s (bytes as counted in the module
-        docstring), vs_copy (copy time / row time), bytes. Rows: the copy, the NumPy sequential loop,
-        the Numba sequential scan, the Numba Blelloch scan, the Numba log-space scan.
+        docstring), vs_copy (copy time / row time), bytes. Rows: the copy, ``np.add`` of the same streams,
+        the NumPy sequential loop, the bare Numba sequential kernel, the public ``linear_scan`` (sequential,
+        numba: checks and a fresh output), the same with ``out=``, the Numba Blelloch kernel, the Numba
+        log-space kernel.
     """
     check_choice("backend", backend, ("numba", "cuda"))
     if backend == "cuda":
@@ -92,8 +97,11 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     nbytes = 3 * 4 * n
     cases = [
         ("np.copyto (bound)", lambda: np.copyto(dst, src)),
+        ("np.add a + b -> h", lambda: np.add(a, b, out=h)),
         ("numpy sequential", lambda: scan.sequential_scan(a, b, h0)),
         ("numba sequential", lambda: _scan_numba.sequential_into(a, b, h0, h)),
+        ("public linear_scan", lambda: scan.linear_scan(a, b, h0, method="sequential")),
+        ("public linear_scan out=", lambda: scan.linear_scan(a, b, h0, method="sequential", out=h)),
         ("numba blelloch", lambda: _scan_numba.blelloch_into(a, b, h0, h, scratch)),
         ("numba log-space", lambda: _scan_numba.log_scan_into(log_a, b, h0, False, h)),
     ]
@@ -192,15 +200,18 @@ def format_window_table(rows, shape=None):
 
 def format_table(rows):
     """A plain-text table of ``bench_scan``'s rows, with the Blelloch / Numba-sequential time ratio."""
-    lines = [f"{'scan (float32)':<22} {'ms':>10} {'Gelem/s':>9} {'GB/s':>8} {'vs copy':>8}", "-" * 61]
+    lines = [f"{'scan (float32)':<24} {'ms':>10} {'Gelem/s':>9} {'GB/s':>8} {'vs copy':>8}", "-" * 63]
     for r in rows:
-        lines.append(f"{r['name']:<22} {1e3 * r['seconds']:>10.2f} {r['elements_per_s'] / 1e9:>9.3f} "
+        lines.append(f"{r['name']:<24} {1e3 * r['seconds']:>10.2f} {r['elements_per_s'] / 1e9:>9.3f} "
                      f"{r['GB_per_s']:>8.2f} {r['vs_copy']:>8.2f}")
-    lines.append("-" * 61)
+    lines.append("-" * 63)
     by_name = {r["name"]: r for r in rows}
     if "numba blelloch" in by_name and "numba sequential" in by_name:
         ratio = by_name["numba blelloch"]["seconds"] / by_name["numba sequential"]["seconds"]
         lines.append(f"blelloch / numba sequential: {ratio:.2f}x the time")
+    if "public linear_scan" in by_name:
+        lines.append("public linear_scan: method='sequential', backend='numba', NaN/inf checks included; "
+                     "out=: one reused output buffer")
     if rows:
         lines.append(f"bytes per row: read a, b + write h = 3 x 4 B x n = {rows[0]['bytes'] / 1e6:.1f} MB; "
                      f"the copy moves the same bytes")

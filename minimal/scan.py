@@ -12,7 +12,9 @@ Methods (``method=``):
                   2(T - 1) operator applications in place, any T (not only powers of two).
 Backends (``backend=``):
     "numpy"  sequential = the reference loop; blelloch = the teaching version, one strided NumPy op per level.
-    "numba"  compiled loops (``minimal._scan_numba``), time outer, contiguous channel axis inner.
+    "numba"  compiled loops (``minimal._scan_numba``), time outer, contiguous channel axis inner. The NaN/inf
+             check is fused into the scan (a flag from the kernel; the inputs are searched only when it fails),
+             and ``linear_scan(..., out=h)`` writes into a caller's buffer (also with "numpy").
     "cuda"   delegates to ``cuda_kernels.scan`` (imported only when asked for). With this backend the
              arrays may also be numba device arrays (all of them, or none): they are checked for shape and
              dtype on the host and for NaN/inf on the device (``cuda_kernels.scan.all_finite``, one read of
@@ -38,7 +40,7 @@ import importlib
 
 import numpy as np
 
-from .validate import InputError, check_array, check_choice, check_same_shape
+from .validate import InputError, check_array, check_choice, check_same_shape, overflow_error
 
 __all__ = ["linear_scan", "linear_scan_backward", "sequential_scan", "blelloch_scan_numpy", "log_scan",
            "log_scan_backward", "scan_kwargs", "cuda_module", "METHODS", "BACKENDS", "LOG_BACKENDS"]
@@ -107,10 +109,11 @@ def _check_device_finite(name, x):
         raise ValueError(f"{name} contains NaN or inf")
 
 
-def _check_input(name, x, device, ref_name, min_ndim=None):
-    """check_array for NumPy inputs; for device arrays the same checks, NaN/inf on the device."""
+def _check_input(name, x, device, ref_name, min_ndim=None, finite=True):
+    """check_array for NumPy inputs; for device arrays the same checks, NaN/inf on the device. ``finite=False``
+    leaves NaN/inf to the caller (the Numba forward checks them inside its kernel)."""
     if not device:
-        return check_array(name, x, kind="f", min_ndim=min_ndim)
+        return check_array(name, x, kind="f", min_ndim=min_ndim, finite=finite)
     _check_device_array(name, x, ref_name)
     if min_ndim is not None and len(x.shape) < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {x.shape}")
@@ -118,9 +121,9 @@ def _check_input(name, x, device, ref_name, min_ndim=None):
     return x
 
 
-def _check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", device=False):
-    _check_input(a_name, a, device, a_name, min_ndim=2)
-    _check_input(b_name, b, device, a_name, min_ndim=2)
+def _check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", device=False, finite=True):
+    _check_input(a_name, a, device, a_name, min_ndim=2, finite=finite)
+    _check_input(b_name, b, device, a_name, min_ndim=2, finite=finite)
     if a.dtype not in (np.float32, np.float64):
         raise ValueError(f"{a_name} must be float32 or float64, got {a.dtype}")
     check_same_shape(b_name, b, a_name, a)
@@ -129,7 +132,7 @@ def _check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", device=Fa
     if a.shape[1] < 1:
         raise ValueError(f"{a_name} must have at least one time step (axis 1), got shape {a.shape}")
     if h0 is not None:
-        _check_input(h0_name, h0, device, a_name)
+        _check_input(h0_name, h0, device, a_name, finite=finite)
         want = (a.shape[0],) + a.shape[2:]
         if h0.shape != want:
             raise ValueError(f"{h0_name} must have shape (B, ...) = {want} to match {a_name} {a.shape}, "
@@ -175,8 +178,8 @@ def sequential_scan(a, b, h0=None):
     return _sequential(a, b, h0)
 
 
-def _sequential(a, b, h0=None):
-    h = np.empty_like(b)
+def _sequential(a, b, h0=None, out=None):
+    h = np.empty_like(b) if out is None else out
     prev = np.zeros_like(b[:, 0]) if h0 is None else h0
     for t in range(a.shape[1]):
         prev = a[:, t] * prev + b[:, t]
@@ -191,7 +194,7 @@ def blelloch_scan_numpy(a, b, h0=None):
     return _blelloch(a, b, h0)
 
 
-def _blelloch(a, b, h0=None):
+def _blelloch(a, b, h0=None, out=None):
     """The Blelloch scan of ``blelloch_scan_numpy``, unchecked.
 
     h0 is folded into the first pair, b_0 <- a_0 h0 + b_0, so the scan itself starts from zero.
@@ -200,11 +203,15 @@ def _blelloch(a, b, h0=None):
     Down-sweep, d = ..., 2, 1: pair k = 3d-1, 5d-1, ... (holding the steps (k-d, k]) absorbs the complete
     prefix at k-d. Only the b half is needed there (a2 b1 + b2 uses the later pair's a), so the prefix
     products of a are never formed. Lengths that are not powers of two need no padding: a level simply has
-    fewer pairs.
+    fewer pairs. ``out`` (b's shape and dtype), if given, receives H instead of a copy of b.
     """
     T = a.shape[1]
     A = a.copy()
-    H = b.copy()
+    if out is None:
+        H = b.copy()
+    else:
+        H = out
+        H[...] = b
     if h0 is not None:
         H[:, 0] += a[:, 0] * h0
     d = 1
@@ -233,7 +240,7 @@ def _adjoint_numpy(a, dh, method):
 # The public linear scan
 # ---------------------------------------------------------------------------------------------------------
 
-def linear_scan(a, b, h0=None, method="blelloch", backend="numba"):
+def linear_scan(a, b, h0=None, method="blelloch", backend="numba", out=None):
     """h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros if None).
 
     Args:
@@ -241,21 +248,76 @@ def linear_scan(a, b, h0=None, method="blelloch", backend="numba"):
         h0: (B, ...) of the same dtype, or None.
         method: "sequential" or "blelloch".
         backend: "numpy", "numba" or "cuda" (which also takes numba device arrays, module docstring).
+        out: None (a new array), or a NumPy array to write h into and return (backends "numpy" and "numba"):
+            a's shape and dtype, C-contiguous, writeable, sharing no memory with a, b or h0. A training loop
+            that passes the same buffer every step skips the page faults of a fresh output. If the call
+            raises, out's contents are unspecified.
     Returns:
-        h: (B, T, ...), h[:, t] is the state after step t; a device array when the inputs were.
+        h: (B, T, ...), h[:, t] is the state after step t (``out`` itself when given); a device array when
+        the inputs were.
+    Raises:
+        InputError (a ValueError) naming the argument: bad shapes or dtypes, a bad ``out``, NaN or inf in a, b
+        or h0, or, with finite inputs, an h that overflowed to inf or NaN (backend "numba"; the NumPy backend
+        returns such an h as it is).
+
+    Backend "numba" checks NaN and inf inside its kernel: the scan is computed first, with a flag saying whether
+    every h_t is finite (``_scan_numba.sequential_into_checked``, ``blelloch_into_checked``); only when it is
+    not are a, b and h0 searched for the culprit. Backend "numpy" checks the inputs first, as before.
     """
     check_choice("method", method, METHODS)
     check_choice("backend", backend, BACKENDS)
-    _check_scan_inputs(a, b, h0, device=_device_inputs(backend, a))
+    fused = backend == "numba"
+    _check_scan_inputs(a, b, h0, device=_device_inputs(backend, a), finite=not fused)
+    if out is not None:
+        if backend == "cuda":
+            raise InputError("out is not supported with backend='cuda' (the result is a new device array, or a "
+                             "NumPy copy of one); pass out=None")
+        _check_out(out, a, {"a": a, "b": b, "h0": h0})
     if backend == "cuda":
         return cuda_module("scan").linear_scan(a, b, h0, method)
     if backend == "numpy":
-        return _sequential(a, b, h0) if method == "sequential" else _blelloch(a, b, h0)
+        return _sequential(a, b, h0, out) if method == "sequential" else _blelloch(a, b, h0, out)
     from . import _scan_numba
 
     a3, b3 = _as_btc(a), _as_btc(b)
-    h = (_scan_numba.sequential if method == "sequential" else _scan_numba.blelloch)(a3, b3, _as_bc(h0, a3))
-    return h.reshape(a.shape)
+    h = np.empty(a.shape, dtype=a.dtype) if out is None else out
+    h3 = h.reshape(a3.shape)  # a view: h is C-contiguous
+    if method == "sequential":
+        finite = _scan_numba.sequential_into_checked(a3, b3, _as_bc(h0, a3), h3)
+    else:
+        finite = _scan_numba.blelloch_into_checked(a3, b3, _as_bc(h0, a3), h3, _scan_numba.scratch_for(a3))
+    if not finite:
+        _raise_non_finite(a, b, h0)
+    return h
+
+
+def _check_out(out, a, inputs):
+    """``out`` must be a writeable, C-contiguous ndarray of a's shape and dtype that shares no memory with
+    the inputs (the kernels read a_t and b_t after writing h_{t-1}, so an overlap would change the result)."""
+    if not isinstance(out, np.ndarray):
+        raise InputError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != a.shape:
+        raise InputError(f"out must have the shape of a {a.shape}, got {out.shape}")
+    if out.dtype != a.dtype:
+        raise InputError(f"out must have the dtype of a ({a.dtype}), got {out.dtype}")
+    if not out.flags.c_contiguous:
+        raise InputError("out must be C-contiguous (np.empty(a.shape, a.dtype) is); got a non-contiguous view")
+    if not out.flags.writeable:
+        raise InputError("out must be writeable, got a read-only array")
+    for name, x in inputs.items():
+        if x is not None and np.shares_memory(out, x):
+            raise InputError(f"out must not share memory with {name}: the scan would overwrite its own input")
+
+
+def _raise_non_finite(a, b, h0):
+    """After a scan whose h was not all finite: name the input that holds a NaN or inf, or, when all are
+    finite, say that h overflowed."""
+    inputs = {"a": a, "b": b} if h0 is None else {"a": a, "b": b, "h0": h0}
+    for name, x in inputs.items():
+        if not np.all(np.isfinite(x)):
+            raise InputError(f"{name} contains NaN or inf")
+    advice = "scale them down" + (", or use float64" if a.dtype == np.float32 else "")
+    raise overflow_error("the scan h_t = a_t h_{t-1} + b_t", inputs, advice)
 
 
 def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):

@@ -409,6 +409,140 @@ def test_b_zero_is_rejected_by_every_log_backend(backend):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# out=: the caller's buffer; the Numba backend's NaN/inf check fused into the kernel (issue 13)
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("method,backend", CPU_CASES)
+def test_out_gives_the_fresh_call_bit_for_bit_and_is_returned(method, backend, dtype):
+    rng = np.random.default_rng(11)
+    for shape in [(2, 1), (2, 7, 3), (3, 64, 2, 5), (1, 1025, 4)]:
+        a, b, h0, _ = _problem(rng, shape, dtype)
+        for h0_ in (h0, None):
+            fresh = scan.linear_scan(a, b, h0_, method, backend)
+            out = np.full(shape, np.nan, dtype=dtype)  # stale contents must not leak into the result
+            got = scan.linear_scan(a, b, h0_, method, backend, out=out)
+            assert got is out and np.array_equal(out, fresh)
+    sl = (slice(None), slice(None, None, 2), slice(None, None, 2))  # non-contiguous inputs, contiguous out
+    a, b, h0, _ = _problem(rng, (2, 14, 6), dtype)
+    out = np.empty((2, 7, 3), dtype=dtype)
+    scan.linear_scan(a[sl], b[sl], h0[:, ::2], method, backend, out=out)
+    assert np.array_equal(out, scan.linear_scan(a[sl], b[sl], h0[:, ::2], method, backend))
+
+
+def _bad_outs(a, b, h0):
+    big = np.empty(a.shape + (2,), dtype=a.dtype)
+    read_only = np.empty_like(a)
+    read_only.flags.writeable = False
+    return [
+        (a.tolist(), "out must be a numpy.ndarray, got list"),
+        (np.empty(a.shape[:2], a.dtype), r"out must have the shape of a \(2, 4, 3\), got \(2, 4\)"),
+        (np.empty(a.shape, np.float32), r"out must have the dtype of a \(float64\), got float32"),
+        (big[..., 0], "out must be C-contiguous"),
+        (np.empty(a.shape[::-1], a.dtype).T, "out must be C-contiguous"),
+        (read_only, "out must be writeable"),
+        (a, "out must not share memory with a"),
+        (b, "out must not share memory with b"),
+        (np.broadcast_to(np.empty(a.shape[2:]), a.shape), "out must be C-contiguous"),
+    ]
+
+
+@pytest.mark.parametrize("method,backend", CPU_CASES)
+def test_bad_out_is_rejected_with_its_name(method, backend):
+    a, b, h0, _ = _good()
+    for out, match in _bad_outs(a, b, h0):
+        with pytest.raises(ValueError, match=match):
+            scan.linear_scan(a, b, h0, method, backend, out=out)
+    # an out that holds h0 in its memory: a flat buffer, h0 a view of its start
+    buf = np.zeros(a.size + h0.size)
+    out, h0_view = buf[:a.size].reshape(a.shape), buf[:h0.size].reshape(h0.shape)
+    h0_view[...] = h0
+    with pytest.raises(ValueError, match="out must not share memory with h0"):
+        scan.linear_scan(a, b, h0_view, method, backend, out=out)
+    # disjoint parts of one buffer are fine
+    buf = np.empty(2 * a.size)
+    a2, out = buf[:a.size].reshape(a.shape), buf[a.size:].reshape(a.shape)
+    a2[...] = a
+    got = scan.linear_scan(a2, b, h0, method, backend, out=out)
+    assert np.array_equal(got, scan.linear_scan(a, b, h0, method, backend))
+
+
+def test_out_with_the_cuda_backend_is_refused_by_name():
+    a, b, h0, _ = _good()
+    with pytest.raises(ValueError, match="out is not supported with backend='cuda'"):
+        scan.linear_scan(a, b, h0, backend="cuda", out=np.empty_like(a))
+
+
+def _with(x, index, value):
+    x = x.copy()
+    x[index] = value
+    return x
+
+
+@pytest.mark.parametrize("method", scan.METHODS)
+@pytest.mark.parametrize("index", [(0, 0, 0), (1, 3, 2), (1, 7, 1), (0, 7, 2)], ids=str)
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_numba_names_a_non_finite_input_through_the_fused_check(method, index, value):
+    """The Numba backend no longer reads a and b before the scan: the kernel's flag fails, then the culprit
+    is named as before, at the first, a middle and the last step, with and without out=."""
+    a, b, h0, _ = _problem(np.random.default_rng(12), (2, 8, 3))
+    cases = [("a", (_with(a, index, value), b, h0)), ("b", (a, _with(b, index, value), h0)),
+             ("h0", (a, b, _with(h0, (index[0], index[2]), value)))]
+    for name, args in cases:
+        for out in (None, np.empty_like(a)):
+            with pytest.raises(ValueError, match=f"^{name} contains NaN or inf$"):
+                scan.linear_scan(*args, method=method, backend="numba", out=out)
+
+
+def test_a_inf_times_a_zero_state_is_caught():
+    """inf * 0 = NaN: a_t = inf where h_{t-1} = 0 exactly (b = 0, h0 = 0) still fails the flag."""
+    a, b = np.ones((1, 4, 2)), np.zeros((1, 4, 2))
+    a[0, 2, 1] = np.inf
+    for method in scan.METHODS:
+        with pytest.raises(ValueError, match="^a contains NaN or inf$"):
+            scan.linear_scan(a, b, method=method, backend="numba")
+
+
+@pytest.mark.parametrize("method", scan.METHODS)
+def test_finite_inputs_whose_scan_overflows_name_the_inputs(method):
+    """h_1 = 1e30 * 1e10 overflows float32; a_2 = 0 then gives 0 * inf = NaN, and the NaN is carried to the
+    last step (the sequential kernel reads its flag there). The Numba backend says so, naming a, b and h0."""
+    a = np.array([[[1.0], [1e30], [0.0], [1.0]]], dtype=np.float32)
+    b = np.array([[[1e10], [0.0], [1.0], [1.0]]], dtype=np.float32)
+    h0 = np.zeros((1, 1), np.float32)
+    with pytest.raises(ValueError, match=r"^a has float32 values up to 1e\+30, b has float32 values up to 1e\+10, "
+                                         r"h0 has float32 values up to 0: the scan h_t = a_t h_\{t-1\} \+ b_t "
+                                         r"overflowed to inf or NaN \(float32 holds at most 3.4e\+38\); scale them "
+                                         r"down, or use float64$"):
+        scan.linear_scan(a, b, h0, method=method, backend="numba")
+    with pytest.raises(ValueError, match=r"^a has float64 .*overflowed to inf or NaN \(float64 holds at most "
+                                         r"1.8e\+308\); scale them down$"):
+        scan.linear_scan(np.full((1, 3, 1), 1e200), np.full((1, 3, 1), 1e200), method=method, backend="numba")
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 8, 9])
+def test_checked_kernels_flag_every_position(T):
+    """The kernels' own flags: False for a NaN at any (b, t, c), True for finite inputs; the sequential one
+    reads it off the last step (NaN and inf are absorbing in the recurrence), the Blelloch one off all of h."""
+    from minimal import _scan_numba
+
+    rng = np.random.default_rng(T)
+    a, b = rng.uniform(-1, 1, (2, T, 3)), rng.standard_normal((2, T, 3))
+    h0, h = np.zeros((2, 3)), np.empty((2, T, 3))
+    scratch = _scan_numba.scratch_for(a)
+    assert _scan_numba.sequential_into_checked(a, b, h0, h)
+    assert _scan_numba.blelloch_into_checked(a, b, h0, h, scratch)
+    for index in np.ndindex(a.shape):
+        for x in ("a", "b"):
+            args = {"a": a, "b": b}
+            args[x] = _with(args[x], index, np.nan)
+            assert not _scan_numba.sequential_into_checked(args["a"], args["b"], h0, h)
+            assert not _scan_numba.blelloch_into_checked(args["a"], args["b"], h0, h, scratch)
+    h[1, T // 2, 2] = np.inf
+    assert not _scan_numba.all_finite(h)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # no elements: B = 0 or an empty channel axis gives empty results (T = 0 is an error, tested above)
 # ---------------------------------------------------------------------------------------------------------
 
@@ -487,12 +621,13 @@ def test_cuda_backend_calls_cuda_kernels_scan_with_the_agreed_signature(monkeypa
 def test_bench_scan_reports_every_scan_against_a_copy():
     rows = bench.bench_scan(shape=(2, 64, 16), repeats=1)
     names = [r["name"] for r in rows]
-    assert names == ["np.copyto (bound)", "numpy sequential", "numba sequential", "numba blelloch",
-                     "numba log-space"]
+    assert names == ["np.copyto (bound)", "np.add a + b -> h", "numpy sequential", "numba sequential",
+                     "public linear_scan", "public linear_scan out=", "numba blelloch", "numba log-space"]
     for r in rows:
         assert r["bytes"] == 3 * 4 * 2 * 64 * 16 and r["seconds"] > 0 and r["vs_copy"] > 0
     table = bench.format_table(rows)
     assert "numba blelloch" in table and "blelloch / numba sequential" in table
+    assert "public linear_scan: method='sequential'" in table
 
 
 def test_bench_rejects_unknown_backend_and_arguments():
