@@ -254,7 +254,8 @@ def _device_name():
 
 def bench_scan(sizes=None, out_dir="bench/results", *, shape=None, repeats=DEFAULT_REPEATS, dtype="float32",
                block=cs.DEFAULT_BLOCK, quick=False, torch=True):
-    """Time the scan kernels (v1, v2; forward, backward, log space) on the GPU and save a JSON table.
+    """Time the scan kernels (every method of ``scan.METHODS``: v1, v2, v3; forward, backward, log space) on
+    the GPU and save a JSON table.
 
     Args:
         sizes: element counts B*T*C (powers of two, 2^16 .. 2^28 by default, ``QUICK_SIZES`` if quick);

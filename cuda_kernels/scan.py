@@ -22,6 +22,11 @@ Kernel versions (kept side by side, each tested against the NumPy reference befo
                          3. ``scan``: each block rescans its chunk starting from S_{k-1} and writes h.
                      Pass 3 re-reads a and b instead of storing per-chunk prefixes: 2 + 3 array passes
                      instead of 2 + 2 + 3.
+    v3 "chunked"     (``chunked.py``, opt-in) each thread scans K consecutive steps in registers, warps combine
+                     the threads' pairs with ``cuda.shfl_up_sync`` (or through shared memory: ``shuffle=False``,
+                     which the simulator runs), blocks combine their warps' totals, and a block runs several
+                     chunks in turn carrying the state, so that with enough channels one pass reads a, b and
+                     writes h once; long sequences with few channels are split across blocks as in v2.
 
 Backward (vector-Jacobian product), the same kernels run in reverse time with the coefficient shifted:
     g_t = dh_t + a_{t+1} g_{t+1}  (g_{T+1} = 0),  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_1 g_1.
@@ -55,7 +60,7 @@ from numba import cuda, float32, float64
 __all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear_scan_backward", "is_device",
            "to_device", "all_finite", "METHODS", "DEFAULT_BLOCK"]
 
-METHODS = ("sequential", "blelloch")
+METHODS = ("sequential", "blelloch", "chunked")
 DEFAULT_BLOCK = 256          # threads per block
 LOG_NUM_BANKS = 5            # 32 shared-memory banks
 SEQUENTIAL_BLOCK = 128       # threads per block of the v1 kernels
@@ -486,10 +491,25 @@ def _check_method(method):
         raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
 
 
-def _scan(op, names, a, b, h0, method, block, channel_tile):
+def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle):
+    """v3's options as (K, chunks_per_block, shuffle), or None for v1 / v2 (which take none of them)."""
+    if method != "chunked":
+        given = [k for k, v in (("steps_per_thread", steps_per_thread), ("chunks_per_block", chunks_per_block),
+                                ("shuffle", shuffle)) if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply to method='chunked', got method={method!r}")
+        return None
+    from . import chunked
+
+    return chunked.check_options(dtype, block, steps_per_thread, chunks_per_block, shuffle)
+
+
+def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=None, chunks_per_block=None,
+          shuffle=None):
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(names[:2], (a, b), names[2], h0)
+    v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle)
     if 0 in shape:
         return _empty(shape, a.dtype, on_device)
     s3 = _shape3(shape)
@@ -501,44 +521,66 @@ def _scan(op, names, a, b, h0, method, block, channel_tile):
         h = cuda.device_array(s3, dtype=a.dtype)
         n = s3[0] * s3[2]
         forward[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a_d, b_d, h0_d, has_h0, h)
+    elif method == "chunked":
+        from . import chunked
+
+        h = chunked.forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile, *v3)
     else:
         h = _blelloch_forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile)
     h = h.reshape(shape)
     return h if on_device else h.copy_to_host()
 
 
-def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None):
+def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
+                steps_per_thread=None, chunks_per_block=None, shuffle=None):
     """h_t = a_t * h_{t-1} + b_t along axis 1, h_0 = h0 (zeros if None), on the GPU.
 
     Args:
         a, b: (B, T, ...) float32 or float64, one shape and dtype; NumPy or device arrays.
         h0: (B, ...) or None.
-        method: "sequential" (v1, one thread per channel) or "blelloch" (v2, shared-memory tree scan).
-        block: threads per block for v2, a power of two in [2, 1024] (a chunk is 2 * block / channel_tile
-            time steps); small values exercise the multi-chunk path cheaply in the simulator.
-        channel_tile: channels per block for v2 (power of two < block); default min(C, 32, block / 2)
-            rounded up to a power of two.
+        method: "sequential" (v1, one thread per channel), "blelloch" (v2, shared-memory tree scan) or
+            "chunked" (v3, ``chunked.py``: K steps per thread in registers, a warp-level combine; opt-in,
+            not yet measured on a GPU).
+        block: threads per block for v2 and v3, a power of two in [2, 1024] (a v2 chunk is
+            2 * block / channel_tile time steps, a v3 chunk steps_per_thread * block / channel_tile); small
+            values exercise the multi-chunk path cheaply in the simulator.
+        channel_tile: channels per block for v2 (power of two < block; default min(C, 32, block / 2) rounded
+            up to a power of two) and v3 (power of two <= min(32, block); default min(C, 32, block) rounded up).
+        steps_per_thread, chunks_per_block, shuffle: v3 only (an error with another method).
+            steps_per_thread: K, consecutive steps each thread scans in registers (default 8).
+            chunks_per_block: chunks of K * block / channel_tile steps one block runs in turn, carrying the
+                state; None splits T just enough to give ``chunked.TARGET_BLOCKS`` blocks.
+            shuffle: combine inside a warp with ``cuda.shfl_up_sync`` (True) or through shared memory
+                (False); None: True on a GPU, False in the simulator (which has no shuffles).
     Returns:
         h: (B, T, ...), on the device if ``a`` was a device array, else a NumPy array.
     """
-    return _scan("linear", ("a", "b", "h0"), a, b, h0, method, block, channel_tile)
+    return _scan("linear", ("a", "b", "h0"), a, b, h0, method, block, channel_tile, steps_per_thread,
+                 chunks_per_block, shuffle)
 
 
-def log_linear_scan(log_a, log_b, log_h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None):
+def log_linear_scan(log_a, log_b, log_h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
+                    steps_per_thread=None, chunks_per_block=None, shuffle=None):
     """log h for h_t = a_t h_{t-1} + b_t with positive a, b, h0, computed in log space (Heinsen 2023).
 
     Args:
         log_a, log_b: (B, T, ...) float32 or float64. log_b = -inf (b = 0) is computed correctly here (it is
             the identity's b), but ``minimal.scan.log_scan`` rejects it, as for every backend.
         log_h0: (B, ...) or None (h0 = 0, i.e. log h0 = -inf).
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle: as in ``linear_scan``.
     Returns:
         log_h: (B, T, ...), where the inputs live.
     """
-    return _scan("log", ("log_a", "log_b", "log_h0"), log_a, log_b, log_h0, method, block, channel_tile)
+    return _scan("log", ("log_a", "log_b", "log_h0"), log_a, log_b, log_h0, method, block, channel_tile,
+                 steps_per_thread, chunks_per_block, shuffle)
 
 
-def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile):
+def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None):
     """Device-level VJP of (B, T, C) device arrays: (da, db, dh0) on the device."""
+    if method == "chunked":
+        from . import chunked
+
+        return chunked.backward(a, h, dh, h0, has_h0, block, channel_tile, *v3)
     if method == "sequential":
         _, backward = _sequential_kernels(a.dtype, "linear")
         B, T, C = a.shape
@@ -560,7 +602,8 @@ def _empty_grads(shape, dtype, on_device):
     return tuple(_empty(sh, dtype, on_device) for sh in (shape, shape, (shape[0],) + shape[2:]))
 
 
-def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None):
+def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
+                         steps_per_thread=None, chunks_per_block=None, shuffle=None):
     """Vector-Jacobian product of ``linear_scan``: a reverse-time scan with the same kernels.
 
         g_t = dh_t + a_{t+1} g_{t+1},  da_t = g_t h_{t-1} (h_0 = h0 or 0),  db_t = g_t,  dh0 = a_1 g_1.
@@ -568,20 +611,21 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
     Args:
         a: (B, T, ...) the forward's coefficients; h: (B, T, ...) the forward's output;
         dh: (B, T, ...) dL/dh; h0: (B, ...) or None as in the forward. NumPy or device arrays.
-        method, block, channel_tile: as in ``linear_scan``.
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle: as in ``linear_scan``.
     Returns:
         (da, db, dh0): (B, T, ...), (B, T, ...), (B, ...); dh0 is returned even when h0 is None.
     """
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(("a", "h", "dh"), (a, h, dh), "h0", h0)
+    v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle)
     if 0 in shape:
         return _empty_grads(shape, a.dtype, on_device)
     s3 = _shape3(shape)
     a_d, h_d, dh_d = (_to_device_3d(x, s3) for x in (a, h, dh))
     has_h0 = h0 is not None
     h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype)
-    grads = _backward_device(a_d, h_d, dh_d, h0_d, has_h0, method, block, channel_tile)
+    grads = _backward_device(a_d, h_d, dh_d, h0_d, has_h0, method, block, channel_tile, v3)
     return _grads_out(grads, shape, on_device)
 
 
@@ -627,7 +671,8 @@ def _log_share_kernels(dtype):
 
 
 def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="blelloch", *,
-                             block=DEFAULT_BLOCK, channel_tile=None):
+                             block=DEFAULT_BLOCK, channel_tile=None, steps_per_thread=None, chunks_per_block=None,
+                             shuffle=None):
     """Vector-Jacobian product of ``log_linear_scan`` with respect to its log inputs (module docstring).
 
     One elementwise pass forms the shares w_t = a_t h_{t-1} / h_t and v_t = b_t / h_t from differences of
@@ -637,7 +682,7 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     Args:
         log_a, log_b, log_h, dlog_h: (B, T, ...) of one dtype; log_h is ``log_linear_scan``'s output.
         log_h0: (B, ...) or None (h0 = 0). NumPy or device arrays.
-        method, block, channel_tile: as in ``linear_scan``.
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle: as in ``linear_scan``.
     Returns:
         (dlog_a, dlog_b, dlog_h0): (B, T, ...), (B, T, ...), (B, ...) (zeros when log_h0 is None).
     """
@@ -645,6 +690,7 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     block = _check_block(block)
     on_device, shape = _check_inputs(("log_a", "log_b", "log_h", "dlog_h"), (log_a, log_b, log_h, dlog_h),
                                      "log_h0", log_h0)
+    v3 = _check_v3(method, log_a.dtype, block, steps_per_thread, chunks_per_block, shuffle)
     if 0 in shape:
         return _empty_grads(shape, log_a.dtype, on_device)
     s3 = _shape3(shape)
@@ -659,6 +705,6 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     n = B * T * C
     shares[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](la, lb, lh, lh0, has_h0, w, w_as_h, w0, v)
     # w_as_h[:, T-1] stays unwritten: the backward reads h_{t-1} for t <= T-1 only.
-    dlog_a, G, dlog_h0 = _backward_device(w, w_as_h, dlh, w0, True, method, block, channel_tile)
+    dlog_a, G, dlog_h0 = _backward_device(w, w_as_h, dlh, w0, True, method, block, channel_tile, v3)
     times[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](v.reshape(n), G.reshape(n))
     return _grads_out((dlog_a, v, dlog_h0), shape, on_device)

@@ -1,0 +1,311 @@
+"""cuda_kernels.chunked (v3, method="chunked"): against minimal.scan's NumPy reference, in the CUDA simulator.
+
+The simulator has no warp shuffles, so v3's shared-memory warp path (``shuffle=False``, the simulator's
+default) carries the tests. The shuffle path runs here too, on an emulated ``cuda.shfl_up_sync`` (fixture
+``emulated_shuffles``: a block barrier and an exchange through a per-launch buffer, which is exact because every
+thread of a v3 block calls the shuffles the same number of times): it must give the shared path's results bit for
+bit, since both apply the same combines in the same order. Only real hardware can show that the real shuffles
+and their full-mask synchronisation behave; those tests carry the ``hardware`` mark.
+
+Launches stay small (blocks of 4-64 threads, a few steps per thread) so that every length above one chunk goes
+through the segment carry (reduce, a recursive scan of the totals, the rescan).
+"""
+import sys
+import threading
+
+import numba
+import numpy as np
+import pytest
+from numba import cuda
+
+from cuda_kernels import chunked
+from cuda_kernels import scan as cs
+from minimal import scan as ref
+
+hardware = pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="needs a real CUDA GPU (not the simulator)")
+simulator = pytest.mark.skipif(not numba.config.ENABLE_CUDASIM, reason="emulates shuffles in the simulator")
+
+LENGTHS = (1, 2, 3, 7, 64, 1000, 1025)
+TOL = {np.float32: 2e-6, np.float64: 1e-13}   # max |error| / max |reference|, as tests/test_cuda_scan.py
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fast_thread_switching():
+    """The simulator's barriers wait on Python threads: a short GIL switch interval makes them cheap."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+_shfl_lock = threading.Lock()
+
+
+def _emulated_shfl_up_sync(self, mask, value, delta):
+    """``cuda.shfl_up_sync`` for the simulator: lane l gets lane l - delta's value (its own if l < delta).
+
+    Every thread writes its value, a block barrier, every thread reads, a second barrier (so the buffer is
+    not overwritten by the next shuffle before everyone has read). Exact for kernels whose threads all call
+    the shuffles in the same order, as v3's do; the mask is not checked."""
+    thread = threading.current_thread()
+    manager = thread._manager
+    with _shfl_lock:
+        buf = manager.__dict__.setdefault("_shfl_buffer", {})
+    tid = thread.thread_id
+    buf[tid] = value
+    thread.syncthreads()
+    out = buf[tid - delta] if tid % 32 >= delta else value
+    thread.syncthreads()
+    return out
+
+
+@pytest.fixture
+def emulated_shuffles(monkeypatch):
+    from numba.cuda.simulator import kernelapi
+
+    monkeypatch.setattr(kernelapi.FakeCUDAModule, "shfl_up_sync", _emulated_shfl_up_sync, raising=False)
+
+
+def problem(rng, shape, dtype, h0=True):
+    a = rng.uniform(0.5, 1.0, shape).astype(dtype)
+    b = rng.normal(size=shape).astype(dtype)
+    dh = rng.normal(size=shape).astype(dtype)
+    h0v = rng.normal(size=(shape[0],) + shape[2:]).astype(dtype) if h0 else None
+    return a, b, h0v, dh
+
+
+def assert_close(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    scale = max(1.0, float(np.max(np.abs(want))))
+    err = float(np.max(np.abs(got.astype(np.float64) - want))) / scale
+    assert err <= TOL[dtype], f"max relative error {err:.3g} > {TOL[dtype]:.0e}"
+
+
+def check_forward_backward(a, b, h0, dh, dtype, **kw):
+    """v3's forward and backward against the NumPy reference loop; returns v3's (h, (da, db, dh0))."""
+    h_ref = ref.linear_scan(a, b, h0, method="sequential", backend="numpy")
+    h = cs.linear_scan(a, b, h0, method="chunked", **kw)
+    assert_close(h, h_ref, dtype)
+    got = cs.linear_scan_backward(a, h_ref, dh, h0, method="chunked", **kw)
+    want = ref.linear_scan_backward(a, h_ref, dh, h0, method="sequential", backend="numpy")
+    for g, w in zip(got, want):
+        assert_close(g, w, dtype)
+    return h, got
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the shared-memory path (what the simulator runs by default)
+
+
+@pytest.mark.parametrize("T", LENGTHS)
+def test_chunked_equals_reference_loop_float64(rng, T):
+    """block 32 x 4 steps: chunks of 128 steps, so T = 1000 and 1025 take the segment carry."""
+    a, b, h0, dh = problem(rng, (1, T, 1), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, block=32, steps_per_thread=4)
+
+
+@pytest.mark.parametrize("T", [7, 1025])
+def test_chunked_equals_reference_loop_float32(rng, T):
+    a, b, h0, dh = problem(rng, (1, T, 1), np.float32)
+    check_forward_backward(a, b, h0, dh, np.float32, block=32, steps_per_thread=4)
+
+
+@pytest.mark.parametrize("B, T, C, block, K", [
+    (2, 70, 3, 32, 3),    # 4 lanes (one idle) x 8 time-threads: P = 8 time-threads per warp, chunks of 24
+    (1, 5, 33, 64, 2),    # 32 lanes: P = 1 (no combine inside a warp), 2 warps; a second tile of one channel
+    (3, 9, 5, 16, 1),     # a block smaller than a warp; one step per thread
+    (2, 40, 2, 8, 5),     # odd K, 2 lanes x 4 time-threads
+])
+def test_chunked_batch_and_channels_not_multiples_of_the_tile(rng, B, T, C, block, K):
+    a, b, h0, dh = problem(rng, (B, T, C), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, block=block, steps_per_thread=K)
+
+
+@pytest.mark.parametrize("chunks_per_block", [1, 2, 3, 7, None])
+def test_chunks_per_block_changes_the_split_not_the_result(rng, chunks_per_block):
+    """block 8 x 2 steps: 7 chunks of 16 steps run as 7, 4, 3 or 1 segment(s); one block carrying its state
+    through several chunks must agree with the segment carry. chunks_per_block=1 gives 7 totals, whose own
+    scan splits again (None: as few segments as give TARGET_BLOCKS blocks), so the carry recurses."""
+    a, b, h0, dh = problem(rng, (1, 100, 1), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, block=8, steps_per_thread=2, chunks_per_block=chunks_per_block)
+
+
+def test_channel_tile_one_and_trailing_axes(rng):
+    a, b, h0, dh = problem(rng, (2, 20, 3), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, block=8, steps_per_thread=2, channel_tile=1)
+    a, b, h0, dh = problem(rng, (2, 6, 2, 3), np.float64)
+    check_forward_backward(a, b, h0, dh, np.float64, block=8, steps_per_thread=3)
+
+
+def test_device_arrays_stay_on_the_device(rng):
+    a, b, h0, dh = problem(rng, (2, 11, 3), np.float64)
+    d = [cuda.to_device(x) for x in (a, b, h0, dh)]
+    kw = dict(method="chunked", block=8, steps_per_thread=2)
+    h = cs.linear_scan(d[0], d[1], d[2], **kw)
+    assert cuda.devicearray.is_cuda_ndarray(h)
+    np.testing.assert_array_equal(h.copy_to_host(), cs.linear_scan(a, b, h0, **kw))
+    grads = cs.linear_scan_backward(d[0], h, d[3], d[2], **kw)
+    assert all(cuda.devicearray.is_cuda_ndarray(g) for g in grads)
+
+
+@pytest.mark.parametrize("T, dtype", [(1, np.float64), (7, np.float32), (60, np.float64)])
+def test_chunked_log_space_forward_and_backward(rng, T, dtype):
+    log_a = np.log(rng.uniform(0.5, 1.0, (2, T, 3))).astype(dtype)
+    log_b = np.log(rng.uniform(0.1, 1.0, (2, T, 3))).astype(dtype)
+    log_h0 = np.log(rng.uniform(0.1, 1.0, (2, 3))).astype(dtype)
+    dlog_h = rng.normal(size=(2, T, 3)).astype(dtype)
+    kw = dict(method="chunked", block=16, steps_per_thread=3)
+    want = ref.log_scan(log_a, log_b, log_h0, backend="numpy")
+    got = cs.log_linear_scan(log_a, log_b, log_h0, **kw)
+    assert_close(got, want, dtype)
+    grads = cs.log_linear_scan_backward(log_a, log_b, want, dlog_h, log_h0, **kw)
+    for g, w in zip(grads, ref.log_scan_backward(log_a, log_b, want, dlog_h, log_h0, backend="numpy")):
+        assert_close(g, w, dtype)
+
+
+def test_log_space_identity_b_is_exact(rng):
+    """log b = -inf (b = 0), the identity's b: the first steps stay -inf, the rest match the linear scan."""
+    a = rng.uniform(0.5, 1.0, (1, 40, 2))
+    b = np.abs(rng.normal(size=(1, 40, 2)))
+    b[:, :5] = 0.0
+    with np.errstate(divide="ignore"):
+        want = np.log(ref.linear_scan(a, b, None, method="sequential", backend="numpy"))
+        got = cs.log_linear_scan(np.log(a), np.log(b), None, "chunked", block=8, steps_per_thread=2)
+    assert np.all(got[:, :5] == -np.inf)
+    np.testing.assert_allclose(got[:, 5:], want[:, 5:], rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the shuffle path, on emulated shuffles: the same numbers as the shared-memory path
+
+
+@simulator
+@pytest.mark.parametrize("shape, block, K, chunks", [
+    ((1, 300, 1), 32, 4, None),   # one lane: P = 32, five shuffle steps; 3 segments
+    ((2, 50, 3), 32, 3, 2),       # 4 lanes: P = 8
+    ((1, 5, 40), 64, 2, None),    # 32 lanes: P = 1, two warps combined in shared memory; two tiles
+    ((1, 130, 2), 64, 2, 1),      # 2 lanes, two warps: both levels; 3 segments
+])
+def test_shuffle_path_gives_the_shared_path_bit_for_bit(rng, emulated_shuffles, shape, block, K, chunks):
+    a, b, h0, dh = problem(rng, shape, np.float64)
+    kw = dict(block=block, steps_per_thread=K, chunks_per_block=chunks)
+    h_sh, g_sh = check_forward_backward(a, b, h0, dh, np.float64, shuffle=True, **kw)
+    h_sm = cs.linear_scan(a, b, h0, "chunked", shuffle=False, **kw)
+    np.testing.assert_array_equal(h_sh, h_sm)
+    h_ref = ref.linear_scan(a, b, h0, method="sequential", backend="numpy")
+    for g1, g2 in zip(g_sh, cs.linear_scan_backward(a, h_ref, dh, h0, "chunked", shuffle=False, **kw)):
+        np.testing.assert_array_equal(g1, g2)
+
+
+@simulator
+def test_shuffle_path_log_space(rng, emulated_shuffles):
+    log_a = np.log(rng.uniform(0.5, 1.0, (1, 100, 1)))
+    log_b = np.log(rng.uniform(0.1, 1.0, (1, 100, 1)))
+    kw = dict(method="chunked", block=32, steps_per_thread=2)
+    np.testing.assert_array_equal(cs.log_linear_scan(log_a, log_b, None, shuffle=True, **kw),
+                                  cs.log_linear_scan(log_a, log_b, None, shuffle=False, **kw))
+
+
+def test_emulated_shuffle_moves_values_up_within_each_warp_only(emulated_shuffles):
+    """The emulation itself: lane l reads lane l - d of its own warp, lanes l < d keep their own value."""
+    if not numba.config.ENABLE_CUDASIM:
+        pytest.skip("the emulation is for the simulator")
+
+    @cuda.jit
+    def kernel(out, d):
+        i = cuda.threadIdx.x
+        out[i] = cuda.shfl_up_sync(0xFFFFFFFF, i * 10, d)
+
+    for d in (1, 5, 31):
+        out = np.zeros(64, dtype=np.int64)
+        kernel[1, 64](out, d)
+        lane = np.arange(64) % 32
+        np.testing.assert_array_equal(out, np.where(lane >= d, (np.arange(64) - d) * 10, np.arange(64) * 10))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the plan and the options
+
+
+def test_plan_makes_one_pass_when_channels_fill_the_gpu():
+    # (8, 4096, 8192): 8 x 256 tiles of 32 lanes = 2048 blocks >= TARGET_BLOCKS: one segment per tile
+    CW, TW = chunked.tile(8192, 256, None)
+    assert (CW, TW) == (32, 8)
+    n_iter, n_seg, n_blocks = chunked.plan((8, 4096, 8192), CW, TW, 8)
+    assert (n_iter, n_seg, n_blocks) == (64, 1, 2048)
+    # (1, 2^20, 256): 8 tiles; T is split until the grid has TARGET_BLOCKS blocks
+    n_iter, n_seg, n_blocks = chunked.plan((1, 2 ** 20, 256), CW, TW, 8)
+    assert n_seg * n_iter * 64 >= 2 ** 20 and n_blocks == 8 * n_seg and n_blocks >= chunked.TARGET_BLOCKS
+    # one channel: lanes along time, 2048-step chunks
+    CW, TW = chunked.tile(1, 256, None)
+    assert (CW, TW) == (1, 256)
+    assert chunked.plan((1, 2 ** 20, 1), CW, TW, 8) == (1, 512, 512)
+    assert chunked.plan((1, 100, 1), 1, 8, 2, chunks_per_block=3) == (3, 3, 3)
+
+
+def test_bad_options_name_themselves(rng):
+    a, b, h0, dh = problem(rng, (1, 5, 2), np.float64)
+    with pytest.raises(ValueError, match="steps_per_thread must be an integer in"):
+        cs.linear_scan(a, b, h0, "chunked", steps_per_thread=0)
+    with pytest.raises(ValueError, match="chunks_per_block must be None or an integer"):
+        cs.linear_scan(a, b, h0, "chunked", chunks_per_block=0)
+    with pytest.raises(ValueError, match="needs .* bytes of shared memory"):
+        cs.linear_scan(a, b, h0, "chunked", block=1024, steps_per_thread=8)
+    with pytest.raises(ValueError, match="channel_tile must be a power of two in"):
+        cs.linear_scan(a, b, h0, "chunked", block=8, channel_tile=16)
+    for fn in (lambda: cs.linear_scan(a, b, h0, "blelloch", steps_per_thread=2),
+               lambda: cs.linear_scan_backward(a, b, dh, h0, "sequential", shuffle=False),
+               lambda: cs.log_linear_scan(a, b, h0, "blelloch", chunks_per_block=1)):
+        with pytest.raises(ValueError, match="only apply to method='chunked'"):
+            fn()
+
+
+@simulator
+def test_shuffle_in_the_simulator_is_refused_by_name(rng):
+    a, b, h0, _ = problem(rng, (1, 5, 2), np.float64)
+    with pytest.raises(ValueError, match="shuffle=True needs warp shuffles .* simulator"):
+        cs.linear_scan(a, b, h0, "chunked", shuffle=True)
+
+
+def test_shuffle_needs_whole_warps(rng, emulated_shuffles):
+    a, b, h0, _ = problem(rng, (1, 5, 2), np.float64)
+    with pytest.raises(ValueError, match="shuffle=True needs whole warps: block must be >= 32"):
+        cs.linear_scan(a, b, h0, "chunked", block=16, shuffle=True)
+
+
+def test_benchmark_has_v3_rows_on_fake_timings():
+    """``python -m minimal bench scan --backend cuda`` times every method of cuda_kernels.scan.METHODS."""
+    from cuda_kernels import bench
+
+    assert "chunked" in cs.METHODS
+    rows = bench._scan_rows([("tiny", (1, 8, 2))], np.dtype(np.float32), timer=lambda fn: (fn(), 1e-3)[1],
+                            block=8, copy=lambda nbytes, timer: 2e-3)
+    names = [r["name"] for r in rows]
+    assert {"chunked forward", "chunked backward", "chunked log forward"} <= set(names)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Real hardware only
+
+
+@hardware
+@pytest.mark.parametrize("shape, dtype", [((1, 1 << 20, 1), np.float32), ((4, 4096, 300), np.float32),
+                                          ((8, 1024, 8192), np.float32), ((2, 100_003, 3), np.float64)])
+def test_large_problems_on_the_gpu_both_warp_paths(shape, dtype):
+    rng = np.random.default_rng(1)
+    a, b, h0, dh = problem(rng, shape, dtype)
+    for kw in (dict(), dict(block=1024, steps_per_thread=2), dict(block=64, steps_per_thread=16)):
+        h, grads = check_forward_backward(a, b, h0, dh, dtype, shuffle=True, **kw)
+        h2, grads2 = check_forward_backward(a, b, h0, dh, dtype, shuffle=False, **kw)
+        np.testing.assert_array_equal(h, h2)  # the same combines in the same order
+        for g1, g2 in zip(grads, grads2):
+            np.testing.assert_array_equal(g1, g2)
+
+
+@hardware
+def test_shuffle_path_small_shapes_on_the_gpu(rng):
+    for T in LENGTHS:
+        a, b, h0, dh = problem(rng, (2, T, 5), np.float64)
+        for block, K, chunks in ((32, 4, None), (64, 3, 1), (256, 8, 2)):
+            check_forward_backward(a, b, h0, dh, np.float64, block=block, steps_per_thread=K,
+                                   chunks_per_block=chunks, shuffle=True)
