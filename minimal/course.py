@@ -155,8 +155,9 @@ _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {% endblock any_cell %}
 {% block extra_css %}
 <style>
-details.solution { border-left: 3px solid #6a9fb5; margin: 0.5em 0 0.5em 1em; padding-left: 0.5em; }
-details.solution > summary { cursor: pointer; color: #2a5f75; font-weight: bold; }
+details.solution { border-left: 3px solid #6a9fb5; margin: 0.4em 0 0.4em 5.5em; padding-left: 0.5em; }
+details.solution > summary { cursor: pointer; color: #2a5f75; font-weight: bold;
+  font-family: var(--jp-content-font-family, sans-serif); font-size: var(--jp-content-font-size1, 14px); }
 </style>
 {% endblock extra_css %}
 """
