@@ -93,6 +93,16 @@ def test_eta_star_agrees_with_monte_carlo():
     assert loss_hat == pytest.approx(gd.gd_loss(gd.eta_star()), rel=0.02)
 
 
+def test_lag_gains_of_a_leaky_gd_construction_are_eta_star_times_lambda_to_the_lag():
+    eta = gd.eta_star()
+    params, lam = gd.gd_gated_rnn(eta)
+    leaky = np.where(lam == 1.0, 0.9, lam)
+    gains = icl.lag_gains(params, np.random.default_rng(0), lam=leaky)
+    np.testing.assert_allclose(gains, eta * 0.9 ** np.arange(1, 13), rtol=1e-10)
+    c, lam_fit = icl.leaky_fit(gains)
+    assert abs(c - eta) < 1e-12 and abs(lam_fit - 0.9) < 1e-12
+
+
 def test_a_leaky_key_value_memory_needs_a_larger_gain_eq6():
     T = 12
     assert gd.eta_star_weighted(np.ones(T)) == pytest.approx(gd.eta_star(T, 3), rel=1e-15)
@@ -282,8 +292,13 @@ def test_paper_seeds_summarise_table2_over_seeds(tmp_path, monkeypatch):
     assert [j["lam_param"] for j in icl_seeds.jobs(config)] == ["nu", "nu"]
     assert icl_seeds.jobs(icl_seeds.Config())[0] == dataclasses.asdict(icl.Config.paper(seed=0))
     assert icl.Config.paper().steps == 300_000 and icl.Config.paper().lr == 1e-3
-    r = icl_seeds.run(config, progress=False)
+    r = icl_seeds.run(config, progress=False, save_weights_path=tmp_path / "seeds.npz")
     assert r["seeds"] == 2 and icl_seeds.finished(config)
+    from minimal.data import load_groups
+    saved = load_groups(tmp_path / "seeds.npz")
+    assert set(saved) == {"seed0", "seed1"} and set(saved["seed0"]) == {"W_in_m", "W_in_x", "nu", "W_out_m",
+                                                                       "W_out_x", "D"}
+    assert icl.evaluate(saved["seed1"], icl._eval_set(icl.Config(n_eval=512))) > 0
     per = r["per_seed"]["coef_x2_y1_mean"]
     assert r["coef_x2_y1_mean"] == pytest.approx(np.mean(per), rel=1e-12)
     assert r["coef_x2_y1_mean_std"] == pytest.approx(np.std(per, ddof=1), rel=1e-12)

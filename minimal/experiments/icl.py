@@ -72,7 +72,7 @@ from ..validate import check_array
 
 __all__ = ["Config", "PAPER", "run", "plot", "init_params", "predict", "loss_and_grads", "evaluate",
            "instantaneous_polynomial", "table2", "save_weights", "load_weights", "cell_params", "lam_of", "LAM_EPS",
-           "gap_per_task"]
+           "gap_per_task", "lag_gains", "leaky_fit"]
 
 PAPER = {
     "final_train_loss": 0.0945,  # Sec. 4.2: training loss of the gated RNN (H = 80) after training
@@ -255,6 +255,40 @@ def instantaneous_polynomial(params, rng, d_x=3, d_y=3, degree=4, lam=None):
     return poly.exponents, poly.coef, float(err)
 
 
+def lag_gains(params, rng, T=12, d_x=3, d_y=3, n=8192, lam=None):
+    """The network's gain on a context pair k steps before the query, k = 1..T: (T,) float64.
+
+    A sequence of T + 1 tokens holds one context pair [x, y, 1] at position T + 1 - k, empty tokens [0, 0, 1]
+    elsewhere, and the query [x_q, 0, 1]. One GD step predicts ŷ_1 = η y_1 (x · x_q) whatever k; a gated RNN whose
+    key-value neurons decay by λ predicts ŷ_1 = c λ^k y_1 (x · x_q). The gain at lag k is the least-squares
+    coefficient of g = y_1 (x · x_q) in ŷ_1 over ``n`` random (x, y, x_q) (entries U(-1, 1)); the other terms of the
+    network's polynomial are uncorrelated with g. Table 2's coefficient is the gain at lag 0 (the token itself).
+    """
+    p64 = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
+    D_in = d_x + d_y + 1
+    gains = np.empty(T)
+    for k in range(1, T + 1):
+        x, y, x_q = (rng.uniform(-1.0, 1.0, (n, m)) for m in (d_x, d_y, d_x))
+        tokens = np.zeros((n, T + 1, D_in))
+        tokens[..., -1] = 1.0
+        tokens[:, T - k, :d_x], tokens[:, T - k, d_x:d_x + d_y] = x, y
+        tokens[:, T, :d_x] = x_q
+        g = y[:, 0] * np.sum(x * x_q, axis=1)
+        y_hat = predict(p64, tokens, lam)[:, 0]
+        gains[k - 1] = float(np.dot(y_hat, g) / np.dot(g, g))
+    return gains
+
+
+def leaky_fit(gains):
+    """Fit gain_k = c λ^k (k = 1..T) by least squares on log gains: returns (c, λ); needs every gain > 0."""
+    gains = np.asarray(gains, dtype=np.float64)
+    if np.any(gains <= 0):
+        return float("nan"), float("nan")
+    k = np.arange(1, len(gains) + 1)
+    slope, intercept = np.polyfit(k, np.log(gains), 1)
+    return float(np.exp(intercept)), float(np.exp(slope))
+
+
 def table2(exps, coef, d_x=3, output=0):
     """Table 2: the coefficients of x_k² y_j (j = ``output``) in ŷ_j, and the L2 norm of ŷ_j's other ones.
 
@@ -347,6 +381,8 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     coefs, residual = table2(exps, coef, config.d_x, output=0)
     lam = lam_of(result.params)
     kv_lam = lam[lam > 0.5]
+    gains = lag_gains(result.params, np.random.default_rng(11), config.T, config.d_x, config.d_y)
+    c_fit, lam_fit = leaky_fit(gains)
     T_ctx = np.arange(1, config.T + 1)
     coef_pred = (gd.eta_star_weighted(kv_lam.mean() ** (config.T + 1 - T_ctx), config.d_x, config.sigma_x2)
                  if kv_lam.size else float("nan"))
@@ -368,6 +404,11 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         "coef_predicted_from_lam": float(coef_pred),       # c*(w) for w_t = mean λ_KV^(T+1-t), gd Eq. 6
         "lam_kv_mean": float(kv_lam.mean()) if kv_lam.size else float("nan"),
         "lam_sorted": [float(v) for v in np.sort(lam)],
+        "lag_gains": [float(v) for v in gains],               # gain on a pair k = 1..T steps before the query
+        "lag_fit_c": c_fit, "lag_fit_lam": lam_fit,           # gains ~ c λ^k
+        # the best gain for the network's own lag profile shape, gd Eq. 6 (= c_fit if the scale is optimal)
+        "lag_fit_c_optimal": float(gd.eta_star_weighted(lam_fit ** np.arange(config.T, 0, -1), config.d_x,
+                                                         config.sigma_x2)) if np.isfinite(lam_fit) else float("nan"),
         "polynomial_fit_error": fit_error,
         "n_slow_neurons": int(np.sum(lam > 0.5)),
         "lam_slow_min": float(lam[lam > 0.5].min()) if np.any(lam > 0.5) else float("nan"),

@@ -24,6 +24,8 @@ of the key-value neurons (λ > 0.5).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,7 +36,9 @@ import numpy as np
 
 from ._plotting import pyplot
 from . import icl
+from ..data import save_groups
 from ..report import Tolerance
+from ..train import load_checkpoint
 from ..sweep import all_on_disk, run_sweep, with_sweep_summary
 
 __all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP_DIR"]
@@ -132,13 +136,33 @@ def summarise(records):
     return out
 
 
-def run(config: Config = None, out_dir=None, progress=True):
-    """Run (or resume) the seeds through dask and summarise them; also writes ``summary.json`` to out_dir."""
+def _checkpoint(cfg):
+    """Where ``run_job`` trains ``cfg`` (``icl.run``'s checkpoint name: the whole config's hash)."""
+    tag = hashlib.sha1(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / "minimal_icl_seeds" / f"icl_{tag}.ckpt.npz"
+
+
+def run(config: Config = None, out_dir=None, progress=True, save_weights_path=None):
+    """Run (or resume) the seeds through dask and summarise them; also writes ``summary.json`` to out_dir.
+
+    ``save_weights_path``: write every seed's final params (from its training checkpoint) to one ``.npz``, groups
+    "seed<k>" (``data.save_groups``; the notebook reads them with ``data.load_groups``). Seeds whose checkpoint is
+    not on this machine (their records came from the committed sweep) are left out."""
     config = Config() if config is None else config
     t0 = time.perf_counter()
     records = run_sweep(run_job, jobs(config), _sweep_dir(config), name="icl_seed", scheduler=config.scheduler,
                         n_workers=config.n_workers, processes=config.processes, progress=progress,
                         desc="icl seeds")
+    if save_weights_path is not None:
+        groups = {}
+        for cfg in jobs(config):
+            path = _checkpoint(cfg)
+            if path.exists():
+                ckpt = load_checkpoint(path)
+                if ckpt.step == cfg["steps"]:
+                    groups[f"seed{cfg['seed']}"] = {k: np.asarray(v, np.float64) for k, v in ckpt.params.items()}
+        if groups:
+            save_groups(save_weights_path, groups)
     return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
 
 
