@@ -35,7 +35,7 @@ class Tolerance(NamedTuple):
 
     def describe(self):
         if self.kind == "rel":
-            return f"±{self.match:.0%} / ±{self.close:.0%}"
+            return f"±{100 * self.match:g}% / ±{100 * self.close:g}%"
         if self.kind == "at_most":
             return f"<= paper x {1 + self.match:g} / x {self.close:g}"
         if self.kind == "log10":
