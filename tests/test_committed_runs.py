@@ -14,8 +14,13 @@ Covered: GRIL's multi-step run (``data/gril/multistep_full.json``: the two-layer
 run (``classification_full.json``: the softmax model without feature map, 400 steps), one job of GRIL's model
 comparison sweep (``sweeps/comparison``: the one-layer LSA stand-in, 200 steps), and minRNN's Shakespeare run
 (``data/minrnn/shakespeare_full.json``: the minGRU model's first 48 steps, and its test loss at step 0).
+Zucchet: the teacher-student run (``data/zucchet/teacher_student_full.npz`` stores every step's loss: the first 40
+steps), the ICL run (``icl_full.npz``: the first of its 200 curve means, 4,800 steps) and two jobs of the
+architecture sweep (a teacher-student LRU In-Skip job, an ICL GRU job: the first of their 40 curve points). They
+train in float32 and predate the current dλ/dν formula (-exp(ν - exp(ν)) instead of -exp(ν)·λ), so their tolerance
+is ``RTOL_ZUCCHET`` = 1e-5.
 Not covered: runs that store no curve (GRIL's regression weights, the ablation and selective-copy sweeps store only
-a final tail mean), and Zucchet's committed runs, which are being regenerated.
+a final tail mean).
 """
 import json
 
@@ -23,9 +28,11 @@ import numpy as np
 import pytest
 
 from minimal.data import data_path
+from minimal.sweep import job_path
 
 RTOL = 1e-9       # float64 runs
 RTOL32 = 1e-6     # float32 runs
+RTOL_ZUCCHET = 1e-5   # float32 runs made before the dλ/dν formula changed
 
 
 class _Stop(Exception):
@@ -54,11 +61,14 @@ def _chunk(total, n):
     return len(np.array_split(np.arange(total), n)[0])
 
 
-def _json(*parts):
-    path = data_path(*parts)
+def _needs(path):
     if not path.exists():
         pytest.skip(f"{path} is not committed here")
-    return json.loads(path.read_text())
+    return path
+
+
+def _json(*parts):
+    return json.loads(_needs(data_path(*parts)).read_text())
 
 
 def test_gril_multistep_two_layers(monkeypatch):
@@ -127,3 +137,45 @@ def test_minrnn_shakespeare_mingru(monkeypatch):
     assert config.dtype == "float32"
     assert evals[0] == pytest.approx(m["curve"][0], rel=RTOL32)        # the initial model on the test subset
     assert np.mean(got[0]) == pytest.approx(m["train_curve"][0], rel=RTOL32)
+
+
+# --- Zucchet ------------------------------------------------------------------------------------------
+
+def _first_edge(steps, n_points):
+    """How many steps the first curve point averages (the experiments cut the losses at linspace(0, steps, n + 1))."""
+    return int(np.linspace(0, steps, n_points + 1).astype(int)[1])
+
+
+def test_teacher_student_first_steps(monkeypatch):
+    from minimal.experiments import teacher_student as ts
+
+    _, _, losses, _ = ts.load_weights(_needs(data_path("zucchet", "teacher_student_full.npz")))
+    got = _first_steps(monkeypatch, ts, 40)
+    with pytest.raises(_Stop):
+        ts.train_student(ts.Config(), progress=False)
+    np.testing.assert_allclose(got[0], losses[:40], rtol=RTOL_ZUCCHET)
+
+
+def test_icl_first_curve_point(monkeypatch):
+    from minimal.experiments import icl
+
+    _, meta = icl.load_weights(_needs(data_path("zucchet", "icl_full.npz")))
+    cfg = icl.Config(**meta["config"])
+    curve = meta["metrics"]["train_loss_curve"]
+    got = _first_steps(monkeypatch, icl, _first_edge(cfg.steps, len(curve)))
+    with pytest.raises(_Stop):
+        icl.run(cfg, progress=False)
+    assert np.mean(got[0]) == pytest.approx(curve[0], rel=RTOL_ZUCCHET)
+
+
+@pytest.mark.parametrize("task,arch,hidden,layers", [("teacher", "lru_in_skip", 8, 1), ("icl", "gru", 4, 1)])
+def test_architecture_sweep_jobs_first_curve_point(monkeypatch, task, arch, hidden, layers):
+    from minimal.experiments import architectures as A
+
+    job = next(j for j in A.jobs(A.Config()) if (j.task, j.arch, j.hidden, j.layers) == (task, arch, hidden, layers))
+    record = json.loads(_needs(job_path(A.SWEEP_DIR / "architectures", A.run_job, job, name="arch")).read_text())
+    curve = record["result"]["curve"]
+    got = _first_steps(monkeypatch, A, _first_edge(job.steps, len(curve)))
+    with pytest.raises(_Stop):
+        A.run_job(job)
+    assert np.mean(got[0]) == pytest.approx(curve[0], rel=RTOL_ZUCCHET)

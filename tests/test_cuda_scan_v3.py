@@ -21,12 +21,12 @@ from numba import cuda
 from cuda_kernels import chunked
 from cuda_kernels import scan as cs
 from minimal import scan as ref
+from test_cuda_scan import assert_close, problem   # the v1/v2 tests' problems and tolerances
 
 hardware = pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="needs a real CUDA GPU (not the simulator)")
 simulator = pytest.mark.skipif(not numba.config.ENABLE_CUDASIM, reason="emulates shuffles in the simulator")
 
 LENGTHS = (1, 2, 3, 7, 64, 1000, 1025)
-TOL = {np.float32: 2e-6, np.float64: 1e-13}   # max |error| / max |reference|, as tests/test_cuda_scan.py
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -64,21 +64,6 @@ def emulated_shuffles(monkeypatch):
     from numba.cuda.simulator import kernelapi
 
     monkeypatch.setattr(kernelapi.FakeCUDAModule, "shfl_up_sync", _emulated_shfl_up_sync, raising=False)
-
-
-def problem(rng, shape, dtype, h0=True):
-    a = rng.uniform(0.5, 1.0, shape).astype(dtype)
-    b = rng.normal(size=shape).astype(dtype)
-    dh = rng.normal(size=shape).astype(dtype)
-    h0v = rng.normal(size=(shape[0],) + shape[2:]).astype(dtype) if h0 else None
-    return a, b, h0v, dh
-
-
-def assert_close(got, want, dtype):
-    assert got.dtype == want.dtype and got.shape == want.shape
-    scale = max(1.0, float(np.max(np.abs(want))))
-    err = float(np.max(np.abs(got.astype(np.float64) - want))) / scale
-    assert err <= TOL[dtype], f"max relative error {err:.3g} > {TOL[dtype]:.0e}"
 
 
 def check_forward_backward(a, b, h0, dh, dtype, **kw):

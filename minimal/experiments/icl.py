@@ -72,7 +72,7 @@ from ..validate import check_array
 
 __all__ = ["Config", "PAPER", "run", "plot", "init_params", "predict", "loss_and_grads", "evaluate",
            "instantaneous_polynomial", "table2", "save_weights", "load_weights", "cell_params", "lam_of", "LAM_EPS",
-           "gap_per_task", "lag_gains", "leaky_fit"]
+           "gap_per_task", "lag_gains", "leaky_fit", "checkpoint_path"]
 
 PAPER = {
     "final_train_loss": 0.0945,  # Sec. 4.2: training loss of the gated RNN (H = 80) after training
@@ -332,6 +332,13 @@ def load_weights(path):
         return params, json.loads(str(z["meta"]))
 
 
+def checkpoint_path(config, out_dir):
+    """Where ``run(config, out_dir)`` checkpoints: the whole config's hash in the name, so that a checkpoint of
+    another config is never resumed."""
+    tag = hashlib.sha1(json.dumps(dataclasses.asdict(config), sort_keys=True).encode()).hexdigest()[:10]
+    return Path(out_dir) / f"icl_{tag}.ckpt.npz"
+
+
 def _eval_set(config):
     return icl_regression.sample(np.random.default_rng(config.eval_seed), config.n_eval, config.T, config.d_x,
                                  config.d_y, config.sigma_w2, config.sigma_x2)
@@ -361,9 +368,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     ckpt = None
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        # the whole config in the name: a checkpoint of another config is never resumed
-        tag = hashlib.sha1(json.dumps(dataclasses.asdict(config), sort_keys=True).encode()).hexdigest()[:10]
-        ckpt = Path(out_dir) / f"icl_{tag}.ckpt.npz"
+        ckpt = checkpoint_path(config, out_dir)
     decay_end = int(round(config.decay_until * config.steps))
     t0 = time.perf_counter()
     result = train(step_fn, params, config.steps, lr_schedule=schedule, checkpoint_path=ckpt,

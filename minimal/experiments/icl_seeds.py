@@ -24,8 +24,6 @@ of the key-value neurons (λ > 0.5).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -95,8 +93,7 @@ def jobs(config: Config):
 
 def run_job(cfg: dict):
     """Train and analyse one seed: ``icl.run``'s metrics (λ of every neuron included)."""
-    ckpt_dir = Path(tempfile.gettempdir()) / "minimal_icl_seeds"
-    return icl.run(icl.Config(**cfg), out_dir=ckpt_dir, progress=False)
+    return icl.run(icl.Config(**cfg), out_dir=_checkpoint_dir(), progress=False)
 
 
 def _sweep_dir(config):
@@ -136,10 +133,8 @@ def summarise(records):
     return out
 
 
-def _checkpoint(cfg):
-    """Where ``run_job`` trains ``cfg`` (``icl.run``'s checkpoint name: the whole config's hash)."""
-    tag = hashlib.sha1(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:10]
-    return Path(tempfile.gettempdir()) / "minimal_icl_seeds" / f"icl_{tag}.ckpt.npz"
+def _checkpoint_dir():
+    return Path(tempfile.gettempdir()) / "minimal_icl_seeds"
 
 
 def run(config: Config = None, out_dir=None, progress=True, save_weights_path=None):
@@ -156,7 +151,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     if save_weights_path is not None:
         groups = {}
         for cfg in jobs(config):
-            path = _checkpoint(cfg)
+            path = icl.checkpoint_path(icl.Config(**cfg), _checkpoint_dir())
             if path.exists():
                 ckpt = load_checkpoint(path)
                 if ckpt.step == cfg["steps"]:
