@@ -8,6 +8,11 @@ step is a vectorisable sweep over C: a scan along a strided axis is latency-boun
 One thread: ``prange`` gave no speedup on the project's CPUs (TOOLING-NOTES), so batch rows run one after
 another.
 
+The backward kernels check NaN and inf on their outputs, in the pass that writes them: every value the adjoint
+reads reaches an output through a sum or a product (g_t = dh_t + a_{t+1} g_{t+1}, da_t = g_t h_{t-1},
+dh0 = a_0 g_0), and a NaN or inf survives both (an infinite x times 0 is NaN), in the loop's order and in the
+tree's. The one input value never read, h at the last step, is checked apart (B C values).
+
 The Blelloch kernel serves both directions. The forward scans steps t = 0 .. T-1 with coefficients a_t. The
 backward's adjoint g_t = dh_t + a_{t+1} g_{t+1} is the same scan run over j = 0 .. T-1 with time t = T-1-j
 and coefficient a_{t+1}; ``reverse=True`` maps indices that way instead of copying reversed, shifted arrays.
@@ -66,17 +71,36 @@ def sequential_into_checked(a, b, h0, h):
     return True
 
 
+@njit(cache=True, inline="always")
+def _flag_row(h, i, bad):
+    """0 * h[i, T-1, :] into ``bad``: the one input value the adjoint never reads (module docstring)."""
+    T = h.shape[1]
+    for c in range(h.shape[2]):
+        bad[c] += 0.0 * h[i, T - 1, c]
+
+
+@njit(cache=True, inline="always")
+def _all_zero(bad):
+    for c in range(bad.shape[0]):
+        if bad[c] != 0.0:
+            return False
+    return True
+
+
 @njit(cache=True)
 def sequential_backward(a, h, dh, h0):
-    """Reverse-time adjoint in one pass. a, h, dh: (B, T, C); h0: (B, C). Returns (da, db, dh0).
+    """Reverse-time adjoint in one pass. a, h, dh: (B, T, C); h0: (B, C). Returns (da, db, dh0, finite).
 
     g_t = dh_t + a_{t+1} g_{t+1}; db_t = g_t; da_t = g_t h_{t-1} (h_{-1} = h0); dh0 = a_0 g_0.
+    ``finite``: whether every input and output is finite, read off the outputs (module docstring).
     """
     B, T, C = a.shape
     da = np.empty_like(a)
     db = np.empty_like(a)
     dh0 = np.empty_like(h0)
+    bad = np.zeros(C, dtype=np.float64)
     for i in range(B):
+        _flag_row(h, i, bad)
         for c in range(C):
             db[i, T - 1, c] = dh[i, T - 1, c]
         for t in range(T - 1, 0, -1):
@@ -84,12 +108,14 @@ def sequential_backward(a, h, dh, h0):
                 if t < T - 1:
                     db[i, t, c] = dh[i, t, c] + a[i, t + 1, c] * db[i, t + 1, c]
                 da[i, t, c] = db[i, t, c] * h[i, t - 1, c]
+                bad[c] += 0.0 * da[i, t, c] + 0.0 * db[i, t, c]
         for c in range(C):
             if T > 1:
                 db[i, 0, c] = dh[i, 0, c] + a[i, 1, c] * db[i, 1, c]
             da[i, 0, c] = db[i, 0, c] * h0[i, c]
             dh0[i, c] = a[i, 0, c] * db[i, 0, c]
-    return da, db, dh0
+            bad[c] += 0.0 * da[i, 0, c] + 0.0 * db[i, 0, c] + 0.0 * dh0[i, c]
+    return da, db, dh0, _all_zero(bad)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -229,65 +255,151 @@ def blelloch(a, b, h0):
 def _blelloch_backward(a, h, dh, h0, scratch, da, g, dh0):
     B, T, C = a.shape
     _blelloch(a, dh, h0, g, scratch, True)
+    bad = np.zeros(C, dtype=np.float64)
     for i in range(B):
+        _flag_row(h, i, bad)
         for c in range(C):
             da[i, 0, c] = g[i, 0, c] * h0[i, c]
             dh0[i, c] = a[i, 0, c] * g[i, 0, c]
+            bad[c] += 0.0 * da[i, 0, c] + 0.0 * g[i, 0, c] + 0.0 * dh0[i, c]
         for t in range(1, T):
             for c in range(C):
                 da[i, t, c] = g[i, t, c] * h[i, t - 1, c]
+                bad[c] += 0.0 * da[i, t, c] + 0.0 * g[i, t, c]
+    return _all_zero(bad)
 
 
 def blelloch_backward(a, h, dh, h0):
-    """Adjoint by the Blelloch scan in reverse time. a, h, dh: (B, T, C); h0: (B, C). Returns (da, db, dh0)."""
+    """Adjoint by the Blelloch scan in reverse time. a, h, dh: (B, T, C); h0: (B, C). Returns (da, db, dh0,
+    finite) as ``sequential_backward``."""
     da, g, dh0 = np.empty_like(a), np.empty_like(a), np.empty_like(h0)
-    _blelloch_backward(a, h, dh, h0, scratch_for(a), da, g, dh0)
-    return da, g, dh0
+    finite = _blelloch_backward(a, h, dh, h0, scratch_for(a), da, g, dh0)
+    return da, g, dh0, finite
 
 
 # ---------------------------------------------------------------------------------------------------------
 # log space
 # ---------------------------------------------------------------------------------------------------------
 
+# exp and log1p from multiply-adds and selects only, so that LLVM vectorises the sweep over C: NumPy's and
+# libm's exp / log1p are scalar calls here (~10-30 ns each), and SVML, which would vectorise them, needs an
+# llvmlite built with Intel's patch (``python -m numba -s``: "llvmlite Using SVML Patched LLVM: False" for the
+# PyPI wheels). Both are accurate to a few ulp in float64 (tests/test_scan.py checks them against NumPy).
+_LN2_HI = 6.93147180369123816490e-01   # ln 2 split (fdlibm): k * _LN2_HI is exact for |k| < 2^21
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e+00
+_TWO52 = 4503599627370496.0          # 2^52
+_TWO52_BITS = np.int64(0x4330000000000000)  # its bit pattern
+
+
+@njit(cache=True, inline="always")
+def _exp_nonpositive(x):
+    """exp(x) for -40 <= x <= 0; x > 0 is taken as 0 and x < -40 gives 0 (an absolute error < 4.3e-18: these
+    exps are shares of a sum, in [0, 1], and terms added to a log, where such an error is far below the
+    float64 resolution of the numbers they join).
+
+    x = k ln 2 + r with k = round(x / ln 2), 0 <= -k <= 58, and |r| <= ln 2 / 2 (Cody-Waite: r keeps full
+    precision); exp(r) from its Taylor series to r^13 (remainder < 1e-17 relative); exp(x) = 2^k exp(r). A NaN
+    x gives NaN."""
+    x = min(x, 0.0)
+    k = np.floor(x * _INV_LN2 + 0.5)
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    # Estrin's scheme for sum_{n<=13} r^n / n!: a tree of multiply-adds four deep, where Horner's rule is a chain
+    # of 13 that leaves the vector units waiting on each multiply-add's latency (measured: 1.5x the time)
+    r2 = r * r
+    r4 = r2 * r2
+    p = (((1.0 + r) + r2 * (1.0 / 2.0 + r * (1.0 / 6.0)))
+         + r4 * ((1.0 / 24.0 + r * (1.0 / 120.0)) + r2 * (1.0 / 720.0 + r * (1.0 / 5040.0)))
+         + r4 * r4 * (((1.0 / 40320.0 + r * (1.0 / 362880.0)) + r2 * (1.0 / 3628800.0 + r * (1.0 / 39916800.0)))
+                      + r4 * (1.0 / 479001600.0 + r * (1.0 / 6227020800.0))))
+    # 2^k from its bits: 2^52 + (k + 1023) holds k + 1023 in its low mantissa bits (exact, an integer below
+    # 2^52), which a shift moves into the exponent field. Bit casts only: no float -> int conversion.
+    biased = np.float64(k + (_TWO52 + 1023.0)).view(np.int64) - _TWO52_BITS
+    scale = np.int64(biased << 52).view(np.float64)
+    return 0.0 if x < -40.0 else p * scale
+
+
+@njit(cache=True, inline="always")
+def _log1p_unit(e):
+    """log(1 + e) for 0 <= e <= 1: 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + ...) with s = e / (2 + e) <= 1/3,
+    summed to s^31 (remainder < 2e-17 relative)."""
+    s = e / (2.0 + e)
+    # Estrin's scheme, as in _exp_nonpositive, for sum_{n<=15} z^n / (2n + 1) with z = s^2
+    z = s * s
+    z2 = z * z
+    z4 = z2 * z2
+    p = (((1.0 + z * (1.0 / 3.0)) + z2 * (1.0 / 5.0 + z * (1.0 / 7.0)))
+         + z4 * ((1.0 / 9.0 + z * (1.0 / 11.0)) + z2 * (1.0 / 13.0 + z * (1.0 / 15.0)))
+         + z4 * z4 * (((1.0 / 17.0 + z * (1.0 / 19.0)) + z2 * (1.0 / 21.0 + z * (1.0 / 23.0)))
+                      + z4 * ((1.0 / 25.0 + z * (1.0 / 27.0)) + z2 * (1.0 / 29.0 + z * (1.0 / 31.0)))))
+    return 2.0 * s * p
+
+
 @njit(cache=True, inline="always")
 def _logaddexp(x, y):
+    """log(e^x + e^y) = max(x, y) + log1p(exp(-|x - y|)), vectorisable (above)."""
     m = max(x, y)
-    return m + np.log1p(np.exp(-abs(x - y)))
+    return m + _log1p_unit(_exp_nonpositive(-abs(x - y)))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def log_scan_into(log_a, log_b, log_h0, has_h0, log_h):
     """log h_t = logaddexp(log a_t + log h_{t-1}, log b_t). (B, T, C) arrays; log_h0: (B, C), ignored
-    (h0 = 0) unless has_h0; writes log_h."""
+    (h0 = 0) unless has_h0; writes log_h. Returns whether every input and output was finite.
+
+    The check rides in the scan's own pass: ``bad[c]`` accumulates 0 * log a + 0 * log b + 0 * log h (and
+    0 * log h0), which is 0 for finite numbers and NaN otherwise, so it costs no extra read. The inputs are
+    checked too (for the linear scan the last step's output is enough): a log a of -inf makes that step's
+    output finite again.
+
+    ~100 floating-point operations per element (the vectorised exp and log1p above): compute-bound, 0.13 of a
+    same-run copy's bandwidth where the same loop on libm's scalar exp and log1p reached 0.03."""
     B, T, C = log_a.shape
     # The carry is float64 whatever the dtype: a float32 log h near 7 has a resolution of 5e-7, and the
     # rounding of every step would otherwise accumulate over the ~1/(1-a) steps the state remembers.
     prev = np.empty(C, dtype=np.float64)
+    bad = np.zeros(C, dtype=np.float64)
     for i in range(B):
         for c in range(C):
+            la = np.float64(log_a[i, 0, c])
+            lb = np.float64(log_b[i, 0, c])
             if has_h0:
-                prev[c] = _logaddexp(np.float64(log_a[i, 0, c]) + log_h0[i, c], np.float64(log_b[i, 0, c]))
+                l0 = np.float64(log_h0[i, c])
+                bad[c] += 0.0 * l0
+                prev[c] = _logaddexp(la + l0, lb)
             else:
-                prev[c] = log_b[i, 0, c]
+                prev[c] = lb
+            bad[c] += 0.0 * la + 0.0 * lb + 0.0 * prev[c]
             log_h[i, 0, c] = prev[c]
         for t in range(1, T):
             for c in range(C):
-                prev[c] = _logaddexp(np.float64(log_a[i, t, c]) + prev[c], np.float64(log_b[i, t, c]))
-                log_h[i, t, c] = prev[c]
+                la = np.float64(log_a[i, t, c])
+                lb = np.float64(log_b[i, t, c])
+                v = _logaddexp(la + prev[c], lb)
+                bad[c] += 0.0 * la + 0.0 * lb + 0.0 * v
+                prev[c] = v
+                log_h[i, t, c] = v
+    for c in range(C):
+        if bad[c] != 0.0:
+            return False
+    return True
 
 
 def log_scan(log_a, log_b, log_h0):
-    """log h_t = logaddexp(log a_t + log h_{t-1}, log b_t). (B, T, C) arrays; log_h0: (B, C) or None (h0 = 0)."""
+    """log h_t = logaddexp(log a_t + log h_{t-1}, log b_t). (B, T, C) arrays; log_h0: (B, C) or None (h0 = 0).
+    Returns (log_h, whether every input was finite)."""
     has_h0 = log_h0 is not None
     if not has_h0:
         log_h0 = np.zeros((log_a.shape[0], log_a.shape[2]), dtype=log_a.dtype)
     log_h = np.empty_like(log_b)
-    log_scan_into(log_a, log_b, log_h0, has_h0, log_h)
-    return log_h
+    return log_h, log_scan_into(log_a, log_b, log_h0, has_h0, log_h)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, has_h0):
+    """The reverse pass of ``log_scan_backward``; also returns whether every input and every G_t was finite
+    (checked in the same pass, as in ``log_scan_into``; with every G_t finite so are the outputs, since the
+    shares are in [0, 1])."""
     B, T, C = log_a.shape
     dlog_a = np.empty_like(log_a)
     dlog_b = np.empty_like(log_a)
@@ -295,34 +407,48 @@ def _log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, has_h0):
     # float64 carries, as in the forward
     G = np.empty(C, dtype=np.float64)
     w_next = np.empty(C, dtype=np.float64)  # w_{t+1}, the adjoint's coefficient
+    bad = np.zeros(C, dtype=np.float64)
     for i in range(B):
         for c in range(C):
             G[c] = 0.0
             w_next[c] = 0.0
+            if has_h0:
+                bad[c] += 0.0 * np.float64(log_h0[i, c])
         for t in range(T - 1, -1, -1):
             for c in range(C):
-                # 1. G_t = dlog_h_t + w_{t+1} G_{t+1}
-                G[c] = dlog_h[i, t, c] + w_next[c] * G[c]
-                # 2. the shares w_t = exp(log a_t + l_{t-1} - l_t), v_t = exp(log b_t - l_t)
+                la = np.float64(log_a[i, t, c])
+                lb = np.float64(log_b[i, t, c])
                 l_t = np.float64(log_h[i, t, c])
+                dl = np.float64(dlog_h[i, t, c])
+                bad[c] += 0.0 * la + 0.0 * lb + 0.0 * l_t + 0.0 * dl
+                # 1. G_t = dlog_h_t + w_{t+1} G_{t+1}
+                G[c] = dl + w_next[c] * G[c]
+                bad[c] += 0.0 * G[c]
+                # 2. the shares w_t = exp(log a_t + l_{t-1} - l_t), v_t = exp(log b_t - l_t), both <= 0 in exact
+                # arithmetic (a rounding above 0 is taken as exp(0) = 1)
                 if t > 0:
-                    w = np.exp(np.float64(log_a[i, t, c]) + np.float64(log_h[i, t - 1, c]) - l_t)
+                    w = _exp_nonpositive(la + np.float64(log_h[i, t - 1, c]) - l_t)
                 elif has_h0:
-                    w = np.exp(np.float64(log_a[i, 0, c]) + np.float64(log_h0[i, c]) - l_t)
+                    w = _exp_nonpositive(la + np.float64(log_h0[i, c]) - l_t)
                 else:
                     w = 0.0
-                v = np.exp(np.float64(log_b[i, t, c]) - l_t)
+                v = _exp_nonpositive(lb - l_t)
                 # 3. distribute
                 dlog_a[i, t, c] = w * G[c]
                 dlog_b[i, t, c] = v * G[c]
                 w_next[c] = w
         for c in range(C):
             dlog_h0[i, c] = w_next[c] * G[c]
-    return dlog_a, dlog_b, dlog_h0
+    finite = True
+    for c in range(C):
+        if bad[c] != 0.0:
+            finite = False
+    return dlog_a, dlog_b, dlog_h0, finite
 
 
 def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0):
-    """VJP of ``log_scan`` (see ``minimal.scan.log_scan_backward``). Returns (dlog_a, dlog_b, dlog_h0)."""
+    """VJP of ``log_scan`` (see ``minimal.scan.log_scan_backward``). Returns (dlog_a, dlog_b, dlog_h0, whether
+    every input and output was finite)."""
     has_h0 = log_h0 is not None
     if not has_h0:
         log_h0 = np.zeros((log_a.shape[0], log_a.shape[2]), dtype=log_a.dtype)

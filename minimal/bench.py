@@ -67,7 +67,8 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
         docstring), vs_copy (copy time / row time), bytes. Rows: the copy, ``np.add`` of the same streams,
         the NumPy sequential loop, the bare Numba sequential kernel, the public ``linear_scan`` (sequential,
         numba: checks and a fresh output), the same with ``out=``, the Numba Blelloch kernel, the Numba
-        log-space kernel.
+        log-space kernel (its NaN/inf flag included: it rides in the same pass), the public ``log_scan``
+        (backend numba, a fresh output).
     """
     check_choice("backend", backend, ("numba", "cuda"))
     if backend == "cuda":
@@ -104,6 +105,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
         ("public linear_scan out=", lambda: scan.linear_scan(a, b, h0, method="sequential", out=h)),
         ("numba blelloch", lambda: _scan_numba.blelloch_into(a, b, h0, h, scratch)),
         ("numba log-space", lambda: _scan_numba.log_scan_into(log_a, b, h0, False, h)),
+        ("public log_scan", lambda: scan.log_scan(log_a, b)),
     ]
     rows = []
     for (name, _), seconds in zip(cases, _best_of_interleaved([fn for _, fn in cases], repeats)):

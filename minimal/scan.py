@@ -309,15 +309,17 @@ def _check_out(out, a, inputs):
             raise InputError(f"out must not share memory with {name}: the scan would overwrite its own input")
 
 
-def _raise_non_finite(a, b, h0):
-    """After a scan whose h was not all finite: name the input that holds a NaN or inf, or, when all are
-    finite, say that h overflowed."""
-    inputs = {"a": a, "b": b} if h0 is None else {"a": a, "b": b, "h0": h0}
+def _raise_non_finite(a, b, h0, names=("a", "b", "h0"), what="the scan h_t = a_t h_{t-1} + b_t", extra=None):
+    """After a kernel whose finiteness flag was down: name the input that holds a NaN or inf, or, when all are
+    finite, say that ``what`` overflowed. ``extra``: further inputs (name -> array) searched after these."""
+    inputs = dict(zip(names, (a, b, h0)))
+    inputs.update(extra or {})
+    inputs = {k: v for k, v in inputs.items() if v is not None}
     for name, x in inputs.items():
         if not np.all(np.isfinite(x)):
             raise InputError(f"{name} contains NaN or inf")
     advice = "scale them down" + (", or use float64" if a.dtype == np.float32 else "")
-    raise overflow_error("the scan h_t = a_t h_{t-1} + b_t", inputs, advice)
+    raise overflow_error(what, inputs, advice)
 
 
 def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):
@@ -335,8 +337,9 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):
     check_choice("method", method, METHODS)
     check_choice("backend", backend, BACKENDS)
     device = _device_inputs(backend, a)
-    _check_scan_inputs(a, h, h0, b_name="h", device=device)
-    _check_input("dh", dh, device, "a")
+    fused = backend == "numba"
+    _check_scan_inputs(a, h, h0, b_name="h", device=device, finite=not fused)
+    _check_input("dh", dh, device, "a", finite=not fused)
     check_same_shape("dh", dh, "h", h)
     _check_same_dtype("dh", dh, "a", a)
     if backend == "cuda":
@@ -351,7 +354,9 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):
 
     a3, h3, dh3 = _as_btc(a), _as_btc(h), _as_btc(dh)
     fn = _scan_numba.sequential_backward if method == "sequential" else _scan_numba.blelloch_backward
-    da, db, dh0 = fn(a3, h3, dh3, _as_bc(h0, a3))
+    da, db, dh0, finite = fn(a3, h3, dh3, _as_bc(h0, a3))
+    if not finite:
+        _raise_non_finite(a, h, h0, ("a", "h", "h0"), "the adjoint g_t = dh_t + a_{t+1} g_{t+1}", {"dh": dh})
     return da.reshape(a.shape), db.reshape(a.shape), dh0.reshape((a.shape[0],) + a.shape[2:])
 
 
@@ -359,8 +364,7 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):
 # Log space (Heinsen 2023; Feng et al. App. B)
 # ---------------------------------------------------------------------------------------------------------
 
-def _check_log_inputs(log_a, log_b, log_h0, device=False):
-    _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0", device=device)
+_LOG_WHAT = "the log-space scan log h_t = logaddexp(log a_t + log h_{t-1}, log b_t)"
 
 
 def log_scan(log_a, log_b, log_h0=None, backend="numba"):
@@ -385,7 +389,9 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
         log_h: (B, T, ...).
     """
     check_choice("backend", backend, LOG_BACKENDS)
-    _check_log_inputs(log_a, log_b, log_h0, device=_device_inputs(backend, log_a))
+    fused = backend == "numba"
+    _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0",
+                       device=_device_inputs(backend, log_a), finite=not fused)
     if backend == "cuda":
         return cuda_module("scan").log_linear_scan(log_a, log_b, log_h0)
     if backend == "numba":
@@ -393,7 +399,10 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
 
         la, lb = _as_btc(log_a), _as_btc(log_b)
         lh0 = None if log_h0 is None else _as_bc(log_h0, la)
-        return _scan_numba.log_scan(la, lb, lh0).reshape(log_a.shape)
+        log_h, finite = _scan_numba.log_scan(la, lb, lh0)
+        if not finite:
+            _raise_non_finite(log_a, log_b, log_h0, ("log_a", "log_b", "log_h0"), _LOG_WHAT)
+        return log_h.reshape(log_a.shape)
     # In float64 whatever the input dtype: a*_t and the logcumsumexp both grow like T and cancel in their sum,
     # so float32 sums lost ~0.02 in log h at T = 1e5 (the recurrence of the numba backend has no such sum).
     dtype = log_a.dtype
@@ -431,9 +440,11 @@ def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend="numba")
     """
     check_choice("backend", backend, LOG_BACKENDS)
     device = _device_inputs(backend, log_a)
-    _check_log_inputs(log_a, log_b, log_h0, device=device)
+    fused = backend == "numba"
+    _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0", device=device,
+                       finite=not fused)
     for name, x in (("log_h", log_h), ("dlog_h", dlog_h)):
-        _check_input(name, x, device, "log_a")
+        _check_input(name, x, device, "log_a", finite=not fused)
         check_same_shape(name, x, "log_a", log_a)
         _check_same_dtype(name, x, "log_a", log_a)
     if backend == "cuda":
@@ -443,7 +454,10 @@ def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend="numba")
 
         la, lb, lh, dlh = _as_btc(log_a), _as_btc(log_b), _as_btc(log_h), _as_btc(dlog_h)
         lh0 = None if log_h0 is None else _as_bc(log_h0, la)
-        dla, dlb, dlh0 = _scan_numba.log_scan_backward(la, lb, lh, dlh, lh0)
+        dla, dlb, dlh0, finite = _scan_numba.log_scan_backward(la, lb, lh, dlh, lh0)
+        if not finite:
+            _raise_non_finite(log_a, log_b, log_h0, ("log_a", "log_b", "log_h0"), "the log-space scan's adjoint",
+                              {"log_h": log_h, "dlog_h": dlog_h})
         return (dla.reshape(log_a.shape), dlb.reshape(log_a.shape),
                 dlh0.reshape((log_a.shape[0],) + log_a.shape[2:]))
     # 1. the shares w_t and v_t; l_{-1} = log h0, or -inf (h0 = 0, w_0 = 0) when there is none

@@ -542,6 +542,105 @@ def test_checked_kernels_flag_every_position(T):
     assert not _scan_numba.all_finite(h)
 
 
+@pytest.mark.parametrize("T", [1, 2, 5])
+def test_backward_kernels_flag_every_position(T):
+    """The backward kernels read their flag off their outputs (and h's last step, which the adjoint never reads):
+    a NaN, inf or -inf at any position of a, h, dh or h0 fails it, in the loop and in the tree. Zeros in dh make
+    the inf * 0 = NaN paths run too."""
+    from minimal import _scan_numba
+
+    rng = np.random.default_rng(T)
+    a, h, dh = rng.uniform(-1, 1, (2, T, 3)), rng.standard_normal((2, T, 3)), rng.standard_normal((2, T, 3))
+    dh[1] = 0.0
+    h0 = rng.standard_normal((2, 3))
+    kernels = (_scan_numba.sequential_backward, _scan_numba.blelloch_backward)
+    for fn in kernels:
+        assert fn(a, h, dh, h0)[3]
+    for value in (np.nan, np.inf, -np.inf):
+        for name, x in (("a", a), ("h", h), ("dh", dh), ("h0", h0)):
+            for index in np.ndindex(x.shape):
+                args = {"a": a, "h": h, "dh": dh, "h0": h0}
+                args[name] = _with(x, index, value)
+                for fn in kernels:
+                    assert not fn(args["a"], args["h"], args["dh"], args["h0"])[3], (fn.__name__, name, index)
+
+
+@pytest.mark.parametrize("method", scan.METHODS)
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_numba_backward_names_a_non_finite_input(method, value):
+    """No pass over the inputs before the adjoint: the culprit is named after the kernel's flag fails."""
+    a, b, h0, dh = _problem(np.random.default_rng(13), (2, 6, 3))
+    h = scan.linear_scan(a, b, h0, method, "numba")
+    for name, x in (("a", a), ("h", h), ("dh", dh), ("h0", h0)):
+        args = {"a": a, "h": h, "dh": dh, "h0": h0}
+        args[name] = _with(x, (1, 2) if name == "h0" else (1, 5, 2), value)  # the last step of h: never read
+        with pytest.raises(ValueError, match=f"^{name} contains NaN or inf$"):
+            scan.linear_scan_backward(args["a"], args["h"], args["dh"], args["h0"], method, "numba")
+
+
+def test_numba_backward_overflow_names_the_inputs():
+    a = np.full((1, 3, 1), 1e200)
+    with pytest.raises(ValueError, match=r"^a has float64 values up to 1e\+200, .*the adjoint g_t = dh_t \+ "
+                                         r"a_\{t\+1\} g_\{t\+1\} overflowed to inf or NaN"):
+        scan.linear_scan_backward(a, np.ones_like(a), a, None, "sequential", "numba")
+
+
+def test_vectorised_exp_and_log1p_agree_with_numpy():
+    """The log-space kernels' own exp (x in [-40, 0]) and log1p (e in [0, 1]), written so that Numba vectorises
+    them, agree with NumPy's to a few float64 ulp; outside their ranges they clamp as documented."""
+    from numba import njit
+
+    from minimal import _scan_numba as K
+
+    @njit
+    def apply(fn_id, x):
+        y = np.empty_like(x)
+        for i in range(x.size):
+            y[i] = K._exp_nonpositive(x[i]) if fn_id == 0 else K._log1p_unit(x[i])
+        return y
+
+    rng = np.random.default_rng(0)
+    x = -np.concatenate([np.linspace(0, 40, 200_001), np.geomspace(1e-300, 40, 10_001), rng.uniform(0, 40, 10**5)])
+    ulp = np.finfo(np.float64).eps
+    assert np.max(np.abs(apply(0, x) / np.exp(x) - 1)) <= 2 * ulp
+    e = np.concatenate([np.linspace(0, 1, 200_001)[1:], np.geomspace(1e-300, 1, 10_001), rng.uniform(0, 1, 10**5)])
+    assert np.max(np.abs(apply(1, e) / np.log1p(e) - 1)) <= 4 * ulp
+    assert apply(1, np.zeros(1))[0] == 0.0
+    edge = apply(0, np.array([0.0, 1e-300, 3.0, -40.5, -1e10, -np.inf, np.nan]))
+    assert list(edge[:6]) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0] and np.isnan(edge[6])
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_numba_log_scan_names_a_non_finite_input_through_the_fused_check(value):
+    """The log-space kernels check inputs (and outputs) in their own pass; -inf matters here: log a = -inf
+    (a = 0) would give a finite step, so the inputs themselves are flagged."""
+    rng = np.random.default_rng(14)
+    log_a, log_b, log_h0 = _log_problem(rng, (2, 6, 3))
+    log_h = scan.log_scan(log_a, log_b, log_h0)
+    dlog_h = rng.standard_normal(log_h.shape)
+    for index in [(0, 0, 0), (1, 3, 2), (1, 5, 1)]:
+        for name in ("log_a", "log_b", "log_h0"):
+            args = {"log_a": log_a, "log_b": log_b, "log_h0": log_h0}
+            args[name] = _with(args[name], (index[0], index[2]) if name == "log_h0" else index, value)
+            with pytest.raises(ValueError, match=f"^{name} contains NaN or inf$"):
+                scan.log_scan(args["log_a"], args["log_b"], args["log_h0"])
+            with pytest.raises(ValueError, match=f"^{name} contains NaN or inf$"):
+                scan.log_scan_backward(args["log_a"], args["log_b"], log_h, dlog_h, args["log_h0"])
+        for name in ("log_h", "dlog_h"):
+            args = {"log_h": log_h, "dlog_h": dlog_h}
+            args[name] = _with(args[name], index, value)
+            with pytest.raises(ValueError, match=f"^{name} contains NaN or inf$"):
+                scan.log_scan_backward(log_a, log_b, args["log_h"], args["dlog_h"], log_h0)
+
+
+def test_numba_log_scan_overflow_names_the_inputs():
+    """Finite logs near float64's limit: log a + log h0 overflows to inf, and the error says so."""
+    log_a = np.full((1, 2, 1), 1e308)
+    with pytest.raises(ValueError, match=r"^log_a has float64 values up to 1e\+308, .*the log-space scan .* "
+                                         r"overflowed to inf or NaN"):
+        scan.log_scan(log_a, np.zeros_like(log_a), np.full((1, 1), 1e308))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # no elements: B = 0 or an empty channel axis gives empty results (T = 0 is an error, tested above)
 # ---------------------------------------------------------------------------------------------------------
@@ -622,7 +721,8 @@ def test_bench_scan_reports_every_scan_against_a_copy():
     rows = bench.bench_scan(shape=(2, 64, 16), repeats=1)
     names = [r["name"] for r in rows]
     assert names == ["np.copyto (bound)", "np.add a + b -> h", "numpy sequential", "numba sequential",
-                     "public linear_scan", "public linear_scan out=", "numba blelloch", "numba log-space"]
+                     "public linear_scan", "public linear_scan out=", "numba blelloch", "numba log-space",
+                     "public log_scan"]
     for r in rows:
         assert r["bytes"] == 3 * 4 * 2 * 64 * 16 and r["seconds"] > 0 and r["vs_copy"] > 0
     table = bench.format_table(rows)
