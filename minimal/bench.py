@@ -30,7 +30,7 @@ import numpy as np
 from .scan import cuda_module
 from .validate import check_choice, check_positive_int
 
-__all__ = ["bench_scan", "bench_window", "bench_step", "format_table", "format_window_table", "format_step_table",
+__all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table", "format_step_table",
            "DEFAULT_SHAPE", "WINDOW_SHAPE"]
 
 DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32
@@ -230,6 +230,9 @@ def bench_step(repeats=None, batch=64):
 
     Returns one dict per row: name, seconds (per call), and for the ICL rows ``vs_all`` = (readout-all time) /
     (row time). The AdamW update and batch sampling are not included (``experiments.*`` report whole steps).
+    Three more rows split the teacher-student step, each with ``share`` (its fraction of the step): its two scan
+    calls, its 15 BLAS products (both replayed by ``gated_rnn_parts`` in the same rounds), and the rest
+    (elementwise gating, the finiteness checks, Python), the step's time minus the two.
     """
     from . import _speed
     from .cells import gated_rnn
@@ -258,20 +261,77 @@ def bench_step(repeats=None, batch=64):
         dy[:, -1] = dy_q
         gated_rnn.backward(p_icl, cache, dy)
 
+    # Where the teacher-student step's time goes: the cell's two scan calls and its 15 weight products, replayed
+    # on the step's own arrays (``gated_rnn_parts``), timed in the same rounds; the rest is the remainder.
+    y, cache = gated_rnn.forward(p_ts, x_ts)
+    parts = gated_rnn_parts(p_ts, cache, lsa_teacher.mse(y, y_ts)[1])
+
     calls = 20
     cases = [("teacher-student", teacher_step), ("ICL, readout all", lambda: icl_step("all")),
-             ("ICL, readout last", lambda: icl_step("last"))]
+             ("ICL, readout last", lambda: icl_step("last")),
+             ("  of which scans", lambda: [fn() for fn in parts["scans"].values()]),
+             ("  of which BLAS matmuls", lambda: [fn() for fn in parts["matmuls"].values()])]
     fns = [(lambda f=f: [f() for _ in range(calls)]) for _, f in cases]
     rows = [{"name": name, "seconds": t / calls} for (name, _), t in zip(cases, _best_of_interleaved(fns, repeats))]
-    for r in rows[1:]:
+    for r in rows[1:3]:
         r["vs_all"] = rows[1]["seconds"] / r["seconds"]
+    step = rows[0]["seconds"]
+    rest = step - rows[3]["seconds"] - rows[4]["seconds"]
+    rows.append({"name": "  of which the rest", "seconds": rest})
+    for r in rows[3:]:
+        r["share"] = r["seconds"] / step
     return rows
+
+
+def gated_rnn_parts(params, cache, dy):
+    """The gated RNN's scan calls and BLAS products (Zucchet Eq. 2, ``cells.gated_rnn``, diagonal recurrence,
+    readout "all") as zero-argument functions on one step's arrays, for ``bench_step``'s breakdown.
+
+    Args:
+        params, cache: ``gated_rnn.forward``'s parameters and cache; dy: (B, T, D_out) dL/dy.
+    Returns:
+        {"scans": {name: fn}, "matmuls": {name: fn}}: the forward's ``linear_scan`` and the backward's
+        ``linear_scan_backward`` (as the cell calls them), and the 15 weight products of forward + backward, each
+        returning the product the cell computes (the tests compare them with ``forward`` / ``backward``). The
+        operands are formed here, outside the functions, so each times the one call.
+    """
+    from . import scan
+
+    x, p, q, lam, _, h, r, s, method, backend = cache[:10]
+    B, T, H = h.shape
+    flat = (lambda z: z.reshape(B * T, z.shape[-1]))
+    xf, hf, rsf, dyf = flat(x), flat(h), flat(r * s), flat(dy)
+    W = params
+    a = np.broadcast_to(lam.astype(h.dtype), h.shape).copy()
+    b = p * q
+    do = dyf @ W["D"]
+    dr, ds = do * flat(s), do * flat(r)
+    dh = (dr @ W["W_out_m"] + ds @ W["W_out_x"]).reshape(h.shape)
+    db = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)[1]
+    dp, dq = flat(db * q), flat(db * p)
+    scans = {"linear_scan": lambda: scan.linear_scan(a, b, method=method, backend=backend),
+             "linear_scan_backward": lambda: scan.linear_scan_backward(a, h, dh, method=method, backend=backend)}
+    matmuls = {
+        "p": lambda: xf @ W["W_in_m"].T, "q": lambda: xf @ W["W_in_x"].T,
+        "r": lambda: hf @ W["W_out_m"].T, "s": lambda: hf @ W["W_out_x"].T, "y": lambda: rsf @ W["D"].T,
+        "dD": lambda: dyf.T @ rsf, "do": lambda: dyf @ W["D"],
+        "dW_out_m": lambda: dr.T @ hf, "dW_out_x": lambda: ds.T @ hf,
+        "dh_m": lambda: dr @ W["W_out_m"], "dh_x": lambda: ds @ W["W_out_x"],
+        "dW_in_m": lambda: dp.T @ xf, "dW_in_x": lambda: dq.T @ xf,
+        "dx_m": lambda: dp @ W["W_in_m"], "dx_x": lambda: dq @ W["W_in_x"],
+    }
+    return {"scans": scans, "matmuls": matmuls}
 
 
 def format_step_table(rows):
     """A plain-text table of ``bench_step``'s rows."""
-    lines = [f"{'gated RNN forward + backward':<30} {'ms':>8} {'vs readout all':>15}", "-" * 55]
+    lines = [f"{'gated RNN forward + backward':<30} {'ms':>8} {'vs readout all':>15} {'of step':>8}", "-" * 64]
     for r in rows:
         ratio = f"{r['vs_all']:.2f}x" if "vs_all" in r else ""
-        lines.append(f"{r['name']:<30} {1e3 * r['seconds']:>8.3f} {ratio:>15}")
+        share = f"{100 * r['share']:.0f}%" if "share" in r else ""
+        lines.append(f"{r['name']:<30} {1e3 * r['seconds']:>8.3f} {ratio:>15} {share:>8}")
+    if any("share" in r for r in rows):
+        lines.append("-" * 64)
+        lines.append("teacher-student split: the cell's scan calls and its 15 BLAS products replayed on the step's "
+                     "arrays; the rest (elementwise gates, checks, Python) is the remainder")
     return "\n".join(lines)

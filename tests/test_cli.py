@@ -125,7 +125,10 @@ def test_scan_methods_must_agree_to_rounding_not_to_the_finite_difference_tolera
 def test_bench_step_prints_the_readout_ratio(capsys):
     assert main(["bench", "step", "--quick"]) == 0
     out = capsys.readouterr().out
-    assert "teacher-student" in out and "ICL, readout last" in out and "x" in out.splitlines()[-1]
+    lines = {line.strip().split("  ")[0]: line for line in out.splitlines()}
+    assert "teacher-student" in lines and lines["ICL, readout last"].rstrip().endswith("x")
+    for part in ("of which scans", "of which BLAS matmuls", "of which the rest"):
+        assert lines[part].rstrip().endswith("%"), part
 
 
 def test_bench_step_refuses_the_cuda_backend(capsys):

@@ -314,3 +314,28 @@ def test_overflow_names_what_the_caller_gave_not_internal_arrays(small):
             gated_rnn.backward(p32, cache, np.full_like(y, 1e37))
     with pytest.raises(ValueError, match=r"^x_t has float32 values up to .*e\+20.*the output y_t overflowed"):
         gated_rnn.step_forward(p32, huge[:, 0], np.zeros((2, 4), np.float32))
+
+
+def test_bench_step_breakdown_replays_the_cells_own_calls(rng):
+    """``bench.gated_rnn_parts`` times the cell's scans and BLAS products apart: each replayed product is the
+    one ``forward`` / ``backward`` compute (so the breakdown cannot drift from the cell it describes)."""
+    from minimal import bench
+
+    B, T, D_in, H, D_out = 3, 7, 5, 6, 4
+    params = gated_rnn.init(rng, D_in, H, D_out, d_gate=H)
+    x = rng.standard_normal((B, T, D_in))
+    dy = rng.standard_normal((B, T, D_out))
+    y, cache = gated_rnn.forward(params, x)
+    dx, grads = gated_rnn.backward(params, cache, dy)
+    parts = bench.gated_rnn_parts(params, cache, dy)
+    m = {k: fn() for k, fn in parts["matmuls"].items()}
+    assert len(m) == 15
+    flat = (lambda z: z.reshape(B * T, -1))
+    np.testing.assert_allclose(m["p"] * m["q"], flat(cache.p * cache.q), rtol=1e-13)
+    np.testing.assert_allclose(m["r"] * m["s"], flat(cache.r * cache.s), rtol=1e-13)
+    np.testing.assert_allclose(m["y"], flat(y), rtol=1e-13)
+    for name in ("D", "W_out_m", "W_out_x", "W_in_m", "W_in_x"):
+        np.testing.assert_allclose(m["d" + name], grads[name], rtol=1e-12)
+    np.testing.assert_allclose(m["dx_m"] + m["dx_x"], flat(dx), rtol=1e-12)
+    np.testing.assert_allclose(parts["scans"]["linear_scan"](), cache.h, rtol=1e-13)
+    assert len(parts["scans"]["linear_scan_backward"]()) == 3
