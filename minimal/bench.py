@@ -230,6 +230,8 @@ def bench_step(repeats=None, batch=64):
 
     Returns one dict per row: name, seconds (per call), and for the ICL rows ``vs_all`` = (readout-all time) /
     (row time). The AdamW update and batch sampling are not included (``experiments.*`` report whole steps).
+    "teacher-student, out=" is the same step with one reused buffer for the states (``gated_rnn.forward``'s
+    ``out=``, as ``experiments.teacher_student`` trains), ``vs_fresh`` = (fresh-array time) / (its time).
     Three more rows split the teacher-student step, each with ``share`` (its fraction of the step): its two scan
     calls, its 15 BLAS products (both replayed by ``gated_rnn_parts`` in the same rounds), and the rest
     (elementwise gating, the finiteness checks, Python), the step's time minus the two.
@@ -250,8 +252,10 @@ def bench_step(repeats=None, batch=64):
     p_icl = icl.cell_params(icl.init_params(rng, cfg))
     tasks = icl_regression.sample(rng, batch, cfg.T, cfg.d_x, cfg.d_y, dtype=np.float32)
 
-    def teacher_step():
-        y, cache = gated_rnn.forward(p_ts, x_ts)
+    h_ts = np.empty((batch, 32, 100), dtype=np.float32)
+
+    def teacher_step(out=None):
+        y, cache = gated_rnn.forward(p_ts, x_ts, out=out)
         gated_rnn.backward(p_ts, cache, lsa_teacher.mse(y, y_ts)[1])
 
     def icl_step(readout):
@@ -269,16 +273,18 @@ def bench_step(repeats=None, batch=64):
     calls = 20
     cases = [("teacher-student", teacher_step), ("ICL, readout all", lambda: icl_step("all")),
              ("ICL, readout last", lambda: icl_step("last")),
+             ("teacher-student, out=", lambda: teacher_step(h_ts)),
              ("  of which scans", lambda: [fn() for fn in parts["scans"].values()]),
              ("  of which BLAS matmuls", lambda: [fn() for fn in parts["matmuls"].values()])]
     fns = [(lambda f=f: [f() for _ in range(calls)]) for _, f in cases]
     rows = [{"name": name, "seconds": t / calls} for (name, _), t in zip(cases, _best_of_interleaved(fns, repeats))]
     for r in rows[1:3]:
         r["vs_all"] = rows[1]["seconds"] / r["seconds"]
+    rows[3]["vs_fresh"] = rows[0]["seconds"] / rows[3]["seconds"]
     step = rows[0]["seconds"]
-    rest = step - rows[3]["seconds"] - rows[4]["seconds"]
+    rest = step - rows[4]["seconds"] - rows[5]["seconds"]
     rows.append({"name": "  of which the rest", "seconds": rest})
-    for r in rows[3:]:
+    for r in rows[4:]:
         r["share"] = r["seconds"] / step
     return rows
 
@@ -327,7 +333,7 @@ def format_step_table(rows):
     """A plain-text table of ``bench_step``'s rows."""
     lines = [f"{'gated RNN forward + backward':<30} {'ms':>8} {'vs readout all':>15} {'of step':>8}", "-" * 64]
     for r in rows:
-        ratio = f"{r['vs_all']:.2f}x" if "vs_all" in r else ""
+        ratio = f"{r['vs_all']:.2f}x" if "vs_all" in r else f"{r['vs_fresh']:.2f}x fresh" if "vs_fresh" in r else ""
         share = f"{100 * r['share']:.0f}%" if "share" in r else ""
         lines.append(f"{r['name']:<30} {1e3 * r['seconds']:>8.3f} {ratio:>15} {share:>8}")
     if any("share" in r for r in rows):

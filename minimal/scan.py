@@ -272,7 +272,7 @@ def linear_scan(a, b, h0=None, method="blelloch", backend="numba", out=None):
         if backend == "cuda":
             raise InputError("out is not supported with backend='cuda' (the result is a new device array, or a "
                              "NumPy copy of one); pass out=None")
-        _check_out(out, a, {"a": a, "b": b, "h0": h0})
+        check_out(out, a, {"a": a, "b": b, "h0": h0})
     if backend == "cuda":
         return cuda_module("scan").linear_scan(a, b, h0, method)
     if backend == "numpy":
@@ -291,7 +291,7 @@ def linear_scan(a, b, h0=None, method="blelloch", backend="numba", out=None):
     return h
 
 
-def _check_out(out, a, inputs):
+def check_out(out, a, inputs):
     """``out`` must be a writeable, C-contiguous ndarray of a's shape and dtype that shares no memory with
     the inputs (the kernels read a_t and b_t after writing h_{t-1}, so an overlap would change the result)."""
     if not isinstance(out, np.ndarray):

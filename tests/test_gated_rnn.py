@@ -339,3 +339,27 @@ def test_bench_step_breakdown_replays_the_cells_own_calls(rng):
     np.testing.assert_allclose(m["dx_m"] + m["dx_x"], flat(dx), rtol=1e-12)
     np.testing.assert_allclose(parts["scans"]["linear_scan"](), cache.h, rtol=1e-13)
     assert len(parts["scans"]["linear_scan_backward"]()) == 3
+
+
+def test_out_receives_the_states_and_changes_nothing(rng, small):
+    """``out=``: the scan writes h into the caller's buffer (the cache holds it), with the same numbers and
+    gradients as a fresh array; where no scan runs (readout 'last', the dense recurrence) it is refused."""
+    params, x = small
+    y_ref, cache_ref = gated_rnn.forward(params, x)
+    dy = rng.standard_normal(y_ref.shape)
+    dx_ref, g_ref = gated_rnn.backward(params, cache_ref, dy)
+    out = np.full(cache_ref.h.shape, np.nan)
+    y, cache = gated_rnn.forward(params, x, out=out)
+    assert cache.h is out
+    np.testing.assert_array_equal(y, y_ref)
+    dx, grads = gated_rnn.backward(params, cache, dy)
+    np.testing.assert_array_equal(dx, dx_ref)
+    for k in g_ref:
+        np.testing.assert_array_equal(grads[k], g_ref[k])
+    with pytest.raises(ValueError, match="^out receives the scan's states.*readout 'last'"):
+        gated_rnn.forward(params, x, readout="last", out=out)
+    dense = gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2, recurrence="dense")
+    with pytest.raises(ValueError, match="^out receives the scan's states.*recurrence 'dense'"):
+        gated_rnn.forward(dense, x, out=out)
+    with pytest.raises(ValueError, match="^out must have the dtype of a"):
+        gated_rnn.forward(params, x, out=out.astype(np.float32))

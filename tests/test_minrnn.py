@@ -275,3 +275,28 @@ def test_bad_input_is_a_clear_error(name):
         mod.step_forward(params, x[:, 0], kw["h0"][:-1])
     with pytest.raises(ValueError, match="x_t"):
         mod.step_forward(params, x[:, 0, :-1], kw["h0"])
+
+
+@pytest.mark.parametrize("log_space", [False, True])
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_out_receives_the_states_and_changes_nothing(name, log_space):
+    """A training loop's reused buffer: h is written into ``out`` (the cache holds it) and every number, the
+    gradients included, is what the fresh-array call gives; the sequential mode and a bad buffer are refused."""
+    mod = CELLS[name]
+    params, x, dy, kw = _setup(mod, np.random.default_rng(21), 6)
+    kw = {**kw, "log_space": log_space}
+    if log_space:
+        kw["h0"] = np.abs(kw["h0"]) + 0.1
+    h_ref, dx_ref, g_ref = _run(mod, params, x, dy, **kw)
+    out = np.full_like(h_ref, np.nan)
+    h, cache = mod.forward(params, x, out=out, **kw)
+    assert h is out
+    np.testing.assert_array_equal(h, h_ref)
+    dx, grads = mod.backward(params, cache, dy)
+    np.testing.assert_array_equal(dx, dx_ref)
+    for k in g_ref:
+        np.testing.assert_array_equal(grads[k], g_ref[k])
+    with pytest.raises(ValueError, match="^out receives the scan's states in mode='parallel'"):
+        mod.forward(params, x, out=out, **{**kw, "mode": "sequential"})
+    with pytest.raises(ValueError, match="^out must have the shape of"):
+        mod.forward(params, x, out=out[:, 1:], **kw)

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from .. import scan
-from ..validate import check_array, check_choice
+from ..validate import InputError, check_array, check_choice
 from ._contract import Example
 
 MODES = ("sequential", "parallel")
@@ -180,9 +180,10 @@ def step_loop(step_forward, params, x, h0, H, log_space):
 _scan_kwargs = scan.scan_kwargs
 
 
-def linear_scan(a, b, h0, method, backend):
-    """h_t = a_t ⊙ h_{t−1} + b_t (``minimal.scan.linear_scan``): (B, T, H) arrays, h0 (B, H) or None."""
-    return scan.linear_scan(a, b, h0, **_scan_kwargs(method, backend))
+def linear_scan(a, b, h0, method, backend, out=None):
+    """h_t = a_t ⊙ h_{t−1} + b_t (``minimal.scan.linear_scan``): (B, T, H) arrays, h0 (B, H) or None; h is
+    written into ``out`` when given (the scan's own checks)."""
+    return scan.linear_scan(a, b, h0, **_scan_kwargs(method, backend), out=out)
 
 
 def linear_scan_backward(a, h, dh, h0, method, backend):
@@ -191,11 +192,20 @@ def linear_scan_backward(a, h, dh, h0, method, backend):
     return da, db
 
 
-def log_scan(log_a, log_b, h0, backend):
+def log_scan(log_a, log_b, h0, backend, out=None):
     """App. B.3: log h_t = log(a_t h_{t−1} + b_t) from log a, log b (B, T, H) and h0 > 0 (B, H) or None.
-    Returns (log_h, h = exp(log_h))."""
+    Returns (log_h, h = exp(log_h)); h is written into ``out`` when given."""
     log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), **_scan_kwargs(None, backend))
-    return log_h, np.exp(log_h)
+    if out is not None:
+        scan.check_out(out, log_h, {"log_a": log_a, "log_b": log_b, "h0": h0})
+    return log_h, np.exp(log_h, out=out)
+
+
+def check_out_mode(out, mode):
+    """``out`` receives the parallel mode's scan output; the sequential mode builds h step by step."""
+    if out is not None and mode != "parallel":
+        raise InputError(f"out receives the scan's states in mode='parallel'; mode={mode!r} builds h step by "
+                         f"step: pass out=None")
 
 
 def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):

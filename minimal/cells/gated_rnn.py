@@ -236,7 +236,7 @@ def _last_state_backward(params, cache, dh):
     return dlam * dlam_dnu(params["nu"]), db
 
 
-def forward(params, x, lam=None, method="blelloch", backend="numba", readout="all"):
+def forward(params, x, lam=None, method="blelloch", backend="numba", readout="all", out=None):
     """Run the layer over a whole sequence (scan mode).
 
     Args:
@@ -246,6 +246,10 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
             lets constructions put λ exactly at 0 or 1); cast to the params' dtype, which keeps 0 and 1.
         method, backend: passed to ``minimal.scan.linear_scan`` (diagonal recurrence only).
         readout: "all" (y at every step) or "last" (y_T only; module docstring).
+        out: None, or a (B, T, H) array of the params' dtype that receives the states h (``linear_scan``'s
+            ``out=``; diagonal recurrence, readout "all", backends "numpy" and "numba"). A training loop that
+            passes one buffer every step reuses its memory instead of a fresh array's page faults; the cache
+            then holds ``out``, so run ``backward`` before ``out`` is written again.
     Returns:
         y: (B, T, D_out), y_t = D g_out(h_t), or (B, 1, D_out) for readout "last"; cache for ``backward``.
     Raises:
@@ -259,6 +263,9 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
         raise ValueError(f"x must have at least one time step, got shape {x.shape}")
     lam, lam_given = _resolve_lam(params, recurrence, H, lam)
     readout = check_choice("readout", readout, READOUTS)
+    if out is not None and (recurrence != "diagonal" or readout != "all"):
+        raise InputError(f"out receives the scan's states, which only the diagonal recurrence with readout='all' "
+                         f"computes; got recurrence {recurrence!r}, readout {readout!r}: pass out=None")
 
     # Every weight product runs on (B T, ·) views: one BLAS call each instead of one per batch row.
     B, T = x.shape[:2]
@@ -272,7 +279,7 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
     elif recurrence == "diagonal":
         a = np.broadcast_to(lam.astype(b.dtype), b.shape).copy()
         try:
-            h = scan.linear_scan(a, b, method=method, backend=backend)
+            h = scan.linear_scan(a, b, method=method, backend=backend, out=out)
         except InputError:  # the scan names its own inputs; an overflowed b is the caller's x
             if not np.all(np.isfinite(b)):
                 raise overflow_error("the input gating (W_in_m x) ⊙ (W_in_x x)", _inputs(params, x)) from None

@@ -32,9 +32,9 @@ from scipy.special import expit
 
 from ..validate import check_array, check_positive_int
 # App. B.3's g, log g and log σ live in _gates (minLSTM uses them too); they stay importable from here.
-from ._gates import (MODES, affine, affine_backward, check_flags, check_gate_params, check_input, check_state,
-                     dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan, log_scan_backward,
-                     log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
+from ._gates import (MODES, affine, affine_backward, check_flags, check_out_mode, check_gate_params, check_input,
+                     check_state, dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan,
+                     log_scan_backward, log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "g", "log_g",
            "dg", "dlog_g", "log_sigmoid", "MODES"]
@@ -98,7 +98,7 @@ def step_forward(params, x_t, h_prev, log_space=False):
     return (1.0 - z) * h_prev + z * h_tilde
 
 
-def forward(params, x, h0=None, mode="parallel", log_space=False, method="blelloch", backend=None):
+def forward(params, x, h0=None, mode="parallel", log_space=False, method="blelloch", backend=None, out=None):
     """Run minGRU over a sequence.
 
     Args:
@@ -109,6 +109,9 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
         log_space: the App. B.3 variant (positive candidate g, scan in log space in parallel mode).
         method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode; ``backend`` also to
             ``minimal.scan.log_scan`` in log-space parallel mode. None backend: the scan module's default.
+        out: None, or a (B, T, H) array of x's dtype that receives h in parallel mode (``linear_scan``'s
+            ``out=``; in log space, exp(log h) is written there). A training loop that passes one buffer every
+            step reuses its memory; the cache then holds ``out``, so run ``backward`` before writing it again.
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
@@ -116,6 +119,7 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     check_input("x", x, D, dtype, ndim=3)
     check_flags(mode, log_space)
     h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
+    check_out_mode(out, mode)
 
     k_z = affine(params, x, "z")                        # (B, T, H)
     k_h = affine(params, x, "h")                        # (B, T, H)
@@ -126,11 +130,11 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
         # The states come from the step loop alone; the whole-sequence gates above are kept for backward.
         h = step_loop(step_forward, params, x, h0, H, log_space)
     elif not log_space:
-        h = linear_scan(1.0 - z, z * h_tilde, h0, method, backend)
+        h = linear_scan(1.0 - z, z * h_tilde, h0, method, backend, out)
     else:
         log_a = log_sigmoid(-k_z)                       # log(1 − z) = −softplus(k_z)
         log_b = log_sigmoid(k_z) + log_g(k_h)           # log z + log g(k_h)
-        log_h, h = log_scan(log_a, log_b, h0, backend)
+        log_h, h = log_scan(log_a, log_b, h0, backend, out)
     return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
 
 

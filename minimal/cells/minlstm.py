@@ -33,9 +33,9 @@ from scipy.special import expit
 
 from ..validate import check_array, check_positive_int
 # Same paper as minGRU: the same input-only gates, checks and scans; g is App. B.3's positive candidate.
-from ._gates import (MODES, affine, affine_backward, check_flags, check_gate_params, check_input, check_state,
-                     dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan, log_scan_backward,
-                     log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
+from ._gates import (MODES, affine, affine_backward, check_flags, check_out_mode, check_gate_params, check_input,
+                     check_state, dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan,
+                     log_scan_backward, log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates",
            "MODES"]
@@ -104,7 +104,7 @@ def step_forward(params, x_t, h_prev, log_space=False):
     return f_n * h_prev + i_n * (g(k_h) if log_space else k_h)
 
 
-def forward(params, x, h0=None, mode="parallel", log_space=False, method="blelloch", backend=None):
+def forward(params, x, h0=None, mode="parallel", log_space=False, method="blelloch", backend=None, out=None):
     """Run minLSTM over a sequence.
 
     Args:
@@ -115,6 +115,9 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
         log_space: the App. B.3 variant (positive candidate g, scan in log space in parallel mode).
         method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode; ``backend`` also to
             ``minimal.scan.log_scan`` in log-space parallel mode. None backend: the scan module's default.
+        out: None, or a (B, T, H) array of x's dtype that receives h in parallel mode (``linear_scan``'s
+            ``out=``; in log space, exp(log h) is written there). A training loop that passes one buffer every
+            step reuses its memory; the cache then holds ``out``, so run ``backward`` before writing it again.
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
@@ -122,6 +125,7 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     check_input("x", x, D, dtype, ndim=3)
     check_flags(mode, log_space)
     h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
+    check_out_mode(out, mode)
 
     k_f, k_i, k_h = (affine(params, x, n) for n in GATES)     # (B, T, H) each
     f_n, i_n, delta = normalised_gates(k_f, k_i)
@@ -131,11 +135,11 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
         # The states come from the step loop alone; the whole-sequence gates above are kept for backward.
         h = step_loop(step_forward, params, x, h0, H, log_space)
     elif not log_space:
-        h = linear_scan(f_n, i_n * h_tilde, h0, method, backend)
+        h = linear_scan(f_n, i_n * h_tilde, h0, method, backend, out)
     else:
         log_a = log_sigmoid(-delta)                     # log f' = −softplus(δ)
         log_b = log_sigmoid(delta) + log_g(k_h)         # log i' + log g(k_h)
-        log_h, h = log_scan(log_a, log_b, h0, backend)
+        log_h, h = log_scan(log_a, log_b, h0, backend, out)
     return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
 
 

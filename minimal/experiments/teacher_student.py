@@ -144,9 +144,11 @@ def init_student(rng, config):
     return params
 
 
-def _loss_and_grads(params, step, rng, teacher, config):
+def _loss_and_grads(params, step, rng, teacher, config, h=None):
+    """One step's loss and gradients; ``h`` (batch, T, hidden) float32, if given, receives the states (the
+    scan's ``out=``: one buffer for the whole run)."""
     x, y_star = task.sample_batch(rng, teacher, config.batch, config.T, dtype=np.float32)
-    y, cache = gated_rnn.forward(params, x)
+    y, cache = gated_rnn.forward(params, x, out=h)
     loss, dy = task.mse(y, y_star)
     return loss, gated_rnn.backward(params, cache, dy)[1]
 
@@ -162,7 +164,8 @@ def train_student(config, progress=True, checkpoint_path=None):
                                  warmup_steps=config.warmup, final_lr=config.final_lr)
     decay_end = int(round(config.decay_until * config.steps))
     t0 = time.perf_counter()
-    result = train(functools.partial(_loss_and_grads, teacher=teacher, config=config), params, config.steps,
+    h = np.empty((config.batch, config.T, config.hidden), dtype=np.float32)
+    result = train(functools.partial(_loss_and_grads, teacher=teacher, config=config, h=h), params, config.steps,
                    lr_schedule=schedule, rng=rng,
                    weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, progress=progress,
                    checkpoint_path=checkpoint_path, checkpoint_every=5000, log_every=100,
