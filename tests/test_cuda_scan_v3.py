@@ -408,15 +408,34 @@ def test_shuffle_needs_whole_warps(rng, emulated_shuffles):
         cs.linear_scan(a, b, h0, "chunked", block=16, shuffle=True)
 
 
-def test_benchmark_has_v3_rows_on_fake_timings():
-    """``python -m minimal bench scan --backend cuda`` times every method of cuda_kernels.scan.METHODS."""
+def test_benchmark_has_v3_rows_on_fake_timings(monkeypatch):
+    """``python -m minimal bench scan --backend cuda`` times every method of cuda_kernels.scan.METHODS, then v3
+    with carry="lookback" (really launched where T is split: (1, 40, 2) makes 2 chunks of 32 steps)."""
     from cuda_kernels import bench
 
     assert "chunked" in cs.METHODS
-    rows = bench._scan_rows([("tiny", (1, 8, 2))], np.dtype(np.float32), timer=lambda fn: (fn(), 1e-3)[1],
-                            block=8, copy=lambda nbytes, timer: 2e-3)
+    trace = []
+    monkeypatch.setattr(chunked, "LOOKBACK_TRACE", trace)
+    clock = iter(np.arange(1, 100) * 1e-3)   # each timed call takes 1 ms more than the one before
+    rows = bench._scan_rows([("tiny", (1, 8, 2)), ("split", (1, 40, 2))], np.dtype(np.float32),
+                            timer=lambda fn: (fn(), next(clock))[1], block=8, copy=lambda nbytes, timer: 2e-3)
     names = [r["name"] for r in rows]
+    lb_names = ["chunked lookback forward", "chunked lookback backward", "chunked lookback log forward"]
     assert {"chunked forward", "chunked backward", "chunked log forward"} <= set(names)
+    assert names.count(lb_names[0]) == 2 and names[-3:] == lb_names
+    assert len(trace) == 3   # forward, backward, log forward of the split case; the tiny one is one chunk
+    # per case: 3 methods x (forward, backward, log) then the look-back's three, in that order
+    for case, (t0, regime) in enumerate(((0, "tiny"), (12, "split"))):
+        by = {r["name"]: r for r in rows if r["regime"] == regime}
+        red = [by[f"chunked {k}"]["seconds"] for k in ("forward", "backward", "log forward")]
+        lb = [by[n]["seconds"] for n in lb_names]
+        assert red == pytest.approx([(t0 + k) * 1e-3 for k in (7, 8, 9)])
+        assert lb == pytest.approx([(t0 + k) * 1e-3 for k in (10, 11, 12)])
+        assert [by[n]["vs_reduce"] for n in lb_names] == pytest.approx([r / t for r, t in zip(red, lb)])
+        assert by[lb_names[1]]["vs_forward"] == pytest.approx(lb[1] / lb[0])
+        assert by[lb_names[1]]["bytes"] == by["chunked backward"]["bytes"]
+        assert by[lb_names[0]]["bytes"] == by[lb_names[2]]["bytes"] == by["chunked forward"]["bytes"]
+    assert "vs_reduce" in bench.format_table(rows).splitlines()[0]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -444,3 +463,24 @@ def test_shuffle_path_small_shapes_on_the_gpu(rng):
         for block, K, chunks in ((32, 4, None), (64, 3, 1), (256, 8, 2)):
             check_forward_backward(a, b, h0, dh, np.float64, block=block, steps_per_thread=K,
                                    chunks_per_block=chunks, shuffle=True)
+
+
+@hardware
+@pytest.mark.parametrize("shape, dtype, kw", [
+    (((1, 1 << 20, 1)), np.float32, dict()),                               # 512 chunks of 2048 steps
+    (((2, 100_003, 3)), np.float64, dict(block=32, steps_per_thread=1)),   # 2 x 12501 tiny chunks: many waits
+    (((1, 1 << 18, 256)), np.float32, dict(block=256, steps_per_thread=4)),
+])
+def test_lookback_spins_on_the_gpu(monkeypatch, shape, dtype, kw):
+    """Real concurrency: blocks run at once, so look-backs meet unpublished (spin) and AGGREGATE-only
+    predecessors. The results must match the reference (the combine order then varies from run to run, so
+    not bit for bit), every look-back must have finished and every chunk published INCLUSIVE."""
+    trace = []
+    monkeypatch.setattr(chunked, "LOOKBACK_TRACE", trace)
+    rng = np.random.default_rng(2)
+    a, b, h0, dh = problem(rng, shape, dtype)
+    for _ in range(3):
+        check_forward_backward(a, b, h0, dh, dtype, carry="lookback", **kw)
+    assert len(trace) == 6
+    for flags, walked in trace:
+        assert np.all(flags == chunked.INCLUSIVE) and np.all(walked >= 0)
