@@ -24,15 +24,43 @@ For each chunk the block runs
 
 A block loops over ``n_iter`` consecutive chunks (a segment). When B x (channel tiles) alone gives enough
 blocks (``TARGET_BLOCKS``), a segment is the whole sequence: one pass that reads a and b once and writes h
-once (3 array passes, the minimum). With few channels and long T the sequence is split into segments, which
-are combined as v2 combines its chunks (reduce-then-scan): ``reduce`` (steps 1-4) writes each segment's total,
-the totals are scanned from h0 by this same scan (recursively), and ``scan`` reruns each segment from its
-carried state: 5 array passes. A single-pass carry (decoupled look-back) would bring that back to 3; it needs
-inter-block spinning that only real hardware can test.
+once (3 array passes, the minimum). With few channels and long T the sequence is split into segments, joined
+by one of two carries (keyword ``carry``):
+
+    "reduce"    (the default) as v2 joins its chunks, reduce-then-scan: ``reduce`` (steps 1-4) writes each
+                segment's total, the totals are scanned from h0 by this same scan (recursively), and ``scan``
+                reruns each segment from its carried state: 5 array passes.
+    "lookback"  a single pass by decoupled look-back (Merrill & Garland 2016, "Single-pass Parallel Prefix
+                Scan with Decoupled Look-back"): 3 array passes. Each segment is one chunk (a block keeps only
+                one chunk on chip, in registers, between its look-back and its rescan), so the grid has one
+                block per (chunk, b, channel tile). A block takes its tile id from an atomic counter, in the
+                order chunk, b, channel tile (dynamic tile ids: a block only ever waits on tiles taken before
+                its own, by blocks already running, so no schedule can deadlock). Per (b, chunk, channel) it
+                keeps a descriptor: a flag (0, AGGREGATE, INCLUSIVE) and, in separate arrays, the chunk's
+                aggregate (A, H) and its inclusive value, the state leaving the chunk. After steps 1-4 the
+                thread ty = TW - 1 of each lane publishes the aggregate, then looks back over chunk-1, chunk-2,
+                ...: it waits while a flag is 0, combines each AGGREGATE in front of the pairs met so far, and
+                stops at the first INCLUSIVE (or at h0 past the first chunk); the combined pair applied to that
+                state is the state entering the chunk. After step 5 it publishes the state leaving the chunk
+                (the number it writes as h at the chunk's last step) as INCLUSIVE.
+                Memory ordering (no packing: a float64 pair is 128 bits, too wide for one atomic word with
+                its flag): the writer stores the values, ``cuda.threadfence()``, then sets the flag with
+                ``cuda.atomic.exch``; the reader reads the flag with ``cuda.atomic.add(flags, i, 0)`` (an
+                atomic, so neither a stale cached copy nor a load the compiler could hoist out of the spin),
+                then ``cuda.threadfence()``, then plain loads of the values: the fence-then-flag and
+                flag-then-fence pairs of the PTX memory model. Aggregate and inclusive values live apart so that
+                publishing INCLUSIVE never overwrites a value a reader has just taken for an AGGREGATE.
+                The descriptors cost 3 words and a flag per (b, chunk, channel), about 4 / L of one array,
+                and the flags are zeroed before each launch (here by a copy from the host).
+                Simulator-tested only, not measured on a GPU: the simulator runs blocks one after another, so
+                no spin ever waits there; the test hook ``INCLUSIVE_EVERY`` withholds INCLUSIVE from some
+                chunks so that look-backs combine AGGREGATE-only predecessors, and ``LOOKBACK_TRACE`` records
+                the flags and how far each look-back went.
 
 Backward: as v2, the same kernels in reverse time with the coefficient shifted (x_s = (a_{t+1}, dh_t) at
-t = T-1-s), and the store phase writes dL/db_t = g_t, dL/da_t = g_t h_{t-1} and dL/dh0 = a_1 g_1.
-Log space: the same kernels with the log-space operator (``scan._combine_log``).
+t = T-1-s), and the store phase writes dL/db_t = g_t, dL/da_t = g_t h_{t-1} and dL/dh0 = a_1 g_1; either
+carry runs over the chunks in this scan order, from g = 0.
+Log space: the same kernels with the log-space operator (``scan._combine_log``), either carry.
 
 The tuning constants (``DEFAULT_STEPS``, ``TARGET_BLOCKS``) are not yet measured on a GPU.
 """

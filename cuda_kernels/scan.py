@@ -26,7 +26,8 @@ Kernel versions (kept side by side, each tested against the NumPy reference befo
                      the threads' pairs with ``cuda.shfl_up_sync`` (or through shared memory: ``shuffle=False``,
                      which the simulator runs), blocks combine their warps' totals, and a block runs several
                      chunks in turn carrying the state, so that with enough channels one pass reads a, b and
-                     writes h once; long sequences with few channels are split across blocks as in v2.
+                     writes h once; long sequences with few channels are split across blocks and joined
+                     as in v2 (reduce-then-scan) or in one pass by decoupled look-back (``carry``).
 
 Backward (vector-Jacobian product), the same kernels run in reverse time with the coefficient shifted:
     g_t = dh_t + a_{t+1} g_{t+1}  (g_{T+1} = 0),  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_1 g_1.

@@ -8,7 +8,8 @@ bit, since both apply the same combines in the same order. Only real hardware ca
 and their full-mask synchronisation behave; those tests carry the ``hardware`` mark.
 
 Launches stay small (blocks of 4-64 threads, a few steps per thread) so that every length above one chunk goes
-through the segment carry (reduce, a recursive scan of the totals, the rescan).
+through the segment carry (reduce, a recursive scan of the totals, the rescan), or, with carry="lookback", through
+the single-pass look-back (see the comment above its tests for what the simulator can and cannot show of it).
 """
 import sys
 import threading
