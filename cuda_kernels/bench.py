@@ -84,7 +84,7 @@ def make_row(name, seconds, nbytes, copy_seconds, **extra):
 def format_table(rows):
     """A fixed-width text table of rows from ``make_row`` (missing optional columns print as '-')."""
     cols = [("regime", "{}"), ("shape", "{}"), ("dtype", "{}"), ("name", "{}"), ("seconds", "{:.3e}"),
-            ("GB_per_s", "{:.1f}"), ("vs_copy", "{:.3f}"), ("vs_forward", "{:.2f}"),
+            ("GB_per_s", "{:.1f}"), ("vs_copy", "{:.3f}"), ("vs_forward", "{:.2f}"), ("vs_reduce", "{:.2f}"),
             ("vs_torch_cumsum", "{:.2f}"), ("vs_torch_heinsen", "{:.2f}")]
     cells = [[c for c, _ in cols]]
     for r in rows:
@@ -220,6 +220,19 @@ def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_c
             vs_h = {"vs_torch_heinsen": torch_t["heinsen"] / t_l} if torch_t else {}
             rows.append(make_row(f"{method} log forward", t_l, fwd_bytes, copy_fwd, vs_forward=t_l / t_f, **tag,
                                  **vs_h))
+            if method == "chunked":
+                t_red = (t_f, t_b, t_l)
+        # v3 with the single-pass look-back carry; it differs from "chunked" (reduce-then-scan) only where
+        # T is split across blocks. vs_reduce = the reduce carry's time / the look-back's.
+        lb = dict(block=block, carry="lookback")
+        t_f = timer(lambda: cs.linear_scan(a, b, None, "chunked", **lb))
+        t_b = timer(lambda: cs.linear_scan_backward(a, h, dh, None, "chunked", **lb))
+        t_l = timer(lambda: cs.log_linear_scan(log_a_d, log_b_d, None, "chunked", **lb))
+        rows.append(make_row("chunked lookback forward", t_f, fwd_bytes, copy_fwd, vs_reduce=t_red[0] / t_f, **tag))
+        rows.append(make_row("chunked lookback backward", t_b, bwd_bytes, copy_bwd, vs_forward=t_b / t_f,
+                             vs_reduce=t_red[1] / t_b, **tag))
+        rows.append(make_row("chunked lookback log forward", t_l, fwd_bytes, copy_fwd, vs_forward=t_l / t_f,
+                             vs_reduce=t_red[2] / t_l, **tag))
     return rows
 
 
@@ -254,8 +267,8 @@ def _device_name():
 
 def bench_scan(sizes=None, out_dir="bench/results", *, shape=None, repeats=DEFAULT_REPEATS, dtype="float32",
                block=cs.DEFAULT_BLOCK, quick=False, torch=True):
-    """Time the scan kernels (every method of ``scan.METHODS``: v1, v2, v3; forward, backward, log space) on
-    the GPU and save a JSON table.
+    """Time the scan kernels (every method of ``scan.METHODS``: v1, v2, v3; forward, backward, log space; and
+    v3 with ``carry="lookback"``) on the GPU and save a JSON table.
 
     Args:
         sizes: element counts B*T*C (powers of two, 2^16 .. 2^28 by default, ``QUICK_SIZES`` if quick);

@@ -24,15 +24,43 @@ For each chunk the block runs
 
 A block loops over ``n_iter`` consecutive chunks (a segment). When B x (channel tiles) alone gives enough
 blocks (``TARGET_BLOCKS``), a segment is the whole sequence: one pass that reads a and b once and writes h
-once (3 array passes, the minimum). With few channels and long T the sequence is split into segments, which
-are combined as v2 combines its chunks (reduce-then-scan): ``reduce`` (steps 1-4) writes each segment's total,
-the totals are scanned from h0 by this same scan (recursively), and ``scan`` reruns each segment from its
-carried state: 5 array passes. A single-pass carry (decoupled look-back) would bring that back to 3; it needs
-inter-block spinning that only real hardware can test.
+once (3 array passes, the minimum). With few channels and long T the sequence is split into segments, joined
+by one of two carries (keyword ``carry``):
+
+    "reduce"    (the default) as v2 joins its chunks, reduce-then-scan: ``reduce`` (steps 1-4) writes each
+                segment's total, the totals are scanned from h0 by this same scan (recursively), and ``scan``
+                reruns each segment from its carried state: 5 array passes.
+    "lookback"  a single pass by decoupled look-back (Merrill & Garland 2016, "Single-pass Parallel Prefix
+                Scan with Decoupled Look-back"): 3 array passes. Each segment is one chunk (a block keeps only
+                one chunk on chip, in registers, between its look-back and its rescan), so the grid has one
+                block per (chunk, b, channel tile). A block takes its tile id from an atomic counter, in the
+                order chunk, b, channel tile (dynamic tile ids: a block only ever waits on tiles taken before
+                its own, by blocks already running, so no schedule can deadlock). Per (b, chunk, channel) it
+                keeps a descriptor: a flag (0, AGGREGATE, INCLUSIVE) and, in separate arrays, the chunk's
+                aggregate (A, H) and its inclusive value, the state leaving the chunk. After steps 1-4 the
+                thread ty = TW - 1 of each lane publishes the aggregate, then looks back over chunk-1, chunk-2,
+                ...: it waits while a flag is 0, combines each AGGREGATE in front of the pairs met so far, and
+                stops at the first INCLUSIVE (or at h0 past the first chunk); the combined pair applied to that
+                state is the state entering the chunk. After step 5 it publishes the state leaving the chunk
+                (the number it writes as h at the chunk's last step) as INCLUSIVE.
+                Memory ordering (no packing: a float64 pair is 128 bits, too wide for one atomic word with
+                its flag): the writer stores the values, ``cuda.threadfence()``, then sets the flag with
+                ``cuda.atomic.exch``; the reader reads the flag with ``cuda.atomic.add(flags, i, 0)`` (an
+                atomic, so neither a stale cached copy nor a load the compiler could hoist out of the spin),
+                then ``cuda.threadfence()``, then plain loads of the values: the fence-then-flag and
+                flag-then-fence pairs of the PTX memory model. Aggregate and inclusive values live apart so that
+                publishing INCLUSIVE never overwrites a value a reader has just taken for an AGGREGATE.
+                The descriptors cost 3 words and a flag per (b, chunk, channel), about 4 / L of one array,
+                and the flags are zeroed before each launch (here by a copy from the host).
+                Simulator-tested only, not measured on a GPU: the simulator runs blocks one after another, so
+                no spin ever waits there; the test hook ``INCLUSIVE_EVERY`` withholds INCLUSIVE from some
+                chunks so that look-backs combine AGGREGATE-only predecessors, and ``LOOKBACK_TRACE`` records
+                the flags and how far each look-back went.
 
 Backward: as v2, the same kernels in reverse time with the coefficient shifted (x_s = (a_{t+1}, dh_t) at
-t = T-1-s), and the store phase writes dL/db_t = g_t, dL/da_t = g_t h_{t-1} and dL/dh0 = a_1 g_1.
-Log space: the same kernels with the log-space operator (``scan._combine_log``).
+t = T-1-s), and the store phase writes dL/db_t = g_t, dL/da_t = g_t h_{t-1} and dL/dh0 = a_1 g_1; either
+carry runs over the chunks in this scan order, from g = 0.
+Log space: the same kernels with the log-space operator (``scan._combine_log``), either carry.
 
 The tuning constants (``DEFAULT_STEPS``, ``TARGET_BLOCKS``) are not yet measured on a GPU.
 """
@@ -48,13 +76,25 @@ from numba import cuda
 from .scan import _NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _dummy, _pad
 
 __all__ = ["forward", "backward", "plan", "tile", "check_options", "shuffle_available", "DEFAULT_STEPS",
-           "TARGET_BLOCKS", "SHARED_BYTES"]
+           "TARGET_BLOCKS", "SHARED_BYTES", "CARRIES", "DEFAULT_CARRY"]
 
 DEFAULT_STEPS = 8          # K, steps per thread
 TARGET_BLOCKS = 1024       # split T into segments until the grid has about this many blocks (H100: 132 SMs x 8)
 SHARED_BYTES = 48 * 1024   # static shared memory per block
 WARP = 32
 FULL_MASK = 0xFFFFFFFF
+CARRIES = ("reduce", "lookback")   # how segments are joined when T is split across blocks
+DEFAULT_CARRY = "reduce"           # the look-back is not yet measured on a GPU
+AGGREGATE, INCLUSIVE = 1, 2        # look-back flags (0: nothing published yet)
+
+# Test hooks for the look-back (tests/test_cuda_scan_v3.py); the values here are the ones in use.
+# Chunk k publishes its inclusive state only when (k + 1) % INCLUSIVE_EVERY == 0, so that a larger value makes
+# look-backs combine several AGGREGATE-only predecessors (the simulator runs blocks one after another, so
+# otherwise every look-back stops at its immediate predecessor).
+INCLUSIVE_EVERY = 1
+# A list: each look-back launch appends (flags, walked) as host arrays, walked[b, k, c] being the number of
+# aggregates chunk k's look-back combined. None: nothing is recorded (nor written by the kernel).
+LOOKBACK_TRACE = None
 
 
 def _shared_words(NT, K):
@@ -73,8 +113,8 @@ def shuffle_available():
     return hasattr(kernelapi.FakeCUDAModule, "shfl_up_sync")
 
 
-def check_options(dtype, block, steps_per_thread, chunks_per_block, shuffle):
-    """Validate v3's keywords; returns (K, chunks_per_block or None, shuffle as a bool)."""
+def check_options(dtype, block, steps_per_thread, chunks_per_block, shuffle, carry=None):
+    """Validate v3's keywords; returns (K, chunks_per_block or None, shuffle as a bool, carry)."""
     K = DEFAULT_STEPS if steps_per_thread is None else steps_per_thread
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1 or K > 64:
         raise ValueError(f"steps_per_thread must be an integer in [1, 64], got {steps_per_thread!r}")
@@ -94,7 +134,14 @@ def check_options(dtype, block, steps_per_thread, chunks_per_block, shuffle):
                          "not have; use shuffle=False (the shared-memory path) in the simulator")
     if shuffle and block < WARP:
         raise ValueError(f"shuffle=True needs whole warps: block must be >= {WARP}, got {block}")
-    return int(K), (None if chunks_per_block is None else int(chunks_per_block)), bool(shuffle)
+    carry = DEFAULT_CARRY if carry is None else carry
+    if not isinstance(carry, str) or carry not in CARRIES:
+        raise ValueError(f"carry must be one of {list(CARRIES)} (or None: {DEFAULT_CARRY!r}), got {carry!r}")
+    if carry == "lookback" and chunks_per_block is not None and chunks_per_block != 1:
+        raise ValueError(f"carry='lookback' runs one chunk per block (a block holds its chunk on chip between "
+                         f"the look-back and the rescan): chunks_per_block must be None or 1, got "
+                         f"{chunks_per_block!r}")
+    return int(K), (None if chunks_per_block is None else int(chunks_per_block)), bool(shuffle), carry
 
 
 def tile(C, block, channel_tile):
@@ -280,13 +327,53 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
             tot_b[bb, seg, c0 + cx] = tb
 
     @cuda.jit(device=True, inline=True)
-    def segment_start(carry, h0, has_h0, bb, seg, c, C):
-        """The state entering a segment: the carried state S_{seg-1}, h0 (forward), or the identity's b."""
-        if c < C and seg > 0:
-            return carry[bb, seg - 1, c]
+    def start_state(h0, has_h0, bb, c, C):
+        """The state entering the sequence: h0 (forward, when given) or the identity's b (h = 0, g = 0)."""
         if c < C and has_h0 and not reverse:
             return h0[bb, c]
         return nbdt(ID_B)
+
+    @cuda.jit(device=True, inline=True)
+    def segment_start(carry, h0, has_h0, bb, seg, c, C):
+        """The state entering a segment: the carried state S_{seg-1}, or ``start_state``."""
+        if c < C and seg > 0:
+            return carry[bb, seg - 1, c]
+        return start_state(h0, has_h0, bb, c, C)
+
+    @cuda.jit(device=True, inline=True)
+    def rescan(ra, rb, ea, eb, h_in, sa, cx, ty):
+        """Step 5: the thread's K states from the state h_in entering the chunk, staged in sa; returns the
+        last. The caller guarantees that every thread is done reading sa (chunk_prefix's last barrier)."""
+        _, state = combine(ea, h_in, ea, eb)
+        for j in range(K):
+            _, state = combine(ra[j], state, ra[j], rb[j])
+            sa[_pad((ty * K + j) * CW + cx)] = state
+        return state
+
+    @cuda.jit(device=True, inline=True)
+    def store(x1, sa, h0, has_h0, out, hsrc, db, dh0, bb, s0, c0, tid, T, C):
+        """The coalesced store of the chunk staged in sa (after a barrier): h, or the backward's gradients."""
+        for k in range(K):
+            e = tid + k * NT
+            p = e // CW
+            s = s0 + p
+            c = c0 + e - p * CW
+            if s < T and c < C:
+                v = sa[_pad(e)]
+                if not reverse:
+                    out[bb, s, c] = v
+                else:
+                    t = T - 1 - s
+                    if t > 0:
+                        h_prev = hsrc[bb, t - 1, c]
+                    elif has_h0:
+                        h_prev = h0[bb, c]
+                    else:
+                        h_prev = nbdt(0.0)
+                    db[bb, t, c] = v
+                    out[bb, t, c] = v * h_prev
+                    if t == 0:
+                        dh0[bb, c] = x1[bb, 0, c] * v
 
     @cuda.jit
     def scan(x1, x2, carry, h0, has_h0, n_iter, out, hsrc, db, dh0):
@@ -317,80 +404,177 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
             ea, eb, _, _ = chunk_prefix(x1, x2, sa, sb, hs_a, hs_b, wa, wb, ra, rb, bb, s0, c0, cx, ty, T, C)
             # 5. rescan from the state entering the chunk. sa is free: every thread passed the barrier after
             # the warp totals, so all register loads from sa are done.
-            _, state = combine(ea, st[cx], ea, eb)
-            for j in range(K):
-                _, state = combine(ra[j], state, ra[j], rb[j])
-                sa[_pad((ty * K + j) * CW + cx)] = state
+            state = rescan(ra, rb, ea, eb, st[cx], sa, cx, ty)
             # The staged results must be complete before the coalesced store, and every thread must have read
             # st[cx] before it is replaced by the state leaving the chunk.
             cuda.syncthreads()
             if ty == TW - 1:
                 st[cx] = state
-            for k in range(K):
-                e = tid + k * NT
-                p = e // CW
-                s = s0 + p
-                c = c0 + e - p * CW
-                if s < T and c < C:
-                    v = sa[_pad(e)]
-                    if not reverse:
-                        out[bb, s, c] = v
-                    else:
-                        t = T - 1 - s
-                        if t > 0:
-                            h_prev = hsrc[bb, t - 1, c]
-                        elif has_h0:
-                            h_prev = h0[bb, c]
-                        else:
-                            h_prev = nbdt(0.0)
-                        db[bb, t, c] = v
-                        out[bb, t, c] = v * h_prev
-                        if t == 0:
-                            dh0[bb, c] = x1[bb, 0, c] * v
+            store(x1, sa, h0, has_h0, out, hsrc, db, dh0, bb, s0, c0, tid, T, C)
 
-    return reduce, scan
+    @cuda.jit(device=True, inline=True)
+    def look_back(flags, agg_a, agg_b, inc, h0, has_h0, bb, chunk, c, C, walked, trace):
+        """The state entering chunk ``chunk`` of channel c, from its predecessors' descriptors.
+
+        Walks j = chunk-1, chunk-2, ...: spins while descriptor j is unpublished (flag 0), combines an
+        AGGREGATE's (A_j, H_j) in front of the pairs met so far, and stops at the first INCLUSIVE (the state
+        S_j leaving chunk j) or at the start of the sequence (h0 or the identity); then applies the combined
+        pair to that state. Only blocks that took a smaller tile id are waited on."""
+        pa = nbdt(ID_A)
+        pb = nbdt(ID_B)
+        s = start_state(h0, has_h0, bb, c, C)
+        j = chunk - 1
+        n = 0
+        while j >= 0:
+            # An atomic read (at L2): never a stale cached copy, and the compiler cannot hoist it out of the loop.
+            f = cuda.atomic.add(flags, (bb, j, c), 0)
+            if f == 0:
+                continue
+            # Acquire: with the writer's fence before its flag, the values written before the flag are seen.
+            cuda.threadfence()
+            if f == INCLUSIVE:
+                s = inc[bb, j, c]
+                break
+            pa, pb = combine(agg_a[bb, j, c], agg_b[bb, j, c], pa, pb)
+            n += 1
+            j -= 1
+        if trace:
+            walked[bb, chunk, c] = n
+        _, s = combine(pa, s, pa, pb)
+        return s
+
+    @cuda.jit
+    def lookback(x1, x2, h0, has_h0, out, hsrc, db, dh0, counter, flags, agg_a, agg_b, inc, inclusive_every,
+                 walked, trace):
+        """Single-pass scan with decoupled look-back (Merrill & Garland 2016): one chunk per block.
+
+        Arguments as ``scan``, plus the descriptors of every (b, chunk, channel), each (B, n_chunks, C):
+        flags (int32, zeros on entry; 0 none, AGGREGATE, INCLUSIVE), agg_a, agg_b (the chunk's pair) and
+        inc (the state leaving the chunk), kept apart so that publishing the inclusive state never overwrites
+        a value a reader takes for an aggregate; counter (int32 (1,), zero on entry) hands out tile ids.
+        ``inclusive_every`` (1 in use; a test hook) publishes INCLUSIVE only for chunks k with
+        (k + 1) % inclusive_every == 0. With ``trace``, walked[b, k, c] counts the aggregates k's look-back
+        combined."""
+        sa = cuda.shared.array(NS, nbdt)
+        sb = cuda.shared.array(NS, nbdt)
+        hs_a = cuda.shared.array(NT, nbdt)
+        hs_b = cuda.shared.array(NT, nbdt)
+        wa = cuda.shared.array(NT, nbdt)
+        wb = cuda.shared.array(NT, nbdt)
+        st = cuda.shared.array(CW, nbdt)
+        tile_id = cuda.shared.array(1, numba.int32)
+        ra = cuda.local.array(K, nbdt)
+        rb = cuda.local.array(K, nbdt)
+        B, T, C = x2.shape
+        cx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        tid = cx + CW * ty
+        # Dynamic tile ids: tile k is taken only after tiles 0..k-1 were taken by blocks already running, so
+        # a look-back never waits on a block that has not started, whatever order the blocks are scheduled in.
+        if tid == 0:
+            tile_id[0] = cuda.atomic.add(counter, 0, 1)
+        # Every thread needs the tile id before it loads.
+        cuda.syncthreads()
+        k = tile_id[0]
+        n_tiles = (C + CW - 1) // CW
+        c0 = (k % n_tiles) * CW
+        k //= n_tiles
+        bb = k % B
+        chunk = k // B  # chunk slowest: a row's predecessor was taken B * n_tiles ids earlier, not just before
+        s0 = chunk * L
+        c = c0 + cx
+        ea, eb, ia, ib = chunk_prefix(x1, x2, sa, sb, hs_a, hs_b, wa, wb, ra, rb, bb, s0, c0, cx, ty, T, C)
+        if ty == TW - 1:  # its inclusive prefix (ia, ib) is the chunk's aggregate
+            if c < C:
+                agg_a[bb, chunk, c] = ia
+                agg_b[bb, chunk, c] = ib
+                # Release: the values must be visible device-wide before the flag that announces them.
+                cuda.threadfence()
+                cuda.atomic.exch(flags, (bb, chunk, c), AGGREGATE)
+                st[cx] = look_back(flags, agg_a, agg_b, inc, h0, has_h0, bb, chunk, c, C, walked, trace)
+            else:
+                st[cx] = nbdt(ID_B)
+        # The carried state must be visible to every time-thread of its lane.
+        cuda.syncthreads()
+        state = rescan(ra, rb, ea, eb, st[cx], sa, cx, ty)
+        if ty == TW - 1 and c < C and (chunk + 1) % inclusive_every == 0:
+            inc[bb, chunk, c] = state  # the state leaving the chunk: the same number this block writes as h
+            cuda.threadfence()
+            cuda.atomic.exch(flags, (bb, chunk, c), INCLUSIVE)
+        # The staged results must be complete before the coalesced store.
+        cuda.syncthreads()
+        store(x1, sa, h0, has_h0, out, hsrc, db, dh0, bb, s0, c0, tid, T, C)
+
+    return reduce, scan, lookback
 
 
 def _carry(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, shuffle):
-    """S_k, the state after segment k: the segment totals scanned by this same scan."""
-    return forward(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, None, shuffle)
+    """S_k, the state after segment k: the segment totals scanned by this same scan (reduce-then-scan)."""
+    return forward(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, None, shuffle, "reduce")
 
 
-def forward(op, a, b, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle):
+def _lookback(kernel, shape3, CW, TW, K, dtype, args, outs):
+    """Launch the single-pass look-back kernel: one block per (chunk, b, channel tile), descriptors zeroed."""
+    B, T, C = shape3
+    n_chunks = -(-T // (TW * K))
+    n_blocks = n_chunks * B * (-(-C // CW))
+    counter = cuda.to_device(np.zeros(1, dtype=np.int32))
+    flags = cuda.to_device(np.zeros((B, n_chunks, C), dtype=np.int32))
+    agg_a, agg_b = (cuda.device_array((B, n_chunks, C), dtype=dtype) for _ in range(2))
+    trace = LOOKBACK_TRACE is not None
+    if INCLUSIVE_EVERY != 1:  # a look-back that wrongly reads a skipped inclusive state then reads NaN
+        inc = cuda.to_device(np.full((B, n_chunks, C), np.nan, dtype=dtype))
+    else:
+        inc = cuda.device_array((B, n_chunks, C), dtype=dtype)
+    walked = cuda.to_device(np.full((B, n_chunks, C), -1, dtype=np.int32)) if trace else _dummy(3, np.int32)
+    kernel[n_blocks, (CW, TW)](*args, *outs, counter, flags, agg_a, agg_b, inc, int(INCLUSIVE_EVERY), walked,
+                               trace)
+    if trace:
+        LOOKBACK_TRACE.append((flags.copy_to_host(), walked.copy_to_host()))
+
+
+def forward(op, a, b, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle, carry=DEFAULT_CARRY):
     """Device-level v3 forward scan of (B, T, C) device arrays; returns h (B, T, C) on the device."""
     B, T, C = a.shape
     CW, TW = tile(C, block, channel_tile)
-    reduce, scan = _kernels(a.dtype, CW, TW, K, op, False, shuffle)
+    reduce, scan, lookback = _kernels(a.dtype, CW, TW, K, op, False, shuffle)
     n_iter, n_seg, n_blocks = plan(a.shape, CW, TW, K, chunks_per_block)
+    h = cuda.device_array((B, T, C), dtype=a.dtype)
+    d3, d2 = _dummy(3, a.dtype), _dummy(2, a.dtype)
+    if n_seg > 1 and carry == "lookback":
+        _lookback(lookback, a.shape, CW, TW, K, a.dtype, (a, b, h0, has_h0), (h, d3, d3, d2))
+        return h
     if n_seg > 1:
         tot_a = cuda.device_array((B, n_seg, C), dtype=a.dtype)
         tot_b = cuda.device_array((B, n_seg, C), dtype=a.dtype)
         reduce[n_blocks, (CW, TW)](a, b, n_iter, tot_a, tot_b)
-        carry = _carry(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, shuffle)
+        carry_d = _carry(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, shuffle)
     else:
-        carry = _dummy(3, a.dtype)
-    h = cuda.device_array((B, T, C), dtype=a.dtype)
-    d3, d2 = _dummy(3, a.dtype), _dummy(2, a.dtype)
-    scan[n_blocks, (CW, TW)](a, b, carry, h0, has_h0, n_iter, h, d3, d3, d2)
+        carry_d = d3
+    scan[n_blocks, (CW, TW)](a, b, carry_d, h0, has_h0, n_iter, h, d3, d3, d2)
     return h
 
 
-def backward(a, h, dh, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle):
+def backward(a, h, dh, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle, carry=DEFAULT_CARRY):
     """Device-level v3 backward: the reverse scan of (a_{t+1}, dh_t); returns (da, db, dh0) on the device."""
     B, T, C = a.shape
     CW, TW = tile(C, block, channel_tile)
-    reduce, scan = _kernels(a.dtype, CW, TW, K, "linear", True, shuffle)
+    reduce, scan, lookback = _kernels(a.dtype, CW, TW, K, "linear", True, shuffle)
     n_iter, n_seg, n_blocks = plan(a.shape, CW, TW, K, chunks_per_block)
+    da = cuda.device_array((B, T, C), dtype=a.dtype)
+    db = cuda.device_array((B, T, C), dtype=a.dtype)
+    dh0 = cuda.device_array((B, C), dtype=a.dtype)
+    if n_seg > 1 and carry == "lookback":
+        # Chunks in scan (reversed-time) order, starting from g = 0 (start_state ignores h0 in reverse).
+        _lookback(lookback, a.shape, CW, TW, K, a.dtype, (a, dh, h0, has_h0), (da, h, db, dh0))
+        return da, db, dh0
     if n_seg > 1:
         tot_a = cuda.device_array((B, n_seg, C), dtype=a.dtype)
         tot_b = cuda.device_array((B, n_seg, C), dtype=a.dtype)
         reduce[n_blocks, (CW, TW)](a, dh, n_iter, tot_a, tot_b)
         # Totals are in scan (reversed-time) order, so the carries are a forward scan from 0, as in v2.
-        carry = _carry("linear", tot_a, tot_b, _dummy(2, a.dtype), False, block, channel_tile, K, shuffle)
+        carry_d = _carry("linear", tot_a, tot_b, _dummy(2, a.dtype), False, block, channel_tile, K, shuffle)
     else:
-        carry = _dummy(3, a.dtype)
-    da = cuda.device_array((B, T, C), dtype=a.dtype)
-    db = cuda.device_array((B, T, C), dtype=a.dtype)
-    dh0 = cuda.device_array((B, C), dtype=a.dtype)
-    scan[n_blocks, (CW, TW)](a, dh, carry, h0, has_h0, n_iter, da, h, db, dh0)
+        carry_d = _dummy(3, a.dtype)
+    scan[n_blocks, (CW, TW)](a, dh, carry_d, h0, has_h0, n_iter, da, h, db, dh0)
     return da, db, dh0

@@ -26,7 +26,8 @@ Kernel versions (kept side by side, each tested against the NumPy reference befo
                      the threads' pairs with ``cuda.shfl_up_sync`` (or through shared memory: ``shuffle=False``,
                      which the simulator runs), blocks combine their warps' totals, and a block runs several
                      chunks in turn carrying the state, so that with enough channels one pass reads a, b and
-                     writes h once; long sequences with few channels are split across blocks as in v2.
+                     writes h once; long sequences with few channels are split across blocks and joined
+                     as in v2 (reduce-then-scan) or in one pass by decoupled look-back (``carry``).
 
 Backward (vector-Jacobian product), the same kernels run in reverse time with the coefficient shifted:
     g_t = dh_t + a_{t+1} g_{t+1}  (g_{T+1} = 0),  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_1 g_1.
@@ -491,25 +492,25 @@ def _check_method(method):
         raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
 
 
-def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle):
-    """v3's options as (K, chunks_per_block, shuffle), or None for v1 / v2 (which take none of them)."""
+def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle, carry):
+    """v3's options as (K, chunks_per_block, shuffle, carry), or None for v1 / v2 (which take none of them)."""
     if method != "chunked":
         given = [k for k, v in (("steps_per_thread", steps_per_thread), ("chunks_per_block", chunks_per_block),
-                                ("shuffle", shuffle)) if v is not None]
+                                ("shuffle", shuffle), ("carry", carry)) if v is not None]
         if given:
             raise ValueError(f"{', '.join(given)} only apply to method='chunked', got method={method!r}")
         return None
     from . import chunked
 
-    return chunked.check_options(dtype, block, steps_per_thread, chunks_per_block, shuffle)
+    return chunked.check_options(dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
 
 
 def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=None, chunks_per_block=None,
-          shuffle=None):
+          shuffle=None, carry=None):
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(names[:2], (a, b), names[2], h0)
-    v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle)
+    v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     if 0 in shape:
         return _empty(shape, a.dtype, on_device)
     s3 = _shape3(shape)
@@ -532,7 +533,7 @@ def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=Non
 
 
 def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
-                steps_per_thread=None, chunks_per_block=None, shuffle=None):
+                steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None):
     """h_t = a_t * h_{t-1} + b_t along axis 1, h_0 = h0 (zeros if None), on the GPU.
 
     Args:
@@ -546,33 +547,36 @@ def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channe
             values exercise the multi-chunk path cheaply in the simulator.
         channel_tile: channels per block for v2 (power of two < block; default min(C, 32, block / 2) rounded
             up to a power of two) and v3 (power of two <= min(32, block); default min(C, 32, block) rounded up).
-        steps_per_thread, chunks_per_block, shuffle: v3 only (an error with another method).
+        steps_per_thread, chunks_per_block, shuffle, carry: v3 only (an error with another method).
             steps_per_thread: K, consecutive steps each thread scans in registers (default 8).
             chunks_per_block: chunks of K * block / channel_tile steps one block runs in turn, carrying the
                 state; None splits T just enough to give ``chunked.TARGET_BLOCKS`` blocks.
             shuffle: combine inside a warp with ``cuda.shfl_up_sync`` (True) or through shared memory
                 (False); None: True on a GPU, False in the simulator (which has no shuffles).
+            carry: how the segments are joined when T is split across blocks: "reduce" (None, the default;
+                reduce-then-scan, 5 array passes) or "lookback" (single pass with decoupled look-back,
+                3 passes, one chunk per block, so chunks_per_block must be None or 1; simulator-tested only).
     Returns:
         h: (B, T, ...), on the device if ``a`` was a device array, else a NumPy array.
     """
     return _scan("linear", ("a", "b", "h0"), a, b, h0, method, block, channel_tile, steps_per_thread,
-                 chunks_per_block, shuffle)
+                 chunks_per_block, shuffle, carry)
 
 
 def log_linear_scan(log_a, log_b, log_h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
-                    steps_per_thread=None, chunks_per_block=None, shuffle=None):
+                    steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None):
     """log h for h_t = a_t h_{t-1} + b_t with positive a, b, h0, computed in log space (Heinsen 2023).
 
     Args:
         log_a, log_b: (B, T, ...) float32 or float64. log_b = -inf (b = 0) is computed correctly here (it is
             the identity's b), but ``minimal.scan.log_scan`` rejects it, as for every backend.
         log_h0: (B, ...) or None (h0 = 0, i.e. log h0 = -inf).
-        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle: as in ``linear_scan``.
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry: as in ``linear_scan``.
     Returns:
         log_h: (B, T, ...), where the inputs live.
     """
     return _scan("log", ("log_a", "log_b", "log_h0"), log_a, log_b, log_h0, method, block, channel_tile,
-                 steps_per_thread, chunks_per_block, shuffle)
+                 steps_per_thread, chunks_per_block, shuffle, carry)
 
 
 def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None):
@@ -603,7 +607,7 @@ def _empty_grads(shape, dtype, on_device):
 
 
 def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
-                         steps_per_thread=None, chunks_per_block=None, shuffle=None):
+                         steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None):
     """Vector-Jacobian product of ``linear_scan``: a reverse-time scan with the same kernels.
 
         g_t = dh_t + a_{t+1} g_{t+1},  da_t = g_t h_{t-1} (h_0 = h0 or 0),  db_t = g_t,  dh0 = a_1 g_1.
@@ -611,14 +615,14 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
     Args:
         a: (B, T, ...) the forward's coefficients; h: (B, T, ...) the forward's output;
         dh: (B, T, ...) dL/dh; h0: (B, ...) or None as in the forward. NumPy or device arrays.
-        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle: as in ``linear_scan``.
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry: as in ``linear_scan``.
     Returns:
         (da, db, dh0): (B, T, ...), (B, T, ...), (B, ...); dh0 is returned even when h0 is None.
     """
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(("a", "h", "dh"), (a, h, dh), "h0", h0)
-    v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle)
+    v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     if 0 in shape:
         return _empty_grads(shape, a.dtype, on_device)
     s3 = _shape3(shape)
@@ -672,17 +676,17 @@ def _log_share_kernels(dtype):
 
 def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="blelloch", *,
                              block=DEFAULT_BLOCK, channel_tile=None, steps_per_thread=None, chunks_per_block=None,
-                             shuffle=None):
+                             shuffle=None, carry=None):
     """Vector-Jacobian product of ``log_linear_scan`` with respect to its log inputs (module docstring).
 
     One elementwise pass forms the shares w_t = a_t h_{t-1} / h_t and v_t = b_t / h_t from differences of
-    logs; ``linear_scan_backward``'s kernels (v1 or v2, ``method``) run the adjoint G_t = dlog_h_t +
+    logs; ``linear_scan_backward``'s kernels (v1, v2 or v3, ``method``) run the adjoint G_t = dlog_h_t +
     w_{t+1} G_{t+1} and write dlog_a = w G and dlog_h0 = w_0 G_0; a last pass writes dlog_b = v G.
 
     Args:
         log_a, log_b, log_h, dlog_h: (B, T, ...) of one dtype; log_h is ``log_linear_scan``'s output.
         log_h0: (B, ...) or None (h0 = 0). NumPy or device arrays.
-        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle: as in ``linear_scan``.
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry: as in ``linear_scan``.
     Returns:
         (dlog_a, dlog_b, dlog_h0): (B, T, ...), (B, T, ...), (B, ...) (zeros when log_h0 is None).
     """
@@ -690,7 +694,7 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     block = _check_block(block)
     on_device, shape = _check_inputs(("log_a", "log_b", "log_h", "dlog_h"), (log_a, log_b, log_h, dlog_h),
                                      "log_h0", log_h0)
-    v3 = _check_v3(method, log_a.dtype, block, steps_per_thread, chunks_per_block, shuffle)
+    v3 = _check_v3(method, log_a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     if 0 in shape:
         return _empty_grads(shape, log_a.dtype, on_device)
     s3 = _shape3(shape)
