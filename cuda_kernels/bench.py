@@ -324,12 +324,23 @@ def main(argv=None):
 
     p = argparse.ArgumentParser(prog="python -m cuda_kernels.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["scan", "window"])
+    p.add_argument("what", choices=["scan", "window", "dispatch"],
+                   help="dispatch: print dispatch.TABLE for a scan result file (no GPU needed)")
+    p.add_argument("results", nargs="?", help="dispatch only: a bench/results/scan_<GPU>.json file")
     p.add_argument("--quick", action="store_true", help="small sizes (seconds)")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
     p.add_argument("--out-dir", default="bench/results")
     args = p.parse_args(argv)
+    if args.what == "dispatch":
+        from . import dispatch
+
+        if args.results is None:
+            p.error("dispatch needs a result file, e.g. bench/results/scan_NVIDIA_H100_80GB_HBM3.json")
+        print(dispatch.format_table(dispatch.table_from_rows(dispatch.load_rows(args.results)), args.results))
+        return 0
+    if args.results is not None:
+        p.error(f"a result file is read by 'dispatch' only, not by {args.what!r}")
     try:
         if args.what == "scan":
             bench_scan(out_dir=args.out_dir, repeats=args.repeats, dtype=args.dtype, quick=args.quick)

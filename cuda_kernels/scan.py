@@ -488,8 +488,23 @@ def _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile):
 
 
 def _check_method(method):
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    if method not in METHODS + ("auto",):
+        raise ValueError(f"method must be one of {list(METHODS) + ['auto']}, got {method!r}")
+
+
+def _resolve(method, shape, kind, v3_options):
+    """method="auto" -> (method, carry) from ``dispatch.choose`` for this shape; other methods unchanged.
+    v3's tuning keywords belong to an explicit method="chunked", so "auto" refuses them."""
+    if method != "auto":
+        return method, v3_options["carry"]
+    given = [k for k, v in v3_options.items() if v is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} only apply to method='chunked'; method='auto' picks the version "
+                         f"and its options from the dispatch table (cuda_kernels/dispatch.py)")
+    from . import dispatch
+
+    chosen = dispatch.choose(_shape3(shape), kind) if 0 not in shape else {"method": "blelloch"}
+    return chosen["method"], chosen.get("carry")
 
 
 def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle, carry):
@@ -510,6 +525,9 @@ def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=Non
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(names[:2], (a, b), names[2], h0)
+    method, carry = _resolve(method, shape, "forward" if op == "linear" else "log forward",
+                             {"steps_per_thread": steps_per_thread, "chunks_per_block": chunks_per_block,
+                              "shuffle": shuffle, "carry": carry})
     v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     if 0 in shape:
         return _empty(shape, a.dtype, on_device)
@@ -539,9 +557,10 @@ def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channe
     Args:
         a, b: (B, T, ...) float32 or float64, one shape and dtype; NumPy or device arrays.
         h0: (B, ...) or None.
-        method: "sequential" (v1, one thread per channel), "blelloch" (v2, shared-memory tree scan) or
+        method: "sequential" (v1, one thread per channel), "blelloch" (v2, shared-memory tree scan),
             "chunked" (v3, ``chunked.py``: K steps per thread in registers, a warp-level combine; opt-in,
-            not yet measured on a GPU).
+            not yet measured on a GPU), or "auto": the benchmark's fastest version for the nearest benchmarked
+            shape (``dispatch.py``; then v3's keywords are refused).
         block: threads per block for v2 and v3, a power of two in [2, 1024] (a v2 chunk is
             2 * block / channel_tile time steps, a v3 chunk steps_per_thread * block / channel_tile); small
             values exercise the multi-chunk path cheaply in the simulator.
@@ -622,6 +641,8 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(("a", "h", "dh"), (a, h, dh), "h0", h0)
+    method, carry = _resolve(method, shape, "backward", {"steps_per_thread": steps_per_thread,
+                             "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry})
     v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     if 0 in shape:
         return _empty_grads(shape, a.dtype, on_device)
@@ -694,6 +715,8 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     block = _check_block(block)
     on_device, shape = _check_inputs(("log_a", "log_b", "log_h", "dlog_h"), (log_a, log_b, log_h, dlog_h),
                                      "log_h0", log_h0)
+    method, carry = _resolve(method, shape, "backward", {"steps_per_thread": steps_per_thread,
+                             "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry})
     v3 = _check_v3(method, log_a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     if 0 in shape:
         return _empty_grads(shape, log_a.dtype, on_device)

@@ -10,6 +10,10 @@ Methods (``method=``):
     "blelloch"    the work-efficient up-sweep/down-sweep scan over pairs (a, b) with the associative operator
                   (a1, b1) ∘ (a2, b2) = (a1 a2, a2 b1 + b2)  (pair 1 earlier in time; Blelloch 1990, Sec. 1.4),
                   2(T - 1) operator applications in place, any T (not only powers of two).
+    "auto"        the faster of the two for the backend: "sequential" on the CPU backends (``python -m minimal
+                  bench scan``: the Numba loop runs at ~0.9 of a same-run copy's bandwidth, its Blelloch tree at
+                  ~0.2; one core gives the tree no parallelism to use), and for "cuda" the fastest version for
+                  the nearest benchmarked shape (``cuda_kernels/dispatch.py``, a table of measured winners).
 Backends (``backend=``):
     "numpy"  sequential = the reference loop; blelloch = the teaching version, one strided NumPy op per level.
     "numba"  compiled loops (``minimal._scan_numba``), time outer, contiguous channel axis inner. The NaN/inf
@@ -43,9 +47,11 @@ import numpy as np
 from .validate import InputError, check_array, check_choice, check_same_shape, overflow_error
 
 __all__ = ["linear_scan", "linear_scan_backward", "sequential_scan", "blelloch_scan_numpy", "log_scan",
-           "log_scan_backward", "scan_kwargs", "cuda_module", "METHODS", "BACKENDS", "LOG_BACKENDS"]
+           "log_scan_backward", "scan_kwargs", "cuda_module", "check_out", "METHODS", "AUTO", "BACKENDS",
+           "LOG_BACKENDS"]
 
 METHODS = ("sequential", "blelloch")
+AUTO = "auto"
 BACKENDS = ("numpy", "numba", "cuda")
 LOG_BACKENDS = ("numpy", "numba", "cuda")
 
@@ -240,13 +246,21 @@ def _adjoint_numpy(a, dh, method):
 # The public linear scan
 # ---------------------------------------------------------------------------------------------------------
 
+def _method(method, backend):
+    """Check method and backend; "auto" becomes "sequential" on the CPU backends (module docstring) and stays
+    "auto" for "cuda", where ``cuda_kernels.scan`` picks per shape."""
+    check_choice("method", method, METHODS + (AUTO,))
+    check_choice("backend", backend, BACKENDS)
+    return "sequential" if method == AUTO and backend != "cuda" else method
+
+
 def linear_scan(a, b, h0=None, method="blelloch", backend="numba", out=None):
     """h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros if None).
 
     Args:
         a, b: (B, T, ...) float32 or float64 arrays of one shape and dtype, finite, T >= 1.
         h0: (B, ...) of the same dtype, or None.
-        method: "sequential" or "blelloch".
+        method: "sequential", "blelloch" or "auto" (module docstring).
         backend: "numpy", "numba" or "cuda" (which also takes numba device arrays, module docstring).
         out: None (a new array), or a NumPy array to write h into and return (backends "numpy" and "numba"):
             a's shape and dtype, C-contiguous, writeable, sharing no memory with a, b or h0. A training loop
@@ -264,8 +278,7 @@ def linear_scan(a, b, h0=None, method="blelloch", backend="numba", out=None):
     every h_t is finite (``_scan_numba.sequential_into_checked``, ``blelloch_into_checked``); only when it is
     not are a, b and h0 searched for the culprit. Backend "numpy" checks the inputs first, as before.
     """
-    check_choice("method", method, METHODS)
-    check_choice("backend", backend, BACKENDS)
+    method = _method(method, backend)
     fused = backend == "numba"
     _check_scan_inputs(a, b, h0, device=_device_inputs(backend, a), finite=not fused)
     if out is not None:
@@ -334,8 +347,7 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", backend="numba"):
         (da, db, dh0): dL/da and dL/db of shape (B, T, ...), dL/dh0 of shape (B, ...)
         (returned even when h0 is None, as the gradient with respect to a zero initial state).
     """
-    check_choice("method", method, METHODS)
-    check_choice("backend", backend, BACKENDS)
+    method = _method(method, backend)
     device = _device_inputs(backend, a)
     fused = backend == "numba"
     _check_scan_inputs(a, h, h0, b_name="h", device=device, finite=not fused)
@@ -383,8 +395,8 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
             between a*_t and the logcumsumexp cost 0.02 in log h at T = 1e5); "numba" computes the same values in one pass with the equivalent
             recurrence log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which has no cancellation between
             a*_t and the logcumsumexp (both grow like T) and so keeps its accuracy for long sequences;
-            "cuda" runs the Blelloch tree on (log a, log b) pairs (``cuda_kernels.scan.log_linear_scan``),
-            and takes device arrays as ``linear_scan`` does.
+            "cuda" runs a scan on (log a, log b) pairs (``cuda_kernels.scan.log_linear_scan``, the version
+            ``cuda_kernels/dispatch.py`` picks for the shape), and takes device arrays as ``linear_scan`` does.
     Returns:
         log_h: (B, T, ...).
     """
@@ -393,7 +405,7 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
     _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0",
                        device=_device_inputs(backend, log_a), finite=not fused)
     if backend == "cuda":
-        return cuda_module("scan").log_linear_scan(log_a, log_b, log_h0)
+        return cuda_module("scan").log_linear_scan(log_a, log_b, log_h0, method="auto")
     if backend == "numba":
         from . import _scan_numba
 
@@ -434,7 +446,8 @@ def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend="numba")
         log_h0: (B, ...) or None as in the forward.
         backend: "numpy" (vectorised shares, reference reverse loop), "numba" (one fused reverse pass) or
             "cuda" (``cuda_kernels.scan.log_linear_scan_backward``: the shares in one elementwise pass, then
-            the adjoint on the GPU's reverse linear scan; device arrays as in ``linear_scan``).
+            the adjoint on the GPU's reverse linear scan, the version the dispatch table picks; device arrays
+            as in ``linear_scan``).
     Returns:
         (dlog_a, dlog_b, dlog_h0), dlog_h0 of shape (B, ...) (zeros when log_h0 is None: h0 = 0 has w_0 = 0).
     """
@@ -448,7 +461,7 @@ def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend="numba")
         check_same_shape(name, x, "log_a", log_a)
         _check_same_dtype(name, x, "log_a", log_a)
     if backend == "cuda":
-        return cuda_module("scan").log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0)
+        return cuda_module("scan").log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, method="auto")
     if backend == "numba":
         from . import _scan_numba
 

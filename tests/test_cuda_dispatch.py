@@ -1,0 +1,141 @@
+"""method="auto": the dispatch table is the committed benchmark's winners, and "auto" runs what it names.
+
+The kernels run in the CUDA simulator (tests/conftest.py), so the shapes stay tiny; which version "auto" picks
+is observed by wrapping ``dispatch.choose``.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuda_kernels import bench, dispatch
+from cuda_kernels import scan as cs
+from minimal import scan as ref
+
+from test_cuda_scan import TOL, assert_close, problem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_table_is_what_the_committed_benchmark_measured():
+    """TABLE cannot drift from the file it cites: it is re-derived here from the JSON rows."""
+    rows = dispatch.load_rows(ROOT / dispatch.SOURCE)
+    assert dispatch.TABLE == dispatch.table_from_rows(rows)
+    # the measured regimes (cuda_kernels/README.md): thousands of channels -> v1, few channels and long T -> v2
+    assert dispatch.TABLE[(8, 4096, 8192)]["forward"] == "sequential"
+    assert dispatch.TABLE[(1, 1048576, 1)]["backward"] == "blelloch"
+
+
+def test_the_printed_table_is_the_python_of_the_table(capsys):
+    assert bench.main(["dispatch", str(ROOT / dispatch.SOURCE)]) == 0
+    printed = capsys.readouterr().out
+    namespace = {}
+    exec(printed, namespace)
+    assert namespace["TABLE"] == dispatch.TABLE
+
+
+def _row(name, shape, seconds):
+    return {"name": name, "shape": list(shape), "seconds": seconds}
+
+
+def test_winners_are_the_fastest_timed_version_of_each_kind():
+    rows = [_row("copy (same bytes as forward)", (1, 8, 1), 1e-9), _row("torch.cumsum (1-D, same n)", (1, 8, 1), 1e-9),
+            _row("sequential forward", (1, 8, 1), 3.0), _row("blelloch forward", (1, 8, 1), 2.0),
+            _row("chunked lookback forward", (1, 8, 1), 1.0), _row("chunked forward", (1, 8, 1), 1.5),
+            _row("blelloch log forward", (1, 8, 1), 1.0), _row("chunked log forward", (1, 8, 1), float("nan")),
+            _row("sequential backward", (4, 2, 64), 1.0), _row("blelloch backward", (4, 2, 64), 2.0)]
+    table = dispatch.table_from_rows(rows)
+    assert table == {(1, 8, 1): {"forward": "chunked lookback", "log forward": "blelloch"},
+                     (4, 2, 64): {"backward": "sequential"}}
+    assert dispatch.choose((1, 9, 1), "forward", table) == {"method": "chunked", "carry": "lookback"}
+    assert dispatch.choose((3, 3, 50), "backward", table) == {"method": "sequential"}
+    with pytest.raises(ValueError, match="has no 'backward' timings"):
+        dispatch.choose((1, 8, 1), "backward", {(1, 8, 1): {"forward": "blelloch"}})
+
+
+def test_choose_takes_the_nearest_benchmarked_shape():
+    assert dispatch.choose((8, 2048, 4096)) == {"method": "sequential"}        # many sequences
+    assert dispatch.choose((1, 100_000, 3), "backward") == {"method": "blelloch"}  # few channels, long T
+    assert dispatch.choose((2, 50_000, 8), "log forward") == {"method": "blelloch"}
+
+
+def test_bad_arguments_name_themselves(tmp_path):
+    with pytest.raises(ValueError, match="kind must be one of"):
+        dispatch.choose((1, 8, 1), "sideways")
+    with pytest.raises(ValueError, match=r"shape must be \(B, T, C\)"):
+        dispatch.choose((1, 8))
+    with pytest.raises(ValueError, match=r"shape must be \(B, T, C\)"):
+        dispatch.choose((1, 0, 4))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rows": [1, 2]}))
+    with pytest.raises(ValueError, match="must hold the rows"):
+        dispatch.load_rows(bad)
+    with pytest.raises(SystemExit):
+        bench.main(["dispatch"])
+    with pytest.raises(SystemExit):
+        bench.main(["scan", str(bad)])
+
+
+@pytest.fixture
+def chosen(monkeypatch):
+    """Records (shape, kind) of every dispatch decision, and what it returned."""
+    calls = []
+    real = dispatch.choose
+
+    def spy(shape, kind="forward", table=None):
+        result = real(shape, kind, table)
+        calls.append((tuple(shape), kind, result))
+        return result
+
+    monkeypatch.setattr(dispatch, "choose", spy)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_auto_runs_the_tables_choice_and_equals_the_reference(rng, chosen, dtype):
+    a, b, h0, dh = problem(rng, (2, 7, 3), dtype)
+    h_ref = ref.linear_scan(a, b, h0, method="sequential", backend="numpy")
+    assert_close(cs.linear_scan(a, b, h0, method="auto"), h_ref, dtype)
+    for g, w in zip(cs.linear_scan_backward(a, h_ref, dh, h0, method="auto"),
+                    ref.linear_scan_backward(a, h_ref, dh, h0, method="sequential", backend="numpy")):
+        assert_close(g, w, dtype)
+    assert [(s, k) for s, k, _ in chosen] == [((2, 7, 3), "forward"), ((2, 7, 3), "backward")]
+
+
+def test_auto_can_run_a_v3_choice(rng, chosen, monkeypatch):
+    """A table whose winner is v3's look-back makes "auto" run it (with its default tuning)."""
+    monkeypatch.setattr(dispatch, "TABLE", {(1, 1, 1): {k: "chunked lookback" for k in dispatch.KINDS}})
+    a, b, h0, _ = problem(rng, (1, 40, 2), np.float64)
+    log_a, log_b = np.log(a), np.log(np.abs(b) + 0.1)
+    h = cs.linear_scan(a, b, h0, method="auto", block=16)
+    assert_close(h, ref.linear_scan(a, b, h0, method="sequential", backend="numpy"), np.float64)
+    log_h = cs.log_linear_scan(log_a, log_b, method="auto", block=16)
+    assert_close(log_h, ref.log_scan(log_a, log_b, backend="numpy"), np.float64)
+    assert [r for _, _, r in chosen] == [{"method": "chunked", "carry": "lookback"}] * 2
+    assert TOL[np.float64] <= 1e-13
+
+
+def test_auto_refuses_v3_keywords(rng):
+    a, b, h0, _ = problem(rng, (1, 4, 2), np.float64)
+    for kw in ({"steps_per_thread": 2}, {"carry": "lookback"}, {"shuffle": False}, {"chunks_per_block": 1}):
+        with pytest.raises(ValueError, match=f"{next(iter(kw))} only apply to method='chunked'; method='auto'"):
+            cs.linear_scan(a, b, h0, method="auto", **kw)
+    with pytest.raises(ValueError, match=r"method must be one of \['sequential', 'blelloch', 'chunked', 'auto'\]"):
+        cs.linear_scan(a, b, h0, method="fastest")
+
+
+def test_minimal_scan_auto_is_the_sequential_loop_on_the_cpu_and_the_table_on_cuda(rng, chosen):
+    a, b, h0, dh = problem(rng, (2, 9, 3), np.float64)
+    for backend in ("numpy", "numba"):
+        h = ref.linear_scan(a, b, h0, method="auto", backend=backend)
+        np.testing.assert_array_equal(h, ref.linear_scan(a, b, h0, method="sequential", backend=backend))
+        for g, w in zip(ref.linear_scan_backward(a, h, dh, h0, method="auto", backend=backend),
+                        ref.linear_scan_backward(a, h, dh, h0, method="sequential", backend=backend)):
+            np.testing.assert_array_equal(g, w)
+    assert chosen == []
+    h = ref.linear_scan(a, b, h0, method="auto", backend="cuda")
+    assert_close(h, ref.linear_scan(a, b, h0, method="sequential", backend="numpy"), np.float64)
+    log_a, log_b = np.log(a), np.log(np.abs(b) + 0.1)
+    ref.log_scan(log_a, log_b, backend="cuda")
+    assert [(s, k) for s, k, _ in chosen] == [((2, 9, 3), "forward"), ((2, 9, 3), "log forward")]
