@@ -84,7 +84,7 @@ def make_row(name, seconds, nbytes, copy_seconds, **extra):
 def format_table(rows):
     """A fixed-width text table of rows from ``make_row`` (missing optional columns print as '-')."""
     cols = [("regime", "{}"), ("shape", "{}"), ("dtype", "{}"), ("name", "{}"), ("seconds", "{:.3e}"),
-            ("GB_per_s", "{:.1f}"), ("vs_copy", "{:.3f}"), ("vs_unfused", "{:.2f}"), ("vs_forward", "{:.2f}"),
+            ("GB_per_s", "{:.1f}"), ("vs_copy", "{:.3f}"), ("vs_forward", "{:.2f}"),
             ("vs_torch_cumsum", "{:.2f}"), ("vs_torch_heinsen", "{:.2f}")]
     cells = [[c for c, _ in cols]]
     for r in rows:

@@ -11,29 +11,64 @@ Tian et al., "Learning in the Recurrent State: Gradient Descent with Linear Recu
 Windows start only when full, k = 0 .. T'-1 with T' = (T - w) / s + 1, and (T - w) % s == 0 is required.
 Glossary: B batch, T input steps, f features, w window width, s stride, T' windows.
 
-Kernel versions (the unfused one is the reference the fused one is tested against):
+Forward versions (v1 is the reference the fused ones are tested against; ``gril_forward(version=)``):
 
-    v1 unfused  ``updates`` writes every U_k (B, T', f*f); ``cuda_kernels.scan.linear_scan`` (Blelloch)
-                runs Z over k with a_k = A; ``readout`` computes o. Three launches, U and Z in memory.
-    v2 fused    one block per batch element, one thread per entry (i, j) of Z (f*f <= 1024 threads):
-                for each window, stage C_k in shared memory, compute U_k[i, j] in registers, update
-                Z[i, j] in a register and read out o_k. U is never written, Z only if asked for
-                (the backward needs it). Parallel over (b, i, j), sequential over windows.
+    v1 unfused    ``updates`` writes every U_k (B, T', f*f); ``cuda_kernels.scan.linear_scan`` (Blelloch)
+                  runs Z over k with a_k = A; ``readout`` computes o. Three launches, U and Z in memory.
+    v2 fused      one block per batch element, one thread per entry (i, j) of Z (f*f <= 1024 threads):
+                  for each window, stage C_k in shared memory, compute U_k[i, j] in registers, update
+                  Z[i, j] in a register and read out o_k. U is never written, Z only if asked for
+                  (the backward needs it). Parallel over (b, i, j), sequential over windows: with B = 1
+                  one block runs all T' windows and the GPU idles. The readable version.
+    v3 segmented  what v2 lacks: T is split across blocks. The windows are cut into n_seg segments of L
+                  (``plan_segments``: enough for ``TARGET_THREADS`` threads, one segment when B is large
+                  enough), one block per (b, segment). Z_k = A ⊙ Z_{k-1} + U_k has a constant coefficient,
+                  so segment g maps the state before it to A^L ⊙ Z_in + Zloc_g; reduce-then-scan:
+                      1. ``reduce``: block (b, g) runs its windows from Z = 0 and writes Zloc_g (no barriers);
+                      2. S_g = A^L ⊙ S_{g-1} + Zloc_g, the state after segment g: ``linear_scan`` (Blelloch)
+                         over the (B, n_seg, f*f) totals with a = A^L (``fill_power``, repeated squaring);
+                      3. ``scan``: v2's loop over segment g's windows from Z = S_{g-1}, writing o (and Z).
+                  With one segment only pass 3 runs, from Z = 0: v2's single pass.
 
 Backward (the adjoint of the forward; the same equations as ``minimal.cells.gril.backward``):
     4. r = C q, m = Z r:     dβ = Σ do ⊙ m,  dZ_k += (β ⊙ do_k) r_k^T,  dr_k = Z_k^T (β ⊙ do_k),
                              dq = Σ_k C_k^T dr_k,  dC_k += dr_k q^T
-    3. Z = scan(A, U):       G_k = dZ_k + A ⊙ G_{k+1} (``linear_scan_backward``), dA = Σ_k G_k ⊙ Z_{k-1}
+    3. Z = scan(A, U):       G_k = dZ_k + A ⊙ G_{k+1}, dA = Σ_k G_k ⊙ Z_{k-1}
     2. U = C Q C^T:          dQ = Σ_k C_k^T G_k C_k,  dC_k += G_k C_k Q^T + G_k^T C_k Q
-    1. C = window(x):        dx[k s + m, i] += dC_k[i, m] (windows overlap when s < w: atomic adds)
-Parameter gradients are sums over (b, k) made with atomic adds, so their last bits depend on the order
-of the additions.
+    1. C = window(x):        dx[k s + m, i] += dC_k[i, m] (windows overlap when s < w)
+Both versions need the forward's Z (``return_Z=True``); ``gril_backward(version=)``:
+
+    v1 elementwise  one kernel per step with one thread per output entry; G from ``linear_scan_backward``
+                    (G and dZ written to memory); the sums over (b, k) and the overlapping dx by atomic adds,
+                    so their last bits depend on the order of the additions.
+    v2 fused        the segments of forward v3, one block per (b, segment), one thread per entry (i, j):
+                    G_k runs in a register in reverse time; per window the block stages C_k, do_k, Z_k and
+                    G_k in shared memory and forms G C, G^T C, dr_k, dC_k; dA, dQ, dq, dβ are summed per
+                    block (dA in a register, the rest in shared memory, each entry owned by one thread) and
+                    written as one partial per block, which ``sum_partials`` adds in block order. The carry
+                    of G across segments is reduce-then-scan in reverse time: ``reduce_backward`` gives each
+                    segment's G at its first window from G = 0, ``linear_scan_backward`` over the totals
+                    (a = A^L) gives the full G there, and each block reruns from the next segment's.
+                    dx without atomics: a block owns the tokens [k0 s, k1 s) of its windows k0 .. k1 - 1,
+                    and continues G through the h = floor((w - 1) / s) windows before k0 (halo windows,
+                    nothing added to the parameter sums) whose dC reach those tokens; dC_k is added into a
+                    circular buffer of the w tokens of the current window and a token is written once, when
+                    the reverse sweep leaves it. Tokens in no window (s > w) are written as 0. No atomics
+                    anywhere: the result does not depend on scheduling.
+
+Defaults: forward v3 and backward v2 when f <= 32 (one thread per entry of Z), else v1. v3 with one
+segment runs v2's single pass, so the default keeps v2's structure where B alone fills the GPU and splits T
+where it does not. ``fused=False`` / ``fused=True`` (the older switch) still select v1 / a fused version.
+
+Not measured on a GPU yet: forward v3, backward v2 and their constants (``TARGET_THREADS``,
+``MIN_SEGMENT``) were written and tested in the CUDA simulator only (``tests/test_cuda_window.py``).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 from types import SimpleNamespace
 
+import numba
 import numpy as np
 from numba import cuda
 
@@ -53,7 +88,7 @@ MIN_SEGMENT = 32
 
 
 # ---------------------------------------------------------------------------------------------------------
-# v1 and the backward: elementwise kernels, one thread per output entry, no barriers
+# Forward v1 and backward v1: elementwise kernels, one thread per output entry, no barriers
 
 
 @lru_cache(maxsize=None)
@@ -292,18 +327,22 @@ def _fused_kernel(dtype, f, w):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# v3: fused forward with T split into segments (reduce-then-scan over segments)
+# Forward v3 and backward v2: one block per (b, segment), reduce-then-scan over the segments
 
 
 @lru_cache(maxsize=None)
 def _segmented_kernels(dtype, f, w):
     """v3 forward and the fused backward for one (dtype, f, w) (shared arrays need compile-time sizes).
 
-    Every kernel runs a grid of B * n_seg blocks, block (b, g) = blockIdx b * n_seg + g, and one thread per
-    entry p = i f + j of Z (f*f threads); segment g holds windows k0 = g L .. k1 - 1 = min(k0 + L, T') - 1.
+    ``reduce``, ``scan``, ``reduce_backward`` and ``backward`` run a grid of B * n_seg blocks, block (b, g) =
+    blockIdx b * n_seg + g, and one thread per entry p = i f + j of Z (f*f threads); segment g holds windows
+    k0 = g L .. k1 - 1 = min(k0 + L, T') - 1.
     """
     nbdt = _NB_TYPES[np.dtype(dtype)]
     FW, FF, WW = f * w, f * f, w * w
+    # A block of f*f threads can launch only if each uses at most 65536 / (f*f) registers (64 at f = 32); the
+    # backward needs more than the forward, so cap it on a GPU (the simulator takes no such option).
+    regs = {} if numba.config.ENABLE_CUDASIM else {"max_registers": min(255, 65536 // FF)}
 
     @cuda.jit(device=True, inline=True)
     def power(a, L):
@@ -429,7 +468,7 @@ def _segmented_kernels(dtype, f, w):
             G = beta_i * do[b, k, i] * r + a_ij * G
         Gloc[b, g, p] = G
 
-    @cuda.jit
+    @cuda.jit(**regs)
     def backward(x, Q, q, beta, A, Z, do, s, L, Gs, carry, dx, P):
         """Backward pass 3 (the only pass with one segment), block (b, g), thread p = (i, j).
 
@@ -676,10 +715,10 @@ def plan_segments(B, T_out, f, segments=None):
     return -(-T_out // L), L
 
 
-def _fits_fused(f, version, name):
+def _fits_fused(f):
     if f * f > 1024:
         raise ValueError(f"x must have f <= 32 features for the fused kernels (one thread per entry of Z), "
-                         f"got f={f}; use {name}=1")
+                         f"got f={f}; use version=1")
 
 
 def _forward_version(version, fused, segments, f):
@@ -696,7 +735,7 @@ def _forward_version(version, fused, segments, f):
     if segments is not None and version != 3:
         raise ValueError(f"segments applies to version=3 only, got segments={segments!r} with version={version}")
     if version != 1:
-        _fits_fused(f, version, "version")
+        _fits_fused(f)
     return version
 
 
@@ -781,7 +820,7 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None,
     if segments is not None and version != 2:
         raise ValueError(f"segments applies to version=2 only, got segments={segments!r} with version={version}")
     if version == 2:
-        _fits_fused(f, version, "version")
+        _fits_fused(f)
     xd, Qd, qd, betad, Ad, Zd, dod = (to_device(v) for v in (x, Q, q, beta, A, Z, do))
     Zd = Zd.reshape((B, T_out, f * f))
     dt = x.dtype

@@ -2,7 +2,8 @@
 
 References: ``minimal.cells.gril.gril_forward_reference`` (the explicit loop) for o, and the cell's own
 ``forward``/``backward`` in sequential mode (backpropagation through time, one window at a time) for Z and
-every gradient.
+every gradient. The segmented kernels (forward v3, backward v2) are also compared with forward v2 and
+backward v1, computations that share none of their carry or halo logic.
 """
 import sys
 
@@ -356,7 +357,6 @@ def test_window_benchmark_rows_on_fake_timings():
     assert rows[2]["vs_unfused"] == pytest.approx(2.0)
     assert rows[3]["vs_forward"] == pytest.approx(2.0)     # v1 backward over the v2 forward, as before
     assert rows[4]["vs_forward"] == pytest.approx(2.0) and rows[4]["vs_backward_v1"] == pytest.approx(4.0)
-    assert "vs_unfused" in bench.format_table(rows).splitlines()[0]
     if numba.config.ENABLE_CUDASIM:
         with pytest.raises(RuntimeError, match="simulator"):
             bench.bench_window(quick=True)
