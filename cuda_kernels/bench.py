@@ -237,6 +237,8 @@ def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_c
 
 
 def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None):
+    """Per case: the forward versions 1-3 (v3 with ``window.plan_segments``'s default split) and the
+    backward versions 1-2, each with the ratios to the rows it replaces."""
     rows = []
     rng = np.random.default_rng(0)
     for (B, T, f, w, s) in cases:
@@ -246,17 +248,25 @@ def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None):
         beta = cuda.to_device(np.ones(f, dtype=dtype))
         A = cuda.to_device(rng.uniform(0.9, 1.0, (f, f)).astype(dtype))
         args = (x, Q, q, beta, A, w, s)
+        T_out = (T - w) // s + 1
         nb = window_bytes(B, T, f, w, s, np.dtype(dtype).itemsize)
         copy_t = copy(nb, timer)
         tag = {"regime": f"f={f} w={w} s={s}", "shape": (B, T, f), "dtype": np.dtype(dtype).name}
-        t_unf = timer(lambda: cw.gril_forward(*args, fused=False, scan_block=scan_block))
-        t_fus = timer(lambda: cw.gril_forward(*args, fused=True))
-        _, Z = cw.gril_forward(*args, return_Z=True)
-        do = cuda.to_device(rng.standard_normal((B, (T - w) // s + 1, f)).astype(dtype))
-        t_bwd = timer(lambda: cw.gril_backward(*args, Z, do, scan_block=scan_block))
-        rows.append(make_row("unfused forward", t_unf, nb, copy_t, **tag))
-        rows.append(make_row("fused forward", t_fus, nb, copy_t, vs_unfused=t_unf / t_fus, **tag))
-        rows.append(make_row("backward", t_bwd, nb, copy_t, vs_forward=t_bwd / t_fus, **tag))
+        t_unf = timer(lambda: cw.gril_forward(*args, version=1, scan_block=scan_block))
+        t_fus = timer(lambda: cw.gril_forward(*args, version=2))
+        t_seg = timer(lambda: cw.gril_forward(*args, version=3, scan_block=scan_block))
+        _, Z = cw.gril_forward(*args, return_Z=True, scan_block=scan_block)
+        do = cuda.to_device(rng.standard_normal((B, T_out, f)).astype(dtype))
+        t_bwd = timer(lambda: cw.gril_backward(*args, Z, do, version=1, scan_block=scan_block))
+        t_fbwd = timer(lambda: cw.gril_backward(*args, Z, do, version=2, scan_block=scan_block))
+        n_seg = cw.plan_segments(B, T_out, f)[0]
+        rows.append(make_row("unfused forward", t_unf, nb, copy_t, version=1, **tag))
+        rows.append(make_row("fused forward", t_fus, nb, copy_t, version=2, vs_unfused=t_unf / t_fus, **tag))
+        rows.append(make_row("segmented forward", t_seg, nb, copy_t, version=3, segments=n_seg,
+                             vs_unfused=t_unf / t_seg, vs_fused=t_fus / t_seg, **tag))
+        rows.append(make_row("backward", t_bwd, nb, copy_t, version=1, vs_forward=t_bwd / t_fus, **tag))
+        rows.append(make_row("fused backward", t_fbwd, nb, copy_t, version=2, segments=n_seg,
+                             vs_forward=t_fbwd / t_seg, vs_backward_v1=t_bwd / t_fbwd, **tag))
     return rows
 
 
@@ -300,10 +310,15 @@ def bench_scan(sizes=None, out_dir="bench/results", *, shape=None, repeats=DEFAU
 
 
 def bench_window(cases=None, out_dir="bench/results", *, repeats=DEFAULT_REPEATS, dtype="float32", quick=False):
-    """Time GRIL's window kernels: unfused vs fused forward, and the backward.
+    """Time GRIL's window kernels: the forward versions 1 (unfused), 2 (fused), 3 (fused, T split into
+    segments) and the backward versions 1 (elementwise) and 2 (fused). Rows: ``vs_unfused`` and
+    ``vs_fused`` are those forwards' times over this one's; a backward's ``vs_forward`` is its time over the
+    forward it pairs with (v1 backward: the v2 forward, as in earlier runs; v2 backward: v3), and
+    ``vs_backward_v1`` the v1 backward's time over the v2 backward's.
 
     Args:
-        cases: (B, T, f, w, s) tuples; default: f in (4, 16, 32), w = 2, s = 1 at B*T = 2^20 (2^16 if quick).
+        cases: (B, T, f, w, s) tuples; default: f in (4, 16, 32), w = 2, s = 1 at B = 64, and f = 16 at
+            B = 1, with B*T = 2^20 (2^16 if quick).
     Returns:
         the rows; also printed and saved as ``window_<device>.json`` under out_dir.
     """

@@ -26,9 +26,9 @@ Two modes of one function:
                 (B, T', f*f) recurrence with a_k = A for every k, then read out.
     sequential  one ``step_forward`` per window with the state Z (the recurrent form used at inference).
 In parallel mode, backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window``: the forward
-is the fused kernel (method None or "sequential": one thread per entry of Z, sequential over windows,
-f <= 32) or the unfused one (method "blelloch": updates, Blelloch scan over windows, readout); the backward
-is that module's elementwise kernels with the GPU's reverse scan. x and Z go to the device once and stay
+is the fused kernel (method None or "sequential": one thread per entry of Z, f <= 32, T split into segments
+across blocks, that module's v3) or the unfused one (method "blelloch": updates, Blelloch scan over windows,
+readout); the backward is that module's default (the fused v2 for f <= 32, else the elementwise kernels). x and Z go to the device once and stay
 there (in the cache) from the forward to the backward; o, dx and the gradients come back as NumPy arrays.
 The params must then have x's dtype (the kernels do not cast).
 In parallel mode, backend="numba" with method None or "sequential" runs the fused CPU kernels of
