@@ -270,10 +270,58 @@ def _elementwise(dtype):
 
 
 @lru_cache(maxsize=None)
+def _window_step(dtype, f, w):
+    """One window k of the fused forward, the loop body of v2 and of v3's last pass: a device function run by
+    every thread tid = i f + j of a block of f*f, on the block's shared arrays sC (f*w), sQ (w*w, filled),
+    sq (w, filled), sr (f), sZ (f*f). Takes the thread's Z[i, j] before the window, returns it after, writes
+    o[b, k] (and Z_out[b, k] if save_Z)."""
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+    FW, FF = f * w, f * f
+
+    @cuda.jit(device=True)
+    def window(x, beta, b, k, s, sC, sQ, sq, sr, sZ, tid, a_ij, z, save_Z, o, Z_out):
+        i = tid // f
+        j = tid - i * f
+        t0 = k * s
+        for p in range(tid, FW, FF):  # consecutive threads read consecutive features of one token
+            sC[(p % f) * w + p // f] = x[b, t0 + p // f, p % f]
+        # C_k (and, in the first window, Q and q) must be complete before any thread multiplies with it.
+        cuda.syncthreads()
+        if tid < f:
+            r = nbdt(0.0)
+            for m in range(w):
+                r += sC[tid * w + m] * sq[m]
+            sr[tid] = r
+        u = nbdt(0.0)
+        for m in range(w):
+            qc = nbdt(0.0)
+            for n in range(w):
+                qc += sQ[m * w + n] * sC[j * w + n]
+            u += sC[i * w + m] * qc
+        z = a_ij * z + u
+        sZ[tid] = z
+        if save_Z:
+            Z_out[b, k, tid] = z
+        # The readout of row i sums Z_k[i, :] and r_k written by other threads.
+        cuda.syncthreads()
+        if tid < f:
+            acc = nbdt(0.0)
+            for jj in range(f):
+                acc += sZ[tid * f + jj] * sr[jj]
+            o[b, k, tid] = beta[tid if beta.shape[0] > 1 else 0] * acc
+        # The next window overwrites sC, sr and sZ: the readout above must have finished reading them.
+        cuda.syncthreads()
+        return z
+
+    return window
+
+
+@lru_cache(maxsize=None)
 def _fused_kernel(dtype, f, w):
     """Shared arrays need compile-time sizes: one kernel per (dtype, f, w)."""
     nbdt = _NB_TYPES[np.dtype(dtype)]
     FW, FF, WW = f * w, f * f, w * w
+    window = _window_step(dtype, f, w)
 
     @cuda.jit
     def fused(x, Q, q, beta, A, s, save_Z, o, Z_out):
@@ -293,35 +341,7 @@ def _fused_kernel(dtype, f, w):
         a_ij = A[i, j]
         z = nbdt(0.0)
         for k in range(o.shape[1]):
-            t0 = k * s
-            for p in range(tid, FW, FF):  # consecutive threads read consecutive features of one token
-                sC[(p % f) * w + p // f] = x[b, t0 + p // f, p % f]
-            # C_k (and, at k = 0, Q and q) must be complete before any thread multiplies with it.
-            cuda.syncthreads()
-            if tid < f:
-                r = nbdt(0.0)
-                for m in range(w):
-                    r += sC[tid * w + m] * sq[m]
-                sr[tid] = r
-            u = nbdt(0.0)
-            for m in range(w):
-                qc = nbdt(0.0)
-                for n in range(w):
-                    qc += sQ[m * w + n] * sC[j * w + n]
-                u += sC[i * w + m] * qc
-            z = a_ij * z + u
-            sZ[tid] = z
-            if save_Z:
-                Z_out[b, k, tid] = z
-            # The readout of row i sums Z_k[i, :] and r_k written by other threads.
-            cuda.syncthreads()
-            if tid < f:
-                acc = nbdt(0.0)
-                for jj in range(f):
-                    acc += sZ[tid * f + jj] * sr[jj]
-                o[b, k, tid] = beta[tid if beta.shape[0] > 1 else 0] * acc
-            # The next window overwrites sC, sr and sZ: the readout above must have finished reading them.
-            cuda.syncthreads()
+            z = window(x, beta, b, k, s, sC, sQ, sq, sr, sZ, tid, a_ij, z, save_Z, o, Z_out)
 
     return fused
 
@@ -340,6 +360,7 @@ def _segmented_kernels(dtype, f, w):
     """
     nbdt = _NB_TYPES[np.dtype(dtype)]
     FW, FF, WW = f * w, f * f, w * w
+    window = _window_step(dtype, f, w)
     # A block of f*f threads can launch only if each uses at most 65536 / (f*f) registers (64 at f = 32); the
     # backward needs more than the forward, so cap it on a GPU (the simulator takes no such option).
     regs = {} if numba.config.ENABLE_CUDASIM else {"max_registers": min(255, 65536 // FF)}
@@ -416,35 +437,7 @@ def _segmented_kernels(dtype, f, w):
         a_ij = A[i, j]
         z = S[b, g - 1, tid] if carry and g > 0 else nbdt(0.0)
         for k in range(k0, k1):
-            t0 = k * s
-            for p in range(tid, FW, FF):
-                sC[(p % f) * w + p // f] = x[b, t0 + p // f, p % f]
-            # C_k (and, in the first window, Q and q) must be complete before any thread multiplies with it.
-            cuda.syncthreads()
-            if tid < f:
-                r = nbdt(0.0)
-                for m in range(w):
-                    r += sC[tid * w + m] * sq[m]
-                sr[tid] = r
-            u = nbdt(0.0)
-            for m in range(w):
-                qc = nbdt(0.0)
-                for n in range(w):
-                    qc += sQ[m * w + n] * sC[j * w + n]
-                u += sC[i * w + m] * qc
-            z = a_ij * z + u
-            sZ[tid] = z
-            if save_Z:
-                Z_out[b, k, tid] = z
-            # The readout of row i sums Z_k[i, :] and r_k written by other threads.
-            cuda.syncthreads()
-            if tid < f:
-                acc = nbdt(0.0)
-                for jj in range(f):
-                    acc += sZ[tid * f + jj] * sr[jj]
-                o[b, k, tid] = beta[tid if beta.shape[0] > 1 else 0] * acc
-            # The next window overwrites sC, sr and sZ: the readout above must have finished reading them.
-            cuda.syncthreads()
+            z = window(x, beta, b, k, s, sC, sQ, sq, sr, sZ, tid, a_ij, z, save_Z, o, Z_out)
 
     # ------------------------------------------------------------------------------------------------------
     # Fused backward

@@ -30,7 +30,8 @@ import numpy as np
 from .scan import cuda_module
 from .validate import check_choice, check_positive_int
 
-__all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table", "format_step_table",
+__all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table",
+           "format_step_table",
            "DEFAULT_SHAPE", "WINDOW_SHAPE"]
 
 DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32

@@ -392,8 +392,8 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
         log_h0: (B, ...) or None.
         backend: "numpy" evaluates Heinsen's closed form above with cumsum and ``np.logaddexp.accumulate``
             (as in Feng et al. App. B), accumulated in float64 and cast back (in float32 the cancellation
-            between a*_t and the logcumsumexp cost 0.02 in log h at T = 1e5); "numba" computes the same values in one pass with the equivalent
-            recurrence log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which has no cancellation between
+            between a*_t and the logcumsumexp cost 0.02 in log h at T = 1e5); "numba" computes the same values
+            in one pass with the equivalent recurrence log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which has no cancellation between
             a*_t and the logcumsumexp (both grow like T) and so keeps its accuracy for long sequences;
             "cuda" runs a scan on (log a, log b) pairs (``cuda_kernels.scan.log_linear_scan``, the version
             ``cuda_kernels/dispatch.py`` picks for the shape), and takes device arrays as ``linear_scan`` does.

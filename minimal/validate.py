@@ -16,11 +16,16 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
-           "check_choice", "check_keys", "overflow_error", "check_finite_result"]
+           "check_choice", "check_keys", "overflow_error", "check_finite_result", "OverflowInputError"]
 
 
 class InputError(ValueError):
     """A caller's argument is bad (wrong shape, dtype, range or choice); the message names the argument."""
+
+
+class OverflowInputError(InputError):
+    """Finite inputs too large for their dtype: a computation from them overflowed (``overflow_error``). A
+    caller that passed internal arrays to that computation catches it to name its own inputs instead."""
 
 
 def _fmt_shape(spec, names):
@@ -135,7 +140,7 @@ def overflow_error(what, inputs, advice="scale them down, or use float64"):
         big = float(np.max(np.abs(a))) if a.size else 0.0
         parts.append(f"{name} has {a.dtype} values up to {big:.3g}")
     limit = f" ({dtype} holds at most {np.finfo(dtype).max:.3g})" if dtype is not None else ""
-    return InputError(f"{', '.join(parts)}: {what} overflowed to inf or NaN{limit}; {advice}")
+    return OverflowInputError(f"{', '.join(parts)}: {what} overflowed to inf or NaN{limit}; {advice}")
 
 
 def check_finite_result(what, result, inputs, advice="scale them down, or use float64"):

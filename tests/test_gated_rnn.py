@@ -363,3 +363,16 @@ def test_out_receives_the_states_and_changes_nothing(rng, small):
         gated_rnn.forward(dense, x, out=out)
     with pytest.raises(ValueError, match="^out must have the dtype of a"):
         gated_rnn.forward(params, x, out=out.astype(np.float32))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_an_adjoint_that_overflows_inside_the_scan_names_the_callers_dy(rng):
+    """dy = 1e35 in float32 with λ = 1: dL/dh is finite, its reverse running sum over 64 steps is not. The Numba
+    scan's fused check catches the overflow inside the adjoint; the cell names dy and the params, not the
+    scan's internal a, h, dh."""
+    p = {k: v.astype(np.float32) for k, v in gated_rnn.init(rng, 3, 4, 2).items()}
+    x = rng.standard_normal((2, 64, 3)).astype(np.float32)
+    y, cache = gated_rnn.forward(p, x, lam=np.ones(4))
+    with pytest.raises(ValueError, match=r"^dy has float32 values up to 1e\+35, x has .*: the recurrence's adjoint "
+                                         r"overflowed to inf or NaN"):
+        gated_rnn.backward(p, cache, np.full_like(y, 1e35))

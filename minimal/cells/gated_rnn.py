@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import scan
 from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
-    common_dtype, overflow_error
+    common_dtype, overflow_error, OverflowInputError
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu",
@@ -280,9 +280,11 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
         a = np.broadcast_to(lam.astype(b.dtype), b.shape).copy()
         try:
             h = scan.linear_scan(a, b, method=method, backend=backend, out=out)
-        except InputError:  # the scan names its own inputs; an overflowed b is the caller's x
+        except InputError as e:  # the scan names its own inputs; an overflowed b or h comes from the caller's x
             if not np.all(np.isfinite(b)):
                 raise overflow_error("the input gating (W_in_m x) ⊙ (W_in_x x)", _inputs(params, x)) from None
+            if isinstance(e, OverflowInputError):
+                raise overflow_error("the recurrence h_t = λ ⊙ h_{t-1} + b_t", _inputs(params, x)) from None
             raise
     else:
         h = _dense_scan(params["A"], b)
@@ -333,8 +335,10 @@ def backward(params, cache, dy):
     elif "nu" in params:
         try:
             grads["nu"], db = _diagonal_scan_backward(params["nu"], lam, lam_given, h, dh, method, backend)
-        except InputError:  # the scan names its own inputs; an overflowed dh comes from the caller's dy
+        except InputError as e:  # the scan names its own inputs; an overflow here comes from the caller's dy
             check_finite_result("the gradient dL/dh", dh, _backward_inputs(params, x, dy))
+            if isinstance(e, OverflowInputError):
+                raise overflow_error("the recurrence's adjoint", _backward_inputs(params, x, dy)) from None
             raise
     else:
         grads["A"], db = _dense_scan_backward(params["A"], h, dh)

@@ -28,9 +28,9 @@ Two modes of one function:
 In parallel mode, backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window``: the forward
 is the fused kernel (method None or "sequential": one thread per entry of Z, f <= 32, T split into segments
 across blocks, that module's v3) or the unfused one (method "blelloch": updates, Blelloch scan over windows,
-readout); the backward is that module's default (the fused v2 for f <= 32, else the elementwise kernels). x and Z go to the device once and stay
-there (in the cache) from the forward to the backward; o, dx and the gradients come back as NumPy arrays.
-The params must then have x's dtype (the kernels do not cast).
+readout); the backward is that module's default (the fused v2 for f <= 32, else the elementwise kernels).
+x and Z go to the device once and stay there (in the cache) from the forward to the backward; o, dx and the
+gradients come back as NumPy arrays. The params must then have x's dtype (the kernels do not cast).
 In parallel mode, backend="numba" with method None or "sequential" runs the fused CPU kernels of
 ``minimal._window_numba``: one pass over the windows per batch element, U_k formed from x on the fly and Z in an
 (f, f) buffer; the states (B, T', f, f) are stored for the backward (a fused reverse pass), and x is kept in
@@ -49,8 +49,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..scan import cuda_module, linear_scan, linear_scan_backward, scan_kwargs, sequential_scan
-from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, \
-    check_positive_int, common_dtype
+from ..validate import InputError, OverflowInputError, check_array, check_choice, check_dtype, \
+    check_finite_result, check_positive_int, common_dtype, overflow_error
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "window",
@@ -278,12 +278,14 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
 
 
 def _guard(what, run, internal, inputs):
-    """``run()``; if a scan or ``window_backward`` refuses an internal array (``internal``) as non-finite, the
-    overflow came from the caller's ``inputs``: name those instead."""
+    """``run()``; if a scan or ``window_backward`` refuses an internal array (``internal``) as non-finite, or
+    its own arithmetic overflowed, the overflow came from the caller's ``inputs``: name those instead."""
     try:
         return run()
-    except InputError:
+    except InputError as e:
         check_finite_result(what, internal, inputs)
+        if isinstance(e, OverflowInputError):
+            raise overflow_error(what, inputs) from None
         raise
 
 
