@@ -65,7 +65,9 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
         repeats: best-of-k timing after one warm-up call; default 5.
     Returns:
         one dict per row: name, seconds (best), elements_per_s, GB_per_s (bytes as counted in the module
-        docstring), vs_copy (copy time / row time), bytes. Rows: the copy, ``np.add`` of the same streams,
+        docstring), vs_copy (copy time / row time), bytes. Rows: the copy, the same copy into a fresh array
+        (what a fresh output costs: the OS maps and zeroes its pages on first touch, which glibc's allocator
+        asks for anew for arrays above its 32 MB mmap threshold), ``np.add`` of the same streams,
         the NumPy sequential loop, the bare Numba sequential kernel, the public ``linear_scan`` (sequential,
         numba: checks and a fresh output), the same with ``out=``, the Numba Blelloch kernel, the Numba
         log-space kernel (its NaN/inf flag included: it rides in the same pass), the public ``log_scan``
@@ -99,6 +101,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     nbytes = 3 * 4 * n
     cases = [
         ("np.copyto (bound)", lambda: np.copyto(dst, src)),
+        ("np.copyto, fresh dst", lambda: np.copyto(np.empty_like(src), src)),
         ("np.add a + b -> h", lambda: np.add(a, b, out=h)),
         ("numpy sequential", lambda: scan.sequential_scan(a, b, h0)),
         ("numba sequential", lambda: _scan_numba.sequential_into(a, b, h0, h)),
@@ -213,8 +216,8 @@ def format_table(rows):
         ratio = by_name["numba blelloch"]["seconds"] / by_name["numba sequential"]["seconds"]
         lines.append(f"blelloch / numba sequential: {ratio:.2f}x the time")
     if "public linear_scan" in by_name:
-        lines.append("public linear_scan: method='sequential', backend='numba', NaN/inf checks included; "
-                     "out=: one reused output buffer")
+        lines.append("public linear_scan: method='sequential', backend='numba', NaN/inf checks included, a fresh "
+                     "output (compare the fresh-dst copy); out=: one reused output buffer")
     if rows:
         lines.append(f"bytes per row: read a, b + write h = 3 x 4 B x n = {rows[0]['bytes'] / 1e6:.1f} MB; "
                      f"the copy moves the same bytes")

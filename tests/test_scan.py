@@ -720,7 +720,8 @@ def test_cuda_backend_calls_cuda_kernels_scan_with_the_agreed_signature(monkeypa
 def test_bench_scan_reports_every_scan_against_a_copy():
     rows = bench.bench_scan(shape=(2, 64, 16), repeats=1)
     names = [r["name"] for r in rows]
-    assert names == ["np.copyto (bound)", "np.add a + b -> h", "numpy sequential", "numba sequential",
+    assert names == ["np.copyto (bound)", "np.copyto, fresh dst", "np.add a + b -> h", "numpy sequential",
+                     "numba sequential",
                      "public linear_scan", "public linear_scan out=", "numba blelloch", "numba log-space",
                      "public log_scan"]
     for r in rows:
