@@ -96,10 +96,12 @@ def format_table(rows):
     return "\n".join(lines)
 
 
-def result_path(out_dir, device_name, what):
-    """bench/results/<what>_<device name as a file name>.json"""
+def result_path(out_dir, device_name, what, dtype="float32"):
+    """bench/results/<what>_<device name as a file name>.json for float32, ..._<dtype>.json otherwise (a
+    float64 run must not overwrite the float32 file that ``dispatch.TABLE`` cites)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(device_name)).strip("_") or "unknown_device"
-    return os.path.join(out_dir, f"{what}_{safe}.json")
+    suffix = "" if np.dtype(dtype) == np.float32 else f"_{np.dtype(dtype).name}"
+    return os.path.join(out_dir, f"{what}_{safe}{suffix}.json")
 
 
 def write_json(rows, path, meta):
@@ -302,8 +304,8 @@ def bench_scan(sizes=None, out_dir="bench/results", *, shape=None, repeats=DEFAU
     timer = _event_timer(repeats)
     rows = _scan_rows(cases, np.dtype(dtype), timer, block, tmod, _torch_timer(tmod, repeats) if tmod else None)
     meta = {"device": _device_name(), "repeats": repeats, "block": block, "numba": numba.__version__,
-            "torch": getattr(tmod, "__version__", None)}
-    path = write_json(rows, result_path(out_dir, meta["device"], "scan"), meta)
+            "torch": getattr(tmod, "__version__", None), "dtype": np.dtype(dtype).name}
+    path = write_json(rows, result_path(out_dir, meta["device"], "scan", dtype), meta)
     print(format_table(rows))
     print(f"\nwritten to {path}")
     return rows
@@ -327,8 +329,8 @@ def bench_window(cases=None, out_dir="bench/results", *, repeats=DEFAULT_REPEATS
     cases = cases or [(64, n // 64 + 1, f, 2, 1) for f in (4, 16, 32)] + [(1, n + 1, 16, 2, 1)]
     timer = _event_timer(repeats)
     rows = _window_rows(cases, np.dtype(dtype), timer)
-    meta = {"device": _device_name(), "repeats": repeats, "numba": numba.__version__}
-    path = write_json(rows, result_path(out_dir, meta["device"], "window"), meta)
+    meta = {"device": _device_name(), "repeats": repeats, "numba": numba.__version__, "dtype": np.dtype(dtype).name}
+    path = write_json(rows, result_path(out_dir, meta["device"], "window", dtype), meta)
     print(format_table(rows))
     print(f"\nwritten to {path}")
     return rows

@@ -429,6 +429,7 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
             # An atomic read (at L2): never a stale cached copy, and the compiler cannot hoist it out of the loop.
             f = cuda.atomic.add(flags, (bb, j, c), 0)
             if f == 0:
+                cuda.nanosleep(32)   # back off while the predecessor works, as CUB does (sm_70 and later)
                 continue
             # Acquire: with the writer's fence before its flag, the values written before the flag are seen.
             cuda.threadfence()

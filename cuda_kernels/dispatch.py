@@ -11,9 +11,11 @@ choice is made from measurements, not by rule of thumb:
 ``TABLE`` holds, for every benchmarked shape (B, T, C), the fastest method of each kind ("forward",
 "backward", "log forward") among the versions that file timed. ``choose`` takes the benchmarked shape
 nearest to the caller's in (log2 T, log2 B C), the two axes of parallelism, and returns its winner. Only
-versions with a timing can win: a version never run on a GPU (v3's look-back in this table's file) is never
-chosen, however promising. ``tests/test_cuda_dispatch.py`` checks that ``TABLE`` is what ``table_from_rows``
-derives from the committed JSON, so the table cannot drift from the measurements it cites.
+versions with a timing can win: a version never run on a GPU (v3 in this table's file) is never chosen,
+however promising. The table comes from float32 timings and serves float64 too (a float64 run writes
+``scan_<GPU>_float64.json``; its winners are not measured here). ``tests/test_cuda_dispatch.py`` checks that
+``TABLE`` is what ``table_from_rows`` derives from the committed JSON, so the table cannot drift from the
+measurements it cites.
 """
 from __future__ import annotations
 

@@ -686,8 +686,13 @@ def _zeros(shape, dtype):
     return y
 
 
+def _is_int(v):
+    """An int or NumPy integer, not a bool (True == 1) and not a float (3.0 == 3)."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
 def _check_int(name, v, lo, hi, what):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+    if not _is_int(v) or not lo <= v <= hi:
         raise ValueError(f"{name} must be an integer in [{lo}, {hi}] ({what}), got {v!r}")
     return int(v)
 
@@ -720,7 +725,7 @@ def _forward_version(version, fused, segments, f):
         raise ValueError(f"fused must be True, False or None, got {fused!r}")
     if version is None:
         version = 1 if fused is False or (fused is None and f * f > 1024) else 3
-    elif version not in FORWARD_VERSIONS or isinstance(version, bool):
+    elif not _is_int(version) or version not in FORWARD_VERSIONS:
         raise ValueError(f"version must be 1 (unfused), 2 (fused, one block per batch element) or 3 (fused, "
                          f"T split into segments), got {version!r}")
     elif fused is not None and bool(fused) != (version != 1):
@@ -807,7 +812,7 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None,
         raise ValueError(f"do must have shape (B, T', f) = {(B, T_out, f)}, got {tuple(do.shape)}")
     if version is None:
         version = 2 if f * f <= 1024 else 1
-    elif version not in BACKWARD_VERSIONS or isinstance(version, bool):
+    elif not _is_int(version) or version not in BACKWARD_VERSIONS:
         raise ValueError(f"version must be 1 (elementwise, atomic adds) or 2 (fused, T split into segments), "
                          f"got {version!r}")
     if segments is not None and version != 2:

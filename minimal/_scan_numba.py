@@ -294,13 +294,13 @@ _TWO52_BITS = np.int64(0x4330000000000000)  # its bit pattern
 
 @njit(cache=True, inline="always")
 def _exp_nonpositive(x):
-    """exp(x) for -40 <= x <= 0; x > 0 is taken as 0 and x < -40 gives 0 (an absolute error < 4.3e-18: these
-    exps are shares of a sum, in [0, 1], and terms added to a log, where such an error is far below the
-    float64 resolution of the numbers they join).
+    """exp(x) for -708 <= x <= 0 to a few ulp; x > 0 is taken as 0 (exp = 1: these exps are shares of a sum,
+    in [0, 1], whose arguments are differences of logs that rounding can push just above 0), and x < -708
+    gives 0 (an absolute error < 3.3e-308).
 
-    x = k ln 2 + r with k = round(x / ln 2), 0 <= -k <= 58, and |r| <= ln 2 / 2 (Cody-Waite: r keeps full
-    precision); exp(r) from its Taylor series to r^13 (remainder < 1e-17 relative); exp(x) = 2^k exp(r). A NaN
-    x gives NaN."""
+    x = k ln 2 + r with k = round(x / ln 2), 0 <= -k <= 1021 (so 2^k is a normal number), and |r| <= ln 2 / 2
+    (Cody-Waite: r keeps full precision); exp(r) from its Taylor series to r^13 (remainder < 1e-17 relative);
+    exp(x) = 2^k exp(r). A NaN x gives NaN."""
     x = min(x, 0.0)
     k = np.floor(x * _INV_LN2 + 0.5)
     r = (x - k * _LN2_HI) - k * _LN2_LO
@@ -316,7 +316,7 @@ def _exp_nonpositive(x):
     # 2^52), which a shift moves into the exponent field. Bit casts only: no float -> int conversion.
     biased = np.float64(k + (_TWO52 + 1023.0)).view(np.int64) - _TWO52_BITS
     scale = np.int64(biased << 52).view(np.float64)
-    return 0.0 if x < -40.0 else p * scale
+    return 0.0 if x < -708.0 else p * scale
 
 
 @njit(cache=True, inline="always")
@@ -379,15 +379,12 @@ def log_scan_into(log_a, log_b, log_h0, has_h0, log_h):
                 bad[c] += 0.0 * la + 0.0 * lb + 0.0 * v
                 prev[c] = v
                 log_h[i, t, c] = v
-    for c in range(C):
-        if bad[c] != 0.0:
-            return False
-    return True
+    return _all_zero(bad)
 
 
 def log_scan(log_a, log_b, log_h0):
     """log h_t = logaddexp(log a_t + log h_{t-1}, log b_t). (B, T, C) arrays; log_h0: (B, C) or None (h0 = 0).
-    Returns (log_h, whether every input was finite)."""
+    Returns (log_h, whether every input and output was finite)."""
     has_h0 = log_h0 is not None
     if not has_h0:
         log_h0 = np.zeros((log_a.shape[0], log_a.shape[2]), dtype=log_a.dtype)
@@ -439,11 +436,7 @@ def _log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, has_h0):
                 w_next[c] = w
         for c in range(C):
             dlog_h0[i, c] = w_next[c] * G[c]
-    finite = True
-    for c in range(C):
-        if bad[c] != 0.0:
-            finite = False
-    return dlog_a, dlog_b, dlog_h0, finite
+    return dlog_a, dlog_b, dlog_h0, _all_zero(bad)
 
 
 def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0):

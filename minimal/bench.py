@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from .scan import cuda_module
-from .validate import check_choice, check_positive_int
+from .validate import InputError, check_choice, check_positive_int
 
 __all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table",
            "format_step_table",
@@ -256,7 +256,7 @@ def bench_step(repeats=None, batch=64):
     p_icl = icl.cell_params(icl.init_params(rng, cfg))
     tasks = icl_regression.sample(rng, batch, cfg.T, cfg.d_x, cfg.d_y, dtype=np.float32)
 
-    h_ts = np.empty((batch, 32, 100), dtype=np.float32)
+    h_ts = np.empty(x_ts.shape[:2] + p_ts["nu"].shape, dtype=np.float32)   # the states h, (B, T, H)
 
     def teacher_step(out=None):
         y, cache = gated_rnn.forward(p_ts, x_ts, out=out)
@@ -307,7 +307,11 @@ def gated_rnn_parts(params, cache, dy):
     """
     from . import scan
 
-    x, p, q, lam, _, h, r, s, method, backend = cache[:10]
+    if cache.readout != "all" or "nu" not in params:
+        raise InputError(f"gated_rnn_parts needs a cache of the diagonal recurrence with readout='all' (the one "
+                         f"the training step runs), got readout {cache.readout!r}, params {sorted(params)}")
+    x, p, q, lam, h, r, s = cache.x, cache.p, cache.q, cache.lam, cache.h, cache.r, cache.s
+    method, backend = cache.method, cache.backend
     B, T, H = h.shape
     flat = (lambda z: z.reshape(B * T, z.shape[-1]))
     xf, hf, rsf, dyf = flat(x), flat(h), flat(r * s), flat(dy)

@@ -285,7 +285,7 @@ def linear_scan(a, b, h0=None, method="blelloch", backend="numba", out=None):
         if backend == "cuda":
             raise InputError("out is not supported with backend='cuda' (the result is a new device array, or a "
                              "NumPy copy of one); pass out=None")
-        check_out(out, a, {"a": a, "b": b, "h0": h0})
+        check_out(out, a.shape, a.dtype, {"a": a, "b": b, "h0": h0})
     if backend == "cuda":
         return cuda_module("scan").linear_scan(a, b, h0, method)
     if backend == "numpy":
@@ -304,15 +304,16 @@ def linear_scan(a, b, h0=None, method="blelloch", backend="numba", out=None):
     return h
 
 
-def check_out(out, a, inputs):
-    """``out`` must be a writeable, C-contiguous ndarray of a's shape and dtype that shares no memory with
-    the inputs (the kernels read a_t and b_t after writing h_{t-1}, so an overlap would change the result)."""
+def check_out(out, shape, dtype, inputs, like="a"):
+    """``out`` must be a writeable, C-contiguous ndarray of the given shape and dtype (those of ``like``) that
+    shares no memory with the inputs (the kernels read a_t and b_t after writing h_{t-1}, so an overlap would
+    change the result). ``like`` names what out must match in the messages: a cell names its own arrays."""
     if not isinstance(out, np.ndarray):
         raise InputError(f"out must be a numpy.ndarray, got {type(out).__name__}")
-    if out.shape != a.shape:
-        raise InputError(f"out must have the shape of a {a.shape}, got {out.shape}")
-    if out.dtype != a.dtype:
-        raise InputError(f"out must have the dtype of a ({a.dtype}), got {out.dtype}")
+    if out.shape != tuple(shape):
+        raise InputError(f"out must have the shape of {like} {tuple(shape)}, got {out.shape}")
+    if out.dtype != dtype:
+        raise InputError(f"out must have the dtype of {like} ({np.dtype(dtype)}), got {out.dtype}")
     if not out.flags.c_contiguous:
         raise InputError("out must be C-contiguous (np.empty(a.shape, a.dtype) is); got a non-contiguous view")
     if not out.flags.writeable:
@@ -393,8 +394,9 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
         backend: "numpy" evaluates Heinsen's closed form above with cumsum and ``np.logaddexp.accumulate``
             (as in Feng et al. App. B), accumulated in float64 and cast back (in float32 the cancellation
             between a*_t and the logcumsumexp cost 0.02 in log h at T = 1e5); "numba" computes the same values
-            in one pass with the equivalent recurrence log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which has no cancellation between
-            a*_t and the logcumsumexp (both grow like T) and so keeps its accuracy for long sequences;
+            in one pass with the equivalent recurrence log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which
+            has no cancellation between a*_t and the logcumsumexp (both grow like T) and so keeps its accuracy
+            for long sequences;
             "cuda" runs a scan on (log a, log b) pairs (``cuda_kernels.scan.log_linear_scan``, the version
             ``cuda_kernels/dispatch.py`` picks for the shape), and takes device arrays as ``linear_scan`` does.
     Returns:

@@ -13,7 +13,7 @@ from cuda_kernels import bench, dispatch
 from cuda_kernels import scan as cs
 from minimal import scan as ref
 
-from test_cuda_scan import TOL, assert_close, problem
+from test_cuda_scan import assert_close, problem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,16 +104,20 @@ def test_auto_runs_the_tables_choice_and_equals_the_reference(rng, chosen, dtype
 
 
 def test_auto_can_run_a_v3_choice(rng, chosen, monkeypatch):
-    """A table whose winner is v3's look-back makes "auto" run it (with its default tuning)."""
+    """A table whose winner is v3's look-back makes "auto" run it (default K = 8; block 16 with 2 channels is a
+    chunk of 64 steps, so T = 150 makes 3 chunks and the look-back walks)."""
+    from cuda_kernels import chunked
+
     monkeypatch.setattr(dispatch, "TABLE", {(1, 1, 1): {k: "chunked lookback" for k in dispatch.KINDS}})
-    a, b, h0, _ = problem(rng, (1, 40, 2), np.float64)
+    monkeypatch.setattr(chunked, "LOOKBACK_TRACE", [])
+    a, b, h0, _ = problem(rng, (1, 150, 2), np.float64)
     log_a, log_b = np.log(a), np.log(np.abs(b) + 0.1)
     h = cs.linear_scan(a, b, h0, method="auto", block=16)
     assert_close(h, ref.linear_scan(a, b, h0, method="sequential", backend="numpy"), np.float64)
     log_h = cs.log_linear_scan(log_a, log_b, method="auto", block=16)
     assert_close(log_h, ref.log_scan(log_a, log_b, backend="numpy"), np.float64)
     assert [r for _, _, r in chosen] == [{"method": "chunked", "carry": "lookback"}] * 2
-    assert TOL[np.float64] <= 1e-13
+    assert len(chunked.LOOKBACK_TRACE) == 2
 
 
 def test_auto_refuses_v3_keywords(rng):
@@ -137,5 +141,10 @@ def test_minimal_scan_auto_is_the_sequential_loop_on_the_cpu_and_the_table_on_cu
     h = ref.linear_scan(a, b, h0, method="auto", backend="cuda")
     assert_close(h, ref.linear_scan(a, b, h0, method="sequential", backend="numpy"), np.float64)
     log_a, log_b = np.log(a), np.log(np.abs(b) + 0.1)
-    ref.log_scan(log_a, log_b, backend="cuda")
+    assert_close(ref.log_scan(log_a, log_b, backend="cuda"), ref.log_scan(log_a, log_b, backend="numpy"), np.float64)
     assert [(s, k) for s, k, _ in chosen] == [((2, 9, 3), "forward"), ((2, 9, 3), "log forward")]
+
+
+def test_a_float64_benchmark_does_not_overwrite_the_float32_file_the_table_cites():
+    assert bench.result_path("r", "NVIDIA H100", "scan").endswith("scan_NVIDIA_H100.json")
+    assert bench.result_path("r", "NVIDIA H100", "scan", "float64").endswith("scan_NVIDIA_H100_float64.json")

@@ -273,7 +273,7 @@ def test_bad_inputs_name_the_argument(rng):
             cw.gril_forward(big, Q, q, beta, np.zeros((33, 33)), w, s, version=version)
     with pytest.raises(ValueError, match="x must have f <= 32"):
         cw.gril_forward(big, Q, q, beta, np.zeros((33, 33)), w, s, fused=True)
-    for version in (0, 4, True, "3"):
+    for version in (0, 4, True, "3", 3.0):
         with pytest.raises(ValueError, match="version must be 1 .unfused., 2"):
             cw.gril_forward(x, Q, q, beta, A, w, s, version=version)
     with pytest.raises(ValueError, match="fused must be True, False or None"):
@@ -290,7 +290,7 @@ def test_bad_inputs_name_the_argument(rng):
         cw.gril_backward(x, Q, q, beta, A, w, s, Z[:, :1], o)
     with pytest.raises(ValueError, match="do must have shape"):
         cw.gril_backward(x, Q, q, beta, A, w, s, Z, o[:, :1])
-    for version in (0, 3, True):
+    for version in (0, 3, True, 2.0):
         with pytest.raises(ValueError, match="version must be 1 .elementwise"):
             cw.gril_backward(x, Q, q, beta, A, w, s, Z, o, version=version)
     with pytest.raises(ValueError, match="segments applies to version=2 only"):

@@ -338,7 +338,11 @@ def test_bench_step_breakdown_replays_the_cells_own_calls(rng):
         np.testing.assert_allclose(m["d" + name], grads[name], rtol=1e-12)
     np.testing.assert_allclose(m["dx_m"] + m["dx_x"], flat(dx), rtol=1e-12)
     np.testing.assert_allclose(parts["scans"]["linear_scan"](), cache.h, rtol=1e-13)
-    assert len(parts["scans"]["linear_scan_backward"]()) == 3
+    # db of the replayed adjoint is dL/d(p q): with p = W_in_m x and q = W_in_x x, dW_in_m = (db q)^T x
+    db = parts["scans"]["linear_scan_backward"]()[1]
+    np.testing.assert_allclose(flat(db * cache.q).T @ flat(x), grads["W_in_m"], rtol=1e-12)
+    with pytest.raises(ValueError, match="readout='all'"):
+        bench.gated_rnn_parts(params, gated_rnn.forward(params, x, readout="last")[1], dy[:, -1:])
 
 
 def test_out_receives_the_states_and_changes_nothing(rng, small):
@@ -361,8 +365,12 @@ def test_out_receives_the_states_and_changes_nothing(rng, small):
     dense = gated_rnn.init(rng, d_in=3, d_hidden=4, d_out=2, recurrence="dense")
     with pytest.raises(ValueError, match="^out receives the scan's states.*recurrence 'dense'"):
         gated_rnn.forward(dense, x, out=out)
-    with pytest.raises(ValueError, match="^out must have the dtype of a"):
+    with pytest.raises(ValueError, match=r"^out must have the dtype of the states h \(B, T, H\) \(float64\)"):
         gated_rnn.forward(params, x, out=out.astype(np.float32))
+    with pytest.raises(ValueError, match=r"^out must have the shape of the states h \(B, T, H\) \(2, 5, 4\)"):
+        gated_rnn.forward(params, x, out=out[:, 1:])
+    with pytest.raises(ValueError, match="^out is not supported with backend='cuda'"):
+        gated_rnn.forward(params, x, backend="cuda", out=out)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")

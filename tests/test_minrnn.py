@@ -298,5 +298,9 @@ def test_out_receives_the_states_and_changes_nothing(name, log_space):
         np.testing.assert_array_equal(grads[k], g_ref[k])
     with pytest.raises(ValueError, match="^out receives the scan's states in mode='parallel'"):
         mod.forward(params, x, out=out, **{**kw, "mode": "sequential"})
-    with pytest.raises(ValueError, match="^out must have the shape of"):
+    with pytest.raises(ValueError, match=r"^out must have the shape of the states h \(B, T, H\) \(3, 6, 5\)"):
         mod.forward(params, x, out=out[:, 1:], **kw)
+    with pytest.raises(ValueError, match=r"^out must have the dtype of the states h"):
+        mod.forward(params, x, out=out.astype(np.float32), **kw)
+    with pytest.raises(ValueError, match="^out is not supported with backend='cuda'"):
+        mod.forward(params, x, out=out, **{**kw, "backend": "cuda"})

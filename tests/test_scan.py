@@ -586,8 +586,8 @@ def test_numba_backward_overflow_names_the_inputs():
 
 
 def test_vectorised_exp_and_log1p_agree_with_numpy():
-    """The log-space kernels' own exp (x in [-40, 0]) and log1p (e in [0, 1]), written so that Numba vectorises
-    them, agree with NumPy's to a few float64 ulp; outside their ranges they clamp as documented."""
+    """The log-space kernels' own exp (x in [-708, 0]) and log1p (e in [0, 1]), written so that Numba
+    vectorises them, agree with NumPy's to a few float64 ulp; outside their ranges they clamp as documented."""
     from numba import njit
 
     from minimal import _scan_numba as K
@@ -600,13 +600,13 @@ def test_vectorised_exp_and_log1p_agree_with_numpy():
         return y
 
     rng = np.random.default_rng(0)
-    x = -np.concatenate([np.linspace(0, 40, 200_001), np.geomspace(1e-300, 40, 10_001), rng.uniform(0, 40, 10**5)])
+    x = -np.concatenate([np.linspace(0, 708, 200_001), np.geomspace(1e-300, 708, 10_001), rng.uniform(0, 60, 10**5)])
     ulp = np.finfo(np.float64).eps
     assert np.max(np.abs(apply(0, x) / np.exp(x) - 1)) <= 2 * ulp
     e = np.concatenate([np.linspace(0, 1, 200_001)[1:], np.geomspace(1e-300, 1, 10_001), rng.uniform(0, 1, 10**5)])
     assert np.max(np.abs(apply(1, e) / np.log1p(e) - 1)) <= 4 * ulp
     assert apply(1, np.zeros(1))[0] == 0.0
-    edge = apply(0, np.array([0.0, 1e-300, 3.0, -40.5, -1e10, -np.inf, np.nan]))
+    edge = apply(0, np.array([0.0, 1e-300, 3.0, -708.5, -1e10, -np.inf, np.nan]))
     assert list(edge[:6]) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0] and np.isnan(edge[6])
 
 
@@ -697,10 +697,10 @@ def test_cuda_backend_calls_cuda_kernels_scan_with_the_agreed_signature(monkeypa
     fake.linear_scan = lambda a, b, h0, method: calls.append(("fwd", method)) or _ref(a, b, h0)
     fake.linear_scan_backward = lambda a, h, dh, h0, method: (calls.append(("bwd", method))
                                                               or _ref_backward(a, h, dh, h0))
-    fake.log_linear_scan = lambda la, lb, lh0: calls.append("log fwd") or scan.log_scan(la, lb, lh0, "numpy")
-    fake.log_linear_scan_backward = lambda la, lb, lh, dlh, lh0: (calls.append("log bwd")
-                                                                  or scan.log_scan_backward(la, lb, lh, dlh, lh0,
-                                                                                            "numpy"))
+    fake.log_linear_scan = lambda la, lb, lh0, method: (calls.append(("log fwd", method))
+                                                        or scan.log_scan(la, lb, lh0, "numpy"))
+    fake.log_linear_scan_backward = lambda la, lb, lh, dlh, lh0, method: (
+        calls.append(("log bwd", method)) or scan.log_scan_backward(la, lb, lh, dlh, lh0, "numpy"))
     monkeypatch.setitem(sys.modules, "cuda_kernels.scan", fake)
     monkeypatch.setattr(cuda_kernels, "scan", fake, raising=False)
     a, b, h0, dh = _good()
@@ -708,7 +708,9 @@ def test_cuda_backend_calls_cuda_kernels_scan_with_the_agreed_signature(monkeypa
     scan.linear_scan_backward(a, h, dh, h0, method="blelloch", backend="cuda")
     log_h = scan.log_scan(a, b, h0, backend="cuda")
     scan.log_scan_backward(a, b, log_h, dh, h0, backend="cuda")
-    assert calls == [("fwd", "sequential"), ("bwd", "blelloch"), "log fwd", "log bwd"]
+    scan.linear_scan(a, b, h0, method="auto", backend="cuda")
+    assert calls == [("fwd", "sequential"), ("bwd", "blelloch"), ("log fwd", "auto"), ("log bwd", "auto"),
+                     ("fwd", "auto")]
     with pytest.raises(ValueError, match="h0 must have shape"):  # inputs are checked before delegating
         scan.linear_scan(a, b, h0[:1], backend="cuda")
 

@@ -196,16 +196,21 @@ def log_scan(log_a, log_b, h0, backend, out=None):
     """App. B.3: log h_t = log(a_t h_{t−1} + b_t) from log a, log b (B, T, H) and h0 > 0 (B, H) or None.
     Returns (log_h, h = exp(log_h)); h is written into ``out`` when given."""
     log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), **_scan_kwargs(None, backend))
-    if out is not None:
-        scan.check_out(out, log_h, {"log_a": log_a, "log_b": log_b, "h0": h0})
     return log_h, np.exp(log_h, out=out)
 
 
-def check_out_mode(out, mode):
-    """``out`` receives the parallel mode's scan output; the sequential mode builds h step by step."""
-    if out is not None and mode != "parallel":
+def check_out(out, x, H, mode, backend):
+    """``out`` (None passes) receives the parallel mode's states h: (B, T, H) with x's dtype, on the host.
+    Checked before any work, in the cell's own words: the sequential mode builds h step by step, and the CUDA
+    scans return new arrays."""
+    if out is None:
+        return
+    if mode != "parallel":
         raise InputError(f"out receives the scan's states in mode='parallel'; mode={mode!r} builds h step by "
                          f"step: pass out=None")
+    if backend == "cuda":
+        raise InputError("out is not supported with backend='cuda' (the scan returns a new array): pass out=None")
+    scan.check_out(out, (x.shape[0], x.shape[1], H), x.dtype, {"x": x}, like="the states h (B, T, H)")
 
 
 def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):

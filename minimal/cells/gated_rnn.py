@@ -263,9 +263,15 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
         raise ValueError(f"x must have at least one time step, got shape {x.shape}")
     lam, lam_given = _resolve_lam(params, recurrence, H, lam)
     readout = check_choice("readout", readout, READOUTS)
-    if out is not None and (recurrence != "diagonal" or readout != "all"):
-        raise InputError(f"out receives the scan's states, which only the diagonal recurrence with readout='all' "
-                         f"computes; got recurrence {recurrence!r}, readout {readout!r}: pass out=None")
+    if out is not None:
+        if recurrence != "diagonal" or readout != "all":
+            raise InputError(f"out receives the scan's states, which only the diagonal recurrence with "
+                             f"readout='all' computes; got recurrence {recurrence!r}, readout {readout!r}: pass "
+                             f"out=None")
+        if backend == "cuda":
+            raise InputError("out is not supported with backend='cuda' (the scan returns a new array): pass "
+                             "out=None")
+        scan.check_out(out, x.shape[:2] + (H,), dtype, {"x": x}, like="the states h (B, T, H)")
 
     # Every weight product runs on (B T, ·) views: one BLAS call each instead of one per batch row.
     B, T = x.shape[:2]

@@ -32,7 +32,7 @@ from scipy.special import expit
 
 from ..validate import check_array, check_positive_int
 # App. B.3's g, log g and log σ live in _gates (minLSTM uses them too); they stay importable from here.
-from ._gates import (MODES, affine, affine_backward, check_flags, check_out_mode, check_gate_params, check_input,
+from ._gates import (MODES, affine, affine_backward, check_flags, check_out, check_gate_params, check_input,
                      check_state, dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan,
                      log_scan_backward, log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
 
@@ -119,7 +119,7 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     check_input("x", x, D, dtype, ndim=3)
     check_flags(mode, log_space)
     h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
-    check_out_mode(out, mode)
+    check_out(out, x, H, mode, backend)
 
     k_z = affine(params, x, "z")                        # (B, T, H)
     k_h = affine(params, x, "h")                        # (B, T, H)
