@@ -73,7 +73,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from .scan import _NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _dummy, _pad
+from .scan import _NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _dummy, _grads_writer, _pad, _pair_loader
 
 __all__ = ["forward", "backward", "plan", "tile", "check_options", "shuffle_available", "DEFAULT_STEPS",
            "TARGET_BLOCKS", "SHARED_BYTES", "CARRIES", "DEFAULT_CARRY"]
@@ -188,17 +188,8 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
     P = WS // CW                 # time-threads of one lane inside a warp
     L = TW * K                   # steps per chunk
     NS = _shared_words(NT, K)
-
-    @cuda.jit(device=True, inline=True)
-    def load(x1, x2, bb, s, c, T, C):
-        """Pair x_s of channel c; positions past T and channels past C are the identity."""
-        if s >= T or c >= C:
-            return nbdt(ID_A), nbdt(ID_B)
-        if reverse:
-            t = T - 1 - s
-            coef = x1[bb, t + 1, c] if t + 1 < T else nbdt(0.0)  # g_{T+1} = 0: any coefficient would do
-            return coef, x2[bb, t, c]
-        return x1[bb, s, c], x2[bb, s, c]
+    load = _pair_loader(dtype, op, reverse)
+    write_grads = _grads_writer(dtype)
 
     @cuda.jit(device=True, inline=True)
     def block_coords(C, T, n_iter):
@@ -363,17 +354,7 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
                 if not reverse:
                     out[bb, s, c] = v
                 else:
-                    t = T - 1 - s
-                    if t > 0:
-                        h_prev = hsrc[bb, t - 1, c]
-                    elif has_h0:
-                        h_prev = h0[bb, c]
-                    else:
-                        h_prev = nbdt(0.0)
-                    db[bb, t, c] = v
-                    out[bb, t, c] = v * h_prev
-                    if t == 0:
-                        dh0[bb, c] = x1[bb, 0, c] * v
+                    write_grads(x1, hsrc, h0, has_h0, out, db, dh0, bb, T - 1 - s, c, v)
 
     @cuda.jit
     def scan(x1, x2, carry, h0, has_h0, n_iter, out, hsrc, db, dh0):

@@ -145,6 +145,51 @@ def _sequential_kernels(dtype, op):
 
 
 @lru_cache(maxsize=None)
+def _pair_loader(dtype, op, reverse):
+    """The load of scan position s, shared by v2 and v3: a device function giving the pair x_s of channel c
+    from (B, T, C) arrays x1, x2. Forward: (a_s, b_s). Backward (``reverse``): (a_{t+1}, dh_t) at
+    t = T-1-s. Positions past T and channels past C give the operator's identity (1, 0), or (0, -inf) in log
+    space."""
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+    ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
+
+    @cuda.jit(device=True, inline=True)
+    def load(x1, x2, bb, s, c, T, C):
+        if s >= T or c >= C:
+            return nbdt(ID_A), nbdt(ID_B)
+        if reverse:
+            t = T - 1 - s
+            coef = x1[bb, t + 1, c] if t + 1 < T else nbdt(0.0)  # g_{T+1} = 0: any value would do
+            return coef, x2[bb, t, c]
+        return x1[bb, s, c], x2[bb, s, c]
+
+    return load
+
+
+@lru_cache(maxsize=None)
+def _grads_writer(dtype):
+    """The backward's store, shared by v2 and v3: a device function that writes, for the adjoint g_t at
+    (bb, t, c), dL/db_t = g_t, dL/da_t = g_t h_{t-1} (h_{-1} = h0, or 0 without one) and, at t = 0,
+    dL/dh0 = a_0 g_0. Arrays a, h, da, db: (B, T, C); h0, dh0: (B, C)."""
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+
+    @cuda.jit(device=True, inline=True)
+    def write_grads(a, h, h0, has_h0, da, db, dh0, bb, t, c, g):
+        if t > 0:
+            h_prev = h[bb, t - 1, c]
+        elif has_h0:
+            h_prev = h0[bb, c]
+        else:
+            h_prev = nbdt(0.0)
+        db[bb, t, c] = g
+        da[bb, t, c] = g * h_prev
+        if t == 0:
+            dh0[bb, c] = a[bb, 0, c] * g
+
+    return write_grads
+
+
+@lru_cache(maxsize=None)
 def _blelloch_kernels(dtype, CW, TW, op, reverse):
     """Compile-time constants: the shared-array sizes depend on (CW, TW) and its type on dtype.
 
@@ -158,15 +203,7 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
     N = L * CW
     NS = N + (N >> LOG_NUM_BANKS)     # padded shared size
 
-    @cuda.jit(device=True, inline=True)
-    def load(x1, x2, bb, s, c, T, C):
-        if s >= T or c >= C:  # the tail of the last chunk and channels past C act as the identity
-            return nbdt(ID_A), nbdt(ID_B)
-        if reverse:
-            t = T - 1 - s
-            coef = x1[bb, t + 1, c] if t + 1 < T else nbdt(0.0)  # g_{T+1} = 0: any value would do
-            return coef, x2[bb, t, c]
-        return x1[bb, s, c], x2[bb, s, c]
+    load = _pair_loader(dtype, op, reverse)
 
     @cuda.jit(device=True, inline=True)
     def block_coords(C, T):
@@ -294,18 +331,7 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
                 h[bb, s0 + TW, c] = state_at(sa, sb, ty + TW, cx, xa1, xb1, h_in)
         kernel = scan
     else:
-        @cuda.jit(device=True, inline=True)
-        def write_grads(a, h, h0, has_h0, da, db, dh0, bb, t, c, g):
-            if t > 0:
-                h_prev = h[bb, t - 1, c]
-            elif has_h0:
-                h_prev = h0[bb, c]
-            else:
-                h_prev = nbdt(0.0)
-            db[bb, t, c] = g
-            da[bb, t, c] = g * h_prev
-            if t == 0:
-                dh0[bb, c] = a[bb, 0, c] * g
+        write_grads = _grads_writer(dtype)
 
         @cuda.jit
         def scan_backward(a, dh, carry, h, h0, has_h0, da, db, dh0):

@@ -117,7 +117,7 @@ def _check_device_finite(name, x):
 
 def _check_input(name, x, device, ref_name, min_ndim=None, finite=True):
     """check_array for NumPy inputs; for device arrays the same checks, NaN/inf on the device. ``finite=False``
-    leaves NaN/inf to the caller (the Numba forward checks them inside its kernel)."""
+    leaves NaN/inf to the caller (the Numba kernels check them in their own pass)."""
     if not device:
         return check_array(name, x, kind="f", min_ndim=min_ndim, finite=finite)
     _check_device_array(name, x, ref_name)

@@ -11,7 +11,6 @@ Launches stay small (blocks of 4-64 threads, a few steps per thread) so that eve
 through the segment carry (reduce, a recursive scan of the totals, the rescan), or, with carry="lookback", through
 the single-pass look-back (see the comment above its tests for what the simulator can and cannot show of it).
 """
-import sys
 import threading
 
 import numba
@@ -22,21 +21,11 @@ from numba import cuda
 from cuda_kernels import chunked
 from cuda_kernels import scan as cs
 from minimal import scan as ref
-from test_cuda_scan import assert_close, problem   # the v1/v2 tests' problems and tolerances
+from test_cuda_scan import _fast_thread_switching, assert_close, hardware, problem  # noqa: F401 (an autouse fixture)
 
-hardware = pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="needs a real CUDA GPU (not the simulator)")
 simulator = pytest.mark.skipif(not numba.config.ENABLE_CUDASIM, reason="emulates shuffles in the simulator")
 
 LENGTHS = (1, 2, 3, 7, 64, 1000, 1025)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_thread_switching():
-    """The simulator's barriers wait on Python threads: a short GIL switch interval makes them cheap."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-4)
-    yield
-    sys.setswitchinterval(old)
 
 
 _shfl_lock = threading.Lock()

@@ -5,8 +5,6 @@ References: ``minimal.cells.gril.gril_forward_reference`` (the explicit loop) fo
 every gradient. The segmented kernels (forward v3, backward v2) are also compared with forward v2 and
 backward v1, computations that share none of their carry or halo logic.
 """
-import sys
-
 import numba
 import numpy as np
 import pytest
@@ -15,18 +13,7 @@ from numba import cuda
 from cuda_kernels import window as cw
 from minimal.cells import gril
 
-hardware = pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="needs a real CUDA GPU (not the simulator)")
-
-TOL = {np.float32: 2e-6, np.float64: 1e-13}  # max |error| / max |reference|
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _fast_thread_switching():
-    """Shorter GIL switch interval: the simulator's barriers wait on Python threads (see test_cuda_scan)."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-4)
-    yield
-    sys.setswitchinterval(old)
+from test_cuda_scan import TOL, _fast_thread_switching, hardware  # noqa: F401 (an autouse fixture)
 
 
 def case(rng, B, T, f, w, s, per_feature_beta=False, dtype=np.float64):
