@@ -85,6 +85,7 @@ def format_table(rows):
     """A fixed-width text table of rows from ``make_row`` (missing optional columns print as '-')."""
     cols = [("regime", "{}"), ("shape", "{}"), ("dtype", "{}"), ("name", "{}"), ("seconds", "{:.3e}"),
             ("GB_per_s", "{:.1f}"), ("vs_copy", "{:.3f}"), ("vs_forward", "{:.2f}"), ("vs_reduce", "{:.2f}"),
+            ("vs_allocating", "{:.2f}"),
             ("vs_torch_cumsum", "{:.2f}"), ("vs_torch_heinsen", "{:.2f}")]
     cells = [[c for c, _ in cols]]
     for r in rows:
@@ -178,7 +179,11 @@ def _copy_seconds(nbytes, timer):
 # Row builders (separate from the GPU checks so the simulator tests can run them with a fake timer)
 
 
-def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_copy_seconds):
+def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_copy_seconds, preallocated=False):
+    """Rows per case: the copy, torch's baselines, then every method's forward, backward and log forward (each
+    call allocating its outputs, as a plain call does), the look-back carry's three; with ``preallocated``
+    the same calls again writing into preallocated outputs with a reused ``scan.Workspace`` (rows named
+    "... (preallocated)", ``vs_allocating`` = the allocating call's time / this one's): the kernels' time."""
     rows = []
     rng = np.random.default_rng(0)
     for regime, shape in cases:
@@ -210,6 +215,7 @@ def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_c
             rows.append(make_row("torch Heinsen log scan", torch_t["heinsen"], fwd_bytes, copy_fwd, **tag))
         log_a_d = cuda.to_device(np.log(a.copy_to_host()))
         log_b_d = cuda.to_device(np.log(np.abs(b.copy_to_host())))
+        alloc_t = {}
         for method in cs.METHODS:
             t_f = timer(lambda: cs.linear_scan(a, b, None, method, block=block))
             t_b = timer(lambda: cs.linear_scan_backward(a, h, dh, None, method, block=block))
@@ -224,6 +230,7 @@ def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_c
                                  **vs_h))
             if method == "chunked":
                 t_red = (t_f, t_b, t_l)
+            alloc_t[method] = (t_f, t_b, t_l)
         # v3 with the single-pass look-back carry; it differs from "chunked" (reduce-then-scan) only where
         # T is split across blocks. vs_reduce = the reduce carry's time / the look-back's.
         lb = dict(block=block, carry="lookback")
@@ -235,12 +242,44 @@ def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_c
                              vs_reduce=t_red[1] / t_b, **tag))
         rows.append(make_row("chunked lookback log forward", t_l, fwd_bytes, copy_fwd, vs_forward=t_l / t_f,
                              vs_reduce=t_red[2] / t_l, **tag))
+        alloc_t["chunked lookback"] = (t_f, t_b, t_l)
+        if preallocated:
+            rows += _preallocated_rows(a, b, h, dh, log_a_d, log_b_d, alloc_t, timer, block, copy_fwd, copy_bwd,
+                                       fwd_bytes, bwd_bytes, tag)
     return rows
 
 
-def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None):
+def _preallocated_rows(a, b, h, dh, log_a, log_b, alloc_t, timer, block, copy_fwd, copy_bwd, fwd_bytes, bwd_bytes,
+                       tag):
+    """Every variant of ``alloc_t`` ({variant: allocating (forward, backward, log) seconds}) timed again with
+    outputs and temporaries allocated once, before the timing."""
+    rows = []
+    ws = cs.Workspace()
+    h_out, lh_out = (cuda.device_array(a.shape, dtype=a.dtype) for _ in range(2))
+    grads = (cuda.device_array(a.shape, dtype=a.dtype), cuda.device_array(a.shape, dtype=a.dtype),
+             cuda.device_array((a.shape[0], a.shape[2]), dtype=a.dtype))
+    for variant, (f0, b0, l0) in alloc_t.items():
+        kw = dict(block=block, workspace=ws)
+        method = "chunked" if variant == "chunked lookback" else variant
+        if variant == "chunked lookback":
+            kw["carry"] = "lookback"
+        t_f = timer(lambda: cs.linear_scan(a, b, None, method, out=h_out, **kw))
+        t_b = timer(lambda: cs.linear_scan_backward(a, h, dh, None, method, out=grads, **kw))
+        t_l = timer(lambda: cs.log_linear_scan(log_a, log_b, None, method, out=lh_out, **kw))
+        rows.append(make_row(f"{variant} forward (preallocated)", t_f, fwd_bytes, copy_fwd, vs_allocating=f0 / t_f,
+                             **tag))
+        rows.append(make_row(f"{variant} backward (preallocated)", t_b, bwd_bytes, copy_bwd, vs_forward=t_b / t_f,
+                             vs_allocating=b0 / t_b, **tag))
+        rows.append(make_row(f"{variant} log forward (preallocated)", t_l, fwd_bytes, copy_fwd,
+                             vs_allocating=l0 / t_l, **tag))
+    return rows
+
+
+def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None, preallocated=False):
     """Per case: the forward versions 1-3 (v3 with ``window.plan_segments``'s default split) and the
-    backward versions 1-2, each with the ratios to the rows it replaces."""
+    backward versions 1-2, each with the ratios to the rows it replaces; with ``preallocated`` also forward
+    v3 and backward v2 writing into preallocated outputs with a reused ``scan.Workspace`` ("... (preallocated)",
+    ``vs_allocating`` = the allocating call's time / this one's)."""
     rows = []
     rng = np.random.default_rng(0)
     for (B, T, f, w, s) in cases:
@@ -269,6 +308,19 @@ def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None):
         rows.append(make_row("backward", t_bwd, nb, copy_t, version=1, vs_forward=t_bwd / t_fus, **tag))
         rows.append(make_row("fused backward", t_fbwd, nb, copy_t, version=2, segments=n_seg,
                              vs_forward=t_fbwd / t_seg, vs_backward_v1=t_bwd / t_fbwd, **tag))
+        if preallocated:
+            ws = cs.Workspace()
+            o = cuda.device_array((B, T_out, f), dtype=dtype)
+            g = (cuda.device_array((B, T, f), dtype=dtype),
+                 {k: cuda.device_array(v.shape, dtype=dtype) for k, v in (("Q", Q), ("q", q), ("beta", beta),
+                                                                           ("A", A))})
+            t_seg_p = timer(lambda: cw.gril_forward(*args, version=3, scan_block=scan_block, out=o, workspace=ws))
+            t_fbwd_p = timer(lambda: cw.gril_backward(*args, Z, do, version=2, scan_block=scan_block, out=g,
+                                                      workspace=ws))
+            rows.append(make_row("segmented forward (preallocated)", t_seg_p, nb, copy_t, version=3, segments=n_seg,
+                                 vs_allocating=t_seg / t_seg_p, **tag))
+            rows.append(make_row("fused backward (preallocated)", t_fbwd_p, nb, copy_t, version=2, segments=n_seg,
+                                 vs_forward=t_fbwd_p / t_seg_p, vs_allocating=t_fbwd / t_fbwd_p, **tag))
     return rows
 
 
@@ -302,7 +354,8 @@ def bench_scan(sizes=None, out_dir="bench/results", *, shape=None, repeats=DEFAU
         cases = [c for size in (sizes or (QUICK_SIZES if quick else DEFAULT_SIZES)) for c in shapes_for(size)]
     tmod = _torch() if torch else None
     timer = _event_timer(repeats)
-    rows = _scan_rows(cases, np.dtype(dtype), timer, block, tmod, _torch_timer(tmod, repeats) if tmod else None)
+    rows = _scan_rows(cases, np.dtype(dtype), timer, block, tmod, _torch_timer(tmod, repeats) if tmod else None,
+                      preallocated=True)
     meta = {"device": _device_name(), "repeats": repeats, "block": block, "numba": numba.__version__,
             "torch": getattr(tmod, "__version__", None), "dtype": np.dtype(dtype).name}
     path = write_json(rows, result_path(out_dir, meta["device"], "scan", dtype), meta)
@@ -328,7 +381,7 @@ def bench_window(cases=None, out_dir="bench/results", *, repeats=DEFAULT_REPEATS
     n = 2 ** 16 if quick else 2 ** 20
     cases = cases or [(64, n // 64 + 1, f, 2, 1) for f in (4, 16, 32)] + [(1, n + 1, 16, 2, 1)]
     timer = _event_timer(repeats)
-    rows = _window_rows(cases, np.dtype(dtype), timer)
+    rows = _window_rows(cases, np.dtype(dtype), timer, preallocated=True)
     meta = {"device": _device_name(), "repeats": repeats, "numba": numba.__version__, "dtype": np.dtype(dtype).name}
     path = write_json(rows, result_path(out_dir, meta["device"], "window", dtype), meta)
     print(format_table(rows))

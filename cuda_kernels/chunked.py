@@ -73,10 +73,11 @@ import numba
 import numpy as np
 from numba import cuda
 
-from .scan import _NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _dummy, _grads_writer, _pad, _pair_loader
+from .scan import (_NB_TYPES, LOG_NUM_BANKS, _alloc, _combine_linear, _combine_log, _dummy, _grads_writer, _pad,
+                   _pair_loader, kernel)
 
-__all__ = ["forward", "backward", "plan", "tile", "check_options", "shuffle_available", "DEFAULT_STEPS",
-           "TARGET_BLOCKS", "SHARED_BYTES", "CARRIES", "DEFAULT_CARRY"]
+__all__ = ["forward", "backward", "plan", "tile", "check_options", "shared_bytes", "shuffle_available",
+           "DEFAULT_STEPS", "TARGET_BLOCKS", "SHARED_BYTES", "CARRIES", "DEFAULT_CARRY"]
 
 DEFAULT_STEPS = 8          # K, steps per thread
 TARGET_BLOCKS = 1024       # split T into segments until the grid has about this many blocks (H100: 132 SMs x 8)
@@ -103,6 +104,17 @@ def _shared_words(NT, K):
     return n + (n >> LOG_NUM_BANKS)
 
 
+def shared_bytes(dtype, block, K, shuffle):
+    """Static shared memory of a v3 block, in bytes (the largest of its kernels, ``lookback``): the staging
+    arrays sa, sb (``_shared_words``), the warp totals wa, wb (one word per thread), the shared-memory warp
+    scan's hs_a, hs_b (one word per thread, only without shuffles), the carried state st (one word per channel
+    lane, at most min(32, block)) and the look-back's tile id (4 bytes). A block can have at most
+    ``SHARED_BYTES`` of static shared memory, or it does not launch."""
+    hs = 1 if shuffle else block
+    words = 2 * _shared_words(block, K) + 2 * hs + 2 * block + min(WARP, block)
+    return words * np.dtype(dtype).itemsize + 4
+
+
 def shuffle_available():
     """Whether ``cuda.shfl_up_sync`` can run here: always on a GPU; in the simulator only where a test has
     supplied an emulation (``tests/test_cuda_scan_v3.py``), since numba's simulator has no warp shuffles."""
@@ -122,13 +134,13 @@ def check_options(dtype, block, steps_per_thread, chunks_per_block, shuffle, car
                                          or not isinstance(chunks_per_block, (int, np.integer))
                                          or chunks_per_block < 1):
         raise ValueError(f"chunks_per_block must be None or an integer >= 1, got {chunks_per_block!r}")
-    need = 2 * _shared_words(block, int(K)) * np.dtype(dtype).itemsize
-    if need > SHARED_BYTES - 4096:
-        raise ValueError(f"block * steps_per_thread = {block} * {K} needs {need} bytes of shared memory for "
-                         f"{np.dtype(dtype).name}, more than a block has ({SHARED_BYTES}); use fewer steps per "
-                         f"thread or a smaller block")
     if shuffle is None:
         shuffle = not numba.config.ENABLE_CUDASIM
+    need = shared_bytes(dtype, block, int(K), bool(shuffle))
+    if need > SHARED_BYTES:
+        raise ValueError(f"block * steps_per_thread = {block} * {K} needs {need} bytes of shared memory for "
+                         f"{np.dtype(dtype).name} (shuffle={bool(shuffle)}), more than a block has "
+                         f"({SHARED_BYTES}); use fewer steps per thread or a smaller block")
     if shuffle and not shuffle_available():
         raise ValueError("shuffle=True needs warp shuffles (cuda.shfl_up_sync), which the CUDA simulator does "
                          "not have; use shuffle=False (the shared-memory path) in the simulator")
@@ -188,6 +200,7 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
     P = WS // CW                 # time-threads of one lane inside a warp
     L = TW * K                   # steps per chunk
     NS = _shared_words(NT, K)
+    HS = 1 if shuffle else NT    # the shared-memory warp scan's arrays; the shuffles need none
     load = _pair_loader(dtype, op, reverse)
     write_grads = _grads_writer(dtype)
 
@@ -289,13 +302,13 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
         ia, ib = combine(pa, pb, IA, IH)
         return ea, eb, ia, ib
 
-    @cuda.jit
+    @kernel(NT)
     def reduce(x1, x2, n_iter, tot_a, tot_b):
         """Each segment's total (A, H) -> tot_a, tot_b of shape (B, n_seg, C)."""
         sa = cuda.shared.array(NS, nbdt)
         sb = cuda.shared.array(NS, nbdt)
-        hs_a = cuda.shared.array(NT, nbdt)
-        hs_b = cuda.shared.array(NT, nbdt)
+        hs_a = cuda.shared.array(HS, nbdt)
+        hs_b = cuda.shared.array(HS, nbdt)
         wa = cuda.shared.array(NT, nbdt)
         wb = cuda.shared.array(NT, nbdt)
         ra = cuda.local.array(K, nbdt)
@@ -356,7 +369,7 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
                 else:
                     write_grads(x1, hsrc, h0, has_h0, out, db, dh0, bb, T - 1 - s, c, v)
 
-    @cuda.jit
+    @kernel(NT)
     def scan(x1, x2, carry, h0, has_h0, n_iter, out, hsrc, db, dh0):
         """Rescan each segment from its carried state and write the result.
 
@@ -364,8 +377,8 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
         hsrc = the forward's h, db, dh0 as named."""
         sa = cuda.shared.array(NS, nbdt)
         sb = cuda.shared.array(NS, nbdt)
-        hs_a = cuda.shared.array(NT, nbdt)
-        hs_b = cuda.shared.array(NT, nbdt)
+        hs_a = cuda.shared.array(HS, nbdt)
+        hs_b = cuda.shared.array(HS, nbdt)
         wa = cuda.shared.array(NT, nbdt)
         wb = cuda.shared.array(NT, nbdt)
         st = cuda.shared.array(CW, nbdt)
@@ -425,7 +438,7 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
         _, s = combine(pa, s, pa, pb)
         return s
 
-    @cuda.jit
+    @kernel(NT)
     def lookback(x1, x2, h0, has_h0, out, hsrc, db, dh0, counter, flags, agg_a, agg_b, inc, inclusive_every,
                  walked, trace):
         """Single-pass scan with decoupled look-back (Merrill & Garland 2016): one chunk per block.
@@ -439,8 +452,8 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
         combined."""
         sa = cuda.shared.array(NS, nbdt)
         sb = cuda.shared.array(NS, nbdt)
-        hs_a = cuda.shared.array(NT, nbdt)
-        hs_b = cuda.shared.array(NT, nbdt)
+        hs_a = cuda.shared.array(HS, nbdt)
+        hs_b = cuda.shared.array(HS, nbdt)
         wa = cuda.shared.array(NT, nbdt)
         wb = cuda.shared.array(NT, nbdt)
         st = cuda.shared.array(CW, nbdt)
@@ -490,73 +503,96 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
     return reduce, scan, lookback
 
 
-def _carry(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, shuffle):
+def _carry(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, shuffle, workspace):
     """S_k, the state after segment k: the segment totals scanned by this same scan (reduce-then-scan)."""
-    return forward(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, None, shuffle, "reduce")
+    carry = _alloc(workspace, "carry", tot_a.shape, tot_a.dtype)
+    return forward(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, None, shuffle, "reduce", carry, workspace)
 
 
-def _lookback(kernel, shape3, CW, TW, K, dtype, args, outs):
+@kernel(128)
+def _zero_int32(x):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        x[i] = 0
+
+
+def _zeroed_int32(workspace, name, shape):
+    """An int32 device array of zeros: written on the device (no host copy), from ``workspace`` if given."""
+    x = _alloc(workspace, name, shape, np.int32)
+    n = int(np.prod(shape))
+    _zero_int32[-(-n // 128), 128](x.reshape(n))
+    return x
+
+
+def _lookback(look_back_kernel, shape3, CW, TW, K, dtype, args, outs, workspace=None):
     """Launch the single-pass look-back kernel: one block per (chunk, b, channel tile), descriptors zeroed."""
     B, T, C = shape3
     n_chunks = -(-T // (TW * K))
     n_blocks = n_chunks * B * (-(-C // CW))
-    counter = cuda.to_device(np.zeros(1, dtype=np.int32))
-    flags = cuda.to_device(np.zeros((B, n_chunks, C), dtype=np.int32))
-    agg_a, agg_b = (cuda.device_array((B, n_chunks, C), dtype=dtype) for _ in range(2))
+    counter = _zeroed_int32(workspace, "lookback counter", (1,))
+    flags = _zeroed_int32(workspace, "lookback flags", (B, n_chunks, C))
+    agg_a, agg_b = (_alloc(workspace, name, (B, n_chunks, C), dtype) for name in ("agg_a", "agg_b"))
     trace = LOOKBACK_TRACE is not None
     if INCLUSIVE_EVERY != 1:  # a look-back that wrongly reads a skipped inclusive state then reads NaN
         inc = cuda.to_device(np.full((B, n_chunks, C), np.nan, dtype=dtype))
     else:
-        inc = cuda.device_array((B, n_chunks, C), dtype=dtype)
-    walked = cuda.to_device(np.full((B, n_chunks, C), -1, dtype=np.int32)) if trace else _dummy(3, np.int32)
-    kernel[n_blocks, (CW, TW)](*args, *outs, counter, flags, agg_a, agg_b, inc, int(INCLUSIVE_EVERY), walked,
-                               trace)
+        inc = _alloc(workspace, "inc", (B, n_chunks, C), dtype)
+    walked = cuda.to_device(np.full((B, n_chunks, C), -1, dtype=np.int32)) if trace else _dummy(3, np.int32,
+                                                                                                 workspace)
+    look_back_kernel[n_blocks, (CW, TW)](*args, *outs, counter, flags, agg_a, agg_b, inc, int(INCLUSIVE_EVERY),
+                                         walked, trace)
     if trace:
         LOOKBACK_TRACE.append((flags.copy_to_host(), walked.copy_to_host()))
 
 
-def forward(op, a, b, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle, carry=DEFAULT_CARRY):
-    """Device-level v3 forward scan of (B, T, C) device arrays; returns h (B, T, C) on the device."""
+def forward(op, a, b, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle, carry=DEFAULT_CARRY,
+            h=None, workspace=None):
+    """Device-level v3 forward scan of (B, T, C) device arrays into h (allocated if None); returns h.
+    Temporaries come from ``workspace`` (``scan.Workspace``) when given."""
     B, T, C = a.shape
     CW, TW = tile(C, block, channel_tile)
     reduce, scan, lookback = _kernels(a.dtype, CW, TW, K, op, False, shuffle)
     n_iter, n_seg, n_blocks = plan(a.shape, CW, TW, K, chunks_per_block)
-    h = cuda.device_array((B, T, C), dtype=a.dtype)
-    d3, d2 = _dummy(3, a.dtype), _dummy(2, a.dtype)
+    h = cuda.device_array((B, T, C), dtype=a.dtype) if h is None else h
+    d3, d2 = _dummy(3, a.dtype, workspace), _dummy(2, a.dtype, workspace)
     if n_seg > 1 and carry == "lookback":
-        _lookback(lookback, a.shape, CW, TW, K, a.dtype, (a, b, h0, has_h0), (h, d3, d3, d2))
+        _lookback(lookback, a.shape, CW, TW, K, a.dtype, (a, b, h0, has_h0), (h, d3, d3, d2), workspace)
         return h
     if n_seg > 1:
-        tot_a = cuda.device_array((B, n_seg, C), dtype=a.dtype)
-        tot_b = cuda.device_array((B, n_seg, C), dtype=a.dtype)
+        tot_a = _alloc(workspace, "tot_a", (B, n_seg, C), a.dtype)
+        tot_b = _alloc(workspace, "tot_b", (B, n_seg, C), a.dtype)
         reduce[n_blocks, (CW, TW)](a, b, n_iter, tot_a, tot_b)
-        carry_d = _carry(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, shuffle)
+        carry_d = _carry(op, tot_a, tot_b, h0, has_h0, block, channel_tile, K, shuffle, workspace)
     else:
         carry_d = d3
     scan[n_blocks, (CW, TW)](a, b, carry_d, h0, has_h0, n_iter, h, d3, d3, d2)
     return h
 
 
-def backward(a, h, dh, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle, carry=DEFAULT_CARRY):
-    """Device-level v3 backward: the reverse scan of (a_{t+1}, dh_t); returns (da, db, dh0) on the device."""
+def backward(a, h, dh, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle, carry=DEFAULT_CARRY,
+             grads=None, workspace=None):
+    """Device-level v3 backward: the reverse scan of (a_{t+1}, dh_t) into grads = (da, db, dh0) (allocated if
+    None); returns them."""
     B, T, C = a.shape
     CW, TW = tile(C, block, channel_tile)
     reduce, scan, lookback = _kernels(a.dtype, CW, TW, K, "linear", True, shuffle)
     n_iter, n_seg, n_blocks = plan(a.shape, CW, TW, K, chunks_per_block)
-    da = cuda.device_array((B, T, C), dtype=a.dtype)
-    db = cuda.device_array((B, T, C), dtype=a.dtype)
-    dh0 = cuda.device_array((B, C), dtype=a.dtype)
+    if grads is None:
+        grads = (cuda.device_array((B, T, C), dtype=a.dtype), cuda.device_array((B, T, C), dtype=a.dtype),
+                 cuda.device_array((B, C), dtype=a.dtype))
+    da, db, dh0 = grads
     if n_seg > 1 and carry == "lookback":
         # Chunks in scan (reversed-time) order, starting from g = 0 (start_state ignores h0 in reverse).
-        _lookback(lookback, a.shape, CW, TW, K, a.dtype, (a, dh, h0, has_h0), (da, h, db, dh0))
+        _lookback(lookback, a.shape, CW, TW, K, a.dtype, (a, dh, h0, has_h0), (da, h, db, dh0), workspace)
         return da, db, dh0
     if n_seg > 1:
-        tot_a = cuda.device_array((B, n_seg, C), dtype=a.dtype)
-        tot_b = cuda.device_array((B, n_seg, C), dtype=a.dtype)
+        tot_a = _alloc(workspace, "tot_a", (B, n_seg, C), a.dtype)
+        tot_b = _alloc(workspace, "tot_b", (B, n_seg, C), a.dtype)
         reduce[n_blocks, (CW, TW)](a, dh, n_iter, tot_a, tot_b)
         # Totals are in scan (reversed-time) order, so the carries are a forward scan from 0, as in v2.
-        carry_d = _carry("linear", tot_a, tot_b, _dummy(2, a.dtype), False, block, channel_tile, K, shuffle)
+        carry_d = _carry("linear", tot_a, tot_b, _dummy(2, a.dtype, workspace), False, block, channel_tile, K,
+                         shuffle, workspace)
     else:
-        carry_d = _dummy(3, a.dtype)
+        carry_d = _dummy(3, a.dtype, workspace)
     scan[n_blocks, (CW, TW)](a, dh, carry_d, h0, has_h0, n_iter, da, h, db, dh0)
     return da, db, dh0

@@ -11,8 +11,11 @@ choice is made from measurements, not by rule of thumb:
 ``TABLE`` holds, for every benchmarked shape (B, T, C), the fastest method of each kind ("forward",
 "backward", "log forward") among the versions that file timed. ``choose`` takes the benchmarked shape
 nearest to the caller's in (log2 T, log2 B C), the two axes of parallelism, and returns its winner. Only
-versions with a timing can win: a version never run on a GPU (v3 in this table's file) is never chosen,
-however promising. The table comes from float32 timings and serves float64 too (a float64 run writes
+versions with a timing can win. ``SOURCE`` is the H200 run of 2026-11-26 (``bench/results/scan_NVIDIA_H200.jsonl``,
+one row per line), which timed v1, v2 and v3 with both carries: v1 wins with thousands of channels, v2 and v3
+share the few-channel shapes, and the look-back carry wins one of 27 (shape, kind) cells. Those timings
+include each call's output allocation (the rows of ``bench/gpu_check.sh`` time preallocated outputs too).
+The table comes from float32 timings and serves float64 too (a float64 run writes
 ``scan_<GPU>_float64.json``; its winners are not measured here). ``tests/test_cuda_dispatch.py`` checks that
 ``TABLE`` is what ``table_from_rows`` derives from the committed JSON, so the table cannot drift from the
 measurements it cites.
@@ -34,20 +37,21 @@ VARIANTS = {
     "chunked lookback": {"method": "chunked", "carry": "lookback"},
 }
 
-SOURCE = "bench/results/scan_NVIDIA_H100_80GB_HBM3.json"   # float32, 2026-11-22; v1 and v2 only
+SOURCE = "bench/results/scan_NVIDIA_H200.jsonl"   # float32, 2026-11-26, main at 7b70fef; v1, v2, v3 (both carries)
 
 # (B, T, C): {kind: variant}, from SOURCE by table_from_rows (regenerate with `python -m cuda_kernels.bench
-# dispatch SOURCE`).
+# dispatch SOURCE`). The H100 file (bench/results/scan_NVIDIA_H100_80GB_HBM3.json, 2026-11-22) timed v1 and v2
+# only; the H200 rows time every version, so they are the source.
 TABLE = {
-    (1, 65536, 1): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
-    (1, 262144, 1): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
-    (1, 1048576, 1): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
-    (1, 1048576, 4): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
-    (1, 1048576, 16): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
-    (8, 1024, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
-    (1, 1048576, 64): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
     (8, 4096, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
-    (1, 1048576, 256): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
+    (1, 1048576, 256): {"forward": "chunked", "backward": "blelloch", "log forward": "blelloch"},
+    (1, 1048576, 16): {"forward": "chunked", "backward": "chunked", "log forward": "chunked"},
+    (1, 1048576, 1): {"forward": "blelloch", "backward": "chunked", "log forward": "chunked"},
+    (1, 65536, 1): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
+    (8, 1024, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
+    (1, 1048576, 64): {"forward": "chunked", "backward": "chunked", "log forward": "chunked"},
+    (1, 1048576, 4): {"forward": "blelloch", "backward": "chunked lookback", "log forward": "blelloch"},
+    (1, 262144, 1): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
 }
 
 
@@ -61,9 +65,13 @@ def _split(name):
 
 
 def load_rows(path):
-    """The rows of a ``cuda_kernels.bench`` scan result file."""
+    """The rows of a ``cuda_kernels.bench`` scan result file: a JSON file ({"meta", "rows"} or a list of rows),
+    or a ``.jsonl`` file with one row per line (as ``bench/gpu_check.sh`` writes them, row by row)."""
     with open(path) as f:
-        data = json.load(f)
+        if str(path).endswith(".jsonl"):
+            data = [json.loads(line) for line in f if line.strip()]
+        else:
+            data = json.load(f)
     rows = data["rows"] if isinstance(data, dict) else data
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "name" in r for r in rows):
         raise ValueError(f"{path} must hold the rows of `python -m cuda_kernels.bench scan` (dicts with a name)")

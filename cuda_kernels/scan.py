@@ -7,6 +7,8 @@ Kernel versions (kept side by side, each tested against the NumPy reference befo
 
     v1 "sequential"  one thread per (b, c) runs the loop over t. Consecutive threads take consecutive
                      channels, so every load of a time step is coalesced. O(T) steps, no synchronisation.
+                     ``prefetch=K`` (software pipelining): the thread loads the next K steps of a and b into
+                     registers before it uses the first, so K loads per array are in flight instead of one.
     v2 "blelloch"    the work-efficient scan (Blelloch 1990; GPU Gems 3, ch. 39) over the pairs (a_t, b_t)
                      with the associative operator
                          (a1, b1) ∘ (a2, b2) = (a1 a2, a2 b1 + b2),      identity (1, 0),
@@ -55,17 +57,88 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+import numba
 import numpy as np
 from numba import cuda, float32, float64
 
 __all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear_scan_backward", "is_device",
-           "to_device", "all_finite", "METHODS", "DEFAULT_BLOCK"]
+           "to_device", "all_finite", "kernel", "Workspace", "METHODS", "DEFAULT_BLOCK", "DEFAULT_PREFETCH",
+           "REGISTERS_PER_BLOCK"]
 
 METHODS = ("sequential", "blelloch", "chunked")
 DEFAULT_BLOCK = 256          # threads per block
 LOG_NUM_BANKS = 5            # 32 shared-memory banks
 SEQUENTIAL_BLOCK = 128       # threads per block of the v1 kernels
+DEFAULT_PREFETCH = 1         # v1: steps of a and b loaded ahead into registers (K; not yet measured on a GPU)
+REGISTERS_PER_BLOCK = 65536  # 32-bit registers one block may use (compute capability 5.0 - 9.0)
 _NB_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
+
+
+def kernel(threads):
+    """``cuda.jit`` for a kernel that is launched with at most ``threads`` threads per block.
+
+    On a GPU the kernel is compiled with launch bounds (PTX ``.maxntid threads``): ptxas then keeps its
+    registers per thread within ``REGISTERS_PER_BLOCK / threads`` (64 at 1024 threads), spilling if it must,
+    so a launch of ``threads`` threads never fails with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES. Without the bound
+    ptxas gave v3's float32 backward scan at 1024 threads (K = 2) 80 registers, and the launch failed on an H200
+    (``tests/test_cuda_resources.py`` compiles the kernels for sm_90 and checks the line). The simulator has
+    no registers and takes no launch bounds."""
+    if numba.config.ENABLE_CUDASIM:
+        return cuda.jit
+    return cuda.jit(launch_bounds=int(threads))
+
+
+class Workspace:
+    """Device buffers kept from one call to the next, so that a timed call allocates nothing.
+
+    Every host function takes ``workspace=``: with None each temporary is a fresh ``cuda.device_array`` (a
+    cudaMalloc per call); with a ``Workspace`` the temporaries of a given name, shape and dtype are allocated
+    once and reused. Calls that share a workspace must not run concurrently (one stream, one thread)."""
+
+    def __init__(self):
+        self._buffers = {}
+
+    def get(self, name, shape, dtype):
+        key = (name, tuple(int(v) for v in shape), np.dtype(dtype).str)
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = cuda.device_array(key[1], dtype=dtype)
+        return buf
+
+    def __len__(self):
+        return len(self._buffers)
+
+
+def _alloc(workspace, name, shape, dtype):
+    """A device array for a temporary: from ``workspace`` (reused) or freshly allocated."""
+    if workspace is None:
+        return cuda.device_array(tuple(shape), dtype=dtype)
+    if not isinstance(workspace, Workspace):
+        raise ValueError(f"workspace must be a cuda_kernels.scan.Workspace or None, got {type(workspace).__name__}")
+    return workspace.get(name, shape, dtype)
+
+
+def _check_out(out, names, shapes, dtype, on_device):
+    """``out=``: device arrays of the results' shapes and dtype, or None (fresh arrays). Returns a tuple."""
+    if out is None:
+        return None
+    if not on_device:
+        raise ValueError("out= takes device arrays and needs the inputs on the device too (NumPy inputs are "
+                         "copied back into fresh host arrays anyway)")
+    single = len(names) == 1
+    outs = (out,) if single else out
+    if not isinstance(outs, (tuple, list)) or len(outs) != len(names):
+        raise ValueError(f"out must be {'a device array' if single else f'a tuple of {len(names)} device arrays'}"
+                         f" ({', '.join(names)}), got {type(out).__name__}")
+    for name, o, shape in zip(names, outs, shapes):
+        if not is_device(o):
+            raise ValueError(f"out ({name}) must be a CUDA device array, got {type(o).__name__}")
+        if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
+            raise ValueError(f"out ({name}) must have shape {tuple(shape)} and dtype {np.dtype(dtype)}, got "
+                             f"{tuple(o.shape)} {o.dtype}")
+        if not cuda.devicearray.is_cuda_ndarray(o) or not o.is_c_contiguous():
+            raise ValueError(f"out ({name}) must be a C-contiguous numba device array")
+    return tuple(outs)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -101,12 +174,16 @@ def _combine_log(a1, b1, a2, b2):
 
 
 @lru_cache(maxsize=None)
-def _sequential_kernels(dtype, op):
+def _sequential_kernels(dtype, op, K=DEFAULT_PREFETCH):
+    """v1's forward and backward. Software pipelining (``prefetch=K``): each thread loads the next K steps
+    of its inputs into registers before it uses the first, so every thread has K loads of each array in
+    flight instead of one (the loop body's only latency is the load; the arithmetic is one multiply-add).
+    K = 1 is the plain loop."""
     nbdt = _NB_TYPES[np.dtype(dtype)]
     combine = _combine_linear if op == "linear" else _combine_log
     zero = 0.0 if op == "linear" else -math.inf  # the state "h = 0" in this op's coordinates
 
-    @cuda.jit
+    @kernel(SEQUENTIAL_BLOCK)
     def forward(a, b, h0, has_h0, h):
         i = cuda.grid(1)
         B, T, C = a.shape
@@ -115,11 +192,19 @@ def _sequential_kernels(dtype, op):
         bb = i // C
         c = i - bb * C  # c fastest: a warp reads 32 consecutive channels of one time step
         state = h0[bb, c] if has_h0 else nbdt(zero)
-        for t in range(T):
-            _, state = combine(a[bb, t, c], state, a[bb, t, c], b[bb, t, c])
-            h[bb, t, c] = state
+        ra = cuda.local.array(K, nbdt)  # K is a compile-time constant: the loops unroll into registers
+        rb = cuda.local.array(K, nbdt)
+        for t0 in range(0, T, K):
+            for j in range(K):  # K independent loads of a and of b, issued before any is used
+                if t0 + j < T:
+                    ra[j] = a[bb, t0 + j, c]
+                    rb[j] = b[bb, t0 + j, c]
+            for j in range(K):
+                if t0 + j < T:
+                    _, state = combine(ra[j], state, ra[j], rb[j])
+                    h[bb, t0 + j, c] = state
 
-    @cuda.jit
+    @kernel(SEQUENTIAL_BLOCK)
     def backward(a, h, dh, h0, has_h0, da, db, dh0):
         i = cuda.grid(1)
         B, T, C = a.shape
@@ -129,12 +214,28 @@ def _sequential_kernels(dtype, op):
         c = i - bb * C
         g = nbdt(0.0)
         a_next = nbdt(0.0)
-        for t in range(T - 1, -1, -1):
-            g = dh[bb, t, c] + a_next * g
-            h_prev = h[bb, t - 1, c] if t > 0 else (h0[bb, c] if has_h0 else nbdt(0.0))
-            db[bb, t, c] = g
-            da[bb, t, c] = g * h_prev
-            a_next = a[bb, t, c]
+        ra = cuda.local.array(K, nbdt)
+        rd = cuda.local.array(K, nbdt)
+        rh = cuda.local.array(K, nbdt)
+        for t0 in range(T - 1, -1, -K):
+            for j in range(K):  # the next K steps (in reverse time) of a, dh and h_{t-1}, loaded ahead
+                t = t0 - j
+                if t >= 0:
+                    ra[j] = a[bb, t, c]
+                    rd[j] = dh[bb, t, c]
+                    if t > 0:
+                        rh[j] = h[bb, t - 1, c]
+                    elif has_h0:
+                        rh[j] = h0[bb, c]
+                    else:
+                        rh[j] = nbdt(0.0)
+            for j in range(K):
+                t = t0 - j
+                if t >= 0:
+                    g = rd[j] + a_next * g
+                    db[bb, t, c] = g
+                    da[bb, t, c] = g * rh[j]
+                    a_next = ra[j]
         dh0[bb, c] = a_next * g  # a_next is now a_1 and g is g_1
 
     return forward, backward
@@ -266,7 +367,7 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
         # The last level's writes come from other threads; they must land before anyone reads its prefix.
         cuda.syncthreads()
 
-    @cuda.jit
+    @kernel(CW * TW)
     def reduce(x1, x2, tot_a, tot_b):
         """Pass 1: each chunk's total (A_k, H_k) -> tot_a, tot_b of shape (B, n_chunks, C)."""
         sa = cuda.shared.array(NS, nbdt)
@@ -303,7 +404,7 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
         return hv
 
     if not reverse:
-        @cuda.jit
+        @kernel(CW * TW)
         def scan(a, b, carry, h0, has_h0, h):
             """Pass 3 (or the only pass): h_t = A_t h_in + H_t with h_in = S_{k-1}, or h0 for chunk 0."""
             sa = cuda.shared.array(NS, nbdt)
@@ -329,11 +430,11 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
                 h[bb, s0, c] = state_at(sa, sb, ty, cx, xa0, xb0, h_in)
             if s0 + TW < T:
                 h[bb, s0 + TW, c] = state_at(sa, sb, ty + TW, cx, xa1, xb1, h_in)
-        kernel = scan
+        last_pass = scan
     else:
         write_grads = _grads_writer(dtype)
 
-        @cuda.jit
+        @kernel(CW * TW)
         def scan_backward(a, dh, carry, h, h0, has_h0, da, db, dh0):
             """Pass 3 of the backward: g_t, then dL/db_t = g_t, dL/da_t = g_t h_{t-1}, dL/dh0 = a_1 g_1."""
             sa = cuda.shared.array(NS, nbdt)
@@ -356,8 +457,8 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
             if s0 + TW < T:
                 write_grads(a, h, h0, has_h0, da, db, dh0, bb, T - 1 - s0 - TW, c,
                             state_at(sa, sb, ty + TW, cx, xa1, xb1, g_in))
-        kernel = scan_backward
-    return reduce, kernel
+        last_pass = scan_backward
+    return reduce, last_pass
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -376,7 +477,7 @@ def to_device(x):
     return x if cuda.devicearray.is_cuda_ndarray(x) else cuda.as_cuda_array(x)
 
 
-@cuda.jit
+@kernel(SEQUENTIAL_BLOCK)
 def _flag_nonfinite(x, flag):
     i = cuda.grid(1)
     if i < x.shape[0] and not math.isfinite(x[i]):
@@ -449,8 +550,9 @@ def _empty(shape, dtype, on_device):
     return cuda.device_array(shape, dtype=dtype) if on_device else np.empty(shape, dtype=dtype)
 
 
-def _dummy(ndim, dtype):
-    return cuda.device_array((1,) * ndim, dtype=dtype)
+def _dummy(ndim, dtype, workspace=None):
+    """A placeholder for an argument the kernel does not read (h0 without one, unused outputs)."""
+    return _alloc(workspace, f"unused{ndim}", (1,) * ndim, dtype)
 
 
 def _tile(C, block, channel_tile):
@@ -474,41 +576,44 @@ def _launch_grid(shape3, CW, TW):
     return n_chunks, B * n_chunks * (-(-C // CW))
 
 
-def _blelloch_forward(op, a, b, h0, has_h0, block, channel_tile):
-    """Device-level forward scan of (B, T, C) device arrays; returns h (B, T, C) on the device."""
+def _blelloch_forward(op, a, b, h0, has_h0, block, channel_tile, h=None, workspace=None):
+    """Device-level forward scan of (B, T, C) device arrays into h (allocated if None); returns h.
+
+    The temporaries (chunk totals, the carried states one level up) come from ``workspace`` when given; each
+    level's have their own shape, so the levels never share a buffer."""
     B, T, C = a.shape
     CW, TW = _tile(C, block, channel_tile)
     reduce, scan = _blelloch_kernels(a.dtype, CW, TW, op, False)
     n_chunks, n_blocks = _launch_grid(a.shape, CW, TW)
     if n_chunks > 1:
-        tot_a = cuda.device_array((B, n_chunks, C), dtype=a.dtype)
-        tot_b = cuda.device_array((B, n_chunks, C), dtype=a.dtype)
+        tot_a = _alloc(workspace, "tot_a", (B, n_chunks, C), a.dtype)
+        tot_b = _alloc(workspace, "tot_b", (B, n_chunks, C), a.dtype)
         reduce[n_blocks, (CW, TW)](a, b, tot_a, tot_b)
         # S_k: the state after chunk k, from h0 — the same scan one level up.
-        carry = _blelloch_forward(op, tot_a, tot_b, h0, has_h0, block, channel_tile)
+        carry = _blelloch_forward(op, tot_a, tot_b, h0, has_h0, block, channel_tile,
+                                  _alloc(workspace, "carry", (B, n_chunks, C), a.dtype), workspace)
     else:
-        carry = _dummy(3, a.dtype)
-    h = cuda.device_array((B, T, C), dtype=a.dtype)
+        carry = _dummy(3, a.dtype, workspace)
+    h = cuda.device_array((B, T, C), dtype=a.dtype) if h is None else h
     scan[n_blocks, (CW, TW)](a, b, carry, h0, has_h0, h)
     return h
 
 
-def _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile):
+def _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile, grads, workspace=None):
     B, T, C = a.shape
     CW, TW = _tile(C, block, channel_tile)
     reduce, scan_backward = _blelloch_kernels(a.dtype, CW, TW, "linear", True)
     n_chunks, n_blocks = _launch_grid(a.shape, CW, TW)
     if n_chunks > 1:
-        tot_a = cuda.device_array((B, n_chunks, C), dtype=a.dtype)
-        tot_b = cuda.device_array((B, n_chunks, C), dtype=a.dtype)
+        tot_a = _alloc(workspace, "tot_a", (B, n_chunks, C), a.dtype)
+        tot_b = _alloc(workspace, "tot_b", (B, n_chunks, C), a.dtype)
         reduce[n_blocks, (CW, TW)](a, dh, tot_a, tot_b)
         # Chunk totals are stored in scan (reversed-time) order, so the carries are a forward scan from 0.
-        carry = _blelloch_forward("linear", tot_a, tot_b, _dummy(2, a.dtype), False, block, channel_tile)
+        carry = _blelloch_forward("linear", tot_a, tot_b, _dummy(2, a.dtype, workspace), False, block,
+                                  channel_tile, _alloc(workspace, "carry", (B, n_chunks, C), a.dtype), workspace)
     else:
-        carry = _dummy(3, a.dtype)
-    da = cuda.device_array((B, T, C), dtype=a.dtype)
-    db = cuda.device_array((B, T, C), dtype=a.dtype)
-    dh0 = cuda.device_array((B, C), dtype=a.dtype)
+        carry = _dummy(3, a.dtype, workspace)
+    da, db, dh0 = grads
     scan_backward[n_blocks, (CW, TW)](a, dh, carry, h, h0, has_h0, da, db, dh0)
     return da, db, dh0
 
@@ -518,11 +623,14 @@ def _check_method(method):
         raise ValueError(f"method must be one of {list(METHODS) + ['auto']}, got {method!r}")
 
 
-def _resolve(method, shape, kind, v3_options):
+def _resolve(method, shape, kind, v3_options, prefetch=None):
     """method="auto" -> (method, carry) from ``dispatch.choose`` for this shape; other methods unchanged.
     v3's tuning keywords belong to an explicit method="chunked", so "auto" refuses them."""
     if method != "auto":
         return method, v3_options["carry"]
+    if prefetch is not None:
+        raise ValueError("prefetch only applies to method='sequential'; method='auto' picks the version and its "
+                         "options from the dispatch table (cuda_kernels/dispatch.py)")
     given = [k for k, v in v3_options.items() if v is not None]
     if given:
         raise ValueError(f"{', '.join(given)} only apply to method='chunked'; method='auto' picks the version "
@@ -531,6 +639,19 @@ def _resolve(method, shape, kind, v3_options):
 
     chosen = dispatch.choose(_shape3(shape), kind) if 0 not in shape else {"method": "blelloch"}
     return chosen["method"], chosen.get("carry")
+
+
+def _check_prefetch(method, prefetch):
+    """v1's K (steps loaded ahead): an integer in [1, 16], only with method="sequential" (called after
+    method="auto" is resolved; ``_resolve`` refuses prefetch with "auto")."""
+    if method != "sequential":
+        if prefetch is not None:
+            raise ValueError(f"prefetch only applies to method='sequential' (v1), got method={method!r}")
+        return None
+    K = DEFAULT_PREFETCH if prefetch is None else prefetch
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or not 1 <= K <= 16:
+        raise ValueError(f"prefetch must be an integer in [1, 16] (steps of a and b loaded ahead), got {prefetch!r}")
+    return int(K)
 
 
 def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle, carry):
@@ -547,37 +668,43 @@ def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle,
 
 
 def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=None, chunks_per_block=None,
-          shuffle=None, carry=None):
+          shuffle=None, carry=None, prefetch=None, out=None, workspace=None):
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(names[:2], (a, b), names[2], h0)
+    out = _check_out(out, ("h",), (shape,), a.dtype, on_device)
     method, carry = _resolve(method, shape, "forward" if op == "linear" else "log forward",
                              {"steps_per_thread": steps_per_thread, "chunks_per_block": chunks_per_block,
-                              "shuffle": shuffle, "carry": carry})
+                              "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
+    K1 = _check_prefetch(method, prefetch)
+    _alloc(workspace, "unused2", (1, 1), a.dtype)  # refuses a bad workspace before any work
     if 0 in shape:
-        return _empty(shape, a.dtype, on_device)
+        return out[0] if out is not None else _empty(shape, a.dtype, on_device)
     s3 = _shape3(shape)
     a_d, b_d = _to_device_3d(a, s3), _to_device_3d(b, s3)
     has_h0 = h0 is not None
-    h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype)
+    h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype, workspace)
+    h = out[0].reshape(s3) if out is not None else cuda.device_array(s3, dtype=a.dtype)
     if method == "sequential":
-        forward, _ = _sequential_kernels(a.dtype, op)
-        h = cuda.device_array(s3, dtype=a.dtype)
+        forward, _ = _sequential_kernels(a.dtype, op, K1)
         n = s3[0] * s3[2]
         forward[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a_d, b_d, h0_d, has_h0, h)
     elif method == "chunked":
         from . import chunked
 
-        h = chunked.forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile, *v3)
+        chunked.forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile, *v3, h=h, workspace=workspace)
     else:
-        h = _blelloch_forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile)
+        _blelloch_forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile, h, workspace)
+    if out is not None:
+        return out[0]
     h = h.reshape(shape)
     return h if on_device else h.copy_to_host()
 
 
 def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
-                steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None):
+                steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None, prefetch=None, out=None,
+                workspace=None):
     """h_t = a_t * h_{t-1} + b_t along axis 1, h_0 = h0 (zeros if None), on the GPU.
 
     Args:
@@ -601,44 +728,55 @@ def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channe
             carry: how the segments are joined when T is split across blocks: "reduce" (None, the default;
                 reduce-then-scan, 5 array passes) or "lookback" (single pass with decoupled look-back,
                 3 passes, one chunk per block, so chunks_per_block must be None or 1; simulator-tested only).
+        prefetch: v1 only (an error with another method): K, the steps of a and b each thread loads into
+            registers before it uses the first (software pipelining; default ``DEFAULT_PREFETCH``, K = 1 the
+            plain loop), an integer in [1, 16].
+        out: a C-contiguous device array of h's shape and dtype to write h into (inputs on the device), or
+            None for a fresh one.
+        workspace: a ``Workspace`` whose buffers the temporaries reuse (nothing allocated on a repeated call
+            with ``out``), or None.
     Returns:
-        h: (B, T, ...), on the device if ``a`` was a device array, else a NumPy array.
+        h: (B, T, ...), on the device if ``a`` was a device array (``out`` if given), else a NumPy array.
     """
     return _scan("linear", ("a", "b", "h0"), a, b, h0, method, block, channel_tile, steps_per_thread,
-                 chunks_per_block, shuffle, carry)
+                 chunks_per_block, shuffle, carry, prefetch, out, workspace)
 
 
 def log_linear_scan(log_a, log_b, log_h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
-                    steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None):
+                    steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None, prefetch=None,
+                    out=None, workspace=None):
     """log h for h_t = a_t h_{t-1} + b_t with positive a, b, h0, computed in log space (Heinsen 2023).
 
     Args:
         log_a, log_b: (B, T, ...) float32 or float64. log_b = -inf (b = 0) is computed correctly here (it is
             the identity's b), but ``minimal.scan.log_scan`` rejects it, as for every backend.
         log_h0: (B, ...) or None (h0 = 0, i.e. log h0 = -inf).
-        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry: as in ``linear_scan``.
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry, prefetch, out,
+            workspace: as in ``linear_scan``.
     Returns:
         log_h: (B, T, ...), where the inputs live.
     """
     return _scan("log", ("log_a", "log_b", "log_h0"), log_a, log_b, log_h0, method, block, channel_tile,
-                 steps_per_thread, chunks_per_block, shuffle, carry)
+                 steps_per_thread, chunks_per_block, shuffle, carry, prefetch, out, workspace)
 
 
-def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None):
-    """Device-level VJP of (B, T, C) device arrays: (da, db, dh0) on the device."""
+def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None, K1=None, grads=None,
+                     workspace=None):
+    """Device-level VJP of (B, T, C) device arrays into grads = (da, db, dh0) ((B, T, C), (B, T, C), (B, C);
+    allocated if None); returns them."""
+    B, T, C = a.shape
+    if grads is None:
+        grads = (cuda.device_array((B, T, C), dtype=a.dtype), cuda.device_array((B, T, C), dtype=a.dtype),
+                 cuda.device_array((B, C), dtype=a.dtype))
     if method == "chunked":
         from . import chunked
 
-        return chunked.backward(a, h, dh, h0, has_h0, block, channel_tile, *v3)
+        return chunked.backward(a, h, dh, h0, has_h0, block, channel_tile, *v3, grads=grads, workspace=workspace)
     if method == "sequential":
-        _, backward = _sequential_kernels(a.dtype, "linear")
-        B, T, C = a.shape
-        da = cuda.device_array((B, T, C), dtype=a.dtype)
-        db = cuda.device_array((B, T, C), dtype=a.dtype)
-        dh0 = cuda.device_array((B, C), dtype=a.dtype)
-        backward[-(-B * C // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a, h, dh, h0, has_h0, da, db, dh0)
-        return da, db, dh0
-    return _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile)
+        _, backward = _sequential_kernels(a.dtype, "linear", DEFAULT_PREFETCH if K1 is None else K1)
+        backward[-(-B * C // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a, h, dh, h0, has_h0, *grads)
+        return grads
+    return _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile, grads, workspace)
 
 
 def _grads_out(grads, shape, on_device):
@@ -647,12 +785,22 @@ def _grads_out(grads, shape, on_device):
     return out if on_device else tuple(x.copy_to_host() for x in out)
 
 
+def _grad_shapes(shape):
+    return shape, shape, (shape[0],) + tuple(shape[2:])
+
+
+def _grads_3d(out, s3):
+    """The caller's (da, db, dh0) arrays as (B, T, C), (B, T, C), (B, C) views."""
+    return out[0].reshape(s3), out[1].reshape(s3), out[2].reshape((s3[0], s3[2]))
+
+
 def _empty_grads(shape, dtype, on_device):
     return tuple(_empty(sh, dtype, on_device) for sh in (shape, shape, (shape[0],) + shape[2:]))
 
 
 def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
-                         steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None):
+                         steps_per_thread=None, chunks_per_block=None, shuffle=None, carry=None, prefetch=None,
+                         out=None, workspace=None):
     """Vector-Jacobian product of ``linear_scan``: a reverse-time scan with the same kernels.
 
         g_t = dh_t + a_{t+1} g_{t+1},  da_t = g_t h_{t-1} (h_0 = h0 or 0),  db_t = g_t,  dh0 = a_1 g_1.
@@ -660,31 +808,37 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
     Args:
         a: (B, T, ...) the forward's coefficients; h: (B, T, ...) the forward's output;
         dh: (B, T, ...) dL/dh; h0: (B, ...) or None as in the forward. NumPy or device arrays.
-        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry: as in ``linear_scan``.
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry, prefetch, workspace:
+            as in ``linear_scan``.
+        out: (da, db, dh0) C-contiguous device arrays of the results' shapes and dtype, or None.
     Returns:
         (da, db, dh0): (B, T, ...), (B, T, ...), (B, ...); dh0 is returned even when h0 is None.
     """
     _check_method(method)
     block = _check_block(block)
     on_device, shape = _check_inputs(("a", "h", "dh"), (a, h, dh), "h0", h0)
+    out = _check_out(out, ("da", "db", "dh0"), _grad_shapes(shape), a.dtype, on_device)
     method, carry = _resolve(method, shape, "backward", {"steps_per_thread": steps_per_thread,
-                             "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry})
+                             "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
+    K1 = _check_prefetch(method, prefetch)
+    _alloc(workspace, "unused2", (1, 1), a.dtype)  # refuses a bad workspace before any work
     if 0 in shape:
-        return _empty_grads(shape, a.dtype, on_device)
+        return out if out is not None else _empty_grads(shape, a.dtype, on_device)
     s3 = _shape3(shape)
     a_d, h_d, dh_d = (_to_device_3d(x, s3) for x in (a, h, dh))
     has_h0 = h0 is not None
-    h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype)
-    grads = _backward_device(a_d, h_d, dh_d, h0_d, has_h0, method, block, channel_tile, v3)
-    return _grads_out(grads, shape, on_device)
+    h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype, workspace)
+    grads = None if out is None else _grads_3d(out, s3)
+    grads = _backward_device(a_d, h_d, dh_d, h0_d, has_h0, method, block, channel_tile, v3, K1, grads, workspace)
+    return out if out is not None else _grads_out(grads, shape, on_device)
 
 
 @lru_cache(maxsize=None)
 def _log_share_kernels(dtype):
     nbdt = _NB_TYPES[np.dtype(dtype)]
 
-    @cuda.jit
+    @kernel(SEQUENTIAL_BLOCK)
     def shares(log_a, log_b, log_h, log_h0, has_h0, w, w_as_h, w0, v):
         """Per (b, t, c): w_t = exp(log a_t + l_{t-1} - l_t), v_t = exp(log b_t - l_t).
 
@@ -711,7 +865,7 @@ def _log_share_kernels(dtype):
             w0[bb, c] = wt
         v[bb, t, c] = math.exp(log_b[bb, t, c] - log_h[bb, t, c])
 
-    @cuda.jit
+    @kernel(SEQUENTIAL_BLOCK)
     def times(v, G):
         """v <- v ⊙ G (flat arrays): dlog_b = v G, written over v."""
         i = cuda.grid(1)
@@ -723,7 +877,7 @@ def _log_share_kernels(dtype):
 
 def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="blelloch", *,
                              block=DEFAULT_BLOCK, channel_tile=None, steps_per_thread=None, chunks_per_block=None,
-                             shuffle=None, carry=None):
+                             shuffle=None, carry=None, prefetch=None, out=None, workspace=None):
     """Vector-Jacobian product of ``log_linear_scan`` with respect to its log inputs (module docstring).
 
     One elementwise pass forms the shares w_t = a_t h_{t-1} / h_t and v_t = b_t / h_t from differences of
@@ -733,7 +887,8 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     Args:
         log_a, log_b, log_h, dlog_h: (B, T, ...) of one dtype; log_h is ``log_linear_scan``'s output.
         log_h0: (B, ...) or None (h0 = 0). NumPy or device arrays.
-        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry: as in ``linear_scan``.
+        method, block, channel_tile, steps_per_thread, chunks_per_block, shuffle, carry, prefetch, workspace:
+            as in ``linear_scan``; out: (dlog_a, dlog_b, dlog_h0) device arrays, as in ``linear_scan_backward``.
     Returns:
         (dlog_a, dlog_b, dlog_h0): (B, T, ...), (B, T, ...), (B, ...) (zeros when log_h0 is None).
     """
@@ -741,23 +896,35 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     block = _check_block(block)
     on_device, shape = _check_inputs(("log_a", "log_b", "log_h", "dlog_h"), (log_a, log_b, log_h, dlog_h),
                                      "log_h0", log_h0)
+    out = _check_out(out, ("dlog_a", "dlog_b", "dlog_h0"), _grad_shapes(shape), log_a.dtype, on_device)
     method, carry = _resolve(method, shape, "backward", {"steps_per_thread": steps_per_thread,
-                             "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry})
+                             "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, log_a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
+    K1 = _check_prefetch(method, prefetch)
+    _alloc(workspace, "unused2", (1, 1), log_a.dtype)  # refuses a bad workspace before any work
     if 0 in shape:
-        return _empty_grads(shape, log_a.dtype, on_device)
+        return out if out is not None else _empty_grads(shape, log_a.dtype, on_device)
     s3 = _shape3(shape)
     B, T, C = s3
     dt = log_a.dtype
     la, lb, lh, dlh = (_to_device_3d(x, s3) for x in (log_a, log_b, log_h, dlog_h))
     has_h0 = log_h0 is not None
-    lh0 = _to_device_3d(log_h0, (B, C)) if has_h0 else _dummy(2, dt)
-    w, w_as_h, v = (cuda.device_array(s3, dtype=dt) for _ in range(3))
-    w0 = cuda.device_array((B, C), dtype=dt)
+    lh0 = _to_device_3d(log_h0, (B, C)) if has_h0 else _dummy(2, dt, workspace)
+    w, w_as_h = (_alloc(workspace, name, s3, dt) for name in ("w", "w_as_h"))
+    w0 = _alloc(workspace, "w0", (B, C), dt)
+    G = _alloc(workspace, "G", s3, dt)
+    if out is None:
+        dlog_a, v, dlog_h0 = (cuda.device_array(s3, dtype=dt), cuda.device_array(s3, dtype=dt),
+                              cuda.device_array((B, C), dtype=dt))
+    else:
+        dlog_a, v, dlog_h0 = _grads_3d(out, s3)
     shares, times = _log_share_kernels(dt)
     n = B * T * C
     shares[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](la, lb, lh, lh0, has_h0, w, w_as_h, w0, v)
     # w_as_h[:, T-1] stays unwritten: the backward reads h_{t-1} for t <= T-1 only.
-    dlog_a, G, dlog_h0 = _backward_device(w, w_as_h, dlh, w0, True, method, block, channel_tile, v3)
+    _backward_device(w, w_as_h, dlh, w0, True, method, block, channel_tile, v3, K1, (dlog_a, G, dlog_h0),
+                     workspace)
     times[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](v.reshape(n), G.reshape(n))
+    if out is not None:
+        return out
     return _grads_out((dlog_a, v, dlog_h0), shape, on_device)

@@ -68,11 +68,10 @@ from __future__ import annotations
 from functools import lru_cache
 from types import SimpleNamespace
 
-import numba
 import numpy as np
 from numba import cuda
 
-from .scan import _NB_TYPES, is_device, linear_scan, linear_scan_backward, to_device
+from .scan import _NB_TYPES, _alloc, _check_out, is_device, kernel, linear_scan, linear_scan_backward, to_device
 
 __all__ = ["gril_forward", "gril_backward", "n_windows", "plan_segments", "to_device", "DEFAULT_BLOCK",
            "FORWARD_VERSIONS", "BACKWARD_VERSIONS", "TARGET_THREADS", "MIN_SEGMENT"]
@@ -96,7 +95,7 @@ def _elementwise(dtype):
     """The elementwise kernels for one dtype (accumulators in that dtype: float32 stays float32)."""
     nbdt = _NB_TYPES[np.dtype(dtype)]
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _updates(x, Q, s, U):
         """U[b, k, i*f + j] = Σ_{m,n} C_k[i, m] Q[m, n] C_k[j, n]."""
         B, Tp, ff = U.shape
@@ -118,7 +117,7 @@ def _elementwise(dtype):
         U[b, k, p] = acc
 
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _fill_rows(A, a):
         """a[b, k, :] = A.ravel(): the scan takes one coefficient per step, so A is written out explicitly."""
         B, Tp, ff = a.shape
@@ -127,7 +126,7 @@ def _elementwise(dtype):
             a[idx // (Tp * ff), (idx // ff) % Tp, idx % ff] = A[(idx % ff) // A.shape[1], idx % A.shape[1]]
 
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _readout(x, q, beta, Z, s, o):
         """o[b, k, i] = β_i Σ_j Z_k[i, j] r_k[j], r_k[j] = Σ_m x[k s + m, j] q_m."""
         B, Tp, f = o.shape
@@ -150,7 +149,7 @@ def _elementwise(dtype):
     # Backward kernels (elementwise, atomics for the sums over windows)
 
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _readout_backward_rows(x, q, beta, Z, do, s, dbeta, dZ):
         """Per (b, k, i): dβ += do_i (Z r)_i and dZ_k[i, j] = β_i do_i r_j (step 4)."""
         B, Tp, f = do.shape
@@ -172,7 +171,7 @@ def _elementwise(dtype):
         cuda.atomic.add(dbeta, bi, do[b, k, i] * m_i)
 
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _readout_backward_cols(x, q, beta, Z, do, s, dq, dx):
         """Per (b, k, j): dr_j = Σ_i Z_k[i, j] β_i do_i; dq_m += C_k[j, m] dr_j; dx[ks+m, j] += dr_j q_m."""
         B, Tp, f = do.shape
@@ -190,7 +189,7 @@ def _elementwise(dtype):
             cuda.atomic.add(dx, (b, k * s + m, j), dr * q[m])
 
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _sum_over_windows(da, dA):
         """dA[i, j] = Σ_{b,k} da[b, k, i*f + j]: one thread per entry, a deterministic order."""
         B, Tp, ff = da.shape
@@ -204,7 +203,7 @@ def _elementwise(dtype):
         dA[p // dA.shape[1], p % dA.shape[1]] = acc
 
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _update_backward_x(x, Q, G, s, dx):
         """Per (b, k, i, m): dC_k[i, m] = Σ_j G[i, j] (C Q^T)[j, m] + G[j, i] (C Q)[j, m] (step 2), onto dx."""
         B, Tp, ff = G.shape
@@ -228,7 +227,7 @@ def _elementwise(dtype):
         cuda.atomic.add(dx, (b, t0 + m, i), acc)
 
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _update_backward_Q(x, G, s, dQ):
         """Per (b, k, m, n): dQ[m, n] += Σ_{i,j} C_k[i, m] G_k[i, j] C_k[j, n] (step 2)."""
         B, Tp, ff = G.shape
@@ -250,7 +249,7 @@ def _elementwise(dtype):
         cuda.atomic.add(dQ, (m, n), acc)
 
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def _zero(y):
         i = cuda.grid(1)
         if i < y.size:
@@ -323,7 +322,7 @@ def _fused_kernel(dtype, f, w):
     FW, FF, WW = f * w, f * f, w * w
     window = _window_step(dtype, f, w)
 
-    @cuda.jit
+    @kernel(FF)
     def fused(x, Q, q, beta, A, s, save_Z, o, Z_out):
         sC = cuda.shared.array(FW, nbdt)   # the window C_k, row-major (f, w)
         sQ = cuda.shared.array(WW, nbdt)
@@ -361,9 +360,8 @@ def _segmented_kernels(dtype, f, w):
     nbdt = _NB_TYPES[np.dtype(dtype)]
     FW, FF, WW = f * w, f * f, w * w
     window = _window_step(dtype, f, w)
-    # A block of f*f threads can launch only if each uses at most 65536 / (f*f) registers (64 at f = 32); the
-    # backward needs more than the forward, so cap it on a GPU (the simulator takes no such option).
-    regs = {} if numba.config.ENABLE_CUDASIM else {"max_registers": min(255, 65536 // FF)}
+    # Every kernel of a block of f*f threads is compiled with that launch bound (``scan.kernel``): at f = 32
+    # each thread may use at most 64 registers, or the launch fails (forward v3 did, on an H200).
 
     @cuda.jit(device=True, inline=True)
     def power(a, L):
@@ -376,7 +374,7 @@ def _segmented_kernels(dtype, f, w):
             L >>= 1
         return out
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def fill_power(A, L, a):
         """a[b, g, p] = (A^L)[p] for every (b, g): the coefficient of one whole segment of L windows."""
         B, n_seg, ff = a.shape
@@ -394,7 +392,7 @@ def _segmented_kernels(dtype, f, w):
         k0 = g * L
         return b, g, k0, min(k0 + L, Tp)
 
-    @cuda.jit
+    @kernel(FF)
     def reduce(x, Q, A, s, L, Zloc):
         """Pass 1: Zloc[b, g, p] = Z after segment g's windows started from Z = 0,
         Σ_{k=k0}^{k1-1} A^{k1-1-k} ⊙ U_k. No barriers: each thread reads rows i and j of C_k from x."""
@@ -416,7 +414,7 @@ def _segmented_kernels(dtype, f, w):
             z = a_ij * z + u
         Zloc[b, g, p] = z
 
-    @cuda.jit
+    @kernel(FF)
     def scan(x, Q, q, beta, A, s, L, S, carry, save_Z, o, Z_out):
         """Pass 3 (the only pass with one segment): v2's loop over the windows of segment g, started from
         Z = S[b, g - 1] (the state after segment g - 1, from pass 2) if carry and g > 0, else from 0."""
@@ -442,7 +440,7 @@ def _segmented_kernels(dtype, f, w):
     # ------------------------------------------------------------------------------------------------------
     # Fused backward
 
-    @cuda.jit
+    @kernel(FF)
     def reduce_backward(x, q, beta, A, do, s, L, Gloc):
         """Backward pass 1: Gloc[b, g, p] = G_{k0} of segment g started from G_{k1} = 0,
         Σ_{k=k0}^{k1-1} A^{k-k0} ⊙ dZ_k with dZ_k[i, j] = β_i do_k[i] r_k[j]. No barriers."""
@@ -461,7 +459,7 @@ def _segmented_kernels(dtype, f, w):
             G = beta_i * do[b, k, i] * r + a_ij * G
         Gloc[b, g, p] = G
 
-    @cuda.jit(**regs)
+    @kernel(FF)
     def backward(x, Q, q, beta, A, Z, do, s, L, Gs, carry, dx, P):
         """Backward pass 3 (the only pass with one segment), block (b, g), thread p = (i, j).
 
@@ -608,7 +606,7 @@ def _segmented_kernels(dtype, f, w):
                 acc += sdb[ii]
             P[blk, FF + WW + w] = acc
 
-    @cuda.jit
+    @kernel(DEFAULT_BLOCK)
     def sum_partials(P, dA, dQ, dq, dbeta):
         """The gradients from the blocks' partials: one thread per column of P, the blocks summed in order
         (deterministic)."""
@@ -680,8 +678,9 @@ def _grid(n, block=DEFAULT_BLOCK):
     return max(1, -(-n // block)), block
 
 
-def _zeros(shape, dtype):
-    y = cuda.device_array(shape, dtype=dtype)
+def _zeros(shape, dtype, y=None):
+    """A device array of zeros (y itself, zeroed, if given)."""
+    y = cuda.device_array(shape, dtype=dtype) if y is None else y
     _elementwise(dtype).zero[_grid(y.size)](y.reshape(y.size))
     return y
 
@@ -738,7 +737,7 @@ def _forward_version(version, fused, segments, f):
 
 
 def gril_forward(x, Q, q, beta, A, w, s, *, version=None, fused=None, segments=None, return_Z=False,
-                 scan_block=None):
+                 scan_block=None, out=None, workspace=None):
     """The GRIL block on the GPU: o_k = β ⊙ (Z_k C_k q), Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T.
 
     Args:
@@ -754,45 +753,62 @@ def gril_forward(x, Q, q, beta, A, w, s, *, version=None, fused=None, segments=N
         return_Z: also return the states Z (B, T', f, f), which ``gril_backward`` needs.
         scan_block: threads per block of the Blelloch scans (v1's scan over windows, v3's scan over segment
             totals); ``cuda_kernels.scan``'s default if None.
+        out: device arrays to write the results into (inputs on the device): o, or (o, Z) with return_Z;
+            None: fresh arrays.
+        workspace: a ``cuda_kernels.scan.Workspace`` for the temporaries (U, the segment totals), or None.
     Returns:
         o: (B, T', f), o[:, k] belongs to input step k s + w - 1; or (o, Z) if return_Z.
     """
     on_device, (B, T, f, w, T_out) = _check(x, Q, q, beta, A, w, s)
     version = _forward_version(version, fused, segments, f)
+    names, shapes = (("o", "Z"), ((B, T_out, f), (B, T_out, f, f))) if return_Z else (("o",), ((B, T_out, f),))
+    outs = _check_out(out, names, shapes, x.dtype, on_device)
+    _alloc(workspace, "unused3", (1, 1, 1), x.dtype)  # refuses a bad workspace before any work
     xd, Qd, qd, betad, Ad = (to_device(v) for v in (x, Q, q, beta, A))
-    o = cuda.device_array((B, T_out, f), dtype=x.dtype)
+    o = cuda.device_array((B, T_out, f), dtype=x.dtype) if outs is None else outs[0]
     kw = {} if scan_block is None else {"block": scan_block}
+    kw["workspace"] = workspace
+    Z_given = None if outs is None or not return_Z else outs[1].reshape((B, T_out, f * f))
     if version == 1:
         ker = _elementwise(x.dtype)
-        U = cuda.device_array((B, T_out, f * f), dtype=x.dtype)
+        U = _alloc(workspace, "U", (B, T_out, f * f), x.dtype)
         ker.updates[_grid(U.size)](xd, Qd, s, U)
-        a = cuda.device_array((B, T_out, f * f), dtype=x.dtype)
+        a = _alloc(workspace, "A rows", (B, T_out, f * f), x.dtype)
         ker.fill_rows[_grid(a.size)](Ad, a)
-        Z = linear_scan(a, U, None, "blelloch", **kw)
+        Z = Z_given if Z_given is not None else _alloc(None if return_Z else workspace, "Z", a.shape, x.dtype)
+        linear_scan(a, U, None, "blelloch", out=Z, **kw)
         ker.readout[_grid(o.size)](xd, qd, betad, Z, s, o)
     else:
-        Z = cuda.device_array((B, T_out, f * f) if return_Z else (1, 1, 1), dtype=x.dtype)
+        if Z_given is not None:
+            Z = Z_given
+        elif return_Z:
+            Z = cuda.device_array((B, T_out, f * f), dtype=x.dtype)
+        else:
+            Z = _alloc(workspace, "unused3", (1, 1, 1), x.dtype)
         if version == 2:
             _fused_kernel(x.dtype, f, w)[B, f * f](xd, Qd, qd, betad, Ad, s, return_Z, o, Z)
         else:
             n_seg, L = plan_segments(B, T_out, f, segments)
             ker = _segmented_kernels(x.dtype, f, w)
-            S = cuda.device_array((1, 1, 1), dtype=x.dtype)
+            S = _alloc(workspace, "unused3", (1, 1, 1), x.dtype)
             if n_seg > 1:
                 # 1. each segment's own end state; 2. S[b, g] = A^L ⊙ S[b, g - 1] + Zloc[b, g], the state
                 # after segment g; 3. (below) every segment rerun from the state before it.
-                Zloc = cuda.device_array((B, n_seg, f * f), dtype=x.dtype)
+                Zloc = _alloc(workspace, "Zloc", (B, n_seg, f * f), x.dtype)
                 ker.reduce[B * n_seg, f * f](xd, Qd, Ad, s, L, Zloc)
-                a = cuda.device_array((B, n_seg, f * f), dtype=x.dtype)
+                a = _alloc(workspace, "A^L", (B, n_seg, f * f), x.dtype)
                 ker.fill_power[_grid(a.size)](Ad, L, a)
-                S = linear_scan(a, Zloc, None, "blelloch", **kw)
+                S = linear_scan(a, Zloc, None, "blelloch", out=_alloc(workspace, "S", a.shape, x.dtype), **kw)
             ker.scan[B * n_seg, f * f](xd, Qd, qd, betad, Ad, s, L, S, n_seg > 1, return_Z, o, Z)
-    out = (o, Z.reshape((B, T_out, f, f))) if return_Z else (o,)
-    out = out if on_device else tuple(v.copy_to_host() for v in out)
-    return out if return_Z else out[0]
+    if outs is not None:
+        return outs if return_Z else outs[0]
+    res = (o, Z.reshape((B, T_out, f, f))) if return_Z else (o,)
+    res = res if on_device else tuple(v.copy_to_host() for v in res)
+    return res if return_Z else res[0]
 
 
-def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None, scan_block=None):
+def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None, scan_block=None, out=None,
+                  workspace=None):
     """Gradients of ``gril_forward`` (numbered steps in the module docstring).
 
     Args:
@@ -802,6 +818,9 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None,
             (b, segment), no atomics, deterministic). None: 2 when f <= 32, else 1.
         segments: version 2 only, as in ``gril_forward`` (``plan_segments``).
         scan_block: threads per block of the Blelloch scans (v1's, and v2's over segment totals).
+        out: (dx, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}) device arrays to write the results into (inputs
+            on the device), or None.
+        workspace: a ``cuda_kernels.scan.Workspace`` for the temporaries, or None.
     Returns:
         dx (B, T, f) and {"Q": (w, w), "q": (w,), "beta": beta's shape, "A": (f, f)}, where x is.
     """
@@ -819,54 +838,75 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None,
         raise ValueError(f"segments applies to version=2 only, got segments={segments!r} with version={version}")
     if version == 2:
         _fits_fused(f)
+    dt = x.dtype
+    outs = None
+    if out is not None:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2 and isinstance(out[1], dict)
+                and set(out[1]) == {"Q", "q", "beta", "A"}):
+            raise ValueError('out must be (dx, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}) device arrays, got '
+                             f"{type(out).__name__}")
+        outs = _check_out((out[0],) + tuple(out[1][k] for k in ("Q", "q", "beta", "A")),
+                          ("dx", "Q", "q", "beta", "A"), ((B, T, f), (w, w), (w,), tuple(beta.shape), (f, f)),
+                          dt, on_device)
+    _alloc(workspace, "unused3", (1, 1, 1), dt)  # refuses a bad workspace before any work
     xd, Qd, qd, betad, Ad, Zd, dod = (to_device(v) for v in (x, Q, q, beta, A, Z, do))
     Zd = Zd.reshape((B, T_out, f * f))
-    dt = x.dtype
     kw = {} if scan_block is None else {"block": scan_block}
+    kw["workspace"] = workspace
+    if outs is None:
+        outs = (cuda.device_array((B, T, f), dtype=dt), cuda.device_array((w, w), dtype=dt),
+                cuda.device_array((w,), dtype=dt), cuda.device_array(tuple(beta.shape), dtype=dt),
+                cuda.device_array((f, f), dtype=dt))
+    dx, dQ, dq, dbeta, dA = outs
     if version == 2:
         n_seg, L = plan_segments(B, T_out, f, segments)
         ker = _segmented_kernels(dt, f, w)
-        Gs = cuda.device_array((1, 1, 1), dtype=dt)
+        Gs = _alloc(workspace, "unused3", (1, 1, 1), dt)
         if n_seg > 1:
             # 1. each segment's own G at its first window; 2. Gs[b, g] = Gloc[b, g] + A^L ⊙ Gs[b, g + 1],
             # the full adjoint at segment g's first window (the reverse scan; its h argument only feeds the
             # dL/da that is not used); 3. (below) every segment rerun from Gs[b, g + 1].
-            Gloc = cuda.device_array((B, n_seg, f * f), dtype=dt)
+            Gloc = _alloc(workspace, "Gloc", (B, n_seg, f * f), dt)
             ker.reduce_backward[B * n_seg, f * f](xd, qd, betad, Ad, dod, s, L, Gloc)
-            a = cuda.device_array((B, n_seg, f * f), dtype=dt)
+            a = _alloc(workspace, "A^L", (B, n_seg, f * f), dt)
             ker.fill_power[_grid(a.size)](Ad, L, a)
-            _, Gs, _ = linear_scan_backward(a, Gloc, Gloc, None, "blelloch", **kw)
-        dx = cuda.device_array((B, T, f), dtype=dt)
-        P = cuda.device_array((B * n_seg, f * f + w * w + w + beta.shape[0]), dtype=dt)
+            scan_out = tuple(_alloc(workspace, name, sh, dt) for name, sh in
+                             (("dA^L", a.shape), ("Gs", a.shape), ("dh0 unused", (B, f * f))))
+            _, Gs, _ = linear_scan_backward(a, Gloc, Gloc, None, "blelloch", out=scan_out, **kw)
+        P = _alloc(workspace, "partials", (B * n_seg, f * f + w * w + w + beta.shape[0]), dt)
         ker.backward[B * n_seg, f * f](xd, Qd, qd, betad, Ad, Zd, dod, s, L, Gs, n_seg > 1, dx, P)
-        dQ, dq = cuda.device_array((w, w), dtype=dt), cuda.device_array((w,), dtype=dt)
-        dbeta, dA = cuda.device_array(tuple(beta.shape), dtype=dt), cuda.device_array((f, f), dtype=dt)
         ker.sum_partials[_grid(P.shape[1])](P, dA, dQ, dq, dbeta)
     else:
-        dx, dQ, dq, dbeta, dA = _backward_v1(xd, Qd, qd, betad, Ad, Zd, dod, s, T, beta.shape, kw)
+        _backward_v1(xd, Qd, qd, betad, Ad, Zd, dod, s, T, beta.shape, kw, outs)
+    if out is not None:
+        return out
     grads = {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}
     if on_device:
         return dx, grads
     return dx.copy_to_host(), {k: v.copy_to_host() for k, v in grads.items()}
 
 
-def _backward_v1(xd, Qd, qd, betad, Ad, Zd, dod, s, T, beta_shape, kw):
-    """v1: elementwise kernels, the reverse Blelloch scan, atomic adds for the sums over windows."""
+def _backward_v1(xd, Qd, qd, betad, Ad, Zd, dod, s, T, beta_shape, kw, outs):
+    """v1: elementwise kernels, the reverse Blelloch scan, atomic adds for the sums over windows, into
+    outs = (dx, dQ, dq, dbeta, dA)."""
     B, T_out, ff = Zd.shape
     f, w = xd.shape[2], Qd.shape[0]
     dt = xd.dtype
     ker = _elementwise(dt)
-    dx = _zeros((B, T, f), dt)
-    dQ, dq, dbeta = _zeros((w, w), dt), _zeros((w,), dt), _zeros(tuple(beta_shape), dt)
-    dA = cuda.device_array((f, f), dtype=dt)
+    workspace = kw["workspace"]
+    dx, dQ, dq, dbeta, dA = outs
+    for y in (dx, dQ, dq, dbeta):  # sums of atomic adds start from 0
+        _zeros(y.shape, dt, y)
     # 4. readout
-    dZ = cuda.device_array((B, T_out, ff), dtype=dt)
+    dZ = _alloc(workspace, "dZ", (B, T_out, ff), dt)
     ker.readout_backward_rows[_grid(B * T_out * f)](xd, qd, betad, Zd, dod, s, dbeta, dZ)
     ker.readout_backward_cols[_grid(B * T_out * f)](xd, qd, betad, Zd, dod, s, dq, dx)
     # 3. the scan over windows: G = dL/dU, da = G ⊙ Z_{k-1}
-    a = cuda.device_array((B, T_out, ff), dtype=dt)
+    a = _alloc(workspace, "A rows", (B, T_out, ff), dt)
     ker.fill_rows[_grid(a.size)](Ad, a)
-    da, G, _ = linear_scan_backward(a, Zd, dZ, None, "blelloch", **kw)
+    scan_out = tuple(_alloc(workspace, name, sh, dt) for name, sh in
+                     (("da", a.shape), ("G", a.shape), ("dh0 unused", (B, ff))))
+    da, G, _ = linear_scan_backward(a, Zd, dZ, None, "blelloch", out=scan_out, **kw)
     ker.sum_over_windows[_grid(ff)](da, dA)
     # 2. U = C Q C^T, 1. scattered onto x
     ker.update_backward_x[_grid(B * T_out * f * w)](xd, Qd, G, s, dx)

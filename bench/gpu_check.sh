@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The prepared GPU check of cuda_kernels (issue 22), run from the repository root on a GPU machine:
+#
+#     bash bench/gpu_check.sh            # writes logs and JSON rows to $OUT (default: ./gpu_check_out)
+#     GPU_CHECK_TINY=1 bash bench/gpu_check.sh   # dry run at tiny sizes (also in the CUDA simulator)
+#
+# Steps, each under its own `timeout` and each allowed to fail without stopping the rest (whole run < 8 min
+# of wall on an H200, most of it JIT compilation):
+#   0. numpy 2.4 from a wheel in .whl/ (numba-cuda 0.30.4 fails on numpy 2.5, which removed np.row_stack)
+#   1. hardware tests: every kernel fits its largest block (test_cuda_resources) and v3 at block 1024 in float32
+#      and float64 (the shapes that failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)      -> $OUT/tests_launch.log
+#   2. scan rows (python -m cuda_kernels.gpu_check scan)                                -> $OUT/scan_rows.jsonl
+#   3. window rows, f = 10, 16, 32 and B = 1                                             -> $OUT/window_rows.jsonl
+#   4. the remaining hardware tests of the touched files (window, v1/v2 large, look-back) -> $OUT/tests_rest.log
+#   5. the tables (issue 22's, allocating and preallocated; v1 by K; window)              -> $OUT/tables.txt
+set -u
+OUT=${OUT:-$PWD/gpu_check_out}
+mkdir -p "$OUT"
+START=$(date +%s)
+say() { echo "[gpu_check $(( $(date +%s) - START )) s] $*" | tee -a "$OUT/steps.log"; }
+TINY=${GPU_CHECK_TINY:-}
+TINYARG=${TINY:+--tiny}
+
+# 0. numpy 2.4 first on the path (skipped when there is no wheel: a dry run on a machine whose numpy works)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  timeout 120 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
+    > "$OUT/pip.log" 2>&1 || say "numpy wheel install FAILED (see pip.log)"
+  export PYTHONPATH=/tmp/site:$PWD:$PWD/tests
+else
+  say "no .whl/*.whl: using the installed numpy"
+  export PYTHONPATH=$PWD:$PWD/tests
+fi
+if [ -z "$TINY" ]; then export NUMBA_ENABLE_CUDASIM=0; fi
+python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba', numba.__version__, \
+'simulator', numba.config.ENABLE_CUDASIM); c.detect()" > "$OUT/env.log" 2>&1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >> "$OUT/env.log" 2>&1
+say "$(head -1 "$OUT/env.log")"
+
+PYTEST="python3 -m pytest -p no:cacheprovider -q -rA --durations=10"
+TIMEOUT_ARGS="--timeout 120 --timeout-method=thread"   # the first v3 test compiled for 56 s on the H200
+python3 -c "import pytest_timeout" 2>/dev/null || TIMEOUT_ARGS=""
+
+# 1. the launches that failed
+say "step 1: launch tests"
+timeout 170 $PYTEST $TIMEOUT_ARGS tests/test_cuda_resources.py tests/test_cuda_scan_v3.py \
+  -k "on_the_gpu and (fit or both_warp_paths)" > "$OUT/tests_launch.log" 2>&1
+say "step 1 exit $? ($(tail -1 "$OUT/tests_launch.log"))"
+
+# 2. scan rows
+say "step 2: scan benchmark"
+timeout 170 python3 -m cuda_kernels.gpu_check scan "$OUT" $TINYARG > "$OUT/scan.log" 2>&1
+say "step 2 exit $? ($(grep -c . "$OUT/scan_rows.jsonl" 2>/dev/null || echo 0) rows)"
+
+# 3. window rows
+say "step 3: window benchmark"
+timeout 80 python3 -m cuda_kernels.gpu_check window "$OUT" $TINYARG > "$OUT/window.log" 2>&1
+say "step 3 exit $? ($(grep -c . "$OUT/window_rows.jsonl" 2>/dev/null || echo 0) rows)"
+
+# 4. the other hardware tests of the files this branch touched
+LEFT=$(( 450 - ($(date +%s) - START) ))
+if [ "$LEFT" -gt 30 ]; then
+  say "step 4: remaining hardware tests (${LEFT} s)"
+  timeout "$LEFT" $PYTEST $TIMEOUT_ARGS tests/test_cuda_window.py tests/test_cuda_scan.py tests/test_cuda_scan_v3.py \
+    -k "on_the_gpu and not both_warp_paths and not benchmark and not shuffle_path_small" \
+    > "$OUT/tests_rest.log" 2>&1
+  say "step 4 exit $? ($(tail -1 "$OUT/tests_rest.log"))"
+else
+  say "step 4 skipped: ${LEFT} s left"
+fi
+
+# 5. tables
+timeout 30 python3 -m cuda_kernels.gpu_check table "$OUT" > "$OUT/tables.txt" 2>&1
+cat "$OUT/tables.txt"
+say "done"

@@ -1,0 +1,300 @@
+"""The prepared GPU check's benchmark steps (``bench/gpu_check.sh``): the rows issue 22 asks for, written as they
+are measured, and the tables that summarise them.
+
+    python -m cuda_kernels.gpu_check scan OUT [--tiny]      # OUT/scan_rows.jsonl, one row per line
+    python -m cuda_kernels.gpu_check window OUT [--tiny]    # OUT/window_rows.jsonl
+    python -m cuda_kernels.gpu_check table OUT              # prints the tables from those files
+
+Scan shapes (B, T, C), float32: many channels (8, 4096, 8192) = 2^28 and (8, 1024, 8192) = 2^26, few channels
+(1, 2^20, 256) = 2^28 and (1, 2^20, 16) = 2^24, one channel (1, 2^20, 1). Per shape, beside a device-to-device
+copy of the same bytes (``bench._copy_seconds``) and, where PyTorch has CUDA, torch.cumsum (1-D, same n) and
+torch's Heinsen log scan (``bench``'s definitions): every version's forward as a plain call (allocating its
+output) and into preallocated outputs with a reused ``scan.Workspace``; v1 with K = 1, 2, 4, 8 steps loaded
+ahead (``prefetch``) at the many-channel shapes; the backward (preallocated) of v1 (K = 1, 4) and v2. Window
+cases (B, T, f, w, s): forward v3 and the fused backward v2, allocating and preallocated, at f = 10, 16 and 32
+(f = 32: 1024 threads a block, the launch that failed on the H200) and at B = 1, T = 2^20 + 1.
+
+Every time is the best of ``REPEATS`` after a warm-up (``bench._event_timer``, CUDA events). A variant that
+raises is written as a row with ``error`` and NaN seconds, and the check goes on. ``--tiny`` runs a few
+hundred elements per shape, also in the CUDA simulator (wall-clock timings, meaningless: a dry run of the
+plumbing).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+import numba
+import numpy as np
+from numba import cuda
+
+from . import bench
+from . import scan as cs
+from . import window as cw
+
+REPEATS = 5
+SCAN_CASES = [("many channels", (8, 4096, 8192)), ("many channels", (8, 1024, 8192)),
+              ("few channels", (1, 2 ** 20, 256)), ("few channels", (1, 2 ** 20, 16)), ("one channel", (1, 2 ** 20, 1))]
+TINY_SCAN_CASES = [("many channels", (2, 24, 64)), ("few channels", (1, 300, 4)), ("one channel", (1, 200, 1))]
+WINDOW_CASES = [(64, 16385, 10, 3, 2), (64, 16385, 16, 3, 2), (64, 16385, 32, 3, 2), (1, 2 ** 20 + 1, 16, 2, 1)]
+TINY_WINDOW_CASES = [(2, 21, 3, 3, 2), (1, 41, 4, 2, 1)]
+PREFETCH = (1, 2, 4, 8)
+VERSIONS = [("v1 loop", "sequential", {}), ("v2 Blelloch", "blelloch", {}), ("v3 chunked", "chunked", {}),
+            ("v3 look-back", "chunked", {"carry": "lookback"})]
+T0 = time.time()
+
+
+def _log(msg):
+    print(f"[{time.time() - T0:7.1f} s] {msg}", flush=True)
+
+
+class _Writer:
+    """Appends rows to a .jsonl file as they come (a run cut short keeps what it measured)."""
+
+    def __init__(self, path):
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+
+    def __call__(self, row):
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(row, default=str) + "\n")
+        secs = row.get("seconds", math.nan)
+        _log(f"{row.get('shape')} {row['name']}: {secs * 1e3:.3f} ms, vs_copy {row.get('vs_copy', math.nan):.3f}"
+             + (f"  ERROR {row['error']}" if "error" in row else ""))
+
+
+def _wall_timer(repeats):
+    """The simulator's stand-in for CUDA events (a dry run only)."""
+    def timer(fn):
+        fn()
+        best = math.inf
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            cuda.synchronize()
+            best = min(best, time.perf_counter() - t)
+        return best
+    return timer
+
+
+def _timers(tiny):
+    if numba.config.ENABLE_CUDASIM:
+        if not tiny:
+            raise RuntimeError("the GPU check needs a real GPU; in the simulator only --tiny runs (a dry run)")
+        return _wall_timer(1), lambda nbytes, timer: timer(lambda: None) or 1e-6
+    bench._require_gpu()
+    return bench._event_timer(REPEATS), bench._copy_seconds
+
+
+def _timed(write, name, fn, timer, nbytes, copy_s, tag, **extra):
+    """Time fn, write its row (or an error row); returns the seconds (NaN on error)."""
+    try:
+        t = timer(fn)
+    except Exception as e:  # noqa: BLE001 - a failing variant is a result, and the check goes on
+        write({"name": name, "seconds": math.nan, "bytes": nbytes, "error": f"{type(e).__name__}: {e}"[:500],
+               **tag, **extra})
+        return math.nan
+    write(bench.make_row(name, t, nbytes, copy_s, **tag, **extra))
+    return t
+
+
+def _arrays(shape, dtype, rng):
+    n = int(np.prod(shape))
+    a = (0.5 + 0.5 * rng.random(n, dtype=np.float32)).astype(dtype).reshape(shape)
+    b = rng.standard_normal(n, dtype=np.float32).astype(dtype).reshape(shape)
+    return a, b
+
+
+def scan_check(out_dir, tiny=False, dtype=np.float32):
+    timer, copy = _timers(tiny)
+    write = _Writer(os.path.join(out_dir, "scan_rows.jsonl"))
+    torch = None if numba.config.ENABLE_CUDASIM else bench._torch()
+    ttimer = bench._torch_timer(torch, REPEATS) if torch is not None else None
+    rng = np.random.default_rng(0)
+    item = np.dtype(dtype).itemsize
+    for regime, shape in TINY_SCAN_CASES if tiny else SCAN_CASES:
+        _log(f"scan {regime} {shape}")
+        tag = {"regime": regime, "shape": list(shape), "dtype": np.dtype(dtype).name}
+        try:
+            a_h, b_h = _arrays(shape, dtype, rng)
+            a, b = cuda.to_device(a_h), cuda.to_device(b_h)
+            dh = cuda.to_device(rng.standard_normal(a_h.size, dtype=np.float32).astype(dtype).reshape(shape))
+            h = cs.linear_scan(a, b, None, "blelloch")
+            outs = {"h": cuda.device_array(shape, dtype=dtype),
+                    "grads": (cuda.device_array(shape, dtype=dtype), cuda.device_array(shape, dtype=dtype),
+                              cuda.device_array((shape[0], shape[2]), dtype=dtype))}
+        except Exception as e:  # noqa: BLE001
+            write({"name": "setup", "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag})
+            continue
+        n = a_h.size
+        fwd_b, bwd_b = bench.scan_bytes("forward", n, item), bench.scan_bytes("backward", n, item)
+        copy_f, copy_b = copy(fwd_b, timer), copy(bwd_b, timer)
+        write(bench.make_row("copy (same bytes as forward)", copy_f, fwd_b, copy_f, **tag))
+        write(bench.make_row("copy (same bytes as backward)", copy_b, bwd_b, copy_b, **tag))
+        if torch is not None:
+            tdt = getattr(torch, np.dtype(dtype).name)
+            flat = torch.randn(n, device="cuda", dtype=tdt)
+            cs_b = bench.scan_bytes("torch_cumsum", n, item)
+            _timed(write, "torch.cumsum (1-D, same n)", lambda: torch.cumsum(flat, 0), ttimer, cs_b,
+                   copy(cs_b, timer), tag)
+            del flat
+            log_a = torch.log(torch.as_tensor(a_h, device="cuda"))
+            log_b = torch.log(torch.abs(torch.as_tensor(b_h, device="cuda")))
+
+            def heinsen():
+                a_star = torch.cumsum(log_a, dim=1)
+                return a_star + torch.logcumsumexp(log_b - a_star, dim=1)
+            _timed(write, "torch Heinsen log scan", heinsen, ttimer, fwd_b, copy_f, tag)
+            del log_a, log_b
+        ws = cs.Workspace()
+        many = regime == "many channels"
+        for label, method, kw in VERSIONS:
+            _timed(write, f"{label} forward", lambda: cs.linear_scan(a, b, None, method, **kw), timer, fwd_b, copy_f,
+                   tag, method=method, **kw)
+            for K in (PREFETCH if many and method == "sequential" else (None,)):
+                kk = dict(kw, prefetch=K) if K is not None else kw
+                _timed(write, f"{label} forward (preallocated)" + (f" K={K}" if K else ""),
+                       lambda: cs.linear_scan(a, b, None, method, out=outs["h"], workspace=ws, **kk), timer, fwd_b,
+                       copy_f, tag, method=method, **kk)
+            if method == "chunked" or (method == "sequential" and not many):
+                continue  # backward rows: v1 (K = 1, 4) where it is the fast version, v2 everywhere
+            for K in ((1, 4) if method == "sequential" else (None,)):
+                kk = dict(kw, prefetch=K) if K is not None else kw
+                _timed(write, f"{label} backward (preallocated)" + (f" K={K}" if K else ""),
+                       lambda: cs.linear_scan_backward(a, h, dh, None, method, out=outs["grads"], workspace=ws, **kk),
+                       timer, bwd_b, copy_b, tag, method=method, **kk)
+        del a, b, dh, h, outs, ws
+    _log("scan done")
+
+
+def window_check(out_dir, tiny=False, dtype=np.float32):
+    timer, copy = _timers(tiny)
+    write = _Writer(os.path.join(out_dir, "window_rows.jsonl"))
+    rng = np.random.default_rng(0)
+    for (B, T, f, w, s) in TINY_WINDOW_CASES if tiny else WINDOW_CASES:
+        _log(f"window {(B, T, f, w, s)}")
+        tag = {"regime": f"f={f} w={w} s={s}", "shape": [B, T, f], "dtype": np.dtype(dtype).name}
+        x = cuda.to_device(rng.standard_normal((B, T, f)).astype(dtype))
+        Q = cuda.to_device((rng.standard_normal((w, w)) / np.sqrt(w)).astype(dtype))
+        q = cuda.to_device((rng.standard_normal(w) / np.sqrt(w)).astype(dtype))
+        beta = cuda.to_device(np.ones(f, dtype=dtype))
+        A = cuda.to_device(rng.uniform(0.9, 1.0, (f, f)).astype(dtype))
+        args = (x, Q, q, beta, A, w, s)
+        T_out = (T - w) // s + 1
+        nb = bench.window_bytes(B, T, f, w, s, np.dtype(dtype).itemsize)
+        copy_t = copy(nb, timer)
+        write(bench.make_row("copy (same bytes)", copy_t, nb, copy_t, **tag))
+        ws = cs.Workspace()
+        o = cuda.device_array((B, T_out, f), dtype=dtype)
+        g = (cuda.device_array((B, T, f), dtype=dtype),
+             {"Q": cuda.device_array((w, w), dtype=dtype), "q": cuda.device_array((w,), dtype=dtype),
+              "beta": cuda.device_array((f,), dtype=dtype), "A": cuda.device_array((f, f), dtype=dtype)})
+        n_seg = cw.plan_segments(B, T_out, f)[0]
+        t_f = _timed(write, "forward v3", lambda: cw.gril_forward(*args, version=3), timer, nb, copy_t, tag,
+                     segments=n_seg)
+        t_fp = _timed(write, "forward v3 (preallocated)", lambda: cw.gril_forward(*args, version=3, out=o,
+                                                                                   workspace=ws),
+                      timer, nb, copy_t, tag, segments=n_seg)
+        try:
+            _, Z = cw.gril_forward(*args, version=3, return_Z=True)
+            do = cuda.to_device(rng.standard_normal((B, T_out, f)).astype(dtype))
+        except Exception as e:  # noqa: BLE001
+            write({"name": "forward v3 with Z", "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag})
+            continue
+        t_b = _timed(write, "fused backward v2", lambda: cw.gril_backward(*args, Z, do, version=2), timer, nb, copy_t,
+                     tag, segments=n_seg)
+        t_bp = _timed(write, "fused backward v2 (preallocated)",
+                      lambda: cw.gril_backward(*args, Z, do, version=2, out=g, workspace=ws), timer, nb, copy_t, tag,
+                      segments=n_seg)
+        write({"name": "backward / forward", "seconds": math.nan, "allocating": t_b / t_f,
+               "preallocated": t_bp / t_fp, **tag})
+        del x, Z, do, o, g, ws
+    _log("window done")
+
+
+def _read(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _fmt(v, digits=3):
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
+
+
+def tables(out_dir):
+    """The issue's table (fraction of copy, forward), allocating and preallocated; the K sweep; the backward;
+    the window."""
+    rows = _read(os.path.join(out_dir, "scan_rows.jsonl"))
+    by = {}
+    for r in rows:
+        by.setdefault(tuple(r.get("shape", ())), {})[r["name"]] = r
+    cols = [label for label, _, _ in VERSIONS]
+
+    def frac(d, name):
+        return _fmt(d.get(name, {}).get("vs_copy"))
+
+    lines = []
+    for suffix in ("", " (preallocated)"):
+        lines.append(f"\nscan forward, fraction of copy{suffix or ' (each call allocates its output)'}:")
+        lines.append("| shape (B, T, C) | " + " | ".join(cols) + " | torch cumsum (1-D) | torch Heinsen |")
+        lines.append("|---" * (len(cols) + 3) + "|")
+        for shape, d in by.items():
+            v1 = f"{cols[0]} forward{suffix}" + (" K=1" if suffix and f"{cols[0]} forward{suffix} K=1" in d else "")
+            cells = [frac(d, v1)] + [frac(d, f"{c} forward{suffix}") for c in cols[1:]]
+            lines.append(f"| {shape} | " + " | ".join(cells) + f" | {frac(d, 'torch.cumsum (1-D, same n)')} | "
+                         f"{frac(d, 'torch Heinsen log scan')} |")
+    lines.append("\nv1 forward (preallocated), fraction of copy by K (steps loaded ahead):")
+    lines.append("| shape | " + " | ".join(f"K={K}" for K in PREFETCH) + " |")
+    lines.append("|---" * (len(PREFETCH) + 1) + "|")
+    for shape, d in by.items():
+        if f"v1 loop forward (preallocated) K={PREFETCH[0]}" in d:
+            lines.append(f"| {shape} | " + " | ".join(frac(d, f"v1 loop forward (preallocated) K={K}")
+                                                       for K in PREFETCH) + " |")
+    lines.append("\nbackward (preallocated), fraction of copy of the backward's bytes:")
+    for shape, d in by.items():
+        cells = [f"{n.replace(' backward (preallocated)', '')}: {frac(d, n)}" for n in d
+                 if "backward (preallocated)" in n]
+        if cells:
+            lines.append(f"  {shape}: " + ", ".join(cells))
+    errors = [r for r in rows if "error" in r]
+    wrows = _read(os.path.join(out_dir, "window_rows.jsonl"))
+    lines.append("\nwindow (GRIL), fraction of copy; backward / forward:")
+    lines.append("| case | forward v3 | forward v3 prealloc | backward/forward | backward/forward prealloc |")
+    lines.append("|---|---|---|---|---|")
+    wby = {}
+    for r in wrows:
+        wby.setdefault((tuple(r.get("shape", ())), r.get("regime")), {})[r["name"]] = r
+    for (shape, regime), d in wby.items():
+        ratio = d.get("backward / forward", {})
+        lines.append(f"| {shape} {regime} | {frac(d, 'forward v3')} | {frac(d, 'forward v3 (preallocated)')} | "
+                     f"{_fmt(ratio.get('allocating'), 2)} | {_fmt(ratio.get('preallocated'), 2)} |")
+    errors += [r for r in wrows if "error" in r]
+    lines.append(f"\n{len(errors)} failed variant(s)" + "".join(f"\n  {r.get('shape')} {r['name']}: {r['error']}"
+                                                               for r in errors))
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2 or argv[0] not in ("scan", "window", "table"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    what, out_dir, tiny = argv[0], argv[1], "--tiny" in argv
+    if what == "scan":
+        scan_check(out_dir, tiny)
+    elif what == "window":
+        window_check(out_dir, tiny)
+    else:
+        tables(out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

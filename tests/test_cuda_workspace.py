@@ -1,0 +1,145 @@
+"""Host functions that allocate nothing when asked (``out=``, ``workspace=``) and v1's software pipelining
+(``prefetch=K``), in the CUDA simulator.
+
+``out=`` results are the allocating call's numbers bit for bit (the same kernels on the same inputs), the
+returned arrays are the caller's, and a second call with the same ``Workspace`` adds no buffer. v1 with K steps
+loaded ahead is checked against the NumPy reference loop at lengths that are and are not multiples of K.
+"""
+import numpy as np
+import pytest
+from numba import cuda
+
+from cuda_kernels import scan as cs
+from cuda_kernels import window as cw
+from minimal import scan as ref
+from minimal.cells import gril
+
+from test_cuda_scan import _fast_thread_switching, assert_close, check_forward_backward, problem  # noqa: F401
+
+METHOD_OPTIONS = [("sequential", {}), ("sequential", {"prefetch": 4}), ("blelloch", {"block": 8}),
+                  ("chunked", {"block": 8, "steps_per_thread": 2}),
+                  ("chunked", {"block": 8, "steps_per_thread": 2, "carry": "lookback"})]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 8])
+def test_v1_with_steps_loaded_ahead_equals_the_reference_loop(rng, K, dtype):
+    for T in (1, K - 1, K, 2 * K + 1, 13):
+        if T < 1:
+            continue
+        a, b, h0, dh = problem(rng, (2, T, 5), dtype)
+        check_forward_backward(a, b, h0, dh, dtype, method="sequential", prefetch=K)
+        la, lb, lh0 = np.log(a), np.log(np.abs(b)), np.log(np.abs(h0))
+        log_h = cs.log_linear_scan(la, lb, lh0, "sequential", prefetch=K)
+        assert_close(log_h, ref.log_scan(la, lb, lh0, backend="numpy"), dtype)
+        got = cs.log_linear_scan_backward(la, lb, log_h, dh, lh0, "sequential", prefetch=K)
+        want = ref.log_scan_backward(la, lb, log_h, dh, lh0, backend="numpy")
+        for g, w in zip(got, want):
+            assert_close(g, w, dtype)
+
+
+def _device(*xs):
+    return tuple(None if x is None else cuda.to_device(x) for x in xs)
+
+
+@pytest.mark.parametrize("method, kw", METHOD_OPTIONS)
+def test_scans_write_into_out_and_reuse_the_workspace(rng, method, kw):
+    a, b, h0, dh = problem(rng, (2, 37, 3), np.float64)
+    ad, bd, h0d, dhd = _device(a, b, h0, dh)
+    la, lb, lh0 = _device(np.log(a), np.log(np.abs(b)), np.log(np.abs(h0)))
+    h_fresh = cs.linear_scan(ad, bd, h0d, method, **kw).copy_to_host()
+    g_fresh = [g.copy_to_host() for g in cs.linear_scan_backward(ad, cuda.to_device(h_fresh), dhd, h0d, method,
+                                                                  **kw)]
+    lh_fresh = cs.log_linear_scan(la, lb, lh0, method, **kw)
+    lg_fresh = [g.copy_to_host() for g in cs.log_linear_scan_backward(la, lb, lh_fresh, dhd, lh0, method, **kw)]
+    ws = cs.Workspace()
+    h = cuda.device_array(a.shape)
+    grads = (cuda.device_array(a.shape), cuda.device_array(a.shape), cuda.device_array(h0.shape))
+    lh = cuda.device_array(a.shape)
+    lgrads = (cuda.device_array(a.shape), cuda.device_array(a.shape), cuda.device_array(h0.shape))
+    for call in range(2):
+        assert cs.linear_scan(ad, bd, h0d, method, out=h, workspace=ws, **kw) is h
+        assert cs.linear_scan_backward(ad, h, dhd, h0d, method, out=grads, workspace=ws, **kw) is grads
+        assert cs.log_linear_scan(la, lb, lh0, method, out=lh, workspace=ws, **kw) is lh
+        assert cs.log_linear_scan_backward(la, lb, lh, dhd, lh0, method, out=lgrads, workspace=ws, **kw) is lgrads
+        if call == 0:
+            n_buffers = len(ws)
+        np.testing.assert_array_equal(h.copy_to_host(), h_fresh)
+        for g, want in zip(grads, g_fresh):
+            np.testing.assert_array_equal(g.copy_to_host(), want)
+        np.testing.assert_array_equal(lh.copy_to_host(), lh_fresh.copy_to_host())
+        for g, want in zip(lgrads, lg_fresh):
+            np.testing.assert_array_equal(g.copy_to_host(), want)
+    assert len(ws) == n_buffers   # the second round allocated nothing new
+    assert_close(h.copy_to_host(), ref.linear_scan(a, b, h0, method="sequential", backend="numpy"), np.float64)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_window_writes_into_out_and_reuses_the_workspace(rng, version):
+    B, T, f, w, s = 2, 21, 3, 3, 2
+    p = gril.init(rng, f, w, True)
+    x = rng.standard_normal((B, T, f))
+    host = (x, p["Q"], p["q"], p["beta"], p["A"])
+    dev = tuple(cuda.to_device(v) for v in host)
+    a = dev + (w, s)
+    seg = {"segments": 3} if version == 3 else {}
+    o_fresh, Z_fresh = cw.gril_forward(*a, version=version, return_Z=True, **seg)
+    T_out = o_fresh.shape[1]
+    do = cuda.to_device(rng.standard_normal((B, T_out, f)))
+    bversion = 1 if version == 1 else 2
+    bseg = {"segments": 3} if bversion == 2 else {}
+    dx_fresh, g_fresh = cw.gril_backward(*a, Z_fresh, do, version=bversion, **bseg)
+    ws = cs.Workspace()
+    o, Z = cuda.device_array((B, T_out, f)), cuda.device_array((B, T_out, f, f))
+    o_only = cuda.device_array((B, T_out, f))
+    out_b = (cuda.device_array((B, T, f)), {k: cuda.device_array(v.shape) for k, v in p.items()})
+    for call in range(2):
+        assert cw.gril_forward(*a, version=version, return_Z=True, out=(o, Z), workspace=ws, **seg) == (o, Z)
+        assert cw.gril_forward(*a, version=version, out=o_only, workspace=ws, **seg) is o_only
+        assert cw.gril_backward(*a, Z, do, version=bversion, out=out_b, workspace=ws, **bseg) is out_b
+        if call == 0:
+            n_buffers = len(ws)
+        for got, want in ((o, o_fresh), (o_only, o_fresh), (Z, Z_fresh)):
+            np.testing.assert_array_equal(got.copy_to_host(), want.copy_to_host())
+        # backward v1 sums with atomic adds, whose order (and last bits) varies from call to call; v2 has none
+        same = np.testing.assert_array_equal if bversion == 2 else (
+            lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-13))
+        same(out_b[0].copy_to_host(), dx_fresh.copy_to_host())
+        for k in g_fresh:
+            same(out_b[1][k].copy_to_host(), g_fresh[k].copy_to_host())
+    assert len(ws) == n_buffers
+    np.testing.assert_allclose(o.copy_to_host(), gril.gril_forward_reference(*host, w, s), rtol=1e-12, atol=1e-12)
+
+
+def test_bad_out_workspace_and_prefetch_name_themselves(rng):
+    a, b, h0, dh = problem(rng, (1, 5, 2), np.float64)
+    ad, bd = _device(a, b)
+    with pytest.raises(ValueError, match=r"out \(h\) must have shape \(1, 5, 2\) and dtype float64"):
+        cs.linear_scan(ad, bd, out=cuda.device_array((1, 5, 3)))
+    with pytest.raises(ValueError, match=r"out \(h\) must have shape"):
+        cs.linear_scan(ad, bd, out=cuda.device_array((1, 5, 2), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"out \(h\) must be a CUDA device array"):
+        cs.linear_scan(ad, bd, out=np.empty((1, 5, 2)))
+    with pytest.raises(ValueError, match="out= takes device arrays and needs the inputs on the device"):
+        cs.linear_scan(a, b, out=cuda.device_array((1, 5, 2)))
+    with pytest.raises(ValueError, match=r"out must be a tuple of 3 device arrays \(da, db, dh0\)"):
+        cs.linear_scan_backward(ad, ad, ad, out=cuda.device_array((1, 5, 2)))
+    with pytest.raises(ValueError, match="workspace must be a cuda_kernels.scan.Workspace or None"):
+        cs.linear_scan(ad, bd, workspace={})
+    with pytest.raises(ValueError, match="prefetch only applies to method='sequential'"):
+        cs.linear_scan(a, b, method="blelloch", prefetch=2)
+    with pytest.raises(ValueError, match="prefetch only applies to method='sequential'; method='auto'"):
+        cs.linear_scan(a, b, method="auto", prefetch=2)
+    for bad in (0, 17, 2.0, True):
+        with pytest.raises(ValueError, match=r"prefetch must be an integer in \[1, 16\]"):
+            cs.linear_scan_backward(a, a, dh, method="sequential", prefetch=bad)
+    x = cuda.to_device(rng.standard_normal((1, 5, 2)))
+    p = gril.init(rng, 2, 3, False)
+    wa = (x,) + tuple(cuda.to_device(p[k]) for k in ("Q", "q", "beta", "A")) + (3, 1)
+    with pytest.raises(ValueError, match=r"out \(o\) must have shape \(1, 3, 2\)"):
+        cw.gril_forward(*wa, out=cuda.device_array((1, 5, 2)))
+    with pytest.raises(ValueError, match=r"out must be a tuple of 2 device arrays \(o, Z\)"):
+        cw.gril_forward(*wa, return_Z=True, out=cuda.device_array((1, 3, 2)))
+    with pytest.raises(ValueError, match=r'out must be \(dx, \{"Q": dQ'):
+        cw.gril_backward(*wa, cuda.device_array((1, 3, 2, 2)), cuda.device_array((1, 3, 2)),
+                         out=cuda.device_array((1, 5, 2)))
