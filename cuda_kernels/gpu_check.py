@@ -152,6 +152,7 @@ def scan_check(out_dir, tiny=False, dtype=np.float32):
         ws = cs.Workspace()
         many = regime == "many channels"
         for label, method, kw in VERSIONS:
+            kw = dict(kw, block=8) if tiny else kw   # the simulator runs one Python thread per CUDA thread
             _timed(write, f"{label} forward", lambda: cs.linear_scan(a, b, None, method, **kw), timer, fwd_b, copy_f,
                    tag, method=method, **kw)
             for K in (PREFETCH if many and method == "sequential" else (None,)):
@@ -187,28 +188,29 @@ def window_check(out_dir, tiny=False, dtype=np.float32):
         nb = bench.window_bytes(B, T, f, w, s, np.dtype(dtype).itemsize)
         copy_t = copy(nb, timer)
         write(bench.make_row("copy (same bytes)", copy_t, nb, copy_t, **tag))
+        sb = {"scan_block": 8} if tiny else {}   # the scan over segment totals, small in the simulator
         ws = cs.Workspace()
         o = cuda.device_array((B, T_out, f), dtype=dtype)
         g = (cuda.device_array((B, T, f), dtype=dtype),
              {"Q": cuda.device_array((w, w), dtype=dtype), "q": cuda.device_array((w,), dtype=dtype),
               "beta": cuda.device_array((f,), dtype=dtype), "A": cuda.device_array((f, f), dtype=dtype)})
         n_seg = cw.plan_segments(B, T_out, f)[0]
-        t_f = _timed(write, "forward v3", lambda: cw.gril_forward(*args, version=3), timer, nb, copy_t, tag,
+        t_f = _timed(write, "forward v3", lambda: cw.gril_forward(*args, version=3, **sb), timer, nb, copy_t, tag,
                      segments=n_seg)
-        t_fp = _timed(write, "forward v3 (preallocated)", lambda: cw.gril_forward(*args, version=3, out=o,
-                                                                                   workspace=ws),
+        t_fp = _timed(write, "forward v3 (preallocated)", lambda: cw.gril_forward(*args, version=3, out=o, workspace=ws,
+                                                                                   **sb),
                       timer, nb, copy_t, tag, segments=n_seg)
         try:
-            _, Z = cw.gril_forward(*args, version=3, return_Z=True)
+            _, Z = cw.gril_forward(*args, version=3, return_Z=True, **sb)
             do = cuda.to_device(rng.standard_normal((B, T_out, f)).astype(dtype))
         except Exception as e:  # noqa: BLE001
             write({"name": "forward v3 with Z", "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag})
             continue
-        t_b = _timed(write, "fused backward v2", lambda: cw.gril_backward(*args, Z, do, version=2), timer, nb, copy_t,
-                     tag, segments=n_seg)
+        t_b = _timed(write, "fused backward v2", lambda: cw.gril_backward(*args, Z, do, version=2, **sb), timer, nb,
+                     copy_t, tag, segments=n_seg)
         t_bp = _timed(write, "fused backward v2 (preallocated)",
-                      lambda: cw.gril_backward(*args, Z, do, version=2, out=g, workspace=ws), timer, nb, copy_t, tag,
-                      segments=n_seg)
+                      lambda: cw.gril_backward(*args, Z, do, version=2, out=g, workspace=ws, **sb), timer, nb, copy_t,
+                      tag, segments=n_seg)
         write({"name": "backward / forward", "seconds": math.nan, "allocating": t_b / t_f,
                "preallocated": t_bp / t_fp, **tag})
         del x, Z, do, o, g, ws

@@ -2,9 +2,10 @@
 <= 48 KiB (``cuda_kernels.scan.kernel``'s launch bounds, ``chunked.shared_bytes``).
 
 On an H200 three v3 shapes (block 1024) and window forward v3 at f = 32 (1024 threads) failed with
-CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: ptxas had given v3's float64 backward scan 197 registers a thread, and a
-1024-thread block may use 64; and v3 in float64 at block 1024, K = 2 needed more than 48 KiB of shared memory,
-which ``chunked.check_options`` now refuses with a clear error. The simulator never shows this, so the CPU test compiles the kernels for sm_90
+CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: without launch bounds ptxas gives v3's float32 backward scan at block 1024,
+K = 2 80 registers a thread, and a 1024-thread block may use 64 (the control test below); and v3 in float64 at
+block 1024, K = 2 needs more than 48 KiB of static shared memory, which ``chunked.check_options`` now refuses
+with a clear error. The simulator shows neither, so the CPU test compiles the kernels for sm_90
 (``numba.cuda.compile_ptx`` needs no GPU) and reads ptxas's register and shared-memory counts
 (``tests/_ptx_registers.py``); it is skipped, saying why, where ptxas or libnvvm is missing. The hardware test
 asks the driver the same questions about the kernels it has just run.

@@ -5,6 +5,8 @@
 returned arrays are the caller's, and a second call with the same ``Workspace`` adds no buffer. v1 with K steps
 loaded ahead is checked against the NumPy reference loop at lengths that are and are not multiples of K.
 """
+import json
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -143,3 +145,55 @@ def test_bad_out_workspace_and_prefetch_name_themselves(rng):
     with pytest.raises(ValueError, match=r'out must be \(dx, \{"Q": dQ'):
         cw.gril_backward(*wa, cuda.device_array((1, 3, 2, 2)), cuda.device_array((1, 3, 2)),
                          out=cuda.device_array((1, 5, 2)))
+
+
+def test_benchmark_times_preallocated_calls_beside_allocating_ones():
+    """bench's "(preallocated)" rows: every variant again with out= and a Workspace, vs_allocating = the
+    allocating row's seconds / this row's (fake clock: each timed call 1 ms longer than the one before)."""
+    from cuda_kernels import bench
+
+    clock = iter(np.arange(1, 100) * 1e-3)
+    rows = bench._scan_rows([("tiny", (1, 8, 2))], np.dtype(np.float32), timer=lambda fn: (fn(), next(clock))[1],
+                            block=8, copy=lambda nbytes, timer: 2e-3, preallocated=True)
+    by = {r["name"]: r for r in rows}
+    variants = ["sequential", "blelloch", "chunked", "chunked lookback"]
+    for v in variants:
+        for kind in ("forward", "backward", "log forward"):
+            pre = by[f"{v} {kind} (preallocated)"]
+            assert pre["vs_allocating"] == pytest.approx(by[f"{v} {kind}"]["seconds"] / pre["seconds"])
+            assert pre["bytes"] == by[f"{v} {kind}"]["bytes"]
+    assert [r["name"] for r in rows[-12:]] == [f"{v} {k} (preallocated)" for v in variants
+                                                for k in ("forward", "backward", "log forward")]
+    wrows = bench._window_rows([(2, 5, 3, 2, 1)], np.dtype(np.float64), timer=lambda fn: (fn(), 1e-3)[1],
+                               copy=lambda nbytes, timer: 1e-3, preallocated=True)
+    assert [r["name"] for r in wrows[-2:]] == ["segmented forward (preallocated)", "fused backward (preallocated)"]
+    assert wrows[-1]["vs_allocating"] == pytest.approx(1.0)
+
+
+def test_gpu_check_tables_read_the_rows_it_wrote(tmp_path, capsys):
+    from cuda_kernels import bench, gpu_check
+
+    def row(name, shape, vs_copy, **extra):
+        return dict(bench.make_row(name, 1e-3, 10, vs_copy * 1e-3), shape=list(shape), **extra)
+
+    many, one = (8, 4096, 8192), (1, 2 ** 20, 1)
+    scan_rows = [row("v1 loop forward", many, 0.3), row("v1 loop forward (preallocated) K=1", many, 0.35),
+                 row("v1 loop forward (preallocated) K=4", many, 0.7),
+                 row("v2 Blelloch forward (preallocated)", many, 0.2),
+                 row("torch.cumsum (1-D, same n)", many, 0.72), row("v1 loop forward (preallocated)", one, 0.002),
+                 row("v2 Blelloch backward (preallocated)", one, 0.1),
+                 {"name": "v3 chunked forward", "seconds": float("nan"), "shape": list(one), "error": "boom"}]
+    (tmp_path / "scan_rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scan_rows))
+    wrows = [dict(row("forward v3", (64, 16385, 32), 0.1), regime="f=32 w=3 s=2"),
+             {"name": "backward / forward", "seconds": float("nan"), "allocating": 3.5, "preallocated": 3.25,
+              "shape": [64, 16385, 32], "regime": "f=32 w=3 s=2"}]
+    (tmp_path / "window_rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wrows))
+    text = gpu_check.tables(str(tmp_path))
+    lines = text.splitlines()
+    assert "| (8, 4096, 8192) | 0.300 | - | - | - | 0.720 | - |" in lines
+    assert "| (8, 4096, 8192) | 0.350 | 0.200 | - | - | 0.720 | - |" in lines   # preallocated (K = 1); torch as is
+    assert "| (1, 1048576, 1) | 0.002 | - | - | - | - | - |" in lines
+    assert "| (8, 4096, 8192) | 0.350 | - | 0.700 | - |" in lines                # v1 by K
+    assert "  (1, 1048576, 1): v2 Blelloch: 0.100" in lines
+    assert "| (64, 16385, 32) f=32 w=3 s=2 | 0.100 | - | 3.50 | 3.25 |" in lines
+    assert "1 failed variant(s)" in text and "v3 chunked forward: boom" in text
