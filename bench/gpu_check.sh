@@ -36,7 +36,7 @@ python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >> "$OUT/env.log" 2>&1
 say "$(head -1 "$OUT/env.log")"
 
-PYTEST="python3 -m pytest -p no:cacheprovider -q -rA --durations=10"
+PYTEST="python3 -m pytest -p no:cacheprovider -v -rA --durations=10"   # -v: one line per test as it ends
 TIMEOUT_ARGS="--timeout 120 --timeout-method=thread"   # the first v3 test compiled for 56 s on the H200
 python3 -c "import pytest_timeout" 2>/dev/null || TIMEOUT_ARGS=""
 

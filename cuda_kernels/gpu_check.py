@@ -38,7 +38,7 @@ from . import window as cw
 REPEATS = 5
 SCAN_CASES = [("many channels", (8, 4096, 8192)), ("many channels", (8, 1024, 8192)),
               ("few channels", (1, 2 ** 20, 256)), ("few channels", (1, 2 ** 20, 16)), ("one channel", (1, 2 ** 20, 1))]
-TINY_SCAN_CASES = [("many channels", (2, 24, 64)), ("few channels", (1, 300, 4)), ("one channel", (1, 200, 1))]
+TINY_SCAN_CASES = [("many channels", (1, 16, 8)), ("few channels", (1, 40, 2)), ("one channel", (1, 24, 1))]
 WINDOW_CASES = [(64, 16385, 10, 3, 2), (64, 16385, 16, 3, 2), (64, 16385, 32, 3, 2), (1, 2 ** 20 + 1, 16, 2, 1)]
 TINY_WINDOW_CASES = [(2, 21, 3, 3, 2), (1, 41, 4, 2, 1)]
 PREFETCH = (1, 2, 4, 8)

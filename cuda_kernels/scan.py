@@ -109,12 +109,16 @@ class Workspace:
         return len(self._buffers)
 
 
+def _check_workspace(workspace):
+    if workspace is not None and not isinstance(workspace, Workspace):
+        raise ValueError(f"workspace must be a cuda_kernels.scan.Workspace or None, got {type(workspace).__name__}")
+
+
 def _alloc(workspace, name, shape, dtype):
     """A device array for a temporary: from ``workspace`` (reused) or freshly allocated."""
     if workspace is None:
         return cuda.device_array(tuple(shape), dtype=dtype)
-    if not isinstance(workspace, Workspace):
-        raise ValueError(f"workspace must be a cuda_kernels.scan.Workspace or None, got {type(workspace).__name__}")
+    _check_workspace(workspace)
     return workspace.get(name, shape, dtype)
 
 
@@ -678,7 +682,7 @@ def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=Non
                               "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     K1 = _check_prefetch(method, prefetch)
-    _alloc(workspace, "unused2", (1, 1), a.dtype)  # refuses a bad workspace before any work
+    _check_workspace(workspace)
     if 0 in shape:
         return out[0] if out is not None else _empty(shape, a.dtype, on_device)
     s3 = _shape3(shape)
@@ -822,7 +826,7 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
                              "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     K1 = _check_prefetch(method, prefetch)
-    _alloc(workspace, "unused2", (1, 1), a.dtype)  # refuses a bad workspace before any work
+    _check_workspace(workspace)
     if 0 in shape:
         return out if out is not None else _empty_grads(shape, a.dtype, on_device)
     s3 = _shape3(shape)
@@ -901,7 +905,7 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
                              "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, log_a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
     K1 = _check_prefetch(method, prefetch)
-    _alloc(workspace, "unused2", (1, 1), log_a.dtype)  # refuses a bad workspace before any work
+    _check_workspace(workspace)
     if 0 in shape:
         return out if out is not None else _empty_grads(shape, log_a.dtype, on_device)
     s3 = _shape3(shape)

@@ -71,7 +71,8 @@ from types import SimpleNamespace
 import numpy as np
 from numba import cuda
 
-from .scan import _NB_TYPES, _alloc, _check_out, is_device, kernel, linear_scan, linear_scan_backward, to_device
+from .scan import (_NB_TYPES, _alloc, _check_out, _check_workspace, is_device, kernel, linear_scan,
+                   linear_scan_backward, to_device)
 
 __all__ = ["gril_forward", "gril_backward", "n_windows", "plan_segments", "to_device", "DEFAULT_BLOCK",
            "FORWARD_VERSIONS", "BACKWARD_VERSIONS", "TARGET_THREADS", "MIN_SEGMENT"]
@@ -763,7 +764,7 @@ def gril_forward(x, Q, q, beta, A, w, s, *, version=None, fused=None, segments=N
     version = _forward_version(version, fused, segments, f)
     names, shapes = (("o", "Z"), ((B, T_out, f), (B, T_out, f, f))) if return_Z else (("o",), ((B, T_out, f),))
     outs = _check_out(out, names, shapes, x.dtype, on_device)
-    _alloc(workspace, "unused3", (1, 1, 1), x.dtype)  # refuses a bad workspace before any work
+    _check_workspace(workspace)
     xd, Qd, qd, betad, Ad = (to_device(v) for v in (x, Q, q, beta, A))
     o = cuda.device_array((B, T_out, f), dtype=x.dtype) if outs is None else outs[0]
     kw = {} if scan_block is None else {"block": scan_block}
@@ -848,7 +849,7 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None,
         outs = _check_out((out[0],) + tuple(out[1][k] for k in ("Q", "q", "beta", "A")),
                           ("dx", "Q", "q", "beta", "A"), ((B, T, f), (w, w), (w,), tuple(beta.shape), (f, f)),
                           dt, on_device)
-    _alloc(workspace, "unused3", (1, 1, 1), dt)  # refuses a bad workspace before any work
+    _check_workspace(workspace)
     xd, Qd, qd, betad, Ad, Zd, dod = (to_device(v) for v in (x, Q, q, beta, A, Z, do))
     Zd = Zd.reshape((B, T_out, f * f))
     kw = {} if scan_block is None else {"block": scan_block}
