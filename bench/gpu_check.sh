@@ -23,7 +23,7 @@ TINYARG=${TINY:+--tiny}
 
 # 0. numpy 2.4 first on the path (skipped when there is no wheel: a dry run on a machine whose numpy works)
 if ls .whl/*.whl >/dev/null 2>&1; then
-  timeout 120 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
+  timeout 60 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
     > "$OUT/pip.log" 2>&1 || say "numpy wheel install FAILED (see pip.log)"
   export PYTHONPATH=/tmp/site:$PWD:$PWD/tests
 else
@@ -31,9 +31,9 @@ else
   export PYTHONPATH=$PWD:$PWD/tests
 fi
 if [ -z "$TINY" ]; then export NUMBA_ENABLE_CUDASIM=0; fi
-python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba', numba.__version__, \
+timeout 60 python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba', numba.__version__, \
 'simulator', numba.config.ENABLE_CUDASIM); c.detect()" > "$OUT/env.log" 2>&1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >> "$OUT/env.log" 2>&1
+timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >> "$OUT/env.log" 2>&1
 say "$(head -1 "$OUT/env.log")"
 
 PYTEST="python3 -m pytest -p no:cacheprovider -v -rA --durations=10"   # -v: one line per test as it ends
