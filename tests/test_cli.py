@@ -71,41 +71,6 @@ def test_reproduce_rejects_unknown_work_and_experiment(capsys):
     assert "only must name experiments" in capsys.readouterr().err
 
 
-def test_report_puts_paper_next_to_ours_with_a_verdict_and_keeps_timings_apart():
-    import types
-
-    from minimal import report
-
-    mod = types.SimpleNamespace(TOLERANCE={"kv": report.Tolerance("log10", 0.5, 1.0)},
-                                METRICS={"loss": "mean squared error on the fixed set"},
-                                QUICK_MISSES="the loss floor of the full run")
-    results = {"exp": {"metrics": {"loss": 0.26, "kv": 4e-7, "n": 85, "ms_per_step": 5.0, "curve": list(range(20)),
-                                   "extra": 1.5},
-                       "paper": {"loss": 0.25, "kv": 4.5e-8, "n": 86}, "seconds": 3.0, "figures": ["out/exp/f.png"],
-                       "mode": "quick"}}
-    text = report.render("w", True, results, {"exp": mod}, "out")
-    comparable = text.split("## Paper-comparable results")[1].split("##")[0]
-    assert "| exp | loss | 0.25 | 0.26 | matches | ±5% / ±25% | quick |" in comparable
-    assert "| exp | kv | 4.5e-08 | 4e-07 | close | 0.5 / 1 decades | quick |" in comparable
-    assert "| exp | n | 86 | 85 | differs | equal | quick |" in comparable
-    timings = text.split("## Timings")[1].split("##")[0]
-    assert "ms_per_step" in timings and "ms_per_step" not in comparable and "wall time (s) | 3.0" in timings
-    assert "the loss floor of the full run" in text and "`exp.loss`: mean squared error" in text
-    assert "[f.png](exp/f.png)" in text and "curve" not in text
-    assert "1 matches, 1 close, 1 differs" in text
-
-
-@pytest.mark.parametrize("paper,ours,tol,want", [
-    (0.1, 0.104, None, "matches"), (0.1, 0.12, None, "close"), (0.1, 0.2, None, "differs"),
-    (5e-8, 3e-9, ("at_most", 0.0, 10.0), "matches"), (5e-8, 2e-7, ("at_most", 0.0, 10.0), "close"),
-    (86, 86, None, "matches"), (1, 0, None, "differs"), (86, 85, ("exact", 0, 2), "close"),
-    ([0.0681, 0.0682], [0.0681, 0.09], None, "differs"), (0.1, float("nan"), None, "n/a")])
-def test_verdicts(paper, ours, tol, want):
-    from minimal import report
-
-    assert report.verdict(paper, ours, None if tol is None else report.Tolerance(*tol)) == want
-
-
 def test_scan_methods_must_agree_to_rounding_not_to_the_finite_difference_tolerance():
     from minimal import check
 
