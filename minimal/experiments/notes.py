@@ -67,6 +67,11 @@ PAGES = {
                        "layer counts and steps of the grid (see the experiment's differences)."},
     },
     "gril.regression": {
+        "METRICS": {"gril_over_gd": "trained GRIL's query loss / one GD step's (η*) on 10^4 fixed tasks",
+                    "construction_over_gd": "the GD construction's loss / one GD step's (exact: 1)",
+                    "newton_over_gd": "one undamped Newton step's loss / one GD step's",
+                    "gd_over_zero": "one GD step's loss / the zero predictor's",
+                    "pred_cos": "cosine similarity of GRIL's and GD's predictions (App. B.1)"},
         "BETTER": {"*_over_gd": "lower", "*_over_zero": "lower"},
         "NOTES": {
             "newton_over_gd": "with N = f noiseless examples one undamped Newton step solves the least-squares "
@@ -78,6 +83,8 @@ PAGES = {
         "QUICK_MISSES": "fewer training steps than the full run: the trained GRIL sits nearer, not at, one GD step.",
     },
     "gril.ablations": {
+        "METRICS": {"<target>_<variant>": "query loss 1/2 mean (ŷ - y)² on 10^4 fixed tasks, mean ± std over seeds",
+                    "<target>_<variant>_over_full": "the ablated variant's loss / the full GRIL's (the claim: ~2)"},
         "NOTES": {"*_over_full": "the claim is this ratio, about 2: removing either component leaves the model at "
                                  "the zero predictor.",
                   "*": _gril_scale},
@@ -104,6 +111,9 @@ PAGES = {
     },
     "minrnn.param_counts": {
         "NOTES": {"*": "the paper prints whole percent."},
+        "METRICS": {"<cell>_pct_alpha<α>": "parameters of minGRU / minLSTM as % of GRU / LSTM at d_h = α d_x, "
+                                           "without biases (Sec. 3.1.3, 3.2.4)"},
+        "QUICK_MISSES": "nothing: a count, the same in both modes.",
     },
     "minrnn.runtime": {
         "NOTES": {
@@ -114,6 +124,8 @@ PAGES = {
             "mem_ratio_*": "we count the arrays our hand-written backward keeps; the paper measures PyTorch's "
                            "autograd peak, which also keeps every intermediate of the scan.",
         },
+        "METRICS": {"speedup_<cell>_T<T>": "time per training step of GRU (LSTM) / minGRU (minLSTM) at length T",
+                    "mem_ratio_<cell>_<baseline>": "bytes kept for the backward pass, minimal / traditional cell"},
         "QUICK_MISSES": "sequence lengths up to 512 only: the paper's T = 4096 speed-ups have no row.",
     },
     "minrnn.shakespeare": {
@@ -130,10 +142,16 @@ PAGES = {
             "ratio_*": lambda c, m: f"minimal RNN / Transformer at D = {c.get('D', '?')}; the paper's ratio is at "
                                     "D = 384 with its own Transformer (6 heads, learned positions).",
         },
+        "METRICS": {"test_loss_<model>": "cross-entropy (nats per character) of the final model on every test "
+                                         "window", "steps_to_best_<model>": "the evaluation step of the lowest "
+                                         "loss on the fixed test subset",
+                    "ratio_<model>_to_transformer": "test loss of the minimal RNN / the same-size Transformer's"},
         "QUICK_MISSES": "D = 48, context 64, 300 steps against the full run's D = 64 (the paper's 384): the losses "
                         "are far above the paper's and the step of the best loss is capped by the run's length.",
     },
     "minrnn.selective_copy": {
+        "METRICS": {"<cell>_<layers>": "token accuracy (%) at the marker positions on fixed evaluation sequences, "
+                                       "mean ± std over seeds (Table 1)"},
         "BETTER": {"*_2": "higher", "*_3": "higher"},
         "QUICK_UNREACHABLE": ("mingru_*", "minlstm_*"),
         "NOTES": {
