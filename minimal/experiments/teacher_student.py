@@ -320,18 +320,26 @@ def figure_pruned_weights(params, config, pruned=None):
     """Fig. 2A: the student's weights after pruning (``pruned``: an ``identification.Pruned`` of params,
     default by magnitude), recurrent neurons ordered KV, Q, other."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     p, lam, kinds = _sorted_pruned(params, config, pruned)
     panels = [("W_in_m", p["W_in_m"]), ("W_in_x", p["W_in_x"]), ("λ", lam[:, None]),
               ("W_out_m", p["W_out_m"]), ("W_out_x", p["W_out_x"]), ("D", p["D"])]
     fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.6),
                              gridspec_kw={"width_ratios": [max(a.shape[1], 1) + 2 for _, a in panels]})
+    xlabels = {"W_in_m": "input (key-value part)", "W_in_x": "input (query part)", "λ": "decay",
+               "W_out_m": "recurrent neuron", "W_out_x": "recurrent neuron", "D": "input"}
     for ax, (name, a) in zip(axes, panels):
         vmax = max(float(np.max(np.abs(a))), 1e-12)
-        ax.imshow(a, cmap="RdBu_r" if name != "λ" else "viridis", vmin=-vmax if name != "λ" else 0,
-                  vmax=vmax if name != "λ" else 1, aspect="auto", interpolation="nearest")
+        im = ax.imshow(a, cmap="RdBu_r" if name != "λ" else "viridis", vmin=-vmax if name != "λ" else 0,
+                       vmax=vmax if name != "λ" else 1, aspect="auto", interpolation="nearest")
         ax.set_title(name)
         ax.set_xticks([])
+        ax.set_xlabel(xlabels[name], fontsize=8)
+        ax.set_ylabel("output-gating neuron" if name.startswith(("W_out", "D")) else "recurrent neuron (KV, Q, other)",
+                      fontsize=8)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.colorbar(im, ax=ax, fraction=0.15 if a.shape[1] > 1 else 0.5)
     n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
     fig.suptitle(f"pruned student: {len(lam)} recurrent neurons ({n_kv} KV, {n_q} Q), {p['D'].shape[1]} "
                  f"output gates")
@@ -357,6 +365,8 @@ def figure_merged_kernel(params, config, pruned=None):
         ax.set_title(f"K_{i + 1} (output {i + 1})")
         ax.set_xticks([])
         ax.set_yticks([])
+        ax.set(xlabel="pruned neuron j", ylabel="pruned neuron i")
+        fig.colorbar(ax.images[0], ax=ax, fraction=0.046)
     fig.suptitle(f"merged output-gating kernels on the pruned neurons: {n_kv} KV | {n_q} Q | "
                  f"{len(kinds) - n_kv - n_q} other")
     fig.tight_layout()
