@@ -152,3 +152,44 @@ def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeyp
     R.reproduce("gril", quick=False, out_dir=tmp_path / "out", progress=False)
     assert json.loads((tmp_path / "data" / "gril" / "saving_full.json").read_text()) == {"size": 10}
     assert not (tmp_path / "data" / "gril" / "silent_full.json").exists()
+
+
+def test_reproduce_kernel_says_the_work_is_its_notebook(capsys):
+    assert main(["reproduce", "kernel"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the kernel work has nothing to reproduce") and "kernel_attention_is_an_rnn" in err
+
+
+def test_bench_size_sets_the_time_steps_and_is_refused_with_quick(monkeypatch, capsys):
+    from minimal import bench
+
+    calls = []
+    monkeypatch.setattr(bench, "bench_window", lambda **kw: calls.append(kw) or [])
+    monkeypatch.setattr(bench, "bench_scan", lambda **kw: calls.append(kw) or [])
+    assert main(["bench", "window", "--size", "1025"]) == 0
+    assert main(["bench", "scan", "--size", "512"]) == 0
+    assert calls == [{"backend": "numba", "shape": (64, 1025, 10, 3, 1)}, {"backend": "numba", "shape": (64, 512, 256)}]
+    assert "peak memory about" in capsys.readouterr().err
+    assert main(["bench", "scan", "--size", "512", "--quick"]) == 2
+    assert main(["bench", "scan", "--size", "0"]) == 2
+    assert "size must be an integer >= 2" in capsys.readouterr().err
+
+
+def test_bench_cuda_without_a_gpu_names_the_cli_flag_not_a_library_backend(monkeypatch):
+    from minimal import bench, scan
+
+    def no_gpu(name):
+        raise ValueError("backend='cuda' needs a CUDA GPU, and none is available (numba finds no CUDA driver and "
+                         "GPU). Use backend='numba' or 'numpy' on the CPU")
+
+    monkeypatch.setattr(scan, "cuda_module", no_gpu)
+    with pytest.raises(ValueError) as e:
+        bench.bench_scan(backend="cuda")
+    assert "--backend numba" in str(e.value) and "'numpy'" not in str(e.value)
+    assert "numba finds no CUDA driver and GPU" in str(e.value)
+
+
+def test_help_names_every_command():
+    out = subprocess.run([sys.executable, "-m", "minimal", "--help"], capture_output=True, text=True).stdout
+    assert out.startswith("usage: python -m minimal [-h] {check,bench,reproduce,course}")
+    assert "{check,bench,reproduce,course} ..." in out
