@@ -326,9 +326,10 @@ def figure_pruned_weights(params, config, pruned=None):
     panels = [("W_in_m", p["W_in_m"]), ("W_in_x", p["W_in_x"]), ("λ", lam[:, None]),
               ("W_out_m", p["W_out_m"]), ("W_out_x", p["W_out_x"]), ("D", p["D"])]
     fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.6),
-                             gridspec_kw={"width_ratios": [max(a.shape[1], 1) + 2 for _, a in panels]})
-    xlabels = {"W_in_m": "input (key-value part)", "W_in_x": "input (query part)", "λ": "decay",
-               "W_out_m": "recurrent neuron", "W_out_x": "recurrent neuron", "D": "input"}
+                             gridspec_kw={"width_ratios": [max(a.shape[1], 20) + 2 for _, a in panels]})
+    xlabels = {"W_in_m": "input", "W_in_x": "input", "λ": "λ", "W_out_m": "recurrent neuron",
+               "W_out_x": "recurrent neuron", "D": "output-gating neuron"}
+    ylabels = {"W_out_m": "output-gating neuron", "W_out_x": "output-gating neuron", "D": "output"}
     for ax, (name, a) in zip(axes, panels):
         vmax = max(float(np.max(np.abs(a))), 1e-12)
         im = ax.imshow(a, cmap="RdBu_r" if name != "λ" else "viridis", vmin=-vmax if name != "λ" else 0,
@@ -336,10 +337,10 @@ def figure_pruned_weights(params, config, pruned=None):
         ax.set_title(name)
         ax.set_xticks([])
         ax.set_xlabel(xlabels[name], fontsize=8)
-        ax.set_ylabel("output-gating neuron" if name.startswith(("W_out", "D")) else "recurrent neuron (KV, Q, other)",
-                      fontsize=8)
+        ax.set_ylabel(ylabels.get(name, "recurrent neuron (KV, Q, other)"), fontsize=8)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        fig.colorbar(im, ax=ax, fraction=0.15 if a.shape[1] > 1 else 0.5)
+        narrow = a.shape[1] < 20   # a few columns: a thicker, shorter-aspect bar that still spans the panel
+        fig.colorbar(im, ax=ax, fraction=0.3 if narrow else 0.1, aspect=8 if narrow else 20, pad=0.04)
     n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
     fig.suptitle(f"pruned student: {len(lam)} recurrent neurons ({n_kv} KV, {n_q} Q), {p['D'].shape[1]} "
                  f"output gates")
