@@ -37,6 +37,10 @@ def _rel(path, root):
     return Path(os.path.relpath(Path(path).resolve(), Path(root).resolve())).as_posix()
 
 
+def _sentence(note):
+    return (note[:1].upper() + note[1:]) if note else ""
+
+
 def _counts_cell(rows):
     c = report.count(rows)
     return f"{c['matches']} / {c['close']} / {c['differs']}" + (
@@ -91,7 +95,7 @@ def index_markdown(done, out_root, quick):
                 lines.append(f"- **matches** ({len(by[verdict])}): {names}.")
                 continue
             lines.append(f"- **{verdict}** ({len(by[verdict])}):")
-            lines += [f"  - `{r[0]}.{r[1]}`: paper {r[2]}, ours {r[3]} ({r[6]}). {r[7] or ''}".rstrip()
+            lines += [f"  - `{r[0]}.{r[1]}`: paper {r[2]}, ours {r[3]} ({r[6]}). {_sentence(r[7])}".rstrip()
                       for r in by[verdict]]
         lines += ["", "| experiment | configuration | wall time (s) | figures |", "|---|---|---|---|"]
         for name, r in results.items():

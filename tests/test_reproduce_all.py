@@ -64,3 +64,19 @@ def test_reproduce_all_stops_at_a_failing_work_and_indexes_what_finished(tmp_pat
 def test_reproduce_all_refuses_only(capsys):
     assert main(["reproduce", "all", "--only", "icl"]) == 2
     assert "--only names experiments of one work" in capsys.readouterr().err
+
+
+def test_the_index_counts_verdicts_per_work_full_and_quick_apart_and_says_why(tmp_path, monkeypatch):
+    mods = {"exp": types.SimpleNamespace(NOTES={"far": "a quick run trains too few steps"}),
+            "sweep": types.SimpleNamespace()}
+    monkeypatch.setattr(R, "experiments", lambda work: mods)
+    done = {"zucchet": {
+        "exp": {"metrics": {"a": 1.0, "far": 3.0}, "paper": {"a": 1.0, "far": 1.0}, "seconds": 1.0, "figures": [],
+                "mode": "quick"},
+        "sweep": {"metrics": {"b": 2.0, "c": 2.3}, "paper": {"b": 2.0, "c": 2.0}, "seconds": 0.0, "figures": [],
+                  "mode": "full, all runs on disk"}}}
+    index = RA.index_markdown(done, tmp_path, quick=True)
+    row = [line for line in index.splitlines() if line.startswith("| `zucchet` |")][0]
+    assert "| 1 / 1 / 0 | 1 / 0 / 1 |" in row   # full: b matches, c close; quick: a matches, far differs
+    assert "`exp.far`: paper 1, ours 3 (quick). A quick run trains too few steps" in index
+    assert "- **matches** (2): `exp.a`, `sweep.b`." in index
