@@ -176,8 +176,10 @@ def _fmt(v):
 
 
 def reader_name(key):
-    """A metric key as words: "scalar_no_window_over_full" -> "scalar no window / full"."""
+    """A metric key as words: "scalar_no_window_over_full" -> "scalar no window / full", "gru_params_alpha2" ->
+    "gru params at α = 2", "ms_gru_T512" -> "ms gru at T = 512"."""
     words = key.replace("_over_", " / ").replace("_", " ")
+    words = re.sub(r"\balpha(\d+)\b", r"at α = \1", re.sub(r"\bT(\d+)\b", r"at T = \1", words))
     return re.sub(r"\bpct\b", "%", re.sub(r"\bstd\b", "spread (std)", words))
 
 
