@@ -80,3 +80,17 @@ def test_the_index_counts_verdicts_per_work_full_and_quick_apart_and_says_why(tm
     assert "| 1 / 1 / 0 | 1 / 0 / 1 |" in row   # full: b matches, c close; quick: a matches, far differs
     assert "`exp.far`: paper 1, ours 3 (quick). A quick run trains too few steps" in index
     assert "- **matches** (2): `exp.a`, `sweep.b`." in index
+
+
+def test_the_main_job_prints_each_works_counts_and_page_not_the_page(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(R, "experiments", _fake_work)
+    seen = []
+    real = R.reproduce
+    monkeypatch.setattr(R, "reproduce", lambda *a, **kw: seen.append(kw["progress"]) or real(*a, **kw))
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "all", "--quick"]) == 0
+    out = capsys.readouterr().out
+    for work in RA.WORKS:
+        assert f"== {work}: 1 differs; page: {Path('results') / work / 'results.md'}" in out
+    assert "| exp |" not in out and "## Paper-comparable results" not in out
+    assert seen == [False] * len(RA.WORKS)   # stderr is captured, not a terminal: no progress bars
