@@ -36,25 +36,30 @@ def _steps(config, metrics):
     return config.get("steps", "?")
 
 
-_ZUCCHET_FULL_ONLY = ("the paper's number is for its full training run; see what a quick run is expected to miss.")
+def _zucchet_steps(paper_steps):
+    def note(config, metrics):
+        steps = config.get("steps")
+        return (f"this run trained {f'{steps:,}' if isinstance(steps, int) else '?'} steps (the paper: "
+                f"{paper_steps}); see the experiment's differences from the paper below.")
+    return note
 
 PAGES = {
     "zucchet.teacher_student": {
         "QUICK_UNREACHABLE": ("loss", "kv_score", "q_score", "poly_distance", "hidden_removed", "gates_removed",
                               "n_kv", "n_q"),
-        "NOTES": {"*": _ZUCCHET_FULL_ONLY},
+        "NOTES": {"*": _zucchet_steps("~781,000, App. B.1")},
     },
     "zucchet.icl": {
         "QUICK_UNREACHABLE": ("final_train_loss", "coef_x2_y1", "coef_x2_y1_mean", "residual_norm"),
         "BETTER": {"final_train_loss": "lower", "residual_norm": "lower"},
-        "NOTES": {"*": _ZUCCHET_FULL_ONLY},
+        "NOTES": {"*": _zucchet_steps("300,000 at lr 1e-3, App. C.1")},
     },
     "zucchet.icl_seeds": {
         "QUICK_UNREACHABLE": ("coef_x2_y1_mean", "coef_over_eta_star", "residual_norm_mean",
                               "final_train_loss_mean", "seeds"),
         "BETTER": {"residual_norm_mean": "lower", "final_train_loss_mean": "lower"},
         "NOTES": {"seeds": lambda c, m: f"we train {len(c.get('seeds', ())) or '?'} seeds (the paper: 4).",
-                  "*": _ZUCCHET_FULL_ONLY},
+                  "*": _zucchet_steps("300,000 per seed, App. C.1")},
     },
     "zucchet.hidden_size": {
         "QUICK_UNREACHABLE": ("teacher_needed_over_construction",),
