@@ -100,3 +100,18 @@ def test_every_experiment_of_every_work_has_page_notes_or_its_own():
             assert set(page) <= {"NOTES", "QUICK_UNREACHABLE", "BETTER", "METRICS", "QUICK_MISSES"}, (work, name)
             assert all(v in ("lower", "higher") for v in page.get("BETTER", {}).values())
     assert set(notes.PAGES) <= {f"{w}.{n}" for w, ns in _MODULES.items() for n in ns}
+
+
+def test_every_note_reads_its_settings_from_the_experiments_config():
+    """A note that quotes a setting finds it in the experiment's Config (quick and full): none prints '?'."""
+    import dataclasses
+
+    from minimal.experiments import experiments, notes
+
+    for key, page in notes.PAGES.items():
+        work, name = key.split(".")
+        mod = experiments(work)[name]
+        for config in (mod.Config.quick(), mod.Config()):
+            for pattern, note in page.get("NOTES", {}).items():
+                text = note(dataclasses.asdict(config), {}) if callable(note) else note
+                assert isinstance(text, str) and text and "?" not in text, (key, pattern, text)
