@@ -28,7 +28,8 @@ def _zucchet():
                "eta_star": 0.0676, "residual_norm": 1e-3}),
         (icl_seeds, {"eta_star": 0.0676, "per_seed": {"coef_x2_y1_mean": [0.0681, 0.0683],
                                                       "coef_predicted_from_lam": [0.11, 0.045]}}),
-        (HS, {"teacher_hiddens": [10, 30, 60], "teacher_rel_loss": [1e-1, 1e-3, 1e-5], "construction_neurons_teacher": 27,
+        (HS, {"teacher_hiddens": [10, 30, 60], "teacher_rel_loss": [1e-1, 1e-3, 1e-5],
+              "construction_neurons_teacher": 27,
               "icl_hiddens": [10, 20, 40], "icl_rel_loss": [2.0, 1.1, 0.99], "construction_neurons_icl": 35,
               "gd_neurons_icl": 12}),
         (A, {"rows": rows}),
@@ -39,7 +40,8 @@ def _gril():
     L = 2
     heads = {f"cqQ_{l}_over_eta_N": rng.normal(size=(3, 3)) for l in range(1, L + 1)}
     heads.update({f"cQ_tilde_{l}_over_eta_N": rng.normal(size=(3, 3)) for l in range(2, L + 1)})
-    ablations = {f"{t}_{v}{s}": 0.5 for t in ("scalar", "multivariate") for v in GM.VARIANTS for s in ("", "_over_zero")}
+    ablations = {f"{t}_{v}{s}": 0.5
+                 for t in ("scalar", "multivariate") for v in GM.VARIANTS for s in ("", "_over_zero")}
     ablations.update({"dims_f": [2, 5, 10], "dims_loss": [0.1, 0.3, 0.8], "dims_loss_gd": [0.1, 0.3, 0.8]})
     comparison = {"multivariate_gd": 0.8, "multivariate_zero": 1.67}
     comparison.update({f"multivariate_{m}_over_zero": 0.6 for m in GCmp.MODELS})
