@@ -1,18 +1,22 @@
-"""Command line: ``python -m minimal {check,bench} ...``.
+"""Command line: ``python -m minimal {check,bench,reproduce,course} ...``.
 
     python -m minimal check [--only NAME ...] [--no-scans]
         gradient check of every registered cell and the scan equivalence checks; exit code 1 on any failure.
-    python -m minimal bench scan [--backend numba|cuda] [--quick]
-    python -m minimal bench window [--backend numba|cuda] [--quick]
+        A first run compiles the Numba kernels (about 35 s on one core; cached afterwards).
+    python -m minimal bench scan [--backend numba|cuda] [--quick | --size T]
+    python -m minimal bench window [--backend numba|cuda] [--quick | --size T]
         speed as ratios to a same-run memory copy (see minimal.bench); window: GRIL's block, fused Numba
-        kernels against the NumPy path on the CPU (default), or cuda_kernels.bench on the GPU.
+        kernels against the NumPy path on the CPU (default), or cuda_kernels.bench on the GPU. At the default
+        sizes the CPU runs peak at about 2.4 GB (scan, T = 4096) and 3.5 GB (window, T = 16385) of memory and
+        take minutes; --size T sets the time steps (memory scales with T), --quick a seconds-sized problem.
     python -m minimal bench step [--quick]
         the gated RNN's forward + backward on the Zucchet tasks' shapes; ICL readout all vs last.
     python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
         run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
     python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR]
-        every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md linking their
-        results and figures (DIR: results).
+        every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md with each work's
+        matches / close / differs, linking their results and figures (DIR: results of the current folder).
+        Progress bars only on a terminal. The fourth work, kernel, is its notebook alone (nothing to reproduce).
     python -m minimal course student OUT
         the student edition of the notebooks: solutions stripped (see minimal.course).
     python -m minimal course html OUT [--mathjax-url URL]
@@ -33,6 +37,8 @@ def _check(args):
     for name in args.only or ():
         check_choice("only", name, REGISTRY)
     check_positive_int("seed", args.seed, minimum=0)
+    print("checking every cell's gradients and every scan (a first run compiles the Numba kernels: about 35 s)...",
+          file=sys.stderr, flush=True)
     rows = check.run(names=args.only, seed=args.seed, scans=not args.no_scans)
     print(check.format_table(rows))
     return 0 if all(r.passed for r in rows) else 1
@@ -48,13 +54,19 @@ def _bench(args):
                 return 2
             print(bench.format_step_table(bench.bench_step(repeats=2 if args.quick else None)))
             return 0
+        if args.size is not None and (args.quick or args.backend == "cuda"):
+            raise InputError("--size sets the CPU benchmark's time steps; it goes without --quick and --backend cuda")
         if args.what == "scan":
             kw = {"shape": (16, 4096, 256)} if args.quick and args.backend != "cuda" else {}
+            kw = {"shape": bench.scaled_shape("scan", args.size)} if args.size is not None else kw
+            _say_bench("scan", args, kw.get("shape", bench.DEFAULT_SHAPE))
             rows = bench.bench_scan(backend=args.backend, **kw)
         elif args.backend == "cuda":
             rows = bench.bench_window(backend="cuda")
         else:
             shape = (16, 2 ** 12 + 1, 10, 3, 1) if args.quick else None
+            shape = bench.scaled_shape("window", args.size) if args.size is not None else shape
+            _say_bench("window", args, shape or bench.WINDOW_SHAPE)
             print(bench.format_window_table(bench.bench_window(backend="numba", shape=shape), shape))
             return 0
     except RuntimeError as e:  # the CUDA benchmark refuses to run without a GPU or in the simulator
@@ -65,21 +77,42 @@ def _bench(args):
     return 0
 
 
+def _say_bench(what, args, shape):
+    """One line on stderr before a CPU benchmark that runs for minutes: what it does and its peak memory."""
+    if args.backend == "cuda":
+        return
+    from . import bench
+
+    default = bench.DEFAULT_SHAPE if what == "scan" else bench.WINDOW_SHAPE
+    gb = bench.PEAK_GB[what] * shape[1] * shape[0] / (default[1] * default[0])
+    print(f"bench {what}: shape {tuple(shape)}, peak memory about {gb:.1g} GB; compiling the Numba kernels, then "
+          f"timing each row{' (minutes at the default size)' if tuple(shape) == default else ''}...",
+          file=sys.stderr, flush=True)
+
+
 def _reproduce(args):
+    if args.work == "kernel":
+        raise InputError("the kernel work has nothing to reproduce: its notebook computes everything live; run it "
+                         "with `jupyter lab notebooks/kernel_attention_is_an_rnn.ipynb` or `python -m pytest --nbval "
+                         "--nbval-current-env notebooks/kernel_attention_is_an_rnn.ipynb`")
     if args.work == "all":
         from .reproduce_all import reproduce_all
 
         if args.only:
             raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
                              "`python -m minimal reproduce WORK --only NAME ...`")
-        reproduce_all(quick=not args.full, out_dir=args.out, progress=not args.no_progress,
-                      scheduler=args.scheduler)
+        reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler)
         return 0
     from .reproduce import reproduce
 
-    reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=not args.no_progress,
+    reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=_progress(args),
               scheduler=args.scheduler)
     return 0
+
+
+def _progress(args):
+    """Progress bars only on a terminal: redirected to a file they wrote 750 KB of carriage returns."""
+    return not args.no_progress and sys.stderr.isatty()
 
 
 def _course(args):
@@ -112,16 +145,20 @@ def build_parser():
     p.add_argument("what", choices=["scan", "window", "step"])
     p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
     p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
+    p.add_argument("--size", type=int, metavar="T",
+                   help="scan / window on the CPU: T time steps instead of the default (4096 / 16385), for a machine "
+                        "with less memory: peak about 2.4 GB x T / 4096 (scan), 3.5 GB x T / 16385 (window)")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")
-    p.add_argument("work", help="zucchet, gril, minrnn, or all (each in turn, then an index page)")
+    p.add_argument("work", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
+                                "work is its notebook alone, notebooks/kernel_attention_is_an_rnn.ipynb")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
     mode.add_argument("--full", action="store_true", help="the full configs")
     p.add_argument("--only", nargs="+", metavar="NAME", help="experiments to run")
     p.add_argument("--out", help="output folder (default results/WORK; with all: results)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (they show only on a terminal)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
     p.set_defaults(func=_reproduce)

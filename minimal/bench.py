@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from .scan import cuda_module
+from . import scan as _scan
 from .validate import InputError, check_choice, check_positive_int
 
 __all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table",
@@ -37,6 +37,27 @@ __all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "forma
 DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32
 DEFAULT_REPEATS = 5
 WINDOW_SHAPE = (64, 2 ** 14 + 1, 10, 3, 1)  # GRIL (B, T, f, w, s): T' = T - w + 1 = 16383 windows of 3 tokens
+PEAK_GB = {"scan": 2.4, "window": 3.5}       # measured peak resident memory at the default shapes (issue 24)
+
+
+def cuda_module(name):
+    """``minimal.scan.cuda_module`` with the refusal worded for the benchmark: its --backend takes numba or cuda."""
+    try:
+        return _scan.cuda_module(name)
+    except ValueError as e:
+        why = str(e).split("available (", 1)[-1].split(")", 1)[0] if "available (" in str(e) else str(e)
+        raise InputError(f"--backend cuda needs a CUDA GPU and cannot run here ({why}); drop --backend cuda to time "
+                         f"the CPU kernels (--backend numba, the default)") from None
+
+
+def scaled_shape(what, T):
+    """The default shape of ``bench scan`` / ``bench window`` with T time steps instead (``--size T``): peak memory
+    about ``PEAK_GB[what]`` x T / default T."""
+    check_positive_int("size", T, minimum=2 if what == "scan" else 4)
+    if what == "scan":
+        return (DEFAULT_SHAPE[0], int(T), DEFAULT_SHAPE[2])
+    B, _, f, w, s = WINDOW_SHAPE
+    return (B, int(T) - (int(T) - w) % s, f, w, s)
 
 
 def _best_of_interleaved(fns, repeats):

@@ -1,31 +1,51 @@
-"""The results report of ``python -m minimal reproduce WORK``: ``results/WORK/results.md``.
+"""The results page of ``python -m minimal reproduce WORK``: ``results/WORK/results.md`` (+ ``measurements.md``).
 
-A reader should trust it at a glance, so the report is in sections:
+Every work's page has the same sections, so a reader knows where to look:
 
-1. Paper-comparable results: every metric that has a paper value, with a verdict and the tolerance it used,
-   and the run mode of its experiment (quick / full / full, loaded from disk).
-2. What a quick run is expected to miss (each module's ``QUICK_MISSES``), when the run was quick.
-3. Other measurements: metrics without a paper value (timings excluded).
-4. Timings: wall time and the time metrics (``*_seconds``, ``ms_per_step``, ...), kept apart from the science.
-5. Metric definitions (each module's ``METRICS``: key -> definition) and links to the figures.
+1. Paper-comparable results: every metric that has a paper value, the paper's number and ours (a spread, where
+   one exists, beside its mean: ``0.209 ± 0.0012``), a verdict, the tolerance it used, and the run mode of its
+   experiment (quick / full / full, loaded from disk).
+2. Notes on the verdicts: for every row that is not a match, why (``minimal.experiments.notes`` or the module's
+   own ``NOTES``), then each experiment's "Differs from the paper" list, quoted from its docstring.
+3. What a quick run is expected to miss (each experiment's ``QUICK_MISSES``).
+4. Metric definitions (``METRICS``: key -> definition), then links to the figures and to ``measurements.md``:
+   the metrics without a paper value and the timings, one table per experiment, named for a reader.
 
-Verdicts (``verdict``), per metric from the module's ``TOLERANCE`` (key -> ``Tolerance``), else the default:
+Verdicts (``judge``). First the tolerance (the module's ``TOLERANCE``: key -> ``Tolerance``, else the default):
     "rel"      |ours / paper - 1| <= match: matches; <= close: close; else differs   (default 5% / 25%)
     "at_most"  ours <= paper * (1 + match): matches; <= paper * close: close (lower is better: losses, errors)
     "log10"    |log10(ours / paper)| <= match decades: matches; <= close: close     (quantities like 5e-8)
     "exact"    ours == paper: matches; |ours - paper| <= close: close                 (counts, orderings)
 Integers and booleans default to "exact" with close = 0. A list is compared entry by entry (worst verdict).
+Then three refinements, in order:
+    printed precision   a number the paper prints (at most 4 significant digits, e.g. 33 or 0.206) is matched by
+                        ours rounded the same way: 33.33 matches 33 (``printed_match``). Derived ratios such as
+                        0.206 / 0.207 have no printed precision and keep the tolerance alone. A float loses
+                        trailing zeros (0.10 reads as 0.1, matched within 0.05): give such a number a TOLERANCE.
+    better              a "close" / "differs" row on the better side of the paper (the experiment's ``BETTER``:
+                        key pattern -> "lower" / "higher"; "at_most" tolerances are lower-is-better) reads
+                        "better than the paper".
+    quick               in a quick run, a "close" / "differs" row the experiment declares out of a quick run's
+                        reach (``QUICK_UNREACHABLE``) reads "not reached by a quick run", not "differs".
+Metadata is looked up on the experiment module first, then in ``minimal.experiments.notes`` (``notes.page``).
 """
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import math
 import os
+import re
+from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["Tolerance", "verdict", "render", "is_timing"]
+__all__ = ["Tolerance", "VERDICTS", "verdict", "judge", "printed_match", "render", "write", "count", "summary",
+           "is_timing", "reader_name"]
 
 _TIMING_WORDS = ("seconds", "ms_per_step", "_ms", "wall", "time_", "tokens_per_s", "steps_per_s")
 _ORDER = {"matches": 0, "close": 1, "differs": 2, "n/a": 3}
+BETTER, QUICK = "better than the paper", "not reached by a quick run"
+VERDICTS = ("matches", "close", "differs", BETTER, QUICK, "n/a")   # the order of counts and summaries
 
 
 class Tolerance(NamedTuple):
@@ -79,14 +99,69 @@ def _one(paper, ours, tol):
     return "matches" if d <= tol.match else "close" if d <= tol.close else "differs"
 
 
+def _printed_step(paper):
+    """The unit in the last printed place of a paper number (33 -> 1, 0.206 -> 0.001, 4.97e-8 -> 1e-10), or None
+    for a number with more than 4 significant digits (a ratio we derived, not a number the paper prints)."""
+    if isinstance(paper, bool) or not isinstance(paper, (int, float)) or not math.isfinite(paper):
+        return None
+    if isinstance(paper, int):
+        return 1.0
+    mantissa, _, exp = repr(paper).partition("e")
+    digits = mantissa.replace("-", "").replace(".", "").lstrip("0") or "0"
+    if len(digits) > 4:
+        return None
+    decimals = len(mantissa.partition(".")[2])
+    return 10.0 ** (-decimals + (int(exp) if exp else 0))
+
+
+def printed_match(paper, ours):
+    """True when ``ours`` rounded to the paper's printed precision is the paper's number (33.33 vs 33)."""
+    step = _printed_step(paper)
+    try:
+        o = float(ours)
+    except (TypeError, ValueError):
+        return False
+    return step is not None and math.isfinite(o) and abs(o - paper) <= 0.5 * step * (1 + 1e-9)
+
+
 def verdict(paper, ours, tol=None):
-    """"matches", "close", "differs" or "n/a" (no comparable number) for one metric (module docstring)."""
+    """"matches", "close", "differs" or "n/a" (no comparable number) for one metric: the tolerance, then the
+    paper's printed precision (module docstring)."""
     tol = _default(paper) if tol is None else tol
     if isinstance(paper, (list, tuple)):
         if not isinstance(ours, (list, tuple)) or len(ours) != len(paper):
             return "n/a"
-        return max((_one(p, o, tol) for p, o in zip(paper, ours)), key=_ORDER.get, default="n/a")
-    return _one(paper, ours, tol)
+        return max((verdict(p, o, tol) for p, o in zip(paper, ours)), key=_ORDER.get, default="n/a")
+    v = _one(paper, ours, tol)
+    return "matches" if v in ("close", "differs") and printed_match(paper, ours) else v
+
+
+def _lookup(table, key):
+    """``table[key]``, else the first pattern of ``table`` (fnmatch, e.g. "test_loss_*") that ``key`` matches."""
+    if key in table:
+        return table[key]
+    return next((v for k, v in table.items() if fnmatch.fnmatchcase(key, k)), None)
+
+
+def _better(paper, ours, direction):
+    try:
+        p, o = float(paper), float(ours)
+    except (TypeError, ValueError):
+        return False
+    return (direction == "lower" and o < p) or (direction == "higher" and o > p)
+
+
+def judge(paper, ours, tol=None, better=None, unreachable=False):
+    """The row's verdict (module docstring): ``verdict``, then "better than the paper" when ``better``
+    ("lower" / "higher") says ours is on the good side, then "not reached by a quick run" when ``unreachable``."""
+    tol = _default(paper) if tol is None else tol
+    v = verdict(paper, ours, tol)
+    if v not in ("close", "differs"):
+        return v
+    better = "lower" if better is None and tol.kind == "at_most" else better
+    if better and not isinstance(paper, (list, tuple)) and _better(paper, ours, better):
+        return BETTER
+    return QUICK if unreachable else v
 
 
 def _fmt(v):
@@ -96,56 +171,185 @@ def _fmt(v):
         return "nan" if math.isnan(v) else f"{v:.4g}"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    return str(v)
+    # a cell of a Markdown table: one line, no column separator (a vocabulary starts with "\n")
+    return str(v).encode("unicode_escape").decode("ascii").replace("|", "\\|")
 
 
-def render(work, quick, results, modules, out_dir="."):
-    """Markdown text of the report. ``results``: name -> {"metrics", "paper", "seconds", "figures", "mode"};
-    ``modules``: name -> the experiment module (for TOLERANCE, METRICS, QUICK_MISSES); figure links are made
-    relative to ``out_dir``, the report's folder."""
+def reader_name(key):
+    """A metric key as words: "scalar_no_window_over_full" -> "scalar no window / full", "gru_params_alpha2" ->
+    "gru params at α = 2", "ms_gru_T512" -> "ms gru at T = 512"."""
+    words = key.replace("_over_", " / ").replace("_", " ")
+    words = re.sub(r"\balpha(\d+)\b", r"at α = \1", re.sub(r"\bT(\d+)\b", r"at T = \1", words))
+    return re.sub(r"\bpct\b", "%", re.sub(r"\bstd\b", "spread (std)", words))
+
+
+class _Meta:
+    """One experiment's page metadata: the module's attribute, else ``minimal.experiments.notes``'s entry."""
+
+    def __init__(self, work, name, mod):
+        from .experiments import notes
+
+        self.mod, self.extra = mod, notes.page(work, name)
+
+    def get(self, attr, default):
+        v = getattr(self.mod, attr, None)
+        return self.extra.get(attr, default) if v is None else v
+
+
+def _spread_key(key, metrics):
+    for k in (f"{key}_std", f"{key[:-5]}_std" if key.endswith("_mean") else None):
+        if k and k in metrics:
+            return k
+    return None
+
+
+def _with_spread(value, spread, n=None):
+    text = _fmt(value)
+    if spread is not None:
+        text += f" ± {_fmt(spread)}"
+    return text + (f" (n = {n})" if isinstance(n, int) and not isinstance(n, bool) else "")
+
+
+def _unreachable(meta, metrics):
+    u = meta.get("QUICK_UNREACHABLE", ())
+    return set(u(metrics) if callable(u) else u)
+
+
+def _config(mod, metrics, mode):
+    """The run's configuration as a dict: ``metrics["config"]``, else the module's Config of the run's mode."""
+    if isinstance(metrics.get("config"), dict):
+        return metrics["config"]
+    cls = getattr(mod, "Config", None)
+    try:
+        return dataclasses.asdict(cls.quick() if mode == "quick" else cls())
+    except (TypeError, AttributeError):
+        return {}
+
+
+def _note(meta, key, metrics, mode):
+    text = _lookup(meta.get("NOTES", {}), key)
+    return text(_config(meta.mod, metrics, mode), metrics) if callable(text) else text
+
+
+def rows(results, modules, work=""):
+    """Per paper-comparable metric: (experiment, key, paper text, ours text, verdict, tolerance, mode, note)."""
+    out = []
+    for name, res in results.items():
+        meta = _Meta(work, name, modules.get(name))
+        metrics, paper, mode = res["metrics"], res.get("paper", {}), res.get("mode", "")
+        tols, better = meta.get("TOLERANCE", {}), meta.get("BETTER", {})
+        unreachable = mode == "quick" and _unreachable(meta, metrics)
+        for key, ours in metrics.items():
+            if key not in paper or key.endswith("_std") and key[:-4] in paper:
+                continue
+            tol = _lookup(tols, key) or _default(paper[key])
+            v = judge(paper[key], ours, tol, _lookup(better, key),
+                      bool(unreachable) and any(fnmatch.fnmatchcase(key, u) for u in unreachable))
+            sk = _spread_key(key, metrics)
+            p_spread = paper.get(sk) if sk else paper.get(f"{key}_std")
+            n = metrics.get(f"{key}_seeds")
+            out.append((name, key, _with_spread(paper[key], p_spread), _with_spread(ours, metrics.get(sk), n), v,
+                        tol.describe(), mode, _note(meta, key, metrics, mode)))
+    return out
+
+
+def count(table_rows):
+    """{verdict: count} over ``rows``' output (every verdict of ``VERDICTS``, zeros included)."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for r in table_rows:
+        counts[r[4]] += 1
+    return counts
+
+
+def summary(counts):
+    """"11 matches, 4 close, 2 differs, 3 not reached by a quick run" (zero counts left out)."""
+    return ", ".join(f"{counts[k]} {k}" for k in VERDICTS if counts.get(k)) or "no paper-comparable metric"
+
+
+def _differs_list(mod):
+    """The "Differs from the paper" paragraph of a module's docstring, as one line (empty if none)."""
+    doc = (getattr(mod, "__doc__", None) or "")
+    m = re.search(r"Differs from the paper(.*?)(?:\n\s*\n|\Z)", doc, re.S)
+    return " ".join(re.sub(r"\n\s*- ", " • ", m.group(0)).split()) if m else ""
+
+
+def _measurements(work, results, modules):
+    """measurements.md: per experiment, the metrics without a paper value, then the timings."""
+    parts = [f"# {work}: other measurements", "",
+             "Metrics that have no number in the paper to compare with, and the timings, one table per experiment "
+             "(name for a reader, then the key in `results.json`). Series and nested tables are in `results.json`.",
+             ""]
+    for name, res in results.items():
+        meta = _Meta(work, name, modules.get(name))
+        defs, paper = meta.get("METRICS", {}), res.get("paper", {})
+        other, times = [], []
+        for key, ours in res["metrics"].items():
+            if key in paper or key.endswith("_std") and key[:-4] in paper:
+                continue
+            if isinstance(ours, dict) or isinstance(ours, list) and len(ours) > 8:
+                continue
+            d = _lookup(defs, key)
+            row = f"| {reader_name(key)} | `{key}` | {_fmt(ours)} | {_fmt(d) if d else ''} |"
+            (times if is_timing(key) else other).append(row)
+        times.append(f"| wall time of the experiment (s) | | {res['seconds']:.1f} | |")
+        parts += [f"## {name} ({res.get('mode', '')})", "", "| measure | key | ours | definition |",
+                  "|---|---|---|---|", *other, "", "Timings (this machine, this run):", "",
+                  "| measure | key | ours | definition |", "|---|---|---|---|", *times, ""]
+    return "\n".join(parts)
+
+
+def render(work, quick, results, modules, out_dir=".", measurements="measurements.md"):
+    """Markdown text of the page. ``results``: name -> {"metrics", "paper", "seconds", "figures", "mode"};
+    ``modules``: name -> the experiment module; figure links are relative to ``out_dir``, the page's folder;
+    ``measurements``: the file name of the other measurements' page (None: no link)."""
+    table = rows(results, modules, work)
+    counts = count(table)
     title = f"# {work}: paper vs ours ({'quick' if quick else 'full'} run)"
     comp = ["| experiment | metric | paper | ours | verdict | tolerance (matches / close) | run |",
             "|---|---|---|---|---|---|---|"]
-    other = ["| experiment | metric | ours | run |", "|---|---|---|---|"]
-    times = ["| experiment | measure | value | run |", "|---|---|---|---|"]
-    counts = {"matches": 0, "close": 0, "differs": 0, "n/a": 0}
-    for name, res in results.items():
-        mod = modules.get(name)
-        paper, mode = res.get("paper", {}), res.get("mode", "")
-        tols = getattr(mod, "TOLERANCE", {})
-        for key, ours in res["metrics"].items():
-            if key in paper:
-                tol = tols.get(key, _default(paper[key]))
-                v = verdict(paper[key], ours, tol)
-                counts[v] += 1
-                comp.append(f"| {name} | {key} | {_fmt(paper[key])} | {_fmt(ours)} | {v} | {tol.describe()} "
-                            f"| {mode} |")
-            elif isinstance(ours, (dict,)) or (isinstance(ours, list) and len(ours) > 8):
-                continue
-            elif is_timing(key):
-                times.append(f"| {name} | {key} | {_fmt(ours)} | {mode} |")
-            else:
-                other.append(f"| {name} | {key} | {_fmt(ours)} | {mode} |")
-        times.append(f"| {name} | wall time (s) | {res['seconds']:.1f} | {mode} |")
-    summary = ", ".join(f"{counts[k]} {k}" for k in ("matches", "close", "differs", "n/a") if counts[k])
+    comp += [f"| {n} | {k} | {p} | {o} | {v} | {t} | {m} |" for n, k, p, o, v, t, m, _ in table]
     parts = [title, "",
-             f"Paper-comparable metrics: {summary or 'none'}. A verdict compares with the paper's number under the "
-             "tolerance in its row; \"run\" says whether the experiment ran its quick configuration, its full one, "
-             "or loaded a full run committed under `data/`.", "",
-             "## Paper-comparable results", "", *comp, ""]
-    misses = [(n, getattr(modules.get(n), "QUICK_MISSES", "")) for n, r in results.items()
-              if r.get("mode") == "quick"]
-    misses = [(n, m) for n, m in misses if m]
-    if misses:
-        parts += ["## What a quick run is expected to miss", ""]
-        parts += [f"- **{n}**: {m}" for n, m in misses] + [""]
-    parts += ["## Other measurements", "", *other, "", "## Timings", "", *times, ""]
-    defs = [(n, k, d) for n in results for k, d in getattr(modules.get(n), "METRICS", {}).items()]
-    if defs:
-        parts += ["## Metric definitions", ""]
-        parts += [f"- `{n}.{k}`: {d}" for n, k, d in defs] + [""]
-    figs = [(n, f) for n, r in results.items() for f in r.get("figures", [])]
-    if figs:
-        parts += ["## Figures", ""]
-        parts += [f"- {n}: [{os.path.basename(f)}]({os.path.relpath(f, out_dir)})" for n, f in figs] + [""]
-    return "\n".join(parts)
+             f"Paper-comparable metrics: {summary(counts)}. A verdict compares our number with the paper's under "
+             "the tolerance in its row, or at the precision the paper prints it (33.33 matches 33); a spread "
+             "(± one standard deviation over seeds) stands beside its mean. \"better than the paper\": outside "
+             "the tolerance, on the good side. \"not reached by a quick run\": the experiment ran its quick "
+             "configuration, which is not expected to reach this number (next sections). \"run\" says whether "
+             "the experiment ran its quick configuration, its full one, or loaded a full run committed under "
+             "`data/`.", "",
+             "## Paper-comparable results", "", *comp, "", "## Notes on the verdicts", ""]
+    noted = [(n, k, v, note) for n, k, _, _, v, _, _, note in table if v != "matches"]
+    for n, k, v, note in noted:
+        parts.append(f"- `{n}.{k}` ({v}): {note or 'no note; see the experiment differences below.'}")
+    if not noted:
+        parts.append("Every paper-comparable metric matches.")
+    parts += ["", "How each experiment differs from the paper (from its module's docstring):", ""]
+    for name in results:
+        text = _differs_list(modules.get(name))
+        parts.append(f"- **{name}**: {text or 'the module states no difference.'}")
+    parts += ["", "## What a quick run is expected to miss", ""]
+    quick_runs = [n for n, r in results.items() if r.get("mode") == "quick"]
+    if not quick_runs:
+        parts.append("Nothing: every experiment ran its full configuration or loaded a full run from `data/`.")
+    for n in quick_runs:
+        m = _Meta(work, n, modules.get(n)).get("QUICK_MISSES", "")
+        parts.append(f"- **{n}**: {m or 'the experiment states nothing it expects to miss.'}")
+    defs = [(n, k, d) for n in results for k, d in _Meta(work, n, modules.get(n)).get("METRICS", {}).items()]
+    parts += ["", "## Metric definitions", ""]
+    parts += [f"- `{n}.{k}`: {d}" for n, k, d in defs] or ["No experiment of this work defines its metrics."]
+    parts += ["", "## Figures and other measurements", ""]
+    for n, r in results.items():
+        for f in r.get("figures", []):
+            parts.append(f"- {n}: [{os.path.basename(f)}]({Path(os.path.relpath(f, out_dir)).as_posix()})")
+    if measurements:
+        parts.append(f"- [{measurements}]({measurements}): the metrics without a paper value and the timings, "
+                     "per experiment; wall times: " + ", ".join(f"{n} {r['seconds']:.0f} s"
+                                                               for n, r in results.items()))
+    return "\n".join(parts) + "\n"
+
+
+def write(work, quick, results, modules, out_dir):
+    """Write ``out_dir/results.md`` and ``out_dir/measurements.md``; returns {verdict: count}."""
+    out = Path(out_dir)
+    (out / "measurements.md").write_text(_measurements(work, results, modules))
+    (out / "results.md").write_text(render(work, quick, results, modules, out))
+    return count(rows(results, modules, work))

@@ -61,7 +61,6 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
                          "mode": mode}
         (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    text = report.render(work, quick, results, mods, out)
-    (out / "results.md").write_text(text + "\n")
-    print(text)
+    counts = report.write(work, quick, results, mods, out)
+    print(f"== {work}: {report.summary(counts)}; page: {out / 'results.md'}", flush=True)
     return results

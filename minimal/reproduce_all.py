@@ -1,10 +1,12 @@
 """`python -m minimal reproduce all`: every work's experiments in turn, then one index page.
 
 Runs ``minimal.reproduce.reproduce`` for each work of ``WORKS`` (quick or full, as asked) into ``OUT/<work>/``
-and writes ``OUT/index.md``: a row per work linking its ``results.md`` (the paper next to ours), then per work
-its experiments with the configuration that ran, their wall time and links to their figures. The index is
-rewritten after each work, so a run that stops part-way leaves an index of what finished; a work that raises
-stops the run (the exception propagates, and the command fails).
+and writes ``OUT/index.md``: a row per work with its matches / close / differs (``minimal.report``'s verdicts),
+counted apart for experiments that ran a full configuration and quick ones, linking its ``results.md``; then per
+work every verdict but the matches with its note, and its experiments with the configuration that ran, their
+wall time and links to their figures. The index is rewritten after each work, so a run that stops part-way
+leaves an index of what finished; a work that raises stops the run (the exception propagates, and the command
+fails).
 """
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ import os
 import time
 from pathlib import Path
 
+from . import report
 from ._atomic import atomic_write
-from .reproduce import reproduce
+from . import reproduce as _reproduce
 
-__all__ = ["WORKS", "reproduce_all", "index_markdown"]
+__all__ = ["WORKS", "KERNEL", "reproduce_all", "index_markdown", "work_rows"]
 
 # work -> the paper it reproduces (run order)
 WORKS = {
@@ -23,30 +26,78 @@ WORKS = {
     "gril": 'Tian et al., "Learning in the Recurrent State: Gradient Descent with Linear Recurrent Networks"',
     "minrnn": 'Feng et al., "Were RNNs All We Needed?"',
 }
+KERNEL = 'Katharopoulos et al., "Transformers are RNNs"'
+
+
+def experiments(work):
+    return _reproduce.experiments(work)   # looked up at call time (tests replace it)
 
 
 def _rel(path, root):
     return Path(os.path.relpath(Path(path).resolve(), Path(root).resolve())).as_posix()
 
 
+def _sentence(note):
+    return (note[:1].upper() + note[1:]) if note else ""
+
+
+def _counts_cell(rows):
+    c = report.count(rows)
+    return f"{c['matches']} / {c['close']} / {c['differs']}" + (
+        f" (+{c[report.BETTER]} better)" if c[report.BETTER] else "") + (
+        f" (+{c[report.QUICK]} not reached by a quick run)" if c[report.QUICK] else "")
+
+
+def _split(rows):
+    """(rows of experiments that ran or loaded a full configuration, rows of quick runs)."""
+    return [r for r in rows if r[6].startswith("full")], [r for r in rows if r[6] == "quick"]
+
+
+def work_rows(work, results):
+    """``report.rows`` of one work's results (the modules from ``minimal.experiments``)."""
+    return report.rows(results, experiments(work), work)
+
+
 def index_markdown(done, out_root, quick):
     """The index page's text. ``done``: {work: reproduce()'s results} for the works that ran, in order."""
     mode = "quick" if quick else "full"
+    table = {work: work_rows(work, results) for work, results in done.items()}
     lines = [f"# Results of every work ({mode})", "",
              f"Written by `python -m minimal reproduce all --{mode}`. Each work's `results.md` puts the paper's "
-             "numbers next to ours; the figures are the experiments' own.", "",
-             "| work | paper | results | experiments | wall time (s) |", "|---|---|---|---|---|"]
+             "numbers next to ours, row by row, and explains every verdict; the figures are the experiments' own. "
+             "Counts are matches / close / differs among the metrics the paper gives a number for, split by how "
+             "each experiment ran: a full configuration (trained now, or a full run committed under `data/` and "
+             "loaded) or a quick one (CPU minutes, which is not expected to reach every paper number).", "",
+             "| work | paper | full runs: matches / close / differs | quick runs: matches / close / differs | "
+             "results | wall time (s) |", "|---|---|---|---|---|---|"]
     for work, paper in WORKS.items():
         if work in done:
+            full, quick_rows = _split(table[work])
             seconds = sum(r["seconds"] for r in done[work].values())
-            lines.append(f"| `{work}` | {paper} | [{work}/results.md]({work}/results.md) | {len(done[work])} | "
-                         f"{seconds:.0f} |")
+            lines.append(f"| `{work}` | {paper} | {_counts_cell(full) if full else 'none'} | "
+                         f"{_counts_cell(quick_rows) if quick_rows else 'none'} | "
+                         f"[{work}/results.md]({work}/results.md) | {seconds:.0f} |")
         else:
-            lines.append(f"| `{work}` | {paper} | not run |  |  |")
+            lines.append(f"| `{work}` | {paper} | not run |  |  |  |")
+    lines += ["", f"The fourth work, `kernel` ({KERNEL}), is taught by the notebook "
+              "`notebooks/kernel_attention_is_an_rnn.ipynb` alone: it trains nothing, so it has no results page."]
     for work, results in done.items():
         lines += ["", f"## {work}", "", f"[Paper vs ours]({work}/results.md) · "
-                  f"[results.json]({work}/results.json)", "",
-                  "| experiment | configuration | wall time (s) | figures |", "|---|---|---|---|"]
+                  f"[other measurements]({work}/measurements.md) · [results.json]({work}/results.json)", ""]
+        by = {}
+        for r in table[work]:
+            by.setdefault(r[4], []).append(r)
+        for verdict in report.VERDICTS:
+            if verdict not in by:
+                continue
+            if verdict == "matches":
+                names = ", ".join(f"`{r[0]}.{r[1]}`" for r in by[verdict])
+                lines.append(f"- **matches** ({len(by[verdict])}): {names}.")
+                continue
+            lines.append(f"- **{verdict}** ({len(by[verdict])}):")
+            lines += [f"  - `{r[0]}.{r[1]}`: paper {r[2]}, ours {r[3]} ({r[6]}). {_sentence(r[7])}".rstrip()
+                      for r in by[verdict]]
+        lines += ["", "| experiment | configuration | wall time (s) | figures |", "|---|---|---|---|"]
         for name, r in results.items():
             figs = ", ".join(f"[{Path(f).name}]({_rel(f, out_root)})" for f in r.get("figures", []))
             lines.append(f"| {name} | {r.get('mode', '')} | {r['seconds']:.1f} | {figs} |")
@@ -62,8 +113,11 @@ def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None):
     t0 = time.perf_counter()
     for work in WORKS:
         print(f"==== {work}", flush=True)
-        done[work] = reproduce(work, quick=quick, out_dir=out / work, progress=progress, scheduler=scheduler)
+        t1 = time.perf_counter()
+        done[work] = _reproduce.reproduce(work, quick=quick, out_dir=out / work, progress=progress,
+                                          scheduler=scheduler)
         with atomic_write(out / "index.md", "w") as fh:
             fh.write(index_markdown(done, out, quick))
+        print(f"==== {work} done in {time.perf_counter() - t1:.0f} s", flush=True)
     print(f"==== all works in {time.perf_counter() - t0:.0f} s; index: {out / 'index.md'}", flush=True)
     return done

@@ -46,7 +46,8 @@ def test_a_library_input_error_reaches_the_user_as_one_line(monkeypatch, capsys)
 
     monkeypatch.setattr(check, "run", lambda **kw: check_array("x", None))
     assert main(["check", "--no-scans"]) == 2
-    assert capsys.readouterr().err == "error: x must be a numpy.ndarray, got NoneType\n"
+    err = capsys.readouterr().err   # after the one line that says what check is doing
+    assert err.splitlines()[-1] == "error: x must be a numpy.ndarray, got NoneType" and "Traceback" not in err
 
 
 def test_bench_window_runs_the_cpu_benchmark_by_default(monkeypatch, capsys):
@@ -69,41 +70,6 @@ def test_reproduce_rejects_unknown_work_and_experiment(capsys):
     assert "work must be one of" in capsys.readouterr().err
     assert main(["reproduce", "zucchet", "--only", "nope"]) == 2
     assert "only must name experiments" in capsys.readouterr().err
-
-
-def test_report_puts_paper_next_to_ours_with_a_verdict_and_keeps_timings_apart():
-    import types
-
-    from minimal import report
-
-    mod = types.SimpleNamespace(TOLERANCE={"kv": report.Tolerance("log10", 0.5, 1.0)},
-                                METRICS={"loss": "mean squared error on the fixed set"},
-                                QUICK_MISSES="the loss floor of the full run")
-    results = {"exp": {"metrics": {"loss": 0.26, "kv": 4e-7, "n": 85, "ms_per_step": 5.0, "curve": list(range(20)),
-                                   "extra": 1.5},
-                       "paper": {"loss": 0.25, "kv": 4.5e-8, "n": 86}, "seconds": 3.0, "figures": ["out/exp/f.png"],
-                       "mode": "quick"}}
-    text = report.render("w", True, results, {"exp": mod}, "out")
-    comparable = text.split("## Paper-comparable results")[1].split("##")[0]
-    assert "| exp | loss | 0.25 | 0.26 | matches | ±5% / ±25% | quick |" in comparable
-    assert "| exp | kv | 4.5e-08 | 4e-07 | close | 0.5 / 1 decades | quick |" in comparable
-    assert "| exp | n | 86 | 85 | differs | equal | quick |" in comparable
-    timings = text.split("## Timings")[1].split("##")[0]
-    assert "ms_per_step" in timings and "ms_per_step" not in comparable and "wall time (s) | 3.0" in timings
-    assert "the loss floor of the full run" in text and "`exp.loss`: mean squared error" in text
-    assert "[f.png](exp/f.png)" in text and "curve" not in text
-    assert "1 matches, 1 close, 1 differs" in text
-
-
-@pytest.mark.parametrize("paper,ours,tol,want", [
-    (0.1, 0.104, None, "matches"), (0.1, 0.12, None, "close"), (0.1, 0.2, None, "differs"),
-    (5e-8, 3e-9, ("at_most", 0.0, 10.0), "matches"), (5e-8, 2e-7, ("at_most", 0.0, 10.0), "close"),
-    (86, 86, None, "matches"), (1, 0, None, "differs"), (86, 85, ("exact", 0, 2), "close"),
-    ([0.0681, 0.0682], [0.0681, 0.09], None, "differs"), (0.1, float("nan"), None, "n/a")])
-def test_verdicts(paper, ours, tol, want):
-    from minimal import report
-
-    assert report.verdict(paper, ours, None if tol is None else report.Tolerance(*tol)) == want
 
 
 def test_scan_methods_must_agree_to_rounding_not_to_the_finite_difference_tolerance():
@@ -168,7 +134,8 @@ def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monke
     res = R.reproduce("zucchet", quick=True, out_dir=tmp_path, progress=False)
     assert {k: (v["metrics"]["size"], v["mode"]) for k, v in res.items()} == {
         "plain": (1, "quick"), "todo": (1, "quick"), "done": (10, "full, all runs on disk")}
-    assert "| done | wall time (s) | 0.0 | full, all runs on disk |" in (tmp_path / "results.md").read_text()
+    assert "| done | size | 10 | 10 | matches | equal | full, all runs on disk |" in (tmp_path / "results.md").read_text()
+    assert "## done (full, all runs on disk)" in (tmp_path / "measurements.md").read_text()
     res = R.reproduce("zucchet", quick=False, out_dir=tmp_path, progress=False)
     assert {v["mode"] for v in res.values()} == {"full"}
 
@@ -187,3 +154,44 @@ def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeyp
     R.reproduce("gril", quick=False, out_dir=tmp_path / "out", progress=False)
     assert json.loads((tmp_path / "data" / "gril" / "saving_full.json").read_text()) == {"size": 10}
     assert not (tmp_path / "data" / "gril" / "silent_full.json").exists()
+
+
+def test_reproduce_kernel_says_the_work_is_its_notebook(capsys):
+    assert main(["reproduce", "kernel"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the kernel work has nothing to reproduce") and "kernel_attention_is_an_rnn" in err
+
+
+def test_bench_size_sets_the_time_steps_and_is_refused_with_quick(monkeypatch, capsys):
+    from minimal import bench
+
+    calls = []
+    monkeypatch.setattr(bench, "bench_window", lambda **kw: calls.append(kw) or [])
+    monkeypatch.setattr(bench, "bench_scan", lambda **kw: calls.append(kw) or [])
+    assert main(["bench", "window", "--size", "1025"]) == 0
+    assert main(["bench", "scan", "--size", "512"]) == 0
+    assert calls == [{"backend": "numba", "shape": (64, 1025, 10, 3, 1)}, {"backend": "numba", "shape": (64, 512, 256)}]
+    assert "peak memory about" in capsys.readouterr().err
+    assert main(["bench", "scan", "--size", "512", "--quick"]) == 2
+    assert main(["bench", "scan", "--size", "0"]) == 2
+    assert "size must be an integer >= 2" in capsys.readouterr().err
+
+
+def test_bench_cuda_without_a_gpu_names_the_cli_flag_not_a_library_backend(monkeypatch):
+    from minimal import bench, scan
+
+    def no_gpu(name):
+        raise ValueError("backend='cuda' needs a CUDA GPU, and none is available (numba finds no CUDA driver and "
+                         "GPU). Use backend='numba' or 'numpy' on the CPU")
+
+    monkeypatch.setattr(scan, "cuda_module", no_gpu)
+    with pytest.raises(ValueError) as e:
+        bench.bench_scan(backend="cuda")
+    assert "--backend numba" in str(e.value) and "'numpy'" not in str(e.value)
+    assert "numba finds no CUDA driver and GPU" in str(e.value)
+
+
+def test_help_names_every_command():
+    out = subprocess.run([sys.executable, "-m", "minimal", "--help"], capture_output=True, text=True).stdout
+    assert out.startswith("usage: python -m minimal [-h] {check,bench,reproduce,course}")
+    assert "{check,bench,reproduce,course} ..." in out

@@ -39,7 +39,7 @@ def test_reproduce_all_runs_every_work_and_links_each_result_and_figure(tmp_path
     monkeypatch.setattr(R, "experiments", lambda work: seen.append(work) or _fake_work(work))
     monkeypatch.chdir(tmp_path)
     assert main(["reproduce", "all", "--quick", "--no-progress"]) == 0
-    assert seen == list(RA.WORKS)
+    assert list(dict.fromkeys(seen)) == list(RA.WORKS)   # in order (the index looks each work up again)
     out = tmp_path / "results"
     index = (out / "index.md").read_text()
     for work in RA.WORKS:
@@ -64,3 +64,33 @@ def test_reproduce_all_stops_at_a_failing_work_and_indexes_what_finished(tmp_pat
 def test_reproduce_all_refuses_only(capsys):
     assert main(["reproduce", "all", "--only", "icl"]) == 2
     assert "--only names experiments of one work" in capsys.readouterr().err
+
+
+def test_the_index_counts_verdicts_per_work_full_and_quick_apart_and_says_why(tmp_path, monkeypatch):
+    mods = {"exp": types.SimpleNamespace(NOTES={"far": "a quick run trains too few steps"}),
+            "sweep": types.SimpleNamespace()}
+    monkeypatch.setattr(R, "experiments", lambda work: mods)
+    done = {"zucchet": {
+        "exp": {"metrics": {"a": 1.0, "far": 3.0}, "paper": {"a": 1.0, "far": 1.0}, "seconds": 1.0, "figures": [],
+                "mode": "quick"},
+        "sweep": {"metrics": {"b": 2.0, "c": 2.3}, "paper": {"b": 2.0, "c": 2.0}, "seconds": 0.0, "figures": [],
+                  "mode": "full, all runs on disk"}}}
+    index = RA.index_markdown(done, tmp_path, quick=True)
+    row = [line for line in index.splitlines() if line.startswith("| `zucchet` |")][0]
+    assert "| 1 / 1 / 0 | 1 / 0 / 1 |" in row   # full: b matches, c close; quick: a matches, far differs
+    assert "`exp.far`: paper 1, ours 3 (quick). A quick run trains too few steps" in index
+    assert "- **matches** (2): `exp.a`, `sweep.b`." in index
+
+
+def test_the_main_job_prints_each_works_counts_and_page_not_the_page(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(R, "experiments", _fake_work)
+    seen = []
+    real = R.reproduce
+    monkeypatch.setattr(R, "reproduce", lambda *a, **kw: seen.append(kw["progress"]) or real(*a, **kw))
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "all", "--quick"]) == 0
+    out = capsys.readouterr().out
+    for work in RA.WORKS:
+        assert f"== {work}: 1 differs; page: {Path('results') / work / 'results.md'}" in out
+    assert "| exp |" not in out and "## Paper-comparable results" not in out
+    assert seen == [False] * len(RA.WORKS)   # stderr is captured, not a terminal: no progress bars

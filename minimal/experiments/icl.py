@@ -451,6 +451,8 @@ def plot(result, out_dir):
     ax2.axhline(result["eta_star"], color="k", ls="--", label=f"η* = {result['eta_star']:.4f}")
     ax2.set_xticks(k, [f"$x_{i}^2 y_1$" for i in k])
     ax2.set_ylim(0.0, 1.2 * result["eta_star"])
+    ax2.set_xlabel("monomial of ŷ_1 (one-token polynomial)")
+    ax2.set_ylabel("coefficient")
     ax2.set_title(f"Table 2 (residual norm {result['residual_norm']:.2e})")
     ax2.legend(loc="lower right")
     fig.tight_layout()

@@ -320,18 +320,27 @@ def figure_pruned_weights(params, config, pruned=None):
     """Fig. 2A: the student's weights after pruning (``pruned``: an ``identification.Pruned`` of params,
     default by magnitude), recurrent neurons ordered KV, Q, other."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     p, lam, kinds = _sorted_pruned(params, config, pruned)
     panels = [("W_in_m", p["W_in_m"]), ("W_in_x", p["W_in_x"]), ("λ", lam[:, None]),
               ("W_out_m", p["W_out_m"]), ("W_out_x", p["W_out_x"]), ("D", p["D"])]
     fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.6),
-                             gridspec_kw={"width_ratios": [max(a.shape[1], 1) + 2 for _, a in panels]})
+                             gridspec_kw={"width_ratios": [max(a.shape[1], 20) + 2 for _, a in panels]})
+    xlabels = {"W_in_m": "input", "W_in_x": "input", "λ": "λ", "W_out_m": "recurrent neuron",
+               "W_out_x": "recurrent neuron", "D": "output-gating neuron"}
+    ylabels = {"W_out_m": "output-gating neuron", "W_out_x": "output-gating neuron", "D": "output"}
     for ax, (name, a) in zip(axes, panels):
         vmax = max(float(np.max(np.abs(a))), 1e-12)
-        ax.imshow(a, cmap="RdBu_r" if name != "λ" else "viridis", vmin=-vmax if name != "λ" else 0,
-                  vmax=vmax if name != "λ" else 1, aspect="auto", interpolation="nearest")
+        im = ax.imshow(a, cmap="RdBu_r" if name != "λ" else "viridis", vmin=-vmax if name != "λ" else 0,
+                       vmax=vmax if name != "λ" else 1, aspect="auto", interpolation="nearest")
         ax.set_title(name)
         ax.set_xticks([])
+        ax.set_xlabel(xlabels[name], fontsize=8)
+        ax.set_ylabel(ylabels.get(name, "recurrent neuron (KV, Q, other)"), fontsize=8)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        narrow = a.shape[1] < 20   # a few columns: a thicker, shorter-aspect bar that still spans the panel
+        fig.colorbar(im, ax=ax, fraction=0.3 if narrow else 0.1, aspect=8 if narrow else 20, pad=0.04)
     n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
     fig.suptitle(f"pruned student: {len(lam)} recurrent neurons ({n_kv} KV, {n_q} Q), {p['D'].shape[1]} "
                  f"output gates")
@@ -357,6 +366,8 @@ def figure_merged_kernel(params, config, pruned=None):
         ax.set_title(f"K_{i + 1} (output {i + 1})")
         ax.set_xticks([])
         ax.set_yticks([])
+        ax.set(xlabel="pruned neuron j", ylabel="pruned neuron i")
+        fig.colorbar(ax.images[0], ax=ax, fraction=0.046)
     fig.suptitle(f"merged output-gating kernels on the pruned neurons: {n_kv} KV | {n_q} Q | "
                  f"{len(kinds) - n_kv - n_q} other")
     fig.tight_layout()

@@ -490,7 +490,8 @@ def plot(metrics, out_dir):
         names, x = ("GRIL (φ)", "GRIL (no φ)"), np.arange(2)
         b.bar(x - 0.2, [metrics[p + "pred_l2"], metrics[p + "nophi_pred_l2"]], 0.4, label="prediction L2")
         b.bar(x + 0.2, [metrics[p + "sens_cos"], metrics[p + "nophi_sens_cos"]], 0.4, label="sensitivity cosine")
-        b.set(xticks=x, xticklabels=names, ylim=(0, 1.05), title=f"{task}: vs GD")
+        b.set(xticks=x, xticklabels=names, ylim=(0, 1.05), title=f"{task}: vs GD", xlabel="model",
+              ylabel="agreement with GD")
         b.legend(fontsize=8)
         scales = sorted(metrics[p + "rescale"], key=float)
         xs = [float(s) for s in scales]

@@ -354,7 +354,8 @@ def plot(result, out_dir):
                     ax.plot(i, PAPER[key], "x", color="C3", ms=8, label=None if labelled else "paper (Tables 3, 6)")
                     labelled = True
         ax.set_xticks(x, [f"{m}\n({STAND_IN[_family(m)]})" for m in names], fontsize=7, rotation=30)
-        ax.set(ylabel="loss / zero predictor", title=f"{target}: Fig. {'3C' if target == 'scalar' else '6'}")
+        ax.set(xlabel="model (the paper's model it stands in for)", ylabel="loss / zero predictor",
+               title=f"{target}: Fig. {'3C' if target == 'scalar' else '6'}")
         ax.legend(fontsize=7)
     fig.tight_layout()
     path = out_dir / "comparison.png"

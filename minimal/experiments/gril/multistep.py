@@ -581,8 +581,12 @@ def plot(metrics, out_dir):
     p = metrics["params"]
     heads = [(f"cqQ_{l}_over_eta_N", f"layer {l}: c q[2] Q / (η/N)\n(GD: 1 at [1, 0])") for l in range(1, L + 1)]
     heads += [(f"cQ_tilde_{l}_over_eta_N", f"layer {l}: c Q̃ / (η/N)\n(GD: 1 at [0, 0])") for l in range(2, L + 1)]
-    fig, axes = plt.subplots(1, 2 + len(heads), figsize=(4.2 * (2 + len(heads)), 3.8))
-    a, b = axes[:2]
+    # two rows: the losses (Fig. 3A-B) above, one heatmap per trained head (Fig. 5) below
+    n = max(len(heads), 1)
+    fig = plt.figure(figsize=(max(11.0, 3.8 * n), 8.0))
+    grid = fig.add_gridspec(2, 2 * n)
+    a, b = fig.add_subplot(grid[0, :n]), fig.add_subplot(grid[0, n:])
+    head_axes = [fig.add_subplot(grid[1, 2 * i:2 * i + 2]) for i in range(len(heads))]
     for layers in sorted({1, L}):
         curve = np.asarray(metrics[f"train_curve_gril{layers}"])
         a.semilogy(np.linspace(0, metrics["config"]["steps"], len(curve)), curve, label=f"GRIL, {layers} layer(s)")
@@ -596,14 +600,14 @@ def plot(metrics, out_dir):
     vals = [metrics[k] for k in ("sine_loss_zero", "sine_loss_linear_gd1", "sine_loss_linear_gd1_best_eta",
                                  "sine_loss_gd_mlp", "sine_loss_gril_mlp")]
     b.bar(names, vals, color=["0.8", "0.6", "0.4", "C1", "C0"])
-    b.set(ylabel="query loss (evaluation set)", title="Fig. 3B: y = sin(W^T x)")
-    b.tick_params(axis="x", labelsize=7)
-    for ax, (key, title) in zip(axes[2:], heads):
+    b.set(xlabel="model", ylabel="query loss (evaluation set)", title="Fig. 3B: y = sin(W^T x)")
+    b.tick_params(axis="x", labelsize=8)
+    for ax, (key, title) in zip(head_axes, heads):
         m = np.asarray(p[key])
         v = max(1.0, float(np.abs(m).max()))
         im = ax.imshow(m, cmap="RdBu_r", vmin=-v, vmax=v)
-        ax.set(title=f"Fig. 5, {title}", xticks=range(3), yticks=range(3))
-        ax.title.set_fontsize(8)
+        ax.set(title=f"Fig. 5, {title}", xticks=range(3), yticks=range(3), xlabel="column j", ylabel="row i")
+        ax.title.set_fontsize(10)
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
     path = out_dir / "multistep.png"

@@ -225,10 +225,14 @@ def plot(metrics, out_dir):
                label="GRIL")
     b.semilogx([float(s) for s in scales], [metrics["rescale"][s]["gd_over_zero"] for s in scales], "x--",
                label="GD (η* of a = 1)")
-    b.set(xlabel="input scale a", ylabel="loss / zero predictor", title="Fig. 2D: rescaled inputs")
+    b.set(xlabel="input scale a", ylabel="loss / zero predictor (log)", title="Fig. 2D: rescaled inputs",
+          yscale="log")
+    b.set_xticks([float(s) for s in scales], [f"{float(s):g}" for s in scales])
+    b.xaxis.set_minor_locator(plt.NullLocator())
     b.legend(fontsize=8)
     im = c.imshow(np.asarray(metrics["params"]["Q_over_Q10"]), cmap="RdBu_r", vmin=-1, vmax=1)
-    c.set(title="Fig. 2E: trained Q / Q[1,0]", xticks=range(3), yticks=range(3))
+    c.set(title="Fig. 2E: trained Q / Q[1,0]", xticks=range(3), yticks=range(3), xlabel="column j",
+          ylabel="row i")
     fig.colorbar(im, ax=c)
     fig.tight_layout()
     path = out_dir / "regression.png"

@@ -123,6 +123,7 @@ def plot(metrics, out_dir):
         ax.bar(x + w, paper, w, label=f"{name} (paper)", alpha=0.5)
     ax.set_xticks(np.arange(len(alphas)), [f"α = {a}" for a in alphas])
     ax.set_ylabel("% of the traditional cell's parameters")
+    ax.set_xlabel("expansion α (d_h = α d_x)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     out = Path(out_dir)

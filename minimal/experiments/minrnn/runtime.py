@@ -207,7 +207,9 @@ def plot(metrics, out_dir):
                 axes[1].plot([T], [PAPER[f"speedup_{name}_{key}"]], "x", color="k")
     axes[1].plot([], [], "x", color="k", label="paper (T4 GPU)")
     titles = ("time per training step (ms)", "speedup over GRU / LSTM", "cache kept for backward (MiB)")
-    for ax, title in zip(axes, titles):
+    ylabels = ("ms per step (one CPU core)", "time(GRU or LSTM) / time(minimal)", "MiB")
+    for ax, title, ylabel in zip(axes, titles, ylabels):
+        ax.set_ylabel(ylabel)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length T")

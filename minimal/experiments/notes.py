@@ -1,0 +1,177 @@
+"""What each results page says beyond the numbers (``minimal.report``): per experiment, the notes that explain
+its verdicts, the rows a quick run cannot reach, which side of the paper is better, its metric definitions and
+what a quick run misses.
+
+``page(work, name)`` returns a dict with any of these keys; an experiment module that defines the attribute of
+the same name takes precedence, so a module can carry its own page data:
+
+    NOTES              key or fnmatch pattern -> a sentence, or a function (config, metrics) -> sentence, where
+                       config is the run's configuration as a dict (``metrics["config"]``, else the module's
+                       ``Config`` of the run's mode) and metrics the run's metrics
+    QUICK_UNREACHABLE  key patterns a quick run is not expected to reach (its verdict reads so, not "differs")
+    BETTER             key pattern -> "lower" or "higher": the side of the paper's number that is better
+    METRICS            key -> definition
+    QUICK_MISSES       one paragraph: what a quick run is expected to miss
+
+The sentences state settings, read from the configuration, and the reasons the modules' docstrings give; they
+state no measured number, so they stay true when a run's numbers move.
+"""
+from __future__ import annotations
+
+__all__ = ["page", "PAGES"]
+
+
+def _gril_scale(config, metrics):
+    from .gril import model as M
+
+    job = M.Job()
+    a, f = float(config.get("x_scale", job.x_scale)), int(config.get("f", job.f))
+    return (f"raw losses depend on the input scale, x ~ U(-a, a) with a = {a:g} here (`model.Job.x_scale`): "
+            f"our zero predictor's loss is f a²/6 = {f * a * a / 6:.3g} for f = {f}; the paper's zero predictor "
+            "(its ablated rows) is 0.414-0.426 and it does not state its normalisation. The ratios to the zero "
+            "predictor and to one GD step are the scale-free comparisons.")
+
+
+def _steps(config, metrics):
+    return config.get("steps", "?")
+
+
+def _zucchet_steps(paper_steps):
+    def note(config, metrics):
+        steps = config.get("steps")
+        return (f"this run trained {f'{steps:,}' if isinstance(steps, int) else '?'} steps (the paper: "
+                f"{paper_steps}); see the experiment's differences from the paper below.")
+    return note
+
+PAGES = {
+    "zucchet.teacher_student": {
+        "QUICK_UNREACHABLE": ("loss", "kv_score", "q_score", "poly_distance", "hidden_removed", "gates_removed",
+                              "n_kv", "n_q"),
+        "NOTES": {"*": _zucchet_steps("~781,000, App. B.1")},
+    },
+    "zucchet.icl": {
+        "QUICK_UNREACHABLE": ("final_train_loss", "coef_x2_y1", "coef_x2_y1_mean", "residual_norm"),
+        "BETTER": {"final_train_loss": "lower", "residual_norm": "lower"},
+        "NOTES": {"*": _zucchet_steps("300,000 at lr 1e-3, App. C.1")},
+    },
+    "zucchet.icl_seeds": {
+        "QUICK_UNREACHABLE": ("coef_x2_y1_mean", "coef_over_eta_star", "residual_norm_mean",
+                              "final_train_loss_mean", "seeds"),
+        "BETTER": {"residual_norm_mean": "lower", "final_train_loss_mean": "lower"},
+        "NOTES": {"seeds": lambda c, m: f"we train {len(c.get('seeds', ())) or '?'} seeds (the paper: 4).",
+                  "*": _zucchet_steps("300,000 per seed, App. C.1")},
+    },
+    "zucchet.hidden_size": {
+        "QUICK_UNREACHABLE": ("teacher_needed_over_construction",),
+        "NOTES": {"*": "the smallest size that reaches the loss threshold depends on the grid of sizes tried and "
+                       "on the threshold (quick 1e-2, full 1e-4); the paper reads \"around twice\" off Fig. 3A."},
+    },
+    "zucchet.architectures": {
+        "QUICK_UNREACHABLE": ("teacher_*", "icl_*"),
+        "NOTES": {"*": "an ordering of Fig. 4: 1 when it holds in our grid, 0 when not; it depends on the sizes, "
+                       "layer counts and steps of the grid (see the experiment's differences)."},
+    },
+    "gril.regression": {
+        "METRICS": {"gril_over_gd": "trained GRIL's query loss / one GD step's (η*) on 10^4 fixed tasks",
+                    "construction_over_gd": "the GD construction's loss / one GD step's (exact: 1)",
+                    "newton_over_gd": "one undamped Newton step's loss / one GD step's",
+                    "gd_over_zero": "one GD step's loss / the zero predictor's",
+                    "pred_cos": "cosine similarity of GRIL's and GD's predictions (App. B.1)"},
+        # Newton's loss is a reference computation, not a trained model: lower is not "better" there
+        "BETTER": {"gril_over_gd": "lower", "scalar_gril_over_zero": "lower"},
+        "NOTES": {
+            "newton_over_gd": "with N = f noiseless examples one undamped Newton step solves the least-squares "
+                              "problem exactly (loss ~0); the paper names no damping, and a damped step spans "
+                              "every value between 0 and GD's: the paper's 0.114 is not derivable from its text.",
+            "gd_over_zero": _gril_scale, "scalar_gril_over_zero": _gril_scale,
+            "*": lambda c, m: f"trained {_steps(c, m)} steps (the paper: up to 300,000 at lr 1e-4).",
+        },
+        "QUICK_MISSES": "nothing stated: the quick run trains fewer steps per model (`Config.quick`) and is judged "
+                        "like the full one.",
+    },
+    "gril.ablations": {
+        "METRICS": {"<target>_<variant>": "query loss 1/2 mean (ŷ - y)² on 10^4 fixed tasks, mean ± std over seeds",
+                    "<target>_<variant>_over_full": "the ablated variant's loss / the full GRIL's (the claim: ~2)"},
+        "NOTES": {"*_over_full": "the claim is this ratio, about 2: removing either component leaves the model at "
+                                 "the zero predictor.",
+                  "*": _gril_scale},
+        "QUICK_MISSES": "nothing stated: two seeds and fewer steps at a higher rate (`Config.quick`), judged like "
+                        "the full run.",
+    },
+    "gril.comparison": {
+        "QUICK_UNREACHABLE": ("*_gated_rnn_*", "*_lru_*", "*_mingru_*"),
+        "NOTES": {"*_loss": _gril_scale, "*_over_zero": "our stand-ins are CPU-sized (d_model, hidden and layers in "
+                  "the module's Config) and trained a few thousand steps; the paper's S5, Mamba and Griffin are "
+                  "their own models at larger sizes.", "*": "see the experiment's differences."},
+        "QUICK_MISSES": "600 steps for the stand-ins (GRIL 1,500): far from converged, it shows GRIL at one GD step "
+                        "and where the other models start, not where they end.",
+    },
+    "gril.multistep": {
+        "NOTES": {"*": lambda c, m: f"trained {_steps(c, m)} steps per linear model; the paper gives Fig. 3 as "
+                                    "curves, and 1.0 / True encode its claims, not measured values."},
+        "QUICK_MISSES": "nothing stated: fewer steps per model (`Config.quick`), judged like the full run.",
+    },
+    "gril.classification": {
+        "NOTES": {"*": "the paper gives figures, not numbers: 1.0 encodes \"GRIL tracks GD\" (loss ratio, "
+                       "sensitivity cosine); our φ and step counts are our own."},
+        "QUICK_MISSES": "nothing stated: fewer steps per model (`Config.quick`), judged like the full run.",
+    },
+    "minrnn.param_counts": {
+        "NOTES": {"*": "the paper prints whole percent."},
+        "METRICS": {"<cell>_pct_alpha<α>": "parameters of minGRU / minLSTM as % of GRU / LSTM at d_h = α d_x, "
+                                           "without biases (Sec. 3.1.3, 3.2.4)"},
+        "QUICK_MISSES": "nothing: a count, the same in both modes.",
+    },
+    "minrnn.runtime": {
+        "NOTES": {
+            "speedup_*": lambda c, m: "Fig. 1 times a T4 GPU, where the parallel scan has O(log T) depth; we time "
+                                      f"one CPU core (batch {c.get('batch', '?')}, D = {c.get('d_in', '?')}, "
+                                      f"H = {c.get('d_hidden', '?')}), where the scan does the same linear work "
+                                      "as the GRU's loop: the speed-up is a constant factor, not one growing with T.",
+            "mem_ratio_*": "we count the arrays our hand-written backward keeps; the paper measures PyTorch's "
+                           "autograd peak, which also keeps every intermediate of the scan.",
+        },
+        "METRICS": {"speedup_<cell>_T<T>": "time per training step of GRU (LSTM) / minGRU (minLSTM) at length T",
+                    "mem_ratio_<cell>_<baseline>": "bytes kept for the backward pass, minimal / traditional cell"},
+        "QUICK_MISSES": "sequence lengths up to 512 only: the paper's T = 4096 speed-ups have no row.",
+    },
+    "minrnn.shakespeare": {
+        "QUICK_UNREACHABLE": ("test_loss_*", "steps_to_best_*", "ratio_*"),
+        "BETTER": {"test_loss_*": "lower", "ratio_*": "lower"},
+        "NOTES": {
+            "test_loss_*": lambda c, m: f"our model is D = {c.get('D', '?')} wide with context {c.get('T', '?')}, "
+                                        f"batch {c.get('batch', '?')}, {c.get('steps', '?')} steps; the paper's "
+                                        "is D = 384, batch 64, 5,000 steps: a smaller model that sees fewer "
+                                        "characters has a higher loss.",
+            "steps_to_best_*": lambda c, m: f"the step of the best test loss is bounded by the run's length, "
+                                            f"{c.get('steps', '?')} steps evaluated every "
+                                            f"{c.get('eval_every', '?')} (the paper: 5,000, every 25).",
+            "ratio_*": lambda c, m: f"minimal RNN / Transformer at D = {c.get('D', '?')}; the paper's ratio is at "
+                                    "D = 384 with its own Transformer (6 heads, learned positions).",
+        },
+        "METRICS": {"test_loss_<model>": "cross-entropy (nats per character) of the final model on every test "
+                                         "window", "steps_to_best_<model>": "the evaluation step of the lowest "
+                                         "loss on the fixed test subset",
+                    "ratio_<model>_to_transformer": "test loss of the minimal RNN / the same-size Transformer's"},
+        "QUICK_MISSES": "D = 48, context 64, 300 steps against the full run's D = 64 (the paper's 384): the losses "
+                        "are far above the paper's and the step of the best loss is capped by the run's length.",
+    },
+    "minrnn.selective_copy": {
+        "METRICS": {"<cell>_<layers>": "token accuracy (%) at the marker positions on fixed evaluation sequences, "
+                                       "mean ± std over seeds (Table 1)"},
+        "BETTER": {"*_2": "higher", "*_3": "higher"},
+        "QUICK_UNREACHABLE": ("mingru_*", "minlstm_*"),
+        "NOTES": {
+            "*_1": lambda c, m: f"our task is shorter (T = {c.get('T', '?')}, {c.get('n_data', '?')} data tokens; "
+                                "the paper: T = 4096, 16): one layer recalls more of fewer, less diluted tokens. "
+                                "The claim is the gap between one layer and two.",
+            "*": lambda c, m: f"{c.get('steps', '?')} steps at T = {c.get('T', '?')} (the paper: up to 400,000 at "
+                              "T = 4096); seeds and their spread as in the row.",
+        },
+    },
+}
+
+
+def page(work, name):
+    """The page data of experiment ``name`` of ``work`` (module docstring); {} when there is none."""
+    return PAGES.get(f"{work}.{name}", {})
