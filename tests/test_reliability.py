@@ -209,3 +209,25 @@ def test_reproduce_itself_checks_the_scheduler_before_any_experiment(no_experime
     with pytest.raises(ValueError, match="scheduler must be None or an address like 'tcp://host:8786', got "
                                          "'host:8786': no protocol"):
         reproduce("zucchet", scheduler="host:8786")
+
+
+# --- issue 21, reliability round 2 ----------------------------------------------------------------------
+
+# item 2: encode / decode refuse what they cannot map, naming the character or id
+
+def test_encode_refuses_characters_outside_latin1_by_name():
+    from minimal.tasks import char_lm
+    vocab = "?ab"                                    # "?" in the vocabulary: a replaced character would pass
+    for ch in ("\u2014", "\U0001F600", "\u00e9"):
+        with pytest.raises(ValueError, match=f"{ch!r} at position 1 is not in the vocabulary"):
+            char_lm.encode(f"a{ch}b", vocab)
+    assert char_lm.encode("a?b", vocab).tolist() == [1, 0, 2]
+
+
+@pytest.mark.parametrize("ids, what", [([-1], "-1"), ([0, 3], "3"), (np.array([1.7]), "float64"),
+                                       (np.array([True]), "bool")])
+def test_decode_refuses_ids_outside_the_vocabulary(ids, what):
+    from minimal.tasks import char_lm
+    with pytest.raises(ValueError, match=f"ids.*{what}"):
+        char_lm.decode(ids, "abc")
+    assert char_lm.decode(np.array([2, 0], dtype=np.uint8), "abc") == "ca"

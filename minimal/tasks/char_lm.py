@@ -49,21 +49,33 @@ def _read(name):
 
 
 def encode(text, vocab):
-    """Token ids (uint8) of ``text``; a ValueError names the first character outside ``vocab``."""
+    """Token ids (uint8) of ``text``; a ValueError names the first character outside ``vocab`` (any character,
+    never replaced: an em dash is refused as itself, not read as "?")."""
     lut = np.full(256, 255, dtype=np.uint8)
     for i, ch in enumerate(vocab):
         lut[ord(ch)] = i
-    raw = np.frombuffer(text.encode("latin-1", errors="replace"), dtype=np.uint8)
-    ids = lut[raw]
-    bad = np.flatnonzero(ids == 255)
+    code = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    ids = lut[np.minimum(code, 255)]
+    bad = np.flatnonzero((ids == 255) | (code > 255))
     if bad.size:
         raise ValueError(f"character {text[bad[0]]!r} at position {bad[0]} is not in the vocabulary")
     return ids
 
 
 def decode(ids, vocab):
-    """The string of token ids ``ids`` (any integer array or sequence)."""
-    return "".join(vocab[int(i)] for i in np.ravel(ids))
+    """The string of token ids ``ids`` (an integer array or sequence, each in [0, len(vocab))); a ValueError
+    names the first id outside that range or a non-integer dtype."""
+    ids = np.asarray(ids)
+    if ids.size == 0:
+        return ""
+    if ids.dtype.kind not in "iu" or ids.dtype == bool:
+        raise ValueError(f"ids must be integer token ids, got dtype {ids.dtype}")
+    ids = ids.ravel()
+    bad = np.flatnonzero((ids < 0) | (ids >= len(vocab)))
+    if bad.size:
+        raise ValueError(f"ids[{bad[0]}] = {ids[bad[0]]} is not a token id: ids must lie in [0, {len(vocab)}) "
+                         f"(the vocabulary has {len(vocab)} characters)")
+    return "".join(vocab[int(i)] for i in ids)
 
 
 def load():
