@@ -231,3 +231,39 @@ def test_decode_refuses_ids_outside_the_vocabulary(ids, what):
     with pytest.raises(ValueError, match=f"ids.*{what}"):
         char_lm.decode(ids, "abc")
     assert char_lm.decode(np.array([2, 0], dtype=np.uint8), "abc") == "ca"
+
+
+# item 3: damaged Shakespeare data names the file and the command that rebuilds it
+
+def _damage_copy(tmp_path, monkeypatch, name, damage):
+    import shutil
+    from minimal.tasks import char_lm
+    for f in ("meta.json", "train.txt", "test.txt"):
+        shutil.copy(char_lm.data_path("shakespeare", f), tmp_path / f)
+    raw = bytearray((tmp_path / name).read_bytes())
+    (tmp_path / name).write_bytes(bytes(damage(raw)))
+    monkeypatch.setattr(char_lm, "data_path", lambda *parts: tmp_path.joinpath(*parts[1:]))
+    return char_lm
+
+
+def _poke(at, byte):
+    def damage(raw):
+        raw[at] = byte
+        return raw
+    return damage
+
+
+@pytest.mark.parametrize("name, damage, what", [
+    ("meta.json", lambda raw: raw[: len(raw) // 2], "not valid JSON"),
+    ("meta.json", lambda raw: raw.replace(b'"sha256": {\n  "input', b'"sha257": {\n  "input'), "sha256"),
+    ("train.txt", _poke(1000, 0), "sha256"),
+    ("train.txt", _poke(1000, 0xE9), "sha256"),
+    ("test.txt", _poke(500, ord("Q")), "sha256"),
+    ("test.txt", lambda raw: raw[:-10], "characters"),
+], ids=["meta-truncated", "meta-no-hashes", "train-NUL", "train-non-ascii", "test-edited-same-size",
+        "test-truncated"])
+def test_damaged_shakespeare_data_names_the_file_and_the_rebuild_command(tmp_path, monkeypatch, name, damage,
+                                                                        what):
+    char_lm = _damage_copy(tmp_path, monkeypatch, name, damage)
+    with pytest.raises(ValueError, match=f"(?s){name}.*{what}.*python data/shakespeare/prepare.py"):
+        char_lm.load()
