@@ -7,13 +7,16 @@ must_exist=True)`` then says so instead of letting a caller retrain silently.)
 """
 from __future__ import annotations
 
+import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from ._atomic import atomic_write
 
-__all__ = ["DATA_ROOT", "data_path", "save_groups", "load_groups"]
+__all__ = ["DATA_ROOT", "data_path", "save_groups", "load_groups", "regenerate_command", "read_npz", "load_json",
+           "check_saved_shapes"]
 
 DATA_ROOT = Path(__file__).resolve().parents[1] / "data"
 
@@ -29,6 +32,73 @@ def data_path(*parts, must_exist=False):
     return path
 
 
+def regenerate_command(path):
+    """The command that rewrites a committed file: ``data/<work>/...`` -> ``python -m minimal reproduce <work>
+    --full`` (``data/shakespeare/`` -> its ``prepare.py``); a path outside ``data/`` gets the generic advice."""
+    try:
+        parts = Path(path).resolve().relative_to(DATA_ROOT.resolve()).parts
+    except ValueError:
+        parts = ()
+    if len(parts) < 2:
+        return ("the command that wrote it (for a committed file data/<work>/...: "
+                "`python -m minimal reproduce <work> --full` from the repository root)")
+    if parts[0] == "shakespeare":
+        return "`python data/shakespeare/prepare.py` from the repository root"
+    return f"`python -m minimal reproduce {parts[0]} --full` from the repository root"
+
+
+def _missing(path):
+    return FileNotFoundError(f"{path} is missing: write it with {regenerate_command(path)}")
+
+
+def damaged(path, what):
+    """The ValueError for a file that exists but cannot be used: names it, says what is wrong and how to rewrite
+    it."""
+    return ValueError(f"{path} {what}: delete it and rewrite it with {regenerate_command(path)}")
+
+
+def read_npz(path):
+    """Every array of the ``.npz`` at ``path`` as a dict, read eagerly (``allow_pickle=False``). A missing file
+    raises FileNotFoundError, a truncated or corrupt file, an ``.npy`` or a pickled array a ValueError; each names
+    the file and the command that rewrites it (``regenerate_command``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise _missing(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except AttributeError:          # np.load returned a plain array: an .npy, not an .npz archive
+        raise damaged(path, "holds one .npy array, not an .npz archive of named arrays") from None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        why = "is empty" if path.stat().st_size == 0 else f"is not a readable .npz archive ({type(e).__name__}: {e})"
+        raise damaged(path, why) from None
+
+
+def load_json(path):
+    """The JSON at ``path``; missing or unreadable names the file and the command that rewrites it."""
+    path = Path(path)
+    if not path.is_file():
+        raise _missing(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise damaged(path, f"is not valid JSON ({e})") from None
+
+
+def check_saved_shapes(path, what, got, ref):
+    """Require the saved arrays ``got`` (name -> array) to have exactly the names and shapes of ``ref`` (name ->
+    array of a freshly built model); the ValueError names the file, ``what`` (e.g. "model 'mingru'"), each
+    missing, unexpected or mis-shaped array with both shapes, and the command that rewrites the file."""
+    missing, extra = sorted(set(ref) - set(got)), sorted(set(got) - set(ref))
+    shapes = [f"{k} {tuple(got[k].shape)} (expected {tuple(ref[k].shape)})" for k in ref
+              if k in got and got[k].shape != ref[k].shape]
+    if missing or extra or shapes:
+        parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else []) + (
+            [f"wrong shapes: {', '.join(shapes)}"] if shapes else [])
+        raise damaged(path, f"does not hold the params of {what}: {'; '.join(parts)}")
+    return got
+
+
 def save_groups(path, groups):
     """Write {group: {name: array}} atomically to one ``.npz`` as ``<group>/<name>`` arrays (plain arrays only:
     it loads with ``allow_pickle=False``); a failed write leaves the old file whole."""
@@ -41,9 +111,8 @@ def save_groups(path, groups):
 
 def load_groups(path):
     """{group: {name: array}} from ``save_groups``; callers check the names they need."""
-    with np.load(path, allow_pickle=False) as z:
-        out = {}
-        for key in z.files:
-            group, name = key.split("/", 1)
-            out.setdefault(group, {})[name] = z[key]
+    out = {}
+    for key, a in read_npz(path).items():
+        group, name = key.split("/", 1)
+        out.setdefault(group, {})[name] = a
     return out

@@ -267,3 +267,87 @@ def test_damaged_shakespeare_data_names_the_file_and_the_rebuild_command(tmp_pat
     char_lm = _damage_copy(tmp_path, monkeypatch, name, damage)
     with pytest.raises(ValueError, match=f"(?s){name}.*{what}.*python data/shakespeare/prepare.py"):
         char_lm.load()
+
+
+# item 4: damaged committed weights, loaded the way the notebooks load them
+
+@pytest.fixture
+def committed_copy(tmp_path, monkeypatch):
+    """A copy of data/<work>/<files> under a DATA_ROOT in tmp_path; returns a function (work, name) -> path."""
+    import shutil
+    from minimal import data
+    root = data.DATA_ROOT
+
+    def copy(work, *names):
+        (tmp_path / work).mkdir(exist_ok=True)
+        for name in names:
+            shutil.copy(root / work / name, tmp_path / work / name)
+        return [tmp_path / work / name for name in names]
+    monkeypatch.setattr(data, "DATA_ROOT", tmp_path)
+    return copy
+
+
+def _truncate(path):
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+
+
+def test_missing_shakespeare_weights_name_the_regenerate_command(committed_copy):
+    from minimal.experiments.minrnn import shakespeare as S
+    npz, js = committed_copy("minrnn", "shakespeare_full.npz", "shakespeare_full.json")
+    npz.unlink()
+    with pytest.raises(FileNotFoundError, match=r"shakespeare_full\.npz is missing.*reproduce minrnn --full"):
+        S.load_weights(npz)
+    js.unlink()
+    with pytest.raises(FileNotFoundError, match=r"shakespeare_full\.json is missing.*reproduce minrnn --full"):
+        S.load_curves(js)
+
+
+@pytest.mark.parametrize("which", ["npz", "json"])
+def test_truncated_shakespeare_weights_name_the_file_and_the_command(committed_copy, which):
+    from minimal.experiments.minrnn import shakespeare as S
+    npz, js = committed_copy("minrnn", "shakespeare_full.npz", "shakespeare_full.json")
+    _truncate(npz if which == "npz" else js)
+    with pytest.raises(ValueError, match=rf"shakespeare_full\.{which} is not (a readable|valid)"
+                                         r".*reproduce minrnn --full"):
+        S.load_weights(npz)
+
+
+def test_a_wrong_shaped_shakespeare_weight_is_named_with_both_shapes(committed_copy):
+    from minimal.data import load_groups, save_groups
+    from minimal.experiments.minrnn import shakespeare as S
+    npz, _ = committed_copy("minrnn", "shakespeare_full.npz", "shakespeare_full.json")
+    groups = load_groups(npz)
+    groups["mingru"]["1.rnn.W_z"] = groups["mingru"]["1.rnn.W_z"][:, :-1]
+    save_groups(npz, groups)
+    with pytest.raises(ValueError, match=r"(?s)shakespeare_full\.npz.*'mingru'.*1\.rnn\.W_z \(\d+, \d+\) "
+                                         r"\(expected \(\d+, \d+\)\).*reproduce minrnn --full"):
+        S.load_weights(npz)
+
+
+def test_a_wrong_shaped_gril_weight_is_blamed_on_the_file_not_the_input(committed_copy):
+    from minimal.data import load_groups, save_groups
+    from minimal.experiments.gril import regression as R
+    npz, = committed_copy("gril", "regression_full.npz")
+    groups = load_groups(npz)
+    groups["scalar"]["Q"] = np.zeros((4, 4))
+    save_groups(npz, groups)
+    with pytest.raises(ValueError, match=r"(?s)regression_full\.npz.*'scalar'.*Q \(4, 4\) \(expected \(3, 3\)\)"
+                                         r".*reproduce gril --full"):
+        R.load_weights(npz)
+    _truncate(npz)
+    with pytest.raises(ValueError, match=r"regression_full\.npz is not a readable .npz.*reproduce gril --full"):
+        R.load_weights(npz)
+
+
+@pytest.mark.parametrize("name", ["icl_full.npz", "teacher_student_full.npz"])
+def test_truncated_zucchet_weights_name_the_file_and_the_command(committed_copy, name):
+    from minimal.experiments import icl, teacher_student
+    npz, = committed_copy("zucchet", name)
+    _truncate(npz)
+    load = icl.load_weights if name.startswith("icl") else teacher_student.load_weights
+    with pytest.raises(ValueError, match=rf"{name} is not a readable .npz.*reproduce zucchet --full"):
+        load(npz)
+    npz.unlink()
+    with pytest.raises(FileNotFoundError, match=rf"{name} is missing.*reproduce zucchet --full"):
+        load(npz)

@@ -52,7 +52,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +61,7 @@ import numpy as np
 from ._plotting import pyplot
 from .. import _speed
 from .._atomic import atomic_write
+from ..data import read_npz
 from ..report import Tolerance
 from ..analysis import gd, polynomial
 from ..cells import gated_rnn
@@ -321,15 +321,15 @@ def save_weights(path, params, meta):
 def load_weights(path):
     """Inverse of ``save_weights``: (params, meta). A file without the gated RNN's params (either λ
     parametrisation) or without ``meta`` raises a ValueError naming the path and what is missing."""
-    with np.load(os.fspath(path), allow_pickle=False) as z:
-        params = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith("params/")}
-        want = {"W_in_m", "W_in_x", "W_out_m", "W_out_x", "D"}
-        missing = sorted(want - set(params)) + ([] if {"lam", "nu"} & set(params) else ["lam or nu"]) + (
-            [] if "meta" in z.files else ["meta"])
-        if missing:
-            raise ValueError(f"{path} is not a complete ICL weights file (missing {missing}); delete it and re-run "
-                             f"`python -m minimal reproduce zucchet --full`")
-        return params, json.loads(str(z["meta"]))
+    z = read_npz(path)
+    params = {k.split("/", 1)[1]: z[k] for k in z if k.startswith("params/")}
+    want = {"W_in_m", "W_in_x", "W_out_m", "W_out_x", "D"}
+    missing = sorted(want - set(params)) + ([] if {"lam", "nu"} & set(params) else ["lam or nu"]) + (
+        [] if "meta" in z else ["meta"])
+    if missing:
+        raise ValueError(f"{path} is not a complete ICL weights file (missing {missing}); delete it and re-run "
+                         f"`python -m minimal reproduce zucchet --full`")
+    return params, json.loads(str(z["meta"]))
 
 
 def checkpoint_path(config, out_dir):

@@ -55,6 +55,7 @@ import numpy as np
 
 from .. import _speed
 from .._atomic import atomic_write
+from ..data import read_npz
 from ..report import Tolerance
 from ..analysis import identification, polynomial
 from ..cells import gated_rnn
@@ -201,15 +202,15 @@ def save_weights(path, config, teacher, params, losses, seconds_per_step):
 def load_weights(path):
     """(teacher, params, losses, seconds_per_step) saved by ``run(..., save_weights=path)``; a file without
     every gated-RNN param or teacher matrix raises a ValueError naming the path and what is missing."""
-    with np.load(path, allow_pickle=False) as z:
-        params = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith("params/")}
-        missing = sorted((_PARAM_KEYS - set(params)) | ({"W_V", "W_K", "W_Q", "losses", "seconds_per_step"}
-                                                       - set(z.files)))
-        if missing:
-            raise ValueError(f"{path} is not a complete teacher-student weights file (missing {missing}); "
-                             f"delete it and re-run `python -m minimal reproduce zucchet --full`")
-        teacher = task.Teacher(z["W_V"], z["W_K"], z["W_Q"])
-        return teacher, params, z["losses"], float(z["seconds_per_step"])
+    z = read_npz(path)
+    params = {k.split("/", 1)[1]: z[k] for k in z if k.startswith("params/")}
+    missing = sorted((_PARAM_KEYS - set(params)) | ({"W_V", "W_K", "W_Q", "losses", "seconds_per_step"}
+                                                   - set(z)))
+    if missing:
+        raise ValueError(f"{path} is not a complete teacher-student weights file (missing {missing}); "
+                         f"delete it and re-run `python -m minimal reproduce zucchet --full`")
+    teacher = task.Teacher(z["W_V"], z["W_K"], z["W_Q"])
+    return teacher, params, z["losses"], float(z["seconds_per_step"])
 
 
 # --- analysis --------------------------------------------------------------------------------------------

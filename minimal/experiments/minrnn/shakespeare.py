@@ -57,7 +57,7 @@ from .._plotting import pyplot
 from ... import _speed, models
 from ..._atomic import atomic_write
 from ...cells import min_block
-from ...data import data_path, load_groups, save_groups
+from ...data import check_saved_shapes, damaged, data_path, load_groups, load_json, save_groups
 from ...layers import cross_entropy, layernorm, linear
 from ...models import Layer
 from ...optim import cosine_schedule
@@ -240,20 +240,17 @@ def load_weights(path=WEIGHTS, config=None):
     V = None
     for kind, p in out.items():
         if kind not in KINDS:
-            raise ValueError(f"{path}: unknown model {kind!r}, expected among {KINDS}")
+            raise damaged(path, f"holds an unknown model {kind!r}, expected among {KINDS}")
         V = p["0.E"].shape[0] if "0.E" in p else 0
         ref = init_lm(np.random.default_rng(0), kind, V or 1, config.D, config.n_layers, config.expansion,
                       config.kernel, config.dtype)
-        if set(p) != set(ref) or any(p[k].shape != ref[k].shape for k in ref):
-            raise ValueError(f"{path}: model {kind!r} does not have the params of D = {config.D}, "
-                             f"{config.n_layers} layers: missing {sorted(set(ref) - set(p))}, "
-                             f"unexpected {sorted(set(p) - set(ref))}")
+        check_saved_shapes(path, f"model {kind!r} with D = {config.D}, {config.n_layers} layers", p, ref)
     return out
 
 
 def load_curves(path=CURVES):
     """The metrics JSON written beside the weights by ``run(save_weights_path=...)``."""
-    return json.loads(Path(path).read_text())
+    return load_json(path)
 
 
 # --- the run --------------------------------------------------------------------------------------------------
