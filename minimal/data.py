@@ -65,13 +65,18 @@ def read_npz(path):
     if not path.is_file():
         raise _missing(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise damaged(path, "holds one .npy array, not an .npz archive of named arrays")
+        with z:
             return {k: z[k] for k in z.files}
-    except AttributeError:          # np.load returned a plain array: an .npy, not an .npz archive
-        raise damaged(path, "holds one .npy array, not an .npz archive of named arrays") from None
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
         why = "is empty" if path.stat().st_size == 0 else f"is not a readable .npz archive ({type(e).__name__}: {e})"
         raise damaged(path, why) from None
+    except ValueError as e:
+        if str(e).startswith(str(path)):
+            raise
+        raise damaged(path, f"is not a readable .npz archive ({e})") from None
 
 
 def load_json(path):
@@ -100,9 +105,25 @@ def check_saved_shapes(path, what, got, ref):
 
 
 def save_groups(path, groups):
-    """Write {group: {name: array}} atomically to one ``.npz`` as ``<group>/<name>`` arrays (plain arrays only:
-    it loads with ``allow_pickle=False``); a failed write leaves the old file whole."""
-    arrays = {f"{g}/{k}": v for g, params in groups.items() for k, v in params.items()}
+    """Write {group: {name: array}} atomically to one ``.npz`` as ``<group>/<name>`` arrays; a failed write leaves
+    the old file whole. Refused before anything is written (ValueError naming the group and name): what would not
+    load back with ``allow_pickle=False`` (None, object arrays) and group names that are empty or hold "/" (group
+    "seed/1" with name "w" and group "seed" with name "1/w" would both be stored as "seed/1/w")."""
+    arrays = {}
+    for g, params in groups.items():
+        if not isinstance(g, str) or not g or "/" in g:
+            raise ValueError(f"group {g!r}: a group name must be a non-empty string without '/' (it is the prefix "
+                             f"'<group>/' of each array's name in the file)")
+        for k, v in params.items():
+            if not isinstance(k, str) or not k:
+                raise ValueError(f"group {g!r}: array name {k!r} must be a non-empty string")
+            if v is None:
+                raise ValueError(f"{g}/{k} is None: save_groups writes arrays only (drop the entry)")
+            a = np.asarray(v)
+            if a.dtype.kind in "OV":
+                raise ValueError(f"{g}/{k} has dtype {a.dtype} (object or structured): it would need pickle to load "
+                                 f"back; pass a numeric or string array")
+            arrays[f"{g}/{k}"] = a
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as f:
@@ -110,9 +131,12 @@ def save_groups(path, groups):
 
 
 def load_groups(path):
-    """{group: {name: array}} from ``save_groups``; callers check the names they need."""
+    """{group: {name: array}} from ``save_groups``; callers check the names they need. A file that is missing,
+    unreadable or holds an array outside any group raises naming the file (``read_npz``)."""
     out = {}
     for key, a in read_npz(path).items():
-        group, name = key.split("/", 1)
+        group, sep, name = key.partition("/")
+        if not sep or not group or not name:
+            raise damaged(path, f"holds the array {key!r} outside any group: it was not written by save_groups")
         out.setdefault(group, {})[name] = a
     return out

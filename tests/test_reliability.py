@@ -351,3 +351,34 @@ def test_truncated_zucchet_weights_name_the_file_and_the_command(committed_copy,
     npz.unlink()
     with pytest.raises(FileNotFoundError, match=rf"{name} is missing.*reproduce zucchet --full"):
         load(npz)
+
+
+# item 5: save_groups refuses what cannot round-trip; load_groups names the file
+
+@pytest.mark.parametrize("groups, what", [
+    ({"a": {"w": np.array([1, None])}}, r"a/w.*object"),
+    ({"a": {"w": None}}, r"a/w.*None"),
+    ({"seed/1": {"w": np.zeros(2)}, "seed": {"1/w": np.ones(2)}}, r"'seed/1'.*'/'"),
+    ({"": {"w": np.zeros(2)}}, r"group ''"),
+    ({"a": {"": np.zeros(2)}}, r"'a'.*name ''"),
+])
+def test_save_groups_refuses_what_would_not_load_back(tmp_path, groups, what):
+    from minimal.data import save_groups
+    with pytest.raises(ValueError, match=what):
+        save_groups(tmp_path / "g.npz", groups)
+    assert not (tmp_path / "g.npz").exists()
+
+
+@pytest.mark.parametrize("write, what", [
+    (lambda f: np.savez(f, w=np.zeros(2)), "'w' outside any group"),
+    (lambda f: np.save(f, np.zeros(2)), "one .npy array"),
+    (lambda f: f.write(b""), "is empty"),
+    (lambda f: f.write(b"garbage" * 10), "not a readable .npz"),
+], ids=["plain-savez", "npy", "empty", "garbage"])
+def test_load_groups_names_the_file_it_cannot_read(tmp_path, write, what):
+    from minimal.data import load_groups
+    path = tmp_path / "g.npz"
+    with open(path, "wb") as f:
+        write(f)
+    with pytest.raises(ValueError, match=f"{path}.*{what}"):
+        load_groups(path)
