@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
-           "check_choice", "check_keys", "overflow_error", "check_finite_result", "OverflowInputError"]
+           "check_choice", "check_keys", "check_grad_dtype", "overflow_error", "check_finite_result", "OverflowInputError"]
 
 
 class InputError(ValueError):
@@ -103,6 +103,12 @@ def common_dtype(arrays):
         if a.dtype != ref.dtype:
             raise InputError(f"{name} must have the dtype of {first} ({ref.dtype}), got {a.dtype}")
     return ref.dtype
+
+
+def check_grad_dtype(name, grad, params):
+    """Require an upstream gradient ``grad`` (``dy``) of the params' dtype: a backward never mixes float32 and
+    float64 (nor returns grads in another dtype than the params')."""
+    return check_dtype(name, grad, common_dtype(params))
 
 
 def check_positive_int(name, value, minimum=1):

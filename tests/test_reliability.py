@@ -382,3 +382,54 @@ def test_load_groups_names_the_file_it_cannot_read(tmp_path, write, what):
         write(f)
     with pytest.raises(ValueError, match=f"{path}.*{what}"):
         load_groups(path)
+
+
+# items 12-13: one dtype per call. Every cell and layer with float params refuses an input x or an upstream
+# gradient dy of the other float dtype, naming it, and returns dx and grads in the params' dtype.
+
+def _float_cases():
+    from minimal.cells import REGISTRY
+    rng = np.random.default_rng(0)
+    for name, mod in sorted(REGISTRY.items()):
+        for ex in mod.examples(rng):
+            if any(isinstance(v, np.ndarray) and v.dtype.kind == "f" for v in ex.params.values()):
+                yield pytest.param(mod, ex, id=f"{name}-{ex.name}")
+
+
+def _as(tree, dtype):
+    if isinstance(tree, np.ndarray) and tree.dtype.kind == "f":
+        return tree.astype(dtype)
+    if isinstance(tree, dict):
+        return {k: _as(v, dtype) for k, v in tree.items()}
+    return tree
+
+
+@pytest.mark.parametrize("mod, ex", list(_float_cases()))
+@pytest.mark.parametrize("params_dtype, other", [(np.float32, np.float64), (np.float64, np.float32)],
+                         ids=["params32", "params64"])
+def test_cells_and_layers_refuse_the_other_float_dtype_by_name(mod, ex, params_dtype, other):
+    params, x, kw = _as(ex.params, params_dtype), _as(ex.x, params_dtype), _as(ex.kwargs, params_dtype)
+    if isinstance(ex.x, np.ndarray) and ex.x.dtype.kind == "f":
+        with pytest.raises(ValueError, match=r"^x must have .*dtype"):
+            mod.forward(params, _as(ex.x, other), **kw)
+    y, cache = mod.forward(params, x, **kw)
+    with pytest.raises(ValueError, match=r"^(dy|do) must have .*dtype"):
+        mod.backward(params, cache, np.ones(y.shape, other))
+    dx, grads = mod.backward(params, cache, np.ones(y.shape, params_dtype))
+    assert {k: g.dtype for k, g in grads.items()} == {k: np.dtype(params_dtype) for k in grads}
+    if isinstance(ex.x, np.ndarray) and ex.x.dtype.kind == "f":
+        assert dx.dtype == params_dtype
+
+
+def test_min_block_refuses_mixed_param_dtypes_and_a_step_input_of_the_other_dtype():
+    from minimal.cells import min_block
+    from minimal.validate import InputError
+    params = _as(min_block.init(np.random.default_rng(0), 4, "mingru"), np.float32)
+    mixed = params | {k: v.astype(np.float64) for k, v in params.items() if k.startswith("mlp.")}
+    x = np.ones((2, 3, 4), np.float32)
+    with pytest.raises(InputError, match=r"mlp\.\w+ must have the dtype of .* \(float32\), got float64"):
+        min_block.forward(mixed, x, "mingru")
+    with pytest.raises(InputError, match=r"mlp\.\w+ must have the dtype of .* \(float32\), got float64"):
+        min_block.step_forward(mixed, None, x[:, 0], "mingru")
+    with pytest.raises(InputError, match=r"^x_t must have .*dtype float32, got float64"):
+        min_block.step_forward(params, None, x[:, 0].astype(np.float64), "mingru")

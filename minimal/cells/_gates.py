@@ -121,7 +121,7 @@ def check_input(name, x, D, dtype, ndim):
     if ndim == 3 and x.shape[1] < 1:
         raise ValueError(f"{name} must have at least one time step, got shape {x.shape}")
     if x.dtype != dtype:
-        raise ValueError(f"{name} must have the params' dtype {dtype}, got {x.dtype}")
+        raise InputError(f"{name} must have the params' dtype {dtype}, got {x.dtype}")
     return x
 
 
@@ -132,7 +132,7 @@ def check_state(name, s, B, H, dtype, *, zeros_if_none=False, log_space=False):
         return np.zeros((B, H), dtype) if zeros_if_none else None
     check_array(name, s, (B, H), names=("B", "H"))
     if s.dtype != dtype:
-        raise ValueError(f"{name} must have the params' dtype {dtype}, got {s.dtype}")
+        raise InputError(f"{name} must have the params' dtype {dtype}, got {s.dtype}")
     if log_space and not np.all(s > 0):
         raise ValueError(f"{name} must be positive (> 0) in log space, since log {name} enters the scan; "
                          f"got minimum {s.min()}")

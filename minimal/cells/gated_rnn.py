@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import scan
 from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
-    common_dtype, overflow_error, OverflowInputError
+    check_grad_dtype, common_dtype, overflow_error, OverflowInputError
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu",
@@ -324,6 +324,7 @@ def backward(params, cache, dy):
     """
     x, p, q, lam, lam_given, h, r, s, method, backend = cache[:10]
     check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
+    check_grad_dtype("dy", dy, params)
     B, T_out, H = h.shape
     hf, dyf = _flat(h), _flat(dy)
     grads = {}
@@ -367,6 +368,7 @@ def backward_reference(params, cache, dy):
     reference the fast path is tested against (slow: einsum does not call BLAS here)."""
     x, p, q, lam, lam_given, h, r, s, method, backend = cache[:10]
     check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
+    check_grad_dtype("dy", dy, params)
     grads = {}
     # 4. readout y = D o, o = r ⊙ s
     grads["D"] = np.einsum("btk,btj->kj", dy, r * s)

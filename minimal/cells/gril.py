@@ -49,7 +49,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..scan import cuda_module, linear_scan, linear_scan_backward, scan_kwargs, sequential_scan
-from ..validate import InputError, OverflowInputError, check_array, check_choice, check_dtype, \
+from ..validate import InputError, OverflowInputError, check_array, check_choice, check_dtype, check_grad_dtype, \
     check_finite_result, check_positive_int, common_dtype, overflow_error
 from ._contract import Example
 
@@ -377,6 +377,7 @@ def backward(params, cache, do):
         InputError: do of the wrong shape, or too large for the dtype (a gradient would be inf), naming do.
     """
     _check_params(params)
+    check_grad_dtype("do", do, params)
     dx, grads = _backward(params, cache, do)
     check_finite_result("the gradients", (dx, *grads.values()), _backward_inputs(params, cache, do))
     return dx, grads

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_positive_int, check_grad_dtype
 # App. B.3's g, log g and log σ live in _gates (minLSTM uses them too); they stay importable from here.
 from ._gates import (MODES, affine, affine_backward, check_flags, check_out, check_gate_params, check_input,
                      check_state, dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan,
@@ -161,6 +161,7 @@ def backward(params, cache, dy):
     """
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
     check_array("dy", dy, h.shape, names=("B", "T", "H"))
+    check_grad_dtype("dy", dy, params)
     # 3. the recurrence, as the mode ran it
     if mode == "sequential":
         dz, dh_tilde = _bptt(z, h_tilde, h, h0, dy)

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_positive_int, check_grad_dtype
 # Same paper as minGRU: the same input-only gates, checks and scans; g is App. B.3's positive candidate.
 from ._gates import (MODES, affine, affine_backward, check_flags, check_out, check_gate_params, check_input,
                      check_state, dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan,
@@ -166,6 +166,7 @@ def backward(params, cache, dy):
     """
     x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
     check_array("dy", dy, h.shape, names=("B", "T", "H"))
+    check_grad_dtype("dy", dy, params)
     # 4. the recurrence, as the mode ran it; the result is dL/dδ and dL/dk_h
     if mode == "sequential" or not log_space:
         if mode == "sequential":
