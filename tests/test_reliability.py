@@ -433,3 +433,52 @@ def test_min_block_refuses_mixed_param_dtypes_and_a_step_input_of_the_other_dtyp
         min_block.step_forward(mixed, None, x[:, 0], "mingru")
     with pytest.raises(InputError, match=r"^x_t must have .*dtype float32, got float64"):
         min_block.step_forward(params, None, x[:, 0].astype(np.float64), "mingru")
+
+
+# item 14: method= is refused where no scan runs; an overflow in minGRU / minLSTM's backward names dy
+
+def _method_cases():
+    from minimal.cells import gated_rnn, gril, mingru, minlstm
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 3))
+    for mod in (mingru, minlstm):
+        p = mod.init(rng, 3, 4)
+        yield pytest.param(mod, p, x, {"mode": "sequential"}, id=f"{mod.__name__[14:]}-sequential")
+        yield pytest.param(mod, p, x, {"log_space": True}, id=f"{mod.__name__[14:]}-log-space")
+    p = gated_rnn.init(rng, 3, 4, 2, recurrence="dense")
+    yield pytest.param(gated_rnn, p, x, {}, id="gated_rnn-dense")
+    p = gated_rnn.init(rng, 3, 4, 2)
+    yield pytest.param(gated_rnn, p, x, {"readout": "last"}, id="gated_rnn-readout-last")
+    p = gril.init(rng, 3, 2)
+    yield pytest.param(gril, p, x, {"mode": "sequential"}, id="gril-sequential")
+
+
+@pytest.mark.parametrize("mod, params, x, kw", list(_method_cases()))
+def test_method_is_refused_where_no_scan_runs(mod, params, x, kw):
+    from minimal.validate import InputError
+    mod.forward(params, x, **kw)
+    with pytest.raises(InputError, match=r"^method .*pass method=None"):
+        mod.forward(params, x, method="sequential", **kw)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("log_space", [False, True], ids=["vanilla", "log"])
+@pytest.mark.parametrize("cell", ["mingru", "minlstm"])
+def test_an_overflow_in_the_min_cells_backward_names_the_callers_dy(cell, log_space, backend):
+    import importlib
+    from minimal.validate import OverflowInputError
+    mod = importlib.import_module(f"minimal.cells.{cell}")
+    rng = np.random.default_rng(0)
+    p = {k: v.astype(np.float32) for k, v in mod.init(rng, 2, 3).items()}
+    keep = "b_z" if cell == "mingru" else "b_f"              # a_t ~ 1: the adjoint sums dy over all 64 steps
+    p[keep] = np.full(3, -20.0 if cell == "mingru" else 20.0, np.float32)
+    x = rng.standard_normal((1, 64, 2)).astype(np.float32)
+    y, cache = mod.forward(p, x, log_space=log_space, backend=backend)
+    dy = np.full(y.shape, 1e37, np.float32)
+    if cell == "mingru" and log_space:      # its adjoint is scaled by h ~ 1e-7 here: finite, so no error is due
+        dx, grads = mod.backward(p, cache, dy)
+        assert all(np.all(np.isfinite(g)) for g in (dx, *grads.values()))
+        return
+    with np.errstate(all="ignore"), pytest.raises(OverflowInputError, match=r"^dy has float32 values up to 1e\+37"):
+        mod.backward(p, cache, dy)
+

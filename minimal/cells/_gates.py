@@ -19,7 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from .. import scan
-from ..validate import InputError, check_array, check_choice
+from ..validate import InputError, OverflowInputError, check_array, check_choice, check_finite_result, overflow_error
 from ._contract import Example
 
 MODES = ("sequential", "parallel")
@@ -144,6 +144,27 @@ def check_flags(mode, log_space):
     check_choice("mode", mode, MODES)
     if not isinstance(log_space, (bool, np.bool_)):
         raise ValueError(f"log_space must be a bool, got {log_space!r}")
+
+
+def check_method(method, mode, log_space):
+    """``method`` picks the vanilla parallel scan; where none runs (sequential mode, log space) it must be None,
+    not silently ignored."""
+    if method is not None and (mode == "sequential" or log_space):
+        raise InputError(f"method {method!r} picks the scan of the vanilla parallel mode, which mode={mode!r}, "
+                         f"log_space={log_space} does not run: pass method=None")
+
+
+def guarded_backward(body, params, cache, dy):
+    """``body(params, cache, dy)`` -> (dx, grads), with an overflow (inside a scan, or in the gradients it
+    feeds) reported with the caller's dy, x and params instead of the scan's internal arrays."""
+    inputs = {"dy": dy, "x": cache.x, **params}
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            dx, grads = body(params, cache, dy)
+    except OverflowInputError:
+        raise overflow_error("the gradients", inputs) from None
+    check_finite_result("the gradients", (dx, *grads.values()), inputs)
+    return dx, grads
 
 
 # --- the min cells: input-only gates, the step loop and the scans ---------------------------------------
