@@ -1,4 +1,5 @@
 """Hostile-user checks (issue 12): atomic writes after a killed writer, and `train` killed at random moments."""
+import json
 import os
 import random
 import signal
@@ -59,6 +60,7 @@ def test_new_files_honour_the_umask_and_a_replaced_file_keeps_its_mode(tmp_path,
 
 CHILD = r'''
 import io
+import json
 import os
 import sys
 import time
@@ -481,4 +483,43 @@ def test_an_overflow_in_the_min_cells_backward_names_the_callers_dy(cell, log_sp
         return
     with np.errstate(all="ignore"), pytest.raises(OverflowInputError, match=r"^dy has float32 values up to 1e\+37"):
         mod.backward(p, cache, dy)
+
+
+# item 1: generation refuses what it cannot sample from, naming temperature, prompt_ids, n; temperature 0 is greedy
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    from minimal.experiments.minrnn import shakespeare as S
+    return S, S.init_lm(np.random.default_rng(3), "mingru", 5, 6, 2)
+
+
+@pytest.mark.parametrize("kw, what", [
+    ({"temperature": float("nan")}, "temperature"), ({"temperature": float("inf")}, "temperature"),
+    ({"temperature": -0.05}, "temperature"), ({"temperature": True}, "temperature"),
+    ({"prompt_ids": np.array([-1])}, "prompt_ids"), ({"prompt_ids": np.array([1.7])}, "prompt_ids"),
+    ({"prompt_ids": np.array([5])}, "prompt_ids"), ({"prompt_ids": np.array([[1, 2]])}, "prompt_ids"),
+    ({"prompt_ids": np.array([], dtype=np.int64)}, "prompt_ids"),
+    ({"n": -3}, "n"), ({"n": 2.0}, "n"),
+], ids=["T-nan", "T-inf", "T-negative", "T-bool", "id-negative", "id-float", "id-V", "prompt-2d", "prompt-empty",
+        "n-negative", "n-float"])
+def test_generate_refuses_bad_arguments_by_name(tiny_lm, kw, what):
+    S, params = tiny_lm
+    args = {"prompt_ids": np.array([1, 2]), "n": 4, "temperature": 1.0} | kw
+    with np.errstate(all="raise"), pytest.raises(ValueError, match=f"^{what} must"):
+        S.generate(params, "mingru", args["prompt_ids"], args["n"], np.random.default_rng(0),
+                   temperature=args["temperature"])
+
+
+def test_generate_at_temperature_zero_is_greedy(tiny_lm):
+    S, params = tiny_lm
+    ids = S.generate(params, "mingru", np.array([1]), 6, np.random.default_rng(0), temperature=0)
+    states, tok, want = None, np.array([1]), []
+    for _ in range(6):
+        z, states = S.step_logits(params, states, tok, "mingru")
+        tok = np.array([int(np.argmax(z[0]))])
+        want.append(int(tok[0]))
+    assert ids.tolist() == want
+    assert np.array_equal(S.generate(params, "mingru", np.array([1]), 6, np.random.default_rng(5), temperature=0),
+                          ids)                                    # no randomness left
+    assert S.generate(params, "mingru", np.array([1]), 0, np.random.default_rng(0)).shape == (0,)
 

@@ -200,13 +200,25 @@ def state_nbytes(states):
 
 
 def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=False):
-    """Sample ``n`` characters after ``prompt_ids`` (1-d ids, at least one), one token at a time in RNN mode.
+    """Sample ``n`` >= 0 characters after ``prompt_ids`` (1-d integer ids in [0, V), at least one), one token at
+    a time in RNN mode, from softmax(logits / temperature); temperature 0 takes the most likely token (greedy).
 
     Returns the (n,) sampled ids and, with ``return_memory``, the bytes of the carried state after each of the
-    len(prompt) + n - 1 steps."""
-    prompt_ids = np.asarray(prompt_ids, dtype=np.int64).ravel()
-    if prompt_ids.size < 1:
-        raise ValueError("prompt_ids must hold at least one token")
+    len(prompt) + n - 1 steps. Raises InputError naming ``temperature``, ``prompt_ids`` or ``n`` when bad."""
+    from ...validate import InputError, check_positive_int   # here: this function's own checks
+    V = _shape(params)[0]
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(temperature) or temperature < 0:
+        raise InputError(f"temperature must be a finite number >= 0 (0: greedy), got {temperature!r}")
+    n = check_positive_int("n", n, minimum=0)
+    prompt_ids = np.asarray(prompt_ids)
+    if prompt_ids.ndim != 1 or prompt_ids.size < 1 or (prompt_ids.dtype.kind not in "iu"):
+        raise InputError(f"prompt_ids must be a 1-d integer array of at least one token id, got "
+                         f"{prompt_ids.dtype} of shape {prompt_ids.shape}")
+    bad = np.flatnonzero((prompt_ids < 0) | (prompt_ids >= V))
+    if bad.size:
+        raise InputError(f"prompt_ids must lie in [0, V = {V}), got prompt_ids[{bad[0]}] = {prompt_ids[bad[0]]}")
+    prompt_ids = prompt_ids.astype(np.int64)
     states, memory, out = None, [], []
     tok = prompt_ids[:1]
     for t in range(prompt_ids.size + n - 1):
@@ -215,9 +227,12 @@ def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=Fa
         if t + 1 < prompt_ids.size:
             tok = prompt_ids[t + 1:t + 2]
             continue
-        z = z[0].astype(np.float64) / temperature
-        p = np.exp(z - z.max())
-        tok = np.array([rng.choice(p.size, p=p / p.sum())])
+        if temperature == 0:
+            tok = np.array([int(np.argmax(z[0]))])
+        else:
+            z = z[0].astype(np.float64) / temperature
+            p = np.exp(z - z.max())
+            tok = np.array([rng.choice(p.size, p=p / p.sum())])
         out.append(int(tok[0]))
     out = np.array(out, dtype=np.int64)
     return (out, np.array(memory)) if return_memory else out
