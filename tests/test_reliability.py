@@ -523,3 +523,21 @@ def test_generate_at_temperature_zero_is_greedy(tiny_lm):
                           ids)                                    # no randomness left
     assert S.generate(params, "mingru", np.array([1]), 0, np.random.default_rng(0)).shape == (0,)
 
+
+# item 8: `course student|html OUT` where OUT is a file is a one-line error, exit 2, as `reproduce --out FILE`
+
+@pytest.mark.parametrize("what", ["student", "html"])
+def test_course_out_pointing_at_a_file_is_a_one_line_error(tmp_path, capsys, monkeypatch, what):
+    from minimal import course
+    from minimal.__main__ import main
+
+    def must_not_run(*a, **k):
+        raise AssertionError("the course was built although OUT is a file")
+    monkeypatch.setattr(course, what, must_not_run)
+    (tmp_path / "site.txt").write_text("not a folder")
+    assert main(["course", what, str(tmp_path / "site.txt")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: OUT must be a folder, but "
+                                              f"{str(tmp_path / 'site.txt')!r} is a file")
+    assert main(["course", what, str(tmp_path / "site.txt" / "sub")]) == 2
+    assert "cannot be made a folder" in capsys.readouterr().err
+
