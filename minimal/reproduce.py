@@ -6,7 +6,8 @@ that has a paper value is put side by side with it. A sweep whose full grid is a
 ``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained
 weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments whose ``run`` takes
 ``save_weights_path``) and, for modules that set ``SAVE_METRICS = True``, their metrics
-``data/WORK/NAME_full.json`` (notebooks load those numbers instead of retraining).
+``data/WORK/NAME_full.json`` (notebooks load those numbers instead of retraining). Both go to the repository's
+``data/`` (``minimal.data.data_path``), whatever the current folder.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from . import report
 from ._atomic import atomic_write
+from .data import data_path
 from .experiments import experiments
 from .sweep import check_scheduler
 from .validate import InputError
@@ -49,11 +51,11 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         kw = {}
         if not quick and "save_weights_path" in inspect.signature(mod.run).parameters:
             # full runs regenerate the trained weights that the notebooks load
-            kw["save_weights_path"] = Path("data") / work / f"{name}_full.npz"
+            kw["save_weights_path"] = data_path(work, f"{name}_full.npz")   # <repo>/data, from any folder
         metrics = mod.run(config, out_dir=out / name, progress=progress, **kw)
         seconds = time.perf_counter() - t0
         if not quick and getattr(mod, "SAVE_METRICS", False):
-            path = Path("data") / work / f"{name}_full.json"
+            path = data_path(work, f"{name}_full.json")
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_write(path, "w") as fh:
                 fh.write(json.dumps(metrics, indent=2, default=float))

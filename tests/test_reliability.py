@@ -541,3 +541,32 @@ def test_course_out_pointing_at_a_file_is_a_one_line_error(tmp_path, capsys, mon
     assert main(["course", what, str(tmp_path / "site.txt" / "sub")]) == 2
     assert "cannot be made a folder" in capsys.readouterr().err
 
+
+# item 6: `reproduce --full` run from another folder writes the weights and metrics where the notebooks read them
+
+def _fake_experiment(seen):
+    import types
+
+    class Config:
+        @classmethod
+        def quick(cls):
+            return cls()
+
+    def run(config, out_dir=None, progress=True, save_weights_path=None):
+        seen["weights"] = save_weights_path
+        return {"loss": 0.5}
+    return types.SimpleNamespace(Config=Config, PAPER={}, SAVE_METRICS=True, run=run)
+
+
+def test_reproduce_full_from_another_folder_writes_under_the_repository_data(tmp_path, monkeypatch):
+    from minimal import data, reproduce as R
+    seen = {}
+    monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "repo" / "data")
+    monkeypatch.setattr(R, "experiments", lambda work: {"fake": _fake_experiment(seen)})
+    monkeypatch.setattr(R.report, "render", lambda *a, **k: "table")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    R.reproduce("gril", quick=False, out_dir=tmp_path / "out", progress=False)
+    assert seen["weights"] == tmp_path / "repo" / "data" / "gril" / "fake_full.npz"
+    assert json.loads((tmp_path / "repo" / "data" / "gril" / "fake_full.json").read_text()) == {"loss": 0.5}
+    assert not (tmp_path / "elsewhere" / "data").exists()
