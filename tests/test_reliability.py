@@ -570,3 +570,83 @@ def test_reproduce_full_from_another_folder_writes_under_the_repository_data(tmp
     assert seen["weights"] == tmp_path / "repo" / "data" / "gril" / "fake_full.npz"
     assert json.loads((tmp_path / "repo" / "data" / "gril" / "fake_full.json").read_text()) == {"loss": 0.5}
     assert not (tmp_path / "elsewhere" / "data").exists()
+
+
+# item 9: a checkpoint records its config; resuming it with another config is refused, naming the fields
+
+def _quadratic(params, step, rng):
+    x = rng.standard_normal(3)
+    return float(np.sum((params["w"] - x) ** 2)), {"w": 2 * (params["w"] - x)}
+
+
+def test_train_refuses_a_checkpoint_of_another_config_naming_the_fields(tmp_path):
+    from minimal.train import ConfigMismatchError, load_checkpoint, train
+    path = tmp_path / "run.npz"
+    p0 = {"w": np.zeros(3)}
+    old = {"lr": 3e-3, "seed": 0, "dropout": 0.1, "kinds": ("mingru",)}
+    train(_quadratic, p0, 3, lr_schedule=0.01, checkpoint_path=path, progress=False, config=old)
+    assert load_checkpoint(path).config == {"lr": 3e-3, "seed": 0, "dropout": 0.1, "kinds": ["mingru"]}
+    new = old | {"lr": 0.1, "seed": 7, "dropout": 0.5}
+    with pytest.raises(ConfigMismatchError, match=r"(?s)another config.*dropout: checkpoint 0\.1, this run 0\.5; "
+                                                  r"lr: checkpoint 0\.003, this run 0\.1; seed: checkpoint 0, "
+                                                  r"this run 7.*another output folder"):
+        train(_quadratic, p0, 6, lr_schedule=0.01, checkpoint_path=path, progress=False, config=new)
+    res = train(_quadratic, p0, 6, lr_schedule=0.01, checkpoint_path=path, progress=False, config=old)
+    assert res.resumed_from == 3                                # the same config resumes
+
+
+def test_gril_and_selective_copy_jobs_refuse_a_checkpoint_of_another_job(tmp_path):
+    import dataclasses
+    from minimal.experiments.gril import model as M
+    from minimal.experiments.minrnn import selective_copy as SC
+    from minimal.train import ConfigMismatchError
+    job = M.Job(variant="full", N=4, f=3, n_out=1, seed=0, steps=2, lr=1e-2, n_eval=8)
+    M.train_job(job, checkpoint_path=tmp_path / "gril.npz")
+    with pytest.raises(ConfigMismatchError, match=r"lr: checkpoint 0\.01, this run 0\.02"):
+        M.train_job(dataclasses.replace(job, lr=2e-2, steps=3), checkpoint_path=tmp_path / "gril.npz")
+    sc = SC.Job(T=8, n_data=2, D=4, expansion=1, depth=1, steps=2, batch=2, n_eval=4)
+    SC.train_job(sc, checkpoint_path=tmp_path / "sc.npz")
+    with pytest.raises(ConfigMismatchError, match=r"seed: checkpoint \d+, this run"):
+        SC.train_job(dataclasses.replace(sc, seed=sc.seed + 1), checkpoint_path=tmp_path / "sc.npz")
+
+
+def test_shakespeare_resumed_with_another_config_is_refused(tmp_path):
+    import dataclasses
+    from minimal.experiments.minrnn import shakespeare as S
+    from minimal.train import ConfigMismatchError
+    config = S.Config(D=8, n_layers=1, T=16, batch=2, steps=2, warmup=1, eval_every=1, eval_windows=2,
+                      kinds=("mingru",), sample_chars=5)
+    S.run(config, out_dir=tmp_path, progress=False)
+    other = dataclasses.replace(config, lr=0.1, seed=7, dropout=0.5, steps=3)
+    with pytest.raises(ConfigMismatchError, match=r"(?s)mingru_checkpoint\.npz.*dropout.*lr.*seed.*steps"):
+        S.run(other, out_dir=tmp_path, progress=False)
+
+
+# item 10: divergence stops with the step, the loss tail and "lower the learning rate"; a final loss far above the
+# initial one is flagged
+
+@pytest.mark.parametrize("kind", ["mingru", "minlstm"])
+def test_a_diverging_language_model_stops_with_the_step_and_the_advice(kind):
+    from minimal.experiments.minrnn import shakespeare as S
+    from minimal.train import DivergedError, NonFiniteLossError, train
+    rng = np.random.default_rng(0)
+    params = S.init_lm(rng, kind, 5, 6, 1)
+    windows = rng.integers(0, 5, (4, 9))
+    with pytest.raises(NonFiniteLossError, match=r"(?s)step [1-9]\d*.*Losses of steps \d+\.\.\d+: \[.*\].*"
+                                                 r"Lower the learning rate") as e:
+        train(lambda p, step, g: S.lm_loss_and_grads(p, windows, kind), params, 20, lr_schedule=1e12,
+              progress=False)
+    if isinstance(e.value, DivergedError):         # a layer's own check met the NaN: it is named, with the step
+        assert "NaN or inf" in str(e.value)
+
+
+def test_a_run_whose_loss_ends_far_above_its_start_is_flagged():
+    from minimal.train import LossRoseWarning, train
+    with pytest.warns(LossRoseWarning, match=r"(?s)the loss ended at .*x its first value.*diverged.*"
+                                             r"Lower the learning rate"):
+        res = train(_quadratic, {"w": np.zeros(3)}, 40, lr_schedule=3e3, progress=False)
+    assert np.isfinite(res.losses).all() and res.losses[-1] > 1e4 * res.losses[0]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LossRoseWarning)             # a converging run is not flagged
+        train(_quadratic, {"w": np.zeros(3)}, 40, lr_schedule=0.05, progress=False)

@@ -373,7 +373,8 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     t0 = time.perf_counter()
     result = train(step_fn, params, config.steps, lr_schedule=schedule, checkpoint_path=ckpt,
                    checkpoint_every=2000, progress=progress, rng=config.seed + 1,
-                   weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, desc="icl")
+                   weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, desc="icl",
+                   config=dataclasses.asdict(config))
     train_seconds = time.perf_counter() - t0
 
     eval_set = _eval_set(config)

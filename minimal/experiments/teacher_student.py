@@ -170,6 +170,7 @@ def train_student(config, progress=True, checkpoint_path=None):
                    lr_schedule=schedule, rng=rng,
                    weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, progress=progress,
                    checkpoint_path=checkpoint_path, checkpoint_every=5000, log_every=100,
+                   config=dataclasses.asdict(config),
                    desc="teacher-student")
     seconds = time.perf_counter() - t0
     params = {k: v.astype(np.float64) for k, v in result.params.items()}

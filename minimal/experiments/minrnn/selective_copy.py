@@ -51,6 +51,7 @@ H = expansion · D recurrent width, L depth (layers).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
@@ -175,7 +176,7 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
     schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
                                  warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-2)
     res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, clip=job.clip, progress=progress,
-                checkpoint_path=checkpoint_path, checkpoint_every=500,
+                checkpoint_path=checkpoint_path, checkpoint_every=500, config=dataclasses.asdict(job),
                 desc=f"selective copy {job.kind} x{job.depth} seed={job.seed}")
     return res.params, res.losses
 

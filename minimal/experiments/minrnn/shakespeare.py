@@ -298,7 +298,8 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     t0, c0 = time.perf_counter(), time.process_time()
     res = train(loss_and_grads, params, config.steps, lr_schedule=schedule, checkpoint_path=checkpoint_path,
                 checkpoint_every=config.eval_every, progress=progress, rng=rng, clip=config.clip,
-                weight_decay=config.weight_decay, desc=LABELS[kind])
+                weight_decay=config.weight_decay, desc=LABELS[kind],
+                config={**dataclasses.asdict(config), "kinds": None, "sample_chars": None, "kind": kind})
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     record(config.steps, res.params)
     return res, curve, seconds - t_eval[0], cpu
