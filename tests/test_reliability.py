@@ -650,3 +650,62 @@ def test_a_run_whose_loss_ends_far_above_its_start_is_flagged():
     with warnings.catch_warnings():
         warnings.simplefilter("error", LossRoseWarning)             # a converging run is not flagged
         train(_quadratic, {"w": np.zeros(3)}, 40, lr_schedule=0.05, progress=False)
+
+
+# item 11: every Config field is checked up front, by its own name, before any training
+
+@pytest.mark.parametrize("field, value, what", [
+    ("kinds", ("transformer",), "a non-empty tuple of distinct values from"), ("kinds", (), "non-empty"),
+    ("eval_every", 0, "an integer >= 1"), ("sample_chars", -5, "an integer >= 0"), ("lr", float("nan"), "> 0"),
+    ("dropout", 1.0, r"\[0, 1\)"), ("D", 8.0, "an integer >= 1"), ("dtype", "float16", "one of"),
+    ("seed", True, "an integer >= 0"), ("clip", -1.0, "> 0"),
+])
+def test_shakespeare_config_names_the_bad_field_before_training(monkeypatch, field, value, what):
+    import dataclasses
+    from minimal.experiments.minrnn import shakespeare as S
+    from minimal.validate import InputError
+    with pytest.raises(InputError, match=rf"^Config\.{field} must be .*{what}.*, got "):
+        dataclasses.replace(S.Config.quick(), **{field: value})
+
+
+def test_shakespeare_eval_windows_beyond_the_test_text_is_named_before_training(monkeypatch):
+    from minimal.experiments.minrnn import shakespeare as S
+    from minimal.validate import InputError
+
+    def no_training(*a, **k):
+        raise AssertionError("training started")
+    monkeypatch.setattr(S, "_train_one", no_training)
+    with pytest.raises(InputError, match=r"^Config\.eval_windows must be <= \d+ .*got 1000000"):
+        S.run(S.Config(eval_windows=10 ** 6), progress=False)
+
+
+def _experiment_configs():
+    from minimal.experiments import _MODULES, experiments
+    seen = set()
+    for work in _MODULES:
+        for name, mod in experiments(work).items():
+            if hasattr(mod, "Config") and mod.Config not in seen:
+                seen.add(mod.Config)
+                yield pytest.param(mod.Config, id=f"{work}-{name}")
+
+
+@pytest.mark.parametrize("Config", list(_experiment_configs()))
+def test_every_experiment_config_names_a_bad_field_before_any_work(Config):
+    import dataclasses
+    from minimal.validate import InputError
+    Config(), Config.quick()                                    # the defaults and the quick variant pass
+    checked = 0
+    for f in dataclasses.fields(Config):
+        default = getattr(Config(), f.name)
+        if isinstance(default, bool):
+            bad = "yes"
+        elif isinstance(default, (int, float)) and default >= 0:
+            bad = -1
+        elif isinstance(default, str):
+            bad = 3
+        else:
+            continue
+        with pytest.raises(InputError, match=rf"^Config\.{f.name} must be .*, got {bad!r}"):
+            dataclasses.replace(Config(), **{f.name: bad})
+        checked += 1
+    assert checked >= 2

@@ -68,7 +68,7 @@ from ..cells import gated_rnn
 from ..optim import cosine_schedule
 from ..tasks import icl_regression
 from ..train import train
-from ..validate import check_array
+from ..validate import check_array, check_config
 
 __all__ = ["Config", "PAPER", "run", "plot", "init_params", "predict", "loss_and_grads", "evaluate",
            "instantaneous_polynomial", "table2", "save_weights", "load_weights", "cell_params", "lam_of", "LAM_EPS",
@@ -128,6 +128,9 @@ class Config:
     eval_seed: int = 2024              # the evaluation set's seed, shared by the RNN and GD
     seed: int = 0                      # init and training batches
     dtype: str = "float32"             # training precision; evaluation and polynomials run in float64
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

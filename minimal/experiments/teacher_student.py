@@ -62,6 +62,7 @@ from ..cells import gated_rnn
 from ..optim import cosine_schedule
 from ..tasks import lsa_teacher as task
 from ..train import train
+from ..validate import check_config
 
 __all__ = ["Config", "PAPER", "run", "train_student", "analyse", "plot", "load_weights"]
 
@@ -121,6 +122,9 @@ class Config:
     seed: int = 0               # teacher, student init and data
     prune_tol: float = 1e-3     # a neuron's weights count as 0 below this fraction of its matrix's max
     lam_tol: float = 0.05       # λ >= 1 - lam_tol: key-value neuron; λ <= lam_tol: query neuron
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

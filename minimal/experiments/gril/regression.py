@@ -48,6 +48,7 @@ from ...analysis import gril_gd
 from ...data import check_saved_shapes, data_path, load_groups, save_groups
 from ...tasks import gril_regression
 from . import model as M
+from ...validate import check_config
 
 __all__ = ["Config", "PAPER", "run", "plot", "compare", "sensitivity", "newton_damping_for", "save_weights",
            "load_weights", "WEIGHTS"]
@@ -74,6 +75,9 @@ class Config:
     n_eval: int = 10_000          # App. B.1
     scales: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)   # Fig. 2D: input rescaling (ours: the paper's values not given)
     newton_target: float = 0.114 / 0.207          # Table 7's Newton / GD, for the matching damping
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

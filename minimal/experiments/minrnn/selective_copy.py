@@ -69,6 +69,7 @@ from ...optim import cosine_schedule
 from ...sweep import all_on_disk, run_sweep, with_sweep_summary
 from ...tasks import selective_copy as task
 from ...train import train
+from ...validate import check_config
 
 __all__ = ["Config", "Job", "PAPER", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
            "eval_batch", "evaluate", "train_job", "run_job", "jobs", "summarise", "finished", "run", "plot"]
@@ -208,6 +209,9 @@ class Config:
     scheduler: Optional[str] = None
     processes: bool = True
     sweep_dir: Optional[str] = None           # default data/minrnn/sweeps/selective_copy
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

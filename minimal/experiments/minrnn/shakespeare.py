@@ -111,6 +111,15 @@ class Config:
     seed: int = 0
     dtype: str = "float32"        # training precision (project notes: 2x faster than float64)
 
+    def __post_init__(self):
+        """Every field checked by its own name before any training (``minimal.validate.check_config``)."""
+        from ...validate import check_config
+        check_config(self, {**dict.fromkeys(("D", "n_layers", "T", "batch", "steps", "expansion", "kernel",
+                                              "eval_every", "eval_windows"), "int>=1"),
+                            "lr": "float>0", "clip": ("optional", "float>0"), "dropout": "[0,1)",
+                            "sample_chars": "int>=0",
+                            "kinds": ("subset of", KINDS), "dtype": ("one of", ("float32", "float64"))})
+
     @classmethod
     def quick(cls):
         """A couple of minutes for all three models: D = 48, T = 64, 300 steps."""
@@ -320,6 +329,10 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     config = Config() if config is None else config
     _speed.tune()
     data = char_lm.load()
+    if config.eval_windows > (data.test.size - 1) // config.T:
+        from ...validate import InputError
+        raise InputError(f"Config.eval_windows must be <= {(data.test.size - 1) // config.T} (the test text's windows "
+                         f"of T = {config.T}), got {config.eval_windows}")
     eval_set = char_lm.eval_windows(data.test, config.T, config.eval_windows)
     full_set = char_lm.eval_windows(data.test, config.T)
     out = {"models": {}, "paper": PAPER, "config": dataclasses.asdict(config), "vocab": data.vocab,
