@@ -8,10 +8,16 @@ weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments who
 ``save_weights_path``) and, for modules that set ``SAVE_METRICS = True``, their metrics
 ``data/WORK/NAME_full.json`` (notebooks load those numbers instead of retraining). Both go to the repository's
 ``data/`` (``minimal.data.data_path``), whatever the current folder.
+
+Each experiment's entry is written to ``OUT/NAME/result.json`` as soon as it finishes; ``results.json`` and
+``results.md`` are then rebuilt from every such file in ``OUT`` under a lock (``OUT/.results.lock``), so that
+``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder at the same time lose none
+of each other's results.
 """
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import inspect
 import json
 import time
@@ -62,8 +68,40 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
                          "mode": mode}
-        (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    text = report.render(work, quick, results, mods, out)
-    (out / "results.md").write_text(text + "\n")
+        (out / name).mkdir(parents=True, exist_ok=True)
+        with atomic_write(out / name / "result.json", "w") as fh:
+            fh.write(json.dumps(results[name], indent=2, default=float))
+        _merge(work, quick, out, results)
+    text = _merge(work, quick, out, results, markdown=True)
     print(text)
     return results
+
+
+def _merge(work, quick, out, results, markdown=False):
+    """Rebuild ``out/results.json`` (and with ``markdown`` ``out/results.md``, whose text is returned) from every
+    experiment's ``out/NAME/result.json``, this run's ``results`` taking precedence, under an exclusive lock
+    on ``out/.results.lock``: every run writes its own files first, so the last to take the lock sees them all."""
+    every = experiments(work)
+    with open(out / ".results.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            merged = {}
+            for name in every:
+                if name in results:
+                    merged[name] = results[name]
+                elif (out / name / "result.json").is_file():
+                    try:
+                        merged[name] = json.loads((out / name / "result.json").read_text())
+                    except json.JSONDecodeError:
+                        print(f"warning: {out / name / 'result.json'} is not valid JSON; left out of results",
+                              flush=True)
+            with atomic_write(out / "results.json", "w") as fh:
+                fh.write(json.dumps(merged, indent=2, default=float))
+            if not markdown:
+                return None
+            text = report.render(work, quick, merged, {n: every[n] for n in merged}, out)
+            with atomic_write(out / "results.md", "w") as fh:
+                fh.write(text + "\n")
+            return text
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

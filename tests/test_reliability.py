@@ -709,3 +709,59 @@ def test_every_experiment_config_names_a_bad_field_before_any_work(Config):
             dataclasses.replace(Config(), **{f.name: bad})
         checked += 1
     assert checked >= 2
+
+
+# item 7: `reproduce --only A` then `--only B` into one folder keeps both; concurrent runs lose nothing
+
+def _named_experiment(value):
+    import types
+
+    class Config:
+        @classmethod
+        def quick(cls):
+            return cls()
+
+    def run(config, out_dir=None, progress=True):
+        return {"value": value}
+    return types.SimpleNamespace(Config=Config, PAPER={"value": 1.0}, run=run)
+
+
+def test_reproduce_only_a_then_only_b_keeps_both_results(tmp_path, monkeypatch):
+    from minimal import reproduce as R
+    monkeypatch.setattr(R, "experiments", lambda work: {"a": _named_experiment(1.0), "b": _named_experiment(2.0)})
+    R.reproduce("gril", only=["a"], out_dir=tmp_path, progress=False)
+    R.reproduce("gril", only=["b"], out_dir=tmp_path, progress=False)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert {k: v["metrics"]["value"] for k, v in results.items()} == {"a": 1.0, "b": 2.0}
+    md = (tmp_path / "results.md").read_text()
+    assert "| a |" in md and "| b |" in md
+
+
+CONCURRENT = r'''
+import sys, time, types
+from minimal import reproduce as R
+
+name = sys.argv[2]
+
+class Config:
+    @classmethod
+    def quick(cls):
+        return cls()
+
+def run(config, out_dir=None, progress=True):
+    time.sleep(0.5)
+    return {"value": float(len(name))}
+
+R.experiments = lambda work: {n: types.SimpleNamespace(Config=Config, PAPER={"value": 1.0}, run=run)
+                              for n in ("first", "second", "third")}
+R.reproduce("gril", only=[name], out_dir=sys.argv[1], progress=False)
+'''
+
+
+def test_concurrent_reproduce_runs_into_one_folder_lose_no_result(tmp_path):
+    env = os.environ | {"PYTHONPATH": os.getcwd()}
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(tmp_path), n], env=env,
+                              stdout=subprocess.DEVNULL) for n in ("first", "second", "third")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert sorted(results) == ["first", "second", "third"]
