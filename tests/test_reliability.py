@@ -1,4 +1,7 @@
-"""Hostile-user checks (issue 12): atomic writes after a killed writer, and `train` killed at random moments."""
+"""Hostile-user checks: atomic writes after a killed writer, and `train` killed at random moments (issue 12);
+then round 2 (issue 21, one section per item): text generation, encode / decode, damaged Shakespeare data and
+committed weights, save_groups / load_groups, reproduce and course paths, resume with another config,
+divergence, Config fields, one float dtype per call, method= where no scan runs."""
 import json
 import os
 import random
