@@ -36,7 +36,7 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
     (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster. The address's format is
     checked first, before any experiment runs (a bad one otherwise failed only at the first sweep)."""
     check_scheduler(scheduler)
-    mods = experiments(work)
+    mods = every = experiments(work)
     if only:
         unknown = sorted(set(only) - set(mods))
         if unknown:
@@ -71,17 +71,17 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         (out / name).mkdir(parents=True, exist_ok=True)
         with atomic_write(out / name / "result.json", "w") as fh:
             fh.write(json.dumps(results[name], indent=2, default=float))
-        _merge(work, quick, out, results)
-    text = _merge(work, quick, out, results, markdown=True)
+        _merge(work, quick, out, results, every)
+    text = _merge(work, quick, out, results, every, markdown=True)
     print(text)
     return results
 
 
-def _merge(work, quick, out, results, markdown=False):
+def _merge(work, quick, out, results, every, markdown=False):
     """Rebuild ``out/results.json`` (and with ``markdown`` ``out/results.md``, whose text is returned) from every
-    experiment's ``out/NAME/result.json``, this run's ``results`` taking precedence, under an exclusive lock
-    on ``out/.results.lock``: every run writes its own files first, so the last to take the lock sees them all."""
-    every = experiments(work)
+    experiment's ``out/NAME/result.json`` (``every``: the work's {name: module}), this run's ``results`` taking
+    precedence, under an exclusive lock on ``out/.results.lock``: every run writes its own files first, so the
+    last to take the lock sees them all."""
     with open(out / ".results.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
