@@ -171,23 +171,28 @@ def build_parser():
     return parser
 
 
+def _check_out(out, name):
+    """The output folder ``out`` (given as ``name`` on the command line) exists as a folder, or is made one; a
+    file there, or a path that cannot be made a folder, is an InputError (one line, exit 2), not a traceback."""
+    from pathlib import Path
+
+    if Path(out).exists() and not Path(out).is_dir():
+        raise InputError(f"{name} must be a folder, but {out!r} is a file; give a folder path (it is created if "
+                         f"missing)")
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{name} {out!r} cannot be made a folder ({e.strerror or e}); give another path") from None
+
+
 def _check_reproduce(args):
     """--scheduler and --out, checked before any experiment runs: a bad address used to fail only at the first
     sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
-    from pathlib import Path
-
     from .sweep import check_scheduler
 
     check_scheduler(args.scheduler)
     if args.out is not None:
-        if Path(args.out).exists() and not Path(args.out).is_dir():
-            raise InputError(f"--out must be a folder, but {args.out!r} is a file; give a folder path (it is "
-                             f"created if missing)")
-        try:
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"--out {args.out!r} cannot be made a folder ({e.strerror or e}); give another "
-                             f"path") from None
+        _check_out(args.out, "--out")
 
 
 def main(argv=None):
@@ -195,6 +200,8 @@ def main(argv=None):
     try:
         if args.command == "reproduce":
             _check_reproduce(args)
+        elif args.command == "course":
+            _check_out(args.out, "OUT")
         return args.func(args)
     except InputError as e:  # a bad argument reaches the user as one line; any other error keeps its traceback
         print(f"error: {e}", file=sys.stderr)

@@ -332,7 +332,7 @@ def gated_rnn_parts(params, cache, dy):
         raise InputError(f"gated_rnn_parts needs a cache of the diagonal recurrence with readout='all' (the one "
                          f"the training step runs), got readout {cache.readout!r}, params {sorted(params)}")
     x, p, q, lam, h, r, s = cache.x, cache.p, cache.q, cache.lam, cache.h, cache.r, cache.s
-    method, backend = cache.method, cache.backend
+    kw = scan.scan_kwargs(cache.method, cache.backend)    # the cell's own call: None keeps the scan's default
     B, T, H = h.shape
     flat = (lambda z: z.reshape(B * T, z.shape[-1]))
     xf, hf, rsf, dyf = flat(x), flat(h), flat(r * s), flat(dy)
@@ -342,10 +342,10 @@ def gated_rnn_parts(params, cache, dy):
     do = dyf @ W["D"]
     dr, ds = do * flat(s), do * flat(r)
     dh = (dr @ W["W_out_m"] + ds @ W["W_out_x"]).reshape(h.shape)
-    db = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)[1]
+    db = scan.linear_scan_backward(a, h, dh, **kw)[1]
     dp, dq = flat(db * q), flat(db * p)
-    scans = {"linear_scan": lambda: scan.linear_scan(a, b, method=method, backend=backend),
-             "linear_scan_backward": lambda: scan.linear_scan_backward(a, h, dh, method=method, backend=backend)}
+    scans = {"linear_scan": lambda: scan.linear_scan(a, b, **kw),
+             "linear_scan_backward": lambda: scan.linear_scan_backward(a, h, dh, **kw)}
     matmuls = {
         "p": lambda: xf @ W["W_in_m"].T, "q": lambda: xf @ W["W_in_x"].T,
         "r": lambda: hf @ W["W_out_m"].T, "s": lambda: hf @ W["W_out_x"].T, "y": lambda: rsf @ W["D"].T,

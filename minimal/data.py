@@ -7,13 +7,16 @@ must_exist=True)`` then says so instead of letting a caller retrain silently.)
 """
 from __future__ import annotations
 
+import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from ._atomic import atomic_write
 
-__all__ = ["DATA_ROOT", "data_path", "save_groups", "load_groups"]
+__all__ = ["DATA_ROOT", "data_path", "save_groups", "load_groups", "regenerate_command", "read_npz", "load_json",
+           "check_saved_shapes"]
 
 DATA_ROOT = Path(__file__).resolve().parents[1] / "data"
 
@@ -29,10 +32,98 @@ def data_path(*parts, must_exist=False):
     return path
 
 
+def regenerate_command(path):
+    """The command that rewrites a committed file: ``data/<work>/...`` -> ``python -m minimal reproduce <work>
+    --full`` (``data/shakespeare/`` -> its ``prepare.py``); a path outside ``data/`` gets the generic advice."""
+    try:
+        parts = Path(path).resolve().relative_to(DATA_ROOT.resolve()).parts
+    except ValueError:
+        parts = ()
+    if len(parts) < 2:
+        return ("the command that wrote it (for a committed file data/<work>/...: "
+                "`python -m minimal reproduce <work> --full` from the repository root)")
+    if parts[0] == "shakespeare":
+        return "`python data/shakespeare/prepare.py` from the repository root"
+    return f"`python -m minimal reproduce {parts[0]} --full` from the repository root"
+
+
+def _missing(path):
+    return FileNotFoundError(f"{path} is missing: write it with {regenerate_command(path)}")
+
+
+def damaged(path, what):
+    """The ValueError for a file that exists but cannot be used: names it, says what is wrong and how to rewrite
+    it."""
+    return ValueError(f"{path} {what}: delete it and rewrite it with {regenerate_command(path)}")
+
+
+def read_npz(path):
+    """Every array of the ``.npz`` at ``path`` as a dict, read eagerly (``allow_pickle=False``). A missing file
+    raises FileNotFoundError, a truncated or corrupt file, an ``.npy`` or a pickled array a ValueError; each names
+    the file and the command that rewrites it (``regenerate_command``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise _missing(path)
+    try:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise damaged(path, "holds one .npy array, not an .npz archive of named arrays")
+        with z:
+            return {k: z[k] for k in z.files}
+    except (OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        why = "is empty" if path.stat().st_size == 0 else f"is not a readable .npz archive ({type(e).__name__}: {e})"
+        raise damaged(path, why) from None
+    except ValueError as e:
+        if str(e).startswith(str(path)):
+            raise
+        raise damaged(path, f"is not a readable .npz archive ({e})") from None
+
+
+def load_json(path):
+    """The JSON at ``path``; missing or unreadable names the file and the command that rewrites it."""
+    path = Path(path)
+    if not path.is_file():
+        raise _missing(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise damaged(path, f"is not valid JSON ({e})") from None
+
+
+def check_saved_shapes(path, what, got, ref):
+    """Require the saved arrays ``got`` (name -> array) to have exactly the names and shapes of ``ref`` (name ->
+    array of a freshly built model); the ValueError names the file, ``what`` (e.g. "model 'mingru'"), each
+    missing, unexpected or mis-shaped array with both shapes, and the command that rewrites the file."""
+    missing, extra = sorted(set(ref) - set(got)), sorted(set(got) - set(ref))
+    shapes = [f"{k} {tuple(got[k].shape)} (expected {tuple(ref[k].shape)})" for k in ref
+              if k in got and got[k].shape != ref[k].shape]
+    if missing or extra or shapes:
+        parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else []) + (
+            [f"wrong shapes: {', '.join(shapes)}"] if shapes else [])
+        raise damaged(path, f"does not hold the params of {what}: {'; '.join(parts)}")
+    return got
+
+
 def save_groups(path, groups):
-    """Write {group: {name: array}} atomically to one ``.npz`` as ``<group>/<name>`` arrays (plain arrays only:
-    it loads with ``allow_pickle=False``); a failed write leaves the old file whole."""
-    arrays = {f"{g}/{k}": v for g, params in groups.items() for k, v in params.items()}
+    """Write {group: {name: array}} atomically to one ``.npz`` as ``<group>/<name>`` arrays; a failed write leaves
+    the old file whole. Refused before anything is written (ValueError naming the group and name): what would not
+    load back with ``allow_pickle=False`` (None, object arrays) and group names that are empty or hold "/" (group
+    "seed/1" with name "w" and group "seed" with name "1/w" would both be stored as "seed/1/w")."""
+    arrays = {}
+    for g, params in groups.items():
+        if not isinstance(g, str) or not g or "/" in g:
+            raise ValueError(f"group {g!r}: a group name must be a non-empty string without '/' (it is the prefix "
+                             f"'<group>/' of each array's name in the file)")
+        for k, v in params.items():
+            if not isinstance(k, str) or not k:
+                raise ValueError(f"group {g!r}: array name {k!r} must be a non-empty string")
+            if v is None:
+                raise ValueError(f"{g}/{k} is None: save_groups writes arrays only (drop the entry)")
+            a = np.asarray(v)
+            if a.dtype.kind in "OV":
+                raise ValueError(f"{g}/{k} has dtype {a.dtype} (object or structured): it would need pickle to load "
+                                 f"back; pass a numeric or string array")
+            arrays[f"{g}/{k}"] = a
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as f:
@@ -40,10 +131,12 @@ def save_groups(path, groups):
 
 
 def load_groups(path):
-    """{group: {name: array}} from ``save_groups``; callers check the names they need."""
-    with np.load(path, allow_pickle=False) as z:
-        out = {}
-        for key in z.files:
-            group, name = key.split("/", 1)
-            out.setdefault(group, {})[name] = z[key]
+    """{group: {name: array}} from ``save_groups``; callers check the names they need. A file that is missing,
+    unreadable or holds an array outside any group raises naming the file (``read_npz``)."""
+    out = {}
+    for key, a in read_npz(path).items():
+        group, sep, name = key.partition("/")
+        if not sep or not group or not name:
+            raise damaged(path, f"holds the array {key!r} outside any group: it was not written by save_groups")
+        out.setdefault(group, {})[name] = a
     return out

@@ -6,11 +6,18 @@ that has a paper value is put side by side with it. A sweep whose full grid is a
 ``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained
 weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments whose ``run`` takes
 ``save_weights_path``) and, for modules that set ``SAVE_METRICS = True``, their metrics
-``data/WORK/NAME_full.json`` (notebooks load those numbers instead of retraining).
+``data/WORK/NAME_full.json`` (notebooks load those numbers instead of retraining). Both go to the repository's
+``data/`` (``minimal.data.data_path``), whatever the current folder.
+
+Each experiment's entry is written to ``OUT/NAME/result.json`` as soon as it finishes; ``results.json`` and
+``results.md`` are then rebuilt from every such file in ``OUT`` under a lock (``OUT/.results.lock``), so that
+``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder at the same time lose none
+of each other's results.
 """
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import inspect
 import json
 import time
@@ -18,6 +25,7 @@ from pathlib import Path
 
 from . import report
 from ._atomic import atomic_write
+from .data import data_path
 from .experiments import experiments
 from .sweep import check_scheduler
 from .validate import InputError
@@ -28,7 +36,7 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
     (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster. The address's format is
     checked first, before any experiment runs (a bad one otherwise failed only at the first sweep)."""
     check_scheduler(scheduler)
-    mods = experiments(work)
+    mods = every = experiments(work)
     if only:
         unknown = sorted(set(only) - set(mods))
         if unknown:
@@ -49,18 +57,48 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         kw = {}
         if not quick and "save_weights_path" in inspect.signature(mod.run).parameters:
             # full runs regenerate the trained weights that the notebooks load
-            kw["save_weights_path"] = Path("data") / work / f"{name}_full.npz"
+            kw["save_weights_path"] = data_path(work, f"{name}_full.npz")   # <repo>/data, from any folder
         metrics = mod.run(config, out_dir=out / name, progress=progress, **kw)
         seconds = time.perf_counter() - t0
         if not quick and getattr(mod, "SAVE_METRICS", False):
-            path = Path("data") / work / f"{name}_full.json"
+            path = data_path(work, f"{name}_full.json")
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_write(path, "w") as fh:
                 fh.write(json.dumps(metrics, indent=2, default=float))
         figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
                          "mode": mode}
-        (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    counts = report.write(work, quick, results, mods, out)
+        (out / name).mkdir(parents=True, exist_ok=True)
+        with atomic_write(out / name / "result.json", "w") as fh:
+            fh.write(json.dumps(results[name], indent=2, default=float))
+        _merge(work, quick, out, results, every)
+    counts = _merge(work, quick, out, results, every, markdown=True)
     print(f"== {work}: {report.summary(counts)}; page: {out / 'results.md'}", flush=True)
     return results
+
+
+def _merge(work, quick, out, results, every, markdown=False):
+    """Rebuild ``out/results.json`` (and with ``markdown`` ``out/results.md`` and ``out/measurements.md``, returning
+    the page's {verdict: count}) from every experiment's ``out/NAME/result.json`` (``every``: the work's {name: module}), this run's ``results`` taking
+    precedence, under an exclusive lock on ``out/.results.lock``: every run writes its own files first, so the
+    last to take the lock sees them all."""
+    with open(out / ".results.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            merged = {}
+            for name in every:
+                if name in results:
+                    merged[name] = results[name]
+                elif (out / name / "result.json").is_file():
+                    try:
+                        merged[name] = json.loads((out / name / "result.json").read_text())
+                    except json.JSONDecodeError:
+                        print(f"warning: {out / name / 'result.json'} is not valid JSON; left out of results",
+                              flush=True)
+            with atomic_write(out / "results.json", "w") as fh:
+                fh.write(json.dumps(merged, indent=2, default=float))
+            if not markdown:
+                return None
+            return report.write(work, quick, merged, {n: every[n] for n in merged}, out)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -14,6 +14,7 @@ Checkpoints are ``.npz`` files holding only plain arrays (loadable with ``allow_
     adamw_step, step                    AdamW's update count and the number of completed training steps
     losses                              (step,) float64 loss history
     rng_state                           the Generator's ``bit_generator.state`` as a JSON string
+    config                              (optional) the run's ``config`` as a JSON string
 
 A checkpoint is written every ``checkpoint_every`` steps, after the last step, and when the run is
 interrupted: Ctrl-C (KeyboardInterrupt) or SIGTERM (what ``timeout``, a cluster scheduler or a CI cancel send;
@@ -25,10 +26,18 @@ uninterrupted one (``tests/test_reliability.py`` kills runs with SIGKILL at rand
 A file that cannot be read as a checkpoint, or holds an inconsistent state, raises ``CheckpointError``
 naming it: delete it to start over.
 
+A checkpoint records the ``config`` of the run that wrote it (a dict, e.g. ``dataclasses.asdict`` of an
+experiment's Config): resuming it with another config is refused (``ConfigMismatchError``, naming each
+differing field with both values) instead of continuing the old run under the new run's name.
+
 A NaN or infinite loss stops the run with ``NonFiniteLossError`` before that step's update; finite
 gradients too large for the dtype (AdamW's v holds g², inf in float32 for |g| > 1.8e19) stop it with
-``NonFiniteUpdateError`` (a NonFiniteLossError) before that update is kept. Both leave the last checkpoint
-as it was, so a resume never starts from an overflowed state.
+``NonFiniteUpdateError`` (a NonFiniteLossError) before that update is kept; a NaN or inf that a model's own
+checks find inside ``loss_and_grads`` after the parameters were updated (huge parameters overflow a layer)
+stops it with ``DivergedError`` (a NonFiniteLossError). All name the step, the tail of the loss history and
+the advice to lower the learning rate, and leave the last checkpoint as it was, so a resume never starts from
+an overflowed state. A run that ends with its loss far above where it started (``LOSS_ROSE_FACTOR`` times)
+warns with a ``LossRoseWarning`` saying the same.
 """
 from __future__ import annotations
 
@@ -38,6 +47,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from typing import Callable, NamedTuple, Union
 
 import numpy as np
@@ -46,19 +56,32 @@ from tqdm import tqdm  # plain tqdm: tqdm.auto needs ipywidgets in notebooks, wh
 from minimal._atomic import atomic_write
 from minimal.optim import AdamWState, _check_like, _check_params, _check_scalar, adamw_init, adamw_step, \
     clip_by_global_norm
-from minimal.validate import InputError, check_array, check_positive_int
+from minimal.validate import InputError, OverflowInputError, check_array, check_positive_int
 
-__all__ = ["train", "TrainResult", "Checkpoint", "NonFiniteLossError", "NonFiniteUpdateError", "Terminated",
-           "CheckpointError", "save_checkpoint", "load_checkpoint"]
+__all__ = ["train", "TrainResult", "Checkpoint", "NonFiniteLossError", "NonFiniteUpdateError", "DivergedError",
+           "ConfigMismatchError", "LossRoseWarning", "LOSS_ROSE_FACTOR", "Terminated", "CheckpointError",
+           "save_checkpoint", "load_checkpoint"]
+
+ADVICE = "Lower the learning rate or clip the gradients (clip=...)."
+LOSS_ROSE_FACTOR = 10.0   # a final loss this many times the first one is flagged (LossRoseWarning)
+
+
+def _tail(losses, n=5):
+    """'the last losses were [...]' for an error message (empty before the first step)."""
+    if not len(losses):
+        return ""
+    first = len(losses) - min(n, len(losses))
+    return (f" Losses of steps {first}..{len(losses) - 1}: "
+            f"[{', '.join(f'{float(v):.4g}' for v in losses[first:])}] (step 0: {float(losses[0]):.4g}).")
 
 
 class NonFiniteLossError(FloatingPointError):
     """The loss at ``step`` was NaN or inf; the run stopped before applying that step's update."""
 
-    def __init__(self, step, loss, checkpoint_step=None):
+    def __init__(self, step, loss, checkpoint_step=None, losses=()):
         self.step, self.loss = int(step), float(loss)
         super().__init__(f"loss became {self.loss} at step {self.step}, parameters not updated"
-                         f"{_kept(checkpoint_step)}. Lower the learning rate or clip the gradients (clip=...).")
+                         f"{_kept(checkpoint_step)}.{_tail(losses)} {ADVICE}")
 
 
 def _kept(checkpoint_step):
@@ -69,10 +92,30 @@ class NonFiniteUpdateError(NonFiniteLossError):
     """The loss at ``step`` was finite but the AdamW update was not (moments or params overflowed); the run
     stopped without keeping that update. A NonFiniteLossError, so one ``except`` catches every divergence."""
 
-    def __init__(self, step, loss, detail, checkpoint_step=None):
+    def __init__(self, step, loss, detail, checkpoint_step=None, losses=()):
         self.step, self.loss, self.detail = int(step), float(loss), detail
         FloatingPointError.__init__(self, f"the update of step {self.step} (loss {self.loss:.4g}) was not finite, "
-                                          f"parameters not updated{_kept(checkpoint_step)}. {detail}")
+                                          f"parameters not updated{_kept(checkpoint_step)}. {detail}"
+                                          f"{_tail(losses)}")
+
+
+class DivergedError(NonFiniteLossError):
+    """``loss_and_grads`` found a NaN or inf inside the model at ``step``, after updates had made the parameters
+    huge (its own check, e.g. "dy contains NaN or inf", says where); the run stopped at that step."""
+
+    def __init__(self, step, detail, checkpoint_step=None, losses=()):
+        self.step, self.loss, self.detail = int(step), float("nan"), detail
+        FloatingPointError.__init__(self, f"the run diverged at step {self.step}: the model's forward / backward "
+                                          f"met a NaN or inf ({detail}), parameters not updated"
+                                          f"{_kept(checkpoint_step)}.{_tail(losses)} {ADVICE}")
+
+
+class LossRoseWarning(RuntimeWarning):
+    """A run finished with its loss ``LOSS_ROSE_FACTOR`` times or more above its first loss: it diverged."""
+
+
+class ConfigMismatchError(InputError):
+    """``checkpoint_path`` was written by a run with another ``config``; the message names the fields."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -90,6 +133,7 @@ class Checkpoint(NamedTuple):
     step: int
     rng_state: dict
     losses: np.ndarray
+    config: dict = None      # the run's config (JSON types), or None: not recorded
 
 
 class TrainResult(NamedTuple):
@@ -114,6 +158,8 @@ def save_checkpoint(path, ckpt: Checkpoint):
     arrays = {"step": np.array(ckpt.step), "adamw_step": np.array(ckpt.opt_state.step),
               "losses": np.asarray(ckpt.losses, dtype=np.float64),
               "rng_state": np.array(json.dumps(ckpt.rng_state))}
+    if ckpt.config is not None:
+        arrays["config"] = np.array(json.dumps(ckpt.config, sort_keys=True))
     for prefix, tree in (("params", ckpt.params), ("m", ckpt.opt_state.m), ("v", ckpt.opt_state.v)):
         arrays.update({f"{prefix}/{k}": a for k, a in tree.items()})
     with atomic_write(path) as f:
@@ -175,8 +221,14 @@ def _checkpoint_from(arrays) -> Checkpoint:
         raise ValueError(f"rng_state is not JSON ({e})") from None
     if not isinstance(rng_state, dict) or "bit_generator" not in rng_state:
         raise ValueError("rng_state is not a numpy bit generator state")
+    config = None
+    if "config" in arrays:
+        try:
+            config = json.loads(str(arrays["config"]))
+        except ValueError as e:
+            raise ValueError(f"config is not JSON ({e})") from None
     return Checkpoint(params=tree["params"], opt_state=AdamWState(counts["adamw_step"], tree["m"], tree["v"]),
-                      step=counts["step"], rng_state=rng_state, losses=losses)
+                      step=counts["step"], rng_state=rng_state, losses=losses, config=config)
 
 
 def _make_rng(rng):
@@ -187,8 +239,35 @@ def _make_rng(rng):
     raise ValueError(f"rng must be a numpy.random.Generator or a seed (int >= 0), got {rng!r}")
 
 
-def _resume(path, params, steps, rng) -> Checkpoint:
+def _json_config(config):
+    """``config`` as JSON types (tuples become lists), so that it compares equal to the one read back."""
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise InputError(f"config must be a dict (e.g. dataclasses.asdict(Config)), got {type(config).__name__}")
+    try:
+        return json.loads(json.dumps(config, sort_keys=True))
+    except (TypeError, ValueError) as e:
+        raise InputError(f"config must hold JSON values (numbers, strings, lists, dicts): {e}") from None
+
+
+def _check_config(path, saved, config):
+    """Refuse to resume a checkpoint that another config wrote (a checkpoint without a config predates this
+    check and resumes as before)."""
+    if saved is None or config is None or saved == config:
+        return
+    keys = sorted(set(saved) | set(config))
+    diffs = [f"{k}: checkpoint {saved.get(k, '(absent)')!r}, this run {config.get(k, '(absent)')!r}"
+             for k in keys if saved.get(k, "(absent)") != config.get(k, "(absent)")]
+    raise ConfigMismatchError(f"checkpoint_path {path!r} was written by a run with another config "
+                              f"({'; '.join(diffs)}): resuming it would continue that run under this one's name. "
+                              f"Give this run another output folder or checkpoint_path, or delete the checkpoint "
+                              f"to start over (resume=False overwrites it)")
+
+
+def _resume(path, params, steps, rng, config=None) -> Checkpoint:
     ckpt = load_checkpoint(path)
+    _check_config(path, ckpt.config, config)
     try:
         _check_like("checkpoint params", ckpt.params, params)
     except ValueError as e:
@@ -208,7 +287,7 @@ def _resume(path, params, steps, rng) -> Checkpoint:
 def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Union[Callable, float],
           checkpoint_path=None, checkpoint_every=100, resume=True, progress=True, log_every=10, rng=0,
           clip=None, weight_decay=0.0, decay_mask=None, beta1=0.9, beta2=0.999, eps=1e-8,
-          desc="train") -> TrainResult:
+          desc="train", config=None) -> TrainResult:
     """Run ``steps`` AdamW steps on ``loss_and_grads``, checkpointing and resuming (module docstring).
 
     Args:
@@ -228,6 +307,8 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
             ``lr_schedule`` (e.g. decay early to prune, none at the end to reach the loss floor).
         decay_mask, beta1, beta2, eps: passed to ``minimal.optim.adamw_step``.
         desc: the progress bar's label.
+        config: None, or a dict of JSON values describing the run (e.g. ``dataclasses.asdict(Config)``):
+            saved in each checkpoint; a checkpoint written with another config is refused on resume.
     Returns:
         ``TrainResult(params, opt_state, losses (steps,), resumed_from)``; its ``steps_trained`` is 0 when a
         finished checkpoint was resumed. With ``progress`` a resume says so on stderr ("resumed from
@@ -235,7 +316,9 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
 
     Raises:
         NonFiniteLossError: the loss became NaN or inf, or (``NonFiniteUpdateError``) the AdamW update
-            overflowed; the last checkpoint is left untouched.
+            overflowed, or (``DivergedError``) the model met a NaN or inf inside ``loss_and_grads`` after an
+            update; each names the step and the loss tail, and the last checkpoint is left untouched.
+        ConfigMismatchError: ``checkpoint_path`` holds a run with another ``config``.
         KeyboardInterrupt: Ctrl-C, or ``Terminated`` on SIGTERM: re-raised after saving a checkpoint of the
             last completed step.
         CheckpointError: ``checkpoint_path`` is not a readable, consistent checkpoint (delete it to start over).
@@ -257,13 +340,15 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
         wd_value = _check_scalar("weight_decay", weight_decay, 0.0)
         weight_decay = lambda step: wd_value  # noqa: E731
     rng = _make_rng(rng)
+    config = _json_config(config)
     path = None if checkpoint_path is None else os.fspath(checkpoint_path)
 
     resumed = path is not None and resume and os.path.exists(path)
     if resumed:
-        done = _resume(path, params, steps, rng)
+        done = _resume(path, params, steps, rng, config)
     else:
         done = Checkpoint(dict(params), adamw_init(params), 0, rng.bit_generator.state, np.zeros(0))
+    done = done._replace(config=config)
     start = done.step
     losses = list(done.losses)
     saved_step = start if resumed else None  # the step of the checkpoint on disk, for error messages
@@ -281,10 +366,17 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
     try:
         old_handler = _catch_sigterm()
         for step in range(start, steps):
-            loss, grads = loss_and_grads(done.params, step, rng)
+            try:
+                loss, grads = loss_and_grads(done.params, step, rng)
+            except (InputError, FloatingPointError) as e:
+                # after an update, a NaN / inf that the model's own checks meet comes from parameters that the
+                # updates made huge: report the run's divergence, not a layer's internal array
+                if step > 0 and ("NaN or inf" in str(e) or isinstance(e, (OverflowInputError, FloatingPointError))):
+                    raise DivergedError(step, str(e), checkpoint_step=saved_step, losses=losses) from e
+                raise
             loss = float(loss)
             if not math.isfinite(loss):
-                raise NonFiniteLossError(step, loss, checkpoint_step=saved_step)
+                raise NonFiniteLossError(step, loss, checkpoint_step=saved_step, losses=losses)
             if clip is not None:
                 grads, _ = clip_by_global_norm(grads, clip)
             try:
@@ -292,10 +384,11 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
                                                    beta1=beta1, beta2=beta2, eps=eps,
                                                    weight_decay=weight_decay(step), decay_mask=decay_mask)
             except FloatingPointError as e:
-                raise NonFiniteUpdateError(step, loss, str(e), checkpoint_step=saved_step) from None
+                raise NonFiniteUpdateError(step, loss, str(e), checkpoint_step=saved_step,
+                                           losses=losses + [loss]) from None
             losses.append(loss)
             # One assignment commits the step, so an interrupt saves either the old or the new state whole.
-            done = Checkpoint(new_params, opt_state, step + 1, rng.bit_generator.state, None)
+            done = Checkpoint(new_params, opt_state, step + 1, rng.bit_generator.state, None, config)
             bar.update(1)
             if done.step % log_every == 0 or done.step == steps:
                 bar.set_postfix(loss=f"{loss:.4g}")
@@ -308,7 +401,19 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
     finally:
         _restore_sigterm(old_handler)
         bar.close()
+    _warn_if_the_loss_rose(losses, desc)
     return TrainResult(done.params, done.opt_state, np.array(losses, dtype=np.float64), start)
+
+
+def _warn_if_the_loss_rose(losses, desc):
+    """LossRoseWarning when the last 5% of the losses average LOSS_ROSE_FACTOR x the first loss or more."""
+    if len(losses) < 2 or not losses[0] > 0:
+        return
+    final = float(np.mean(losses[-max(1, len(losses) // 20):]))
+    if final >= LOSS_ROSE_FACTOR * losses[0]:
+        warnings.warn(f"{desc}: the loss ended at {final:.4g} (mean of the last {max(1, len(losses) // 20)} "
+                      f"steps of {len(losses)}), {final / losses[0]:.3g}x its first value {losses[0]:.4g}: the "
+                      f"run diverged.{_tail(losses)} {ADVICE}", LossRoseWarning, stacklevel=3)
 
 
 def _raise_terminated(signum, frame):

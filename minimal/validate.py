@@ -16,7 +16,8 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
-           "check_choice", "check_keys", "overflow_error", "check_finite_result", "OverflowInputError"]
+           "check_choice", "check_keys", "check_grad_dtype", "check_config", "overflow_error", "check_finite_result",
+           "OverflowInputError"]
 
 
 class InputError(ValueError):
@@ -105,6 +106,12 @@ def common_dtype(arrays):
     return ref.dtype
 
 
+def check_grad_dtype(name, grad, params):
+    """Require an upstream gradient ``grad`` (``dy``) of the params' dtype: a backward never mixes float32 and
+    float64 (nor returns grads in another dtype than the params')."""
+    return check_dtype(name, grad, common_dtype(params))
+
+
 def check_positive_int(name, value, minimum=1):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -152,3 +159,99 @@ def check_finite_result(what, result, inputs, advice="scale them down, or use fl
         if a is not None and not np.all(np.isfinite(a)):
             raise overflow_error(what, inputs, advice)
     return result
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_real(v):
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
+
+
+def _check_field(value, rule):
+    """One Config field against ``rule`` (see ``check_config``); returns the error text or None."""
+    if rule == "int>=1" and not (_is_int(value) and value >= 1):
+        return "an integer >= 1"
+    if rule == "int>=0" and not (_is_int(value) and value >= 0):
+        return "an integer >= 0"
+    if rule == "float>0" and not (_is_real(value) and value > 0):
+        return "a finite number > 0"
+    if rule == "float>=0" and not (_is_real(value) and value >= 0):
+        return "a finite number >= 0"
+    if rule == "[0,1)" and not (_is_real(value) and 0 <= value < 1):
+        return "a number in [0, 1)"
+    if rule == "(0,1]" and not (_is_real(value) and 0 < value <= 1):
+        return "a number in (0, 1]"
+    if rule == "float" and not _is_real(value):
+        return "a finite number"
+    if isinstance(rule, tuple) and rule[0] == "one of" and value not in rule[1]:
+        return f"one of {list(rule[1])}"
+    if isinstance(rule, tuple) and rule[0] == "subset of":
+        if not isinstance(value, (tuple, list)) or not value or any(v not in rule[1] for v in value) \
+                or len(set(value)) != len(value):
+            return f"a non-empty tuple of distinct values from {list(rule[1])}"
+    return None
+
+
+def _default_rule(name, value):
+    """The rule a field gets from its default (``check_config``)."""
+    if isinstance(value, bool):
+        return "bool"
+    if _is_int(value):   # sizes and counts; a warmup may be 0, as may a field whose default is 0 (seeds)
+        return "int>=1" if value >= 1 and not name.startswith("warmup") else "int>=0" if value >= 0 else "int"
+    if isinstance(value, (float, np.floating)):   # a learning rate must be > 0; decays, tolerances may be 0
+        is_lr = name.startswith("lr") or (name.endswith("_lr") and name != "final_lr")
+        return ("float>0" if is_lr else "float>=0") if value > 0 else "float>=0" if value == 0 else "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, (tuple, list)):
+        return "sequence"
+    return None
+
+
+def check_config(config, rules=None):
+    """Check every field of the dataclass ``config`` up front, before any work, naming the field.
+
+    Each field gets ``rules[name]`` if given, else a rule from its default: a bool stays a bool; an int whose
+    default is >= 1 a count (an integer >= 1; ``warmup*``: >= 0), one whose default is 0 an integer >= 0; a
+    float a finite number, >= 0 when the default is, > 0 for a learning rate (``lr*``, ``*_lr`` but
+    ``final_lr``); a str a str; a tuple a tuple or list; a field whose default is None also takes None.
+    Rules: "int>=1", "int>=0", "float>0", "float>=0", "float", "[0,1)", "(0,1]", ("one of", options),
+    ("subset of", options) (a non-empty tuple of distinct options), ("optional", rule) (None or the rule), or
+    None (not checked). Raises InputError naming ``<Config>.<field>``, what it must be and the value received.
+    Experiments use it as ``__post_init__`` (``dataclasses.replace`` runs it too).
+    """
+    import dataclasses
+
+    rules = rules or {}
+    unknown = sorted(set(rules) - {f.name for f in dataclasses.fields(config)})
+    if unknown:
+        raise TypeError(f"check_config rules name no field of {type(config).__name__}: {unknown}")
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        if value is None and default is None:
+            continue
+        rule = rules[f.name] if f.name in rules else _default_rule(f.name, default)
+        if isinstance(rule, tuple) and rule[0] == "optional":
+            if value is None:
+                continue
+            rule = rule[1]
+        if rule is None:
+            continue
+        if rule == "bool":
+            want = None if isinstance(value, (bool, np.bool_)) else "True or False"
+        elif rule == "int":
+            want = None if _is_int(value) else "an integer"
+        elif rule == "str":
+            want = None if isinstance(value, str) else "a string"
+        elif rule == "sequence":
+            want = None if isinstance(value, (tuple, list)) else "a tuple"
+        else:
+            want = _check_field(value, rule)
+        if want is not None:
+            raise InputError(f"{type(config).__name__}.{f.name} must be {want}, got {value!r}")
+    return config
+

@@ -144,10 +144,11 @@ def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeyp
     """A full run writes data/WORK/NAME_full.json for modules with SAVE_METRICS (the notebooks load it)."""
     import json
 
-    from minimal import reproduce as R
+    from minimal import data, reproduce as R
 
     saving, silent = _fake_experiment(SAVE_METRICS=True), _fake_experiment()
     monkeypatch.setattr(R, "experiments", lambda work: {"saving": saving, "silent": silent})
+    monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "data")   # the repository's data/, whatever the cwd
     monkeypatch.chdir(tmp_path)
     R.reproduce("gril", quick=True, out_dir=tmp_path / "out", progress=False)
     assert not (tmp_path / "data").exists()

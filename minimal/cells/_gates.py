@@ -19,7 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from .. import scan
-from ..validate import InputError, check_array, check_choice
+from ..validate import InputError, OverflowInputError, check_array, check_choice, check_finite_result, overflow_error
 from ._contract import Example
 
 MODES = ("sequential", "parallel")
@@ -121,7 +121,7 @@ def check_input(name, x, D, dtype, ndim):
     if ndim == 3 and x.shape[1] < 1:
         raise ValueError(f"{name} must have at least one time step, got shape {x.shape}")
     if x.dtype != dtype:
-        raise ValueError(f"{name} must have the params' dtype {dtype}, got {x.dtype}")
+        raise InputError(f"{name} must have the params' dtype {dtype}, got {x.dtype}")
     return x
 
 
@@ -132,7 +132,7 @@ def check_state(name, s, B, H, dtype, *, zeros_if_none=False, log_space=False):
         return np.zeros((B, H), dtype) if zeros_if_none else None
     check_array(name, s, (B, H), names=("B", "H"))
     if s.dtype != dtype:
-        raise ValueError(f"{name} must have the params' dtype {dtype}, got {s.dtype}")
+        raise InputError(f"{name} must have the params' dtype {dtype}, got {s.dtype}")
     if log_space and not np.all(s > 0):
         raise ValueError(f"{name} must be positive (> 0) in log space, since log {name} enters the scan; "
                          f"got minimum {s.min()}")
@@ -144,6 +144,27 @@ def check_flags(mode, log_space):
     check_choice("mode", mode, MODES)
     if not isinstance(log_space, (bool, np.bool_)):
         raise ValueError(f"log_space must be a bool, got {log_space!r}")
+
+
+def check_method(method, mode, log_space):
+    """``method`` picks the vanilla parallel scan; where none runs (sequential mode, log space) it must be None,
+    not silently ignored."""
+    if method is not None and (mode == "sequential" or log_space):
+        raise InputError(f"method {method!r} picks the scan of the vanilla parallel mode, which mode={mode!r}, "
+                         f"log_space={log_space} does not run: pass method=None")
+
+
+def guarded_backward(body, params, cache, dy):
+    """``body(params, cache, dy)`` -> (dx, grads), with an overflow (inside a scan, or in the gradients it
+    feeds) reported with the caller's dy, x and params instead of the scan's internal arrays."""
+    inputs = {"dy": dy, "x": cache.x, **params}
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            dx, grads = body(params, cache, dy)
+    except OverflowInputError:
+        raise overflow_error("the gradients", inputs) from None
+    check_finite_result("the gradients", (dx, *grads.values()), inputs)
+    return dx, grads
 
 
 # --- the min cells: input-only gates, the step loop and the scans ---------------------------------------

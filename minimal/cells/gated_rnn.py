@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import scan
 from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
-    common_dtype, overflow_error, OverflowInputError
+    check_grad_dtype, common_dtype, overflow_error, OverflowInputError
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu",
@@ -206,7 +206,7 @@ def _dense_scan_backward(A, h, dh):
 def _diagonal_scan_backward(nu, lam, lam_given, h, dh, method, backend):
     """(dν, db) through h_t = λ ⊙ h_{t-1} + b_t; dν = 0 when λ came from the ``lam`` override."""
     a = np.broadcast_to(lam.astype(h.dtype), h.shape).copy()
-    da, db, _ = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)
+    da, db, _ = scan.linear_scan_backward(a, h, dh, **scan.scan_kwargs(method, backend))
     if lam_given:
         return np.zeros_like(nu), db
     return da.sum(axis=(0, 1)) * dlam_dnu(nu), db
@@ -236,7 +236,7 @@ def _last_state_backward(params, cache, dh):
     return dlam * dlam_dnu(params["nu"]), db
 
 
-def forward(params, x, lam=None, method="blelloch", backend="numba", readout="all", out=None):
+def forward(params, x, lam=None, method=None, backend="numba", readout="all", out=None):
     """Run the layer over a whole sequence (scan mode).
 
     Args:
@@ -244,7 +244,8 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
         x: (B, T, D_in) float input of the params' dtype (refused otherwise, not promoted).
         lam: optional (H,) array in [0, 1] used as λ instead of exp(-exp(ν)) (diagonal recurrence only;
             lets constructions put λ exactly at 0 or 1); cast to the params' dtype, which keeps 0 and 1.
-        method, backend: passed to ``minimal.scan.linear_scan`` (diagonal recurrence only).
+        method, backend: passed to ``minimal.scan.linear_scan`` (diagonal recurrence only); method None: the
+            scan's default; a method where no scan runs (dense recurrence, readout "last") is refused.
         readout: "all" (y at every step) or "last" (y_T only; module docstring).
         out: None, or a (B, T, H) array of the params' dtype that receives the states h (``linear_scan``'s
             ``out=``; diagonal recurrence, readout "all", backends "numpy" and "numba"). A training loop that
@@ -263,6 +264,9 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
         raise ValueError(f"x must have at least one time step, got shape {x.shape}")
     lam, lam_given = _resolve_lam(params, recurrence, H, lam)
     readout = check_choice("readout", readout, READOUTS)
+    if method is not None and (recurrence != "diagonal" or readout != "all"):
+        raise InputError(f"method {method!r} picks the scan of the diagonal recurrence with readout='all', which "
+                         f"recurrence {recurrence!r}, readout {readout!r} does not run: pass method=None")
     if out is not None:
         if recurrence != "diagonal" or readout != "all":
             raise InputError(f"out receives the scan's states, which only the diagonal recurrence with "
@@ -285,7 +289,7 @@ def forward(params, x, lam=None, method="blelloch", backend="numba", readout="al
     elif recurrence == "diagonal":
         a = np.broadcast_to(lam.astype(b.dtype), b.shape).copy()
         try:
-            h = scan.linear_scan(a, b, method=method, backend=backend, out=out)
+            h = scan.linear_scan(a, b, **scan.scan_kwargs(method, backend), out=out)
         except InputError as e:  # the scan names its own inputs; an overflowed b or h comes from the caller's x
             if not np.all(np.isfinite(b)):
                 raise overflow_error("the input gating (W_in_m x) ⊙ (W_in_x x)", _inputs(params, x)) from None
@@ -324,6 +328,7 @@ def backward(params, cache, dy):
     """
     x, p, q, lam, lam_given, h, r, s, method, backend = cache[:10]
     check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
+    check_grad_dtype("dy", dy, params)
     B, T_out, H = h.shape
     hf, dyf = _flat(h), _flat(dy)
     grads = {}
@@ -367,6 +372,7 @@ def backward_reference(params, cache, dy):
     reference the fast path is tested against (slow: einsum does not call BLAS here)."""
     x, p, q, lam, lam_given, h, r, s, method, backend = cache[:10]
     check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
+    check_grad_dtype("dy", dy, params)
     grads = {}
     # 4. readout y = D o, o = r ⊙ s
     grads["D"] = np.einsum("btk,btj->kj", dy, r * s)

@@ -49,7 +49,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..scan import cuda_module, linear_scan, linear_scan_backward, scan_kwargs, sequential_scan
-from ..validate import InputError, OverflowInputError, check_array, check_choice, check_dtype, \
+from ..validate import InputError, OverflowInputError, check_array, check_choice, check_dtype, check_grad_dtype, \
     check_finite_result, check_positive_int, common_dtype, overflow_error
 from ._contract import Example
 
@@ -263,7 +263,7 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
             default (its fast method). backend="cuda" runs the block with ``cuda_kernels.window`` instead
             (module docstring; method None or "sequential" = fused, "blelloch" = unfused), and
             backend="numba" the fused CPU kernels of ``minimal._window_numba`` (method None or "sequential";
-            "blelloch" keeps the unfused path with the Numba scan). Unused in sequential mode.
+            "blelloch" keeps the unfused path with the Numba scan). Refused in sequential mode (no scan runs).
     Returns:
         o: (B, T', f), o[:, k] the output at input step t_k = k s + w - 1; and the cache for ``backward``.
     Raises:
@@ -272,6 +272,9 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
     """
     f, w = _check_forward(params, x, s)
     check_choice("mode", mode, MODES)
+    if mode == "sequential" and method is not None:
+        raise InputError(f"method {method!r} picks the parallel mode's scan, which mode='sequential' does not run: "
+                         f"pass method=None")
     o, cache = _forward(params, x, s, mode, method, backend, f, w)
     check_finite_result("the output o", o, {"x": x, **params})
     return o, cache
@@ -377,6 +380,7 @@ def backward(params, cache, do):
         InputError: do of the wrong shape, or too large for the dtype (a gradient would be inf), naming do.
     """
     _check_params(params)
+    check_grad_dtype("do", do, params)
     dx, grads = _backward(params, cache, do)
     check_finite_result("the gradients", (dx, *grads.values()), _backward_inputs(params, cache, do))
     return dx, grads
@@ -472,5 +476,6 @@ def examples(rng):
                                                  ("T6-w2-s2", 1, 6, 2, 2, 2, False),
                                                  ("T7-w1-s3", 2, 7, 2, 1, 3, True)]:
             out.append(Example(f"{prefix}-{name}", init(rng, f, w, per_feature), rng.standard_normal((B, T, f)),
-                               {"s": s, "mode": mode, "method": "sequential", "backend": backend}))
+                               {"s": s, "mode": mode, "backend": backend,
+                                **({"method": "sequential"} if mode == "parallel" else {})}))
     return out

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_positive_int, check_grad_dtype
 from ._contract import Example
 from ._gates import (check_gate_params, check_input, check_state, split_gates, stack_gates, stacked_projection,
                      uniform_gates, weight_grad)
@@ -182,6 +182,7 @@ def backward(params, cache, dy):
     """
     x, h0, gates, rh, h = cache
     check_array("dy", dy, h.shape, names=("B", "T", "H"))
+    check_grad_dtype("dy", dy, params)
     W, _, U_zr, U_h = _stacked(params)
     B, T, H = h.shape
     da = np.empty_like(gates)                           # (B, T, 3H)

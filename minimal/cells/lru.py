@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype
+from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype, check_grad_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "complex_scan", "lambda_of",
@@ -236,6 +236,7 @@ def backward(params, cache, dy):
     """
     x, p_in, s_in, u, h, z, a_out, s_out, variant, method = cache
     check_array("dy", dy, a_out.shape, names=("B", "T", "D_out"))
+    check_grad_dtype("dy", dy, params)
     grads = {}
     dx = np.zeros_like(x)
     # 4. output gate y = a ⊙ σ(c), a = W_out_m z, c = W_out_x z (W_out_x x for "in_skip")

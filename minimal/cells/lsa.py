@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
-    common_dtype
+    check_grad_dtype, common_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "MODES"]
@@ -143,6 +143,7 @@ def backward(params, cache, dy):
     """
     x, q, k, v = cache.x, cache.q, cache.k, cache.v
     check_array("dy", dy, v.shape, names=("B", "T", "D_v"))
+    check_grad_dtype("dy", dy, params)
     if cache.mode == "parallel":
         # 2. y = A v
         dA = np.tril(dy @ v.transpose(0, 2, 1))  # entries above the diagonal never reached y

@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_positive_int, check_grad_dtype
 from ._contract import Example
 from ._gates import (check_gate_params, check_input, check_state, split_gates, stack_gates, stacked_projection,
                      uniform_gates, weight_grad)
@@ -196,6 +196,7 @@ def backward(params, cache, dy):
     """
     x, h0, c0, gates, c, tanh_c, h = cache
     check_array("dy", dy, h.shape, names=("B", "T", "H"))
+    check_grad_dtype("dy", dy, params)
     W, U, _ = _stacked(params)
     T = x.shape[1]
     da = np.empty_like(gates)                           # (B, T, 4H)

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..layers import causal_conv, dropout, layernorm, linear, mlp
-from ..validate import check_array, check_choice, check_positive_int
+from ..validate import check_array, check_choice, check_dtype, check_grad_dtype, check_positive_int, common_dtype
 from . import gru, lstm, mingru, minlstm, softmax_attention
 from ._contract import Example
 
@@ -81,6 +81,7 @@ def _check(params, kind):
     rnn = {k for k in _sub(params, "rnn.") if not k.startswith("b_")}
     if rnn != _weights_of(kind):
         raise ValueError(f"params hold rnn weights {sorted(rnn)}, but kind {kind!r} has {sorted(_weights_of(kind))}")
+    return common_dtype(params)      # one dtype for every sublayer: float64 mlp.* among float32 is refused
 
 
 def init(rng, D, kind="mingru", expansion=EXPANSION, k=causal_conv.KERNEL_SIZE, mlp_expansion=MLP_EXPANSION):
@@ -142,9 +143,10 @@ def forward(params, x, kind, dropout_rate=0.0, rng=None, train=True, log_space=F
     Returns:
         y: (B, T, D); the cache for ``backward``.
     """
-    _check(params, kind)
+    dtype = _check(params, kind)
     D = params["rnn_ln.gamma"].shape[0]
     check_array("x", x, (None, None, D), names=("B", "T", "D"))
+    check_dtype("x", x, dtype)
     dropout.check_rate(dropout_rate)
     if log_space and kind not in ("mingru", "minlstm"):
         raise ValueError(f"log_space applies to kinds mingru and minlstm only, got kind {kind!r}")
@@ -169,6 +171,7 @@ def backward(params, cache, dy):
     """dy: (B, T, D). Returns dx (B, T, D) and grads with exactly params' keys."""
     kind, sublayers, caches = cache
     check_array("dy", dy, caches[0].ln.xhat.shape, names=("B", "T", "D"))
+    check_grad_dtype("dy", dy, params)
     grads = {}
     for name, c in zip(reversed(sublayers), reversed(caches)):
         # 3. h <- h + Dropout(f): the residual passes dy on unchanged; the branch gets the masked dy.
@@ -222,9 +225,10 @@ def step_forward(params, state, x_t, kind, log_space=False):
     Returns:
         (y_t, state): (B, D) and the BlockState after this step.
     """
-    _check(params, kind)
+    dtype = _check(params, kind)
     D = params["rnn_ln.gamma"].shape[0]
     check_array("x_t", x_t, (None, D), names=("B", "D"))
+    check_dtype("x_t", x_t, dtype)
     if log_space and kind not in ("mingru", "minlstm"):
         raise ValueError(f"log_space applies to kinds mingru and minlstm only, got kind {kind!r}")
     state = BlockState(None, None) if state is None else state

@@ -31,11 +31,11 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int
+from ..validate import check_array, check_positive_int, check_grad_dtype
 # Same paper as minGRU: the same input-only gates, checks and scans; g is App. B.3's positive candidate.
-from ._gates import (MODES, affine, affine_backward, check_flags, check_out, check_gate_params, check_input,
-                     check_state, dg, dlog_g, g, linear_scan, linear_scan_backward, log_g, log_scan,
-                     log_scan_backward, log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
+from ._gates import (MODES, affine, affine_backward, check_flags, check_gate_params, check_input, check_method,
+                     check_out, check_state, dg, dlog_g, g, guarded_backward, linear_scan, linear_scan_backward, log_g,
+                     log_scan, log_scan_backward, log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates",
            "MODES"]
@@ -104,7 +104,7 @@ def step_forward(params, x_t, h_prev, log_space=False):
     return f_n * h_prev + i_n * (g(k_h) if log_space else k_h)
 
 
-def forward(params, x, h0=None, mode="parallel", log_space=False, method="blelloch", backend=None, out=None):
+def forward(params, x, h0=None, mode="parallel", log_space=False, method=None, backend=None, out=None):
     """Run minLSTM over a sequence.
 
     Args:
@@ -113,7 +113,8 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
         h0: (B, H) initial state or None (zeros); must be > 0 when ``log_space``.
         mode: "parallel" (gates at once + scan) or "sequential" (step loop).
         log_space: the App. B.3 variant (positive candidate g, scan in log space in parallel mode).
-        method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode; ``backend`` also to
+        method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode (method None: the
+            scan's default; a method where no such scan runs is refused); ``backend`` also to
             ``minimal.scan.log_scan`` in log-space parallel mode. None backend: the scan module's default.
         out: None, or a (B, T, H) array of x's dtype that receives h in parallel mode (``linear_scan``'s
             ``out=``; in log space, exp(log h) is written there). A training loop that passes one buffer every
@@ -124,6 +125,7 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
     D, H, dtype = check_gate_params(params, GATES, recurrent=False)
     check_input("x", x, D, dtype, ndim=3)
     check_flags(mode, log_space)
+    check_method(method, mode, log_space)
     h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
     check_out(out, x, H, mode, backend)
 
@@ -161,11 +163,18 @@ def _bptt(f_n, i_n, h_tilde, h, h0, dh):
 def backward(params, cache, dy):
     """Gradients of a scalar loss L given dy = dL/dh of shape (B, T, H).
 
+    An overflow raises an OverflowInputError naming dy, x and the params (not the scan's arrays).
+
     Returns:
         dx: (B, T, D); grads: dict with the keys of params.
     """
+    return guarded_backward(_backward, params, cache, dy)
+
+
+def _backward(params, cache, dy):
     x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
     check_array("dy", dy, h.shape, names=("B", "T", "H"))
+    check_grad_dtype("dy", dy, params)
     # 4. the recurrence, as the mode ran it; the result is dL/dδ and dL/dk_h
     if mode == "sequential" or not log_space:
         if mode == "sequential":

@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
-    common_dtype
+    check_grad_dtype, common_dtype
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
@@ -215,10 +215,12 @@ def backward(params, cache, dy):
     # 3. y = W_O o
     if "W_O" in params:
         check_array("dy", dy, o.shape[:2] + params["W_O"].shape[:1], names=("B", "T", "D_out"))
+        check_grad_dtype("dy", dy, params)
         grads["W_O"] = np.einsum("bty,btv->yv", dy, o)
         do = dy @ params["W_O"]
     else:
         check_array("dy", dy, o.shape, names=("B", "T", "D_v"))
+        check_grad_dtype("dy", dy, params)
         do = dy
     # 2. o = P v
     dP = do @ v.transpose(0, 2, 1)

@@ -66,7 +66,7 @@ from ..optim import cosine_schedule
 from ..sweep import all_on_disk, finite_or_nan, run_sweep, with_sweep_summary
 from ..tasks import icl_regression, lsa_teacher
 from ..train import NonFiniteLossError, train
-from ..validate import check_array, check_choice, check_positive_int
+from ..validate import check_array, check_choice, check_positive_int, check_config
 
 __all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "model_spec", "init_model", "model_forward", "model_backward",
            "n_params", "task_spec", "run_job", "train_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP_DIR"]
@@ -355,6 +355,9 @@ class Config:
     scheduler: Optional[str] = None               # "tcp://host:port" to run on a real dask cluster
     processes: bool = True                        # LocalCluster workers as processes (False: threads, tests)
     sweep_dir: Optional[str] = None               # job files; default data/zucchet/sweeps/architectures
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

@@ -33,7 +33,7 @@ import numpy as np
 from ._plotting import pyplot
 from ..report import Tolerance
 from ..sweep import all_on_disk, run_sweep, with_sweep_summary
-from ..validate import check_positive_int
+from ..validate import check_positive_int, check_config
 from .architectures import SWEEP_DIR, Job, run_job
 
 __all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "construction_neurons", "gd_neurons"]
@@ -79,6 +79,9 @@ class Config:
     scheduler: Optional[str] = None
     processes: bool = True
     sweep_dir: Optional[str] = None                         # default data/zucchet/sweeps/hidden_size
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

@@ -52,7 +52,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,13 +61,14 @@ import numpy as np
 from ._plotting import pyplot
 from .. import _speed
 from .._atomic import atomic_write
+from ..data import read_npz
 from ..report import Tolerance
 from ..analysis import gd, polynomial
 from ..cells import gated_rnn
 from ..optim import cosine_schedule
 from ..tasks import icl_regression
 from ..train import train
-from ..validate import check_array
+from ..validate import check_array, check_config
 
 __all__ = ["Config", "PAPER", "run", "plot", "init_params", "predict", "loss_and_grads", "evaluate",
            "instantaneous_polynomial", "table2", "save_weights", "load_weights", "cell_params", "lam_of", "LAM_EPS",
@@ -128,6 +128,9 @@ class Config:
     eval_seed: int = 2024              # the evaluation set's seed, shared by the RNN and GD
     seed: int = 0                      # init and training batches
     dtype: str = "float32"             # training precision; evaluation and polynomials run in float64
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):
@@ -321,15 +324,15 @@ def save_weights(path, params, meta):
 def load_weights(path):
     """Inverse of ``save_weights``: (params, meta). A file without the gated RNN's params (either λ
     parametrisation) or without ``meta`` raises a ValueError naming the path and what is missing."""
-    with np.load(os.fspath(path), allow_pickle=False) as z:
-        params = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith("params/")}
-        want = {"W_in_m", "W_in_x", "W_out_m", "W_out_x", "D"}
-        missing = sorted(want - set(params)) + ([] if {"lam", "nu"} & set(params) else ["lam or nu"]) + (
-            [] if "meta" in z.files else ["meta"])
-        if missing:
-            raise ValueError(f"{path} is not a complete ICL weights file (missing {missing}); delete it and re-run "
-                             f"`python -m minimal reproduce zucchet --full`")
-        return params, json.loads(str(z["meta"]))
+    z = read_npz(path)
+    params = {k.split("/", 1)[1]: z[k] for k in z if k.startswith("params/")}
+    want = {"W_in_m", "W_in_x", "W_out_m", "W_out_x", "D"}
+    missing = sorted(want - set(params)) + ([] if {"lam", "nu"} & set(params) else ["lam or nu"]) + (
+        [] if "meta" in z else ["meta"])
+    if missing:
+        raise ValueError(f"{path} is not a complete ICL weights file (missing {missing}); delete it and re-run "
+                         f"`python -m minimal reproduce zucchet --full`")
+    return params, json.loads(str(z["meta"]))
 
 
 def checkpoint_path(config, out_dir):
@@ -373,7 +376,8 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     t0 = time.perf_counter()
     result = train(step_fn, params, config.steps, lr_schedule=schedule, checkpoint_path=ckpt,
                    checkpoint_every=2000, progress=progress, rng=config.seed + 1,
-                   weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, desc="icl")
+                   weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, desc="icl",
+                   config=dataclasses.asdict(config))
     train_seconds = time.perf_counter() - t0
 
     eval_set = _eval_set(config)

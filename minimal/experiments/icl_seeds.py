@@ -37,6 +37,7 @@ from . import icl
 from ..data import save_groups
 from ..report import Tolerance
 from ..train import load_checkpoint
+from ..validate import check_config
 from ..sweep import all_on_disk, run_sweep, with_sweep_summary
 
 __all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP_DIR"]
@@ -78,6 +79,9 @@ class Config:
     scheduler: Optional[str] = None
     processes: bool = True
     sweep_dir: Optional[str] = None      # default data/zucchet/sweeps/icl_seeds
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

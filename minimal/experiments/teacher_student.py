@@ -55,12 +55,14 @@ import numpy as np
 
 from .. import _speed
 from .._atomic import atomic_write
+from ..data import read_npz
 from ..report import Tolerance
 from ..analysis import identification, polynomial
 from ..cells import gated_rnn
 from ..optim import cosine_schedule
 from ..tasks import lsa_teacher as task
 from ..train import train
+from ..validate import check_config
 
 __all__ = ["Config", "PAPER", "run", "train_student", "analyse", "plot", "load_weights"]
 
@@ -121,6 +123,9 @@ class Config:
     prune_tol: float = 1e-3     # a neuron's weights count as 0 below this fraction of its matrix's max
     lam_tol: float = 0.05       # λ >= 1 - lam_tol: key-value neuron; λ <= lam_tol: query neuron
 
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
+
     @classmethod
     def quick(cls):
         """1.5-2.2 CPU minutes (5.3-8.2 ms per step measured): fewer steps, same model and task; a milder decay
@@ -169,6 +174,7 @@ def train_student(config, progress=True, checkpoint_path=None):
                    lr_schedule=schedule, rng=rng,
                    weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, progress=progress,
                    checkpoint_path=checkpoint_path, checkpoint_every=5000, log_every=100,
+                   config=dataclasses.asdict(config),
                    desc="teacher-student")
     seconds = time.perf_counter() - t0
     params = {k: v.astype(np.float64) for k, v in result.params.items()}
@@ -201,15 +207,15 @@ def save_weights(path, config, teacher, params, losses, seconds_per_step):
 def load_weights(path):
     """(teacher, params, losses, seconds_per_step) saved by ``run(..., save_weights=path)``; a file without
     every gated-RNN param or teacher matrix raises a ValueError naming the path and what is missing."""
-    with np.load(path, allow_pickle=False) as z:
-        params = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith("params/")}
-        missing = sorted((_PARAM_KEYS - set(params)) | ({"W_V", "W_K", "W_Q", "losses", "seconds_per_step"}
-                                                       - set(z.files)))
-        if missing:
-            raise ValueError(f"{path} is not a complete teacher-student weights file (missing {missing}); "
-                             f"delete it and re-run `python -m minimal reproduce zucchet --full`")
-        teacher = task.Teacher(z["W_V"], z["W_K"], z["W_Q"])
-        return teacher, params, z["losses"], float(z["seconds_per_step"])
+    z = read_npz(path)
+    params = {k.split("/", 1)[1]: z[k] for k in z if k.startswith("params/")}
+    missing = sorted((_PARAM_KEYS - set(params)) | ({"W_V", "W_K", "W_Q", "losses", "seconds_per_step"}
+                                                   - set(z)))
+    if missing:
+        raise ValueError(f"{path} is not a complete teacher-student weights file (missing {missing}); "
+                         f"delete it and re-run `python -m minimal reproduce zucchet --full`")
+    teacher = task.Teacher(z["W_V"], z["W_K"], z["W_Q"])
+    return teacher, params, z["losses"], float(z["seconds_per_step"])
 
 
 # --- analysis --------------------------------------------------------------------------------------------

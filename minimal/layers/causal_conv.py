@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_dtype, check_keys, check_positive_int
+from ..validate import check_array, check_dtype, check_keys, check_positive_int, check_grad_dtype
 
 __all__ = ["init", "forward", "backward", "step_forward", "init_buffer", "examples", "KERNEL_SIZE"]
 
@@ -65,6 +65,7 @@ def backward(params, cache, dy):
     check_keys("params", params, ("W", "b"))
     x = cache.x
     check_array("dy", dy, x.shape, names=("B", "T", "C"))
+    check_grad_dtype("dy", dy, params)
     W, T = params["W"], x.shape[1]
     dW = np.zeros_like(W)
     dx = np.zeros_like(x)

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_keys, check_positive_int
+from ..validate import check_array, check_keys, check_positive_int, check_grad_dtype
 
 __all__ = ["init", "forward", "backward", "examples"]
 
@@ -42,6 +42,7 @@ def backward(params, cache, dy):
     used it."""
     check_keys("params", params, ("E",))
     check_array("dy", dy, cache.x.shape + params["E"].shape[1:], names=("B", "T", "D"))
+    check_grad_dtype("dy", dy, params)
     dE = np.zeros((cache.V, dy.shape[-1]), dtype=dy.dtype)
     np.add.at(dE, cache.x, dy)  # unbuffered: repeated ids accumulate
     return None, {"E": dE}

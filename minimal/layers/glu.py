@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_keys, check_positive_int
+from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
 
 __all__ = ["init", "forward", "backward", "examples", "sigmoid"]
 
@@ -47,6 +47,7 @@ def _check(params, x):
     check_array("b_1", params["b_1"], W_1.shape[1:], names=("D_out",))
     check_array("b_2", params["b_2"], W_1.shape[1:], names=("D_out",))
     check_array("x", x, min_ndim=1)
+    check_dtype("x", x, common_dtype(params))
     if x.shape[-1] != W_1.shape[0]:
         raise ValueError(f"x must have shape (..., D_in={W_1.shape[0]}), got shape {x.shape}")
 
@@ -64,6 +65,7 @@ def backward(params, cache, dy):
     check_keys("params", params, PARAM_NAMES)
     x, a, g = cache
     check_array("dy", dy, a.shape)
+    check_grad_dtype("dy", dy, params)
     # 2. y = a ⊙ g
     da = dy * g
     du = dy * a * g * (1.0 - g)  # σ'(u) = σ(u)(1 - σ(u)), u = x W_2 + b_2

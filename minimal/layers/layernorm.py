@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_keys, check_positive_int
+from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
 
 __all__ = ["init", "forward", "backward", "examples", "EPS"]
 
@@ -36,6 +36,7 @@ def forward(params, x, eps=EPS):
     gamma = check_array("gamma", params["gamma"], ndim=1, names=("D",))
     check_array("beta", params["beta"], gamma.shape, names=("D",))
     check_array("x", x, min_ndim=1)
+    check_dtype("x", x, common_dtype(params))
     if x.shape[-1] != gamma.shape[0]:
         raise ValueError(f"x must have shape (..., D={gamma.shape[0]}), got shape {x.shape}")
     if isinstance(eps, bool) or not isinstance(eps, (float, int, np.floating)) or not eps > 0:
@@ -52,6 +53,7 @@ def backward(params, cache, dy):
     check_keys("params", params, ("gamma", "beta"))
     xhat, inv_std = cache
     check_array("dy", dy, xhat.shape)
+    check_grad_dtype("dy", dy, params)
     D = xhat.shape[-1]
     # 2. y = gamma ⊙ xhat + beta
     grads = {"gamma": (dy * xhat).reshape(-1, D).sum(axis=0), "beta": dy.reshape(-1, D).sum(axis=0)}

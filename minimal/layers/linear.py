@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_keys, check_positive_int
+from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
 
 __all__ = ["init", "forward", "backward", "examples"]
 
@@ -30,6 +30,7 @@ def _check_params(params):
     check_keys("params", params, ("W", "b"))
     W = check_array("W", params["W"], ndim=2, names=("D_in", "D_out"))
     check_array("b", params["b"], W.shape[1:], names=("D_out",))
+    common_dtype(params)
     return W.shape
 
 
@@ -37,6 +38,7 @@ def forward(params, x):
     """y = x W + b. x: (..., D_in). Returns y (..., D_out) and the cache."""
     D_in, _ = _check_params(params)
     check_array("x", x, min_ndim=1)
+    check_dtype("x", x, params["W"].dtype)
     if x.shape[-1] != D_in:
         raise ValueError(f"x must have shape (..., D_in={D_in}), got shape {x.shape}")
     return x @ params["W"] + params["b"], Cache(x)
@@ -47,6 +49,7 @@ def backward(params, cache, dy):
     _check_params(params)
     x = cache.x
     check_array("dy", dy, x.shape[:-1] + params["b"].shape)
+    check_grad_dtype("dy", dy, params)
     # 1. y = x W + b: every leading index is one more sample of the same map.
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..validate import check_array, check_keys, check_positive_int
+from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
 from . import linear
 
 __all__ = ["init", "forward", "backward", "examples", "gelu", "gelu_grad"]
@@ -60,6 +60,8 @@ def forward(params, x):
     check_array("W_2", params["W_2"], (W_1.shape[1], None), names=("H", "D_out"))
     check_array("b_1", params["b_1"], W_1.shape[1:], names=("H",))
     check_array("b_2", params["b_2"], params["W_2"].shape[1:], names=("D_out",))
+    check_array("x", x, min_ndim=1)
+    check_dtype("x", x, common_dtype(params))
     u, first = linear.forward({"W": params["W_1"], "b": params["b_1"]}, x)
     y, second = linear.forward({"W": params["W_2"], "b": params["b_2"]}, gelu(u))
     return y, Cache(first, u, second)
@@ -68,6 +70,8 @@ def forward(params, x):
 def backward(params, cache, dy):
     """dy: (..., D_out). Returns dx (..., D_in) and grads for W_1, b_1, W_2, b_2."""
     check_keys("params", params, PARAM_NAMES)
+    check_array("dy", dy, cache.second.x.shape[:-1] + params["b_2"].shape)
+    check_grad_dtype("dy", dy, params)
     # 3. y = h W_2 + b_2
     dh, g2 = linear.backward({"W": params["W_2"], "b": params["b_2"]}, cache.second, dy)
     # 2. h = GELU(u)

@@ -21,6 +21,7 @@ Glossary: B batch, T context length (targets per window), V vocabulary size, n c
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import NamedTuple
 
@@ -41,41 +42,83 @@ class CharData(NamedTuple):
 
 
 def _read(name):
+    """The bytes of ``data/shakespeare/<name>`` and its path; missing names the command that builds it."""
     path = data_path("shakespeare", name)
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: build data/shakespeare/ with `{PREPARE}` "
                                 f"from the repository root")
-    return path.read_text(encoding="ascii")
+    return path.read_bytes(), path
+
+
+def _damaged(path, what):
+    return ValueError(f"{path} {what}: the file is damaged or edited; rebuild data/shakespeare/ with "
+                      f"`{PREPARE}` from the repository root")
+
+
+def _meta():
+    raw, path = _read("meta.json")
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _damaged(path, f"is not valid JSON ({e})") from None
+    need = {"vocab": str, "vocab_size": int, "n_train": int, "n_test": int, "sha256": dict}
+    bad = [k for k, t in need.items() if not isinstance(meta, dict) or not isinstance(meta.get(k), t)]
+    if not bad and not all(isinstance(meta["sha256"].get(f), str) for f in ("train.txt", "test.txt")):
+        bad = ["sha256 of train.txt / test.txt"]
+    if bad:
+        raise _damaged(path, f"lacks the entries {bad} (or they have the wrong type)")
+    return meta, path
+
+
+def _split(meta, name, n):
+    """The characters of train.txt / test.txt, checked against meta.json's size and sha256."""
+    raw, path = _read(name)
+    if len(raw) != n:
+        raise _damaged(path, f"has {len(raw)} characters, meta.json says {n}")
+    if hashlib.sha256(raw).hexdigest() != meta["sha256"][name]:
+        raise _damaged(path, "does not match the sha256 that meta.json records for it")
+    return raw.decode("ascii")
 
 
 def encode(text, vocab):
-    """Token ids (uint8) of ``text``; a ValueError names the first character outside ``vocab``."""
+    """Token ids (uint8) of ``text``; a ValueError names the first character outside ``vocab`` (any character,
+    never replaced: an em dash is refused as itself, not read as "?")."""
     lut = np.full(256, 255, dtype=np.uint8)
     for i, ch in enumerate(vocab):
         lut[ord(ch)] = i
-    raw = np.frombuffer(text.encode("latin-1", errors="replace"), dtype=np.uint8)
-    ids = lut[raw]
-    bad = np.flatnonzero(ids == 255)
+    code = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    ids = lut[np.minimum(code, 255)]
+    bad = np.flatnonzero((ids == 255) | (code > 255))
     if bad.size:
         raise ValueError(f"character {text[bad[0]]!r} at position {bad[0]} is not in the vocabulary")
     return ids
 
 
 def decode(ids, vocab):
-    """The string of token ids ``ids`` (any integer array or sequence)."""
-    return "".join(vocab[int(i)] for i in np.ravel(ids))
+    """The string of token ids ``ids`` (an integer array or sequence, each in [0, len(vocab))); a ValueError
+    names the first id outside that range or a non-integer dtype."""
+    ids = np.asarray(ids)
+    if ids.size == 0:
+        return ""
+    if ids.dtype.kind not in "iu" or ids.dtype == bool:
+        raise ValueError(f"ids must be integer token ids, got dtype {ids.dtype}")
+    ids = ids.ravel()
+    bad = np.flatnonzero((ids < 0) | (ids >= len(vocab)))
+    if bad.size:
+        raise ValueError(f"ids[{bad[0]}] = {ids[bad[0]]} is not a token id: ids must lie in [0, {len(vocab)}) "
+                         f"(the vocabulary has {len(vocab)} characters)")
+    return "".join(vocab[int(i)] for i in ids)
 
 
 def load():
-    """The committed train / test text, encoded with meta.json's vocabulary (sizes checked against it)."""
-    meta = json.loads(_read("meta.json"))
+    """The committed train / test text, encoded with meta.json's vocabulary; each file is checked against the
+    size and sha256 that meta.json records (a damaged file names itself and the command that rebuilds it)."""
+    meta, path = _meta()
     vocab = meta["vocab"]
     if len(vocab) != meta["vocab_size"] or len(vocab) >= 255:
-        raise ValueError(f"meta.json's vocab has {len(vocab)} characters, vocab_size says {meta['vocab_size']}")
-    train, test = encode(_read("train.txt"), vocab), encode(_read("test.txt"), vocab)
-    if (train.size, test.size) != (meta["n_train"], meta["n_test"]):
-        raise ValueError(f"train/test have {train.size}/{test.size} characters, meta.json says "
-                         f"{meta['n_train']}/{meta['n_test']}: rebuild with `{PREPARE}`")
+        raise _damaged(path, f"has a vocab of {len(vocab)} characters, its vocab_size says {meta['vocab_size']}")
+    train = encode(_split(meta, "train.txt", meta["n_train"]), vocab)
+    test = encode(_split(meta, "test.txt", meta["n_test"]), vocab)
     return CharData(vocab, train, test)
 
 

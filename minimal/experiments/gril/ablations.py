@@ -35,6 +35,7 @@ import numpy as np
 from .._plotting import pyplot
 from ...data import data_path
 from ...sweep import all_on_disk, run_sweep, with_sweep_summary
+from ...validate import check_config
 from . import model as M
 
 __all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "SWEEP_DIR"]
@@ -62,6 +63,9 @@ class Config:
     scheduler: Optional[str] = None
     processes: bool = True
     sweep_dir: Optional[str] = None            # default data/gril/sweeps/ablations
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

@@ -94,6 +94,7 @@ from ...tasks import gril_regression
 from ...train import train
 from . import model as M
 from .regression import _cos, _dist, save_weights
+from ...validate import check_config
 
 __all__ = ["Config", "PAPER", "TABLE_4", "Job", "TASKS", "init_params", "forward", "backward", "query_ce",
            "loss_and_grads", "probabilities", "phi_features", "gd_logits", "tune_eta", "sensitivity",
@@ -374,6 +375,9 @@ class Config:
     seeds: tuple = (0,)               # App. B.6: 5 seeds; ours 1 by default (5 cost 5x the time)
     n_eval: int = 10_000              # as App. B.1: 10^4 evaluation tasks (and 10^4 more to tune GD's η)
     scales: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)   # Fig. 7D / 8C: input rescaling (values ours: not given)
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

@@ -76,7 +76,7 @@ from ...optim import cosine_schedule
 from ...sweep import all_on_disk, finite_or_nan, run_sweep, with_sweep_summary
 from ...tasks import gril_regression
 from ...train import NonFiniteLossError, train
-from ...validate import check_choice
+from ...validate import check_choice, check_config
 from . import model as M
 
 __all__ = ["MODELS", "STAND_IN", "Job", "Config", "PAPER", "spec", "predict", "loss_and_grads", "run_job", "jobs",
@@ -253,6 +253,9 @@ class Config:
     scheduler: Optional[str] = None             # "tcp://host:port" to run on a real dask cluster
     processes: bool = True                      # LocalCluster workers as processes (False: threads, tests)
     sweep_dir: Optional[str] = None             # default data/gril/sweeps/comparison
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

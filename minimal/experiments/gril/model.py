@@ -23,6 +23,7 @@ Glossary: B tasks, N context examples, f token size, n_o target size, T = 2N + 1
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -214,6 +215,7 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
                                  warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
     res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, weight_decay=job.weight_decay,
                 progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=2000,
+                config=dataclasses.asdict(job),
                 desc=f"GRIL {job.variant} n_o={job.n_out} seed={job.seed}")
     return res.params, res.losses
 

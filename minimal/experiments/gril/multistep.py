@@ -109,7 +109,7 @@ from ...layers import mlp
 from ...optim import cosine_schedule
 from ...tasks import gril_regression
 from ...train import train
-from ...validate import check_array, check_choice, check_positive_int
+from ...validate import check_array, check_choice, check_positive_int, check_config
 from . import model as M
 from .model import head_backward, head_forward  # noqa: F401  (the heads are model's last-state heads)
 
@@ -468,6 +468,9 @@ class Config:
     n_eval: int = 10_000          # App. B.1: 10^4 evaluation tasks
     eval_seed: int = 12345        # the fixed evaluation set
     search_seed: int = 54321      # the separate set for the 1-D search of the best fixed η
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

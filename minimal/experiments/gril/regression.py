@@ -45,9 +45,10 @@ from .. import write_metrics
 from .._plotting import pyplot
 from ... import constructions_gril
 from ...analysis import gril_gd
-from ...data import data_path, load_groups, save_groups
+from ...data import check_saved_shapes, data_path, load_groups, save_groups
 from ...tasks import gril_regression
 from . import model as M
+from ...validate import check_config
 
 __all__ = ["Config", "PAPER", "run", "plot", "compare", "sensitivity", "newton_damping_for", "save_weights",
            "load_weights", "WEIGHTS"]
@@ -74,6 +75,9 @@ class Config:
     n_eval: int = 10_000          # App. B.1
     scales: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)   # Fig. 2D: input rescaling (ours: the paper's values not given)
     newton_target: float = 0.114 / 0.207          # Table 7's Newton / GD, for the matching damping
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):
@@ -158,11 +162,12 @@ def save_weights(path, params_by_target):
 
 
 def load_weights(path=WEIGHTS):
-    """{target: params} from ``save_weights``; a ValueError names the file if a target misses a parameter."""
+    """{target: params} from ``save_weights``; a ValueError names the file, the target and each missing or
+    mis-shaped parameter (checked against a fresh ``model.init_params`` of A's f)."""
     out = load_groups(path)
     for t, p in out.items():
-        if set(p) != {"Q", "q", "beta", "A"}:
-            raise ValueError(f"{path}: target {t!r} has params {sorted(p)}, expected A, Q, beta, q")
+        f = p["A"].shape[0] if "A" in p and p["A"].ndim == 2 else 1
+        check_saved_shapes(path, f"target {t!r} (f = {f})", p, M.init_params(np.random.default_rng(0), f, "full"))
     return out
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...cells import gru, lstm, mingru, minlstm
+from ...validate import check_config
 
 __all__ = ["Config", "PAPER", "run", "plot", "table", "count", "closed_form"]
 
@@ -44,6 +45,9 @@ class Config:
     d_x: int = 64                      # App. C.2 (selective copying: input dimension 64); the % do not depend on it
     alphas: tuple = (1, 2, 3, 4)       # Sec. 3.1.3 / 3.2.4: d_h = α d_x for α = 1, 2, 3, 4
     seed: int = 0                      # init draws random values; only the shapes matter here
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import _speed
+from ...validate import check_config
 from ...cells import gru, lstm, mingru, minlstm
 
 __all__ = ["Config", "PAPER", "MODELS", "run", "plot", "train_step", "cache_nbytes", "make_model"]
@@ -91,6 +92,9 @@ class Config:
     dtype: str = "float32"             # ours: training precision
     seed: int = 0
     blas_threads: int = 1              # project notes: one thread, and timings that do not depend on idle cores
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

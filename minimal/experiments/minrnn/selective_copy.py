@@ -51,6 +51,7 @@ H = expansion · D recurrent width, L depth (layers).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ from ...optim import cosine_schedule
 from ...sweep import all_on_disk, run_sweep, with_sweep_summary
 from ...tasks import selective_copy as task
 from ...train import train
+from ...validate import check_config
 
 __all__ = ["Config", "Job", "PAPER", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
            "eval_batch", "evaluate", "train_job", "run_job", "jobs", "summarise", "finished", "run", "plot"]
@@ -175,7 +177,7 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
     schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
                                  warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-2)
     res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, clip=job.clip, progress=progress,
-                checkpoint_path=checkpoint_path, checkpoint_every=500,
+                checkpoint_path=checkpoint_path, checkpoint_every=500, config=dataclasses.asdict(job),
                 desc=f"selective copy {job.kind} x{job.depth} seed={job.seed}")
     return res.params, res.losses
 
@@ -207,6 +209,9 @@ class Config:
     scheduler: Optional[str] = None
     processes: bool = True
     sweep_dir: Optional[str] = None           # default data/minrnn/sweeps/selective_copy
+
+    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

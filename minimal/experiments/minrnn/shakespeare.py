@@ -57,7 +57,7 @@ from .._plotting import pyplot
 from ... import _speed, models
 from ..._atomic import atomic_write
 from ...cells import min_block
-from ...data import data_path, load_groups, save_groups
+from ...data import check_saved_shapes, damaged, data_path, load_groups, load_json, save_groups
 from ...layers import cross_entropy, layernorm, linear
 from ...models import Layer
 from ...optim import cosine_schedule
@@ -110,6 +110,15 @@ class Config:
     sample_chars: int = 300       # characters generated from each trained model
     seed: int = 0
     dtype: str = "float32"        # training precision (project notes: 2x faster than float64)
+
+    def __post_init__(self):
+        """Every field checked by its own name before any training (``minimal.validate.check_config``)."""
+        from ...validate import check_config
+        check_config(self, {**dict.fromkeys(("D", "n_layers", "T", "batch", "steps", "expansion", "kernel",
+                                              "eval_every", "eval_windows"), "int>=1"),
+                            "lr": "float>0", "clip": ("optional", "float>0"), "dropout": "[0,1)",
+                            "sample_chars": "int>=0",
+                            "kinds": ("subset of", KINDS), "dtype": ("one of", ("float32", "float64"))})
 
     @classmethod
     def quick(cls):
@@ -200,13 +209,25 @@ def state_nbytes(states):
 
 
 def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=False):
-    """Sample ``n`` characters after ``prompt_ids`` (1-d ids, at least one), one token at a time in RNN mode.
+    """Sample ``n`` >= 0 characters after ``prompt_ids`` (1-d integer ids in [0, V), at least one), one token at
+    a time in RNN mode, from softmax(logits / temperature); temperature 0 takes the most likely token (greedy).
 
     Returns the (n,) sampled ids and, with ``return_memory``, the bytes of the carried state after each of the
-    len(prompt) + n - 1 steps."""
-    prompt_ids = np.asarray(prompt_ids, dtype=np.int64).ravel()
-    if prompt_ids.size < 1:
-        raise ValueError("prompt_ids must hold at least one token")
+    len(prompt) + n - 1 steps. Raises InputError naming ``temperature``, ``prompt_ids`` or ``n`` when bad."""
+    from ...validate import InputError, check_positive_int   # here: this function's own checks
+    V = _shape(params)[0]
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(temperature) or temperature < 0:
+        raise InputError(f"temperature must be a finite number >= 0 (0: greedy), got {temperature!r}")
+    n = check_positive_int("n", n, minimum=0)
+    prompt_ids = np.asarray(prompt_ids)
+    if prompt_ids.ndim != 1 or prompt_ids.size < 1 or (prompt_ids.dtype.kind not in "iu"):
+        raise InputError(f"prompt_ids must be a 1-d integer array of at least one token id, got "
+                         f"{prompt_ids.dtype} of shape {prompt_ids.shape}")
+    bad = np.flatnonzero((prompt_ids < 0) | (prompt_ids >= V))
+    if bad.size:
+        raise InputError(f"prompt_ids must lie in [0, V = {V}), got prompt_ids[{bad[0]}] = {prompt_ids[bad[0]]}")
+    prompt_ids = prompt_ids.astype(np.int64)
     states, memory, out = None, [], []
     tok = prompt_ids[:1]
     for t in range(prompt_ids.size + n - 1):
@@ -215,9 +236,12 @@ def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=Fa
         if t + 1 < prompt_ids.size:
             tok = prompt_ids[t + 1:t + 2]
             continue
-        z = z[0].astype(np.float64) / temperature
-        p = np.exp(z - z.max())
-        tok = np.array([rng.choice(p.size, p=p / p.sum())])
+        if temperature == 0:
+            tok = np.array([int(np.argmax(z[0]))])
+        else:
+            z = z[0].astype(np.float64) / temperature
+            p = np.exp(z - z.max())
+            tok = np.array([rng.choice(p.size, p=p / p.sum())])
         out.append(int(tok[0]))
     out = np.array(out, dtype=np.int64)
     return (out, np.array(memory)) if return_memory else out
@@ -240,20 +264,17 @@ def load_weights(path=WEIGHTS, config=None):
     V = None
     for kind, p in out.items():
         if kind not in KINDS:
-            raise ValueError(f"{path}: unknown model {kind!r}, expected among {KINDS}")
+            raise damaged(path, f"holds an unknown model {kind!r}, expected among {KINDS}")
         V = p["0.E"].shape[0] if "0.E" in p else 0
         ref = init_lm(np.random.default_rng(0), kind, V or 1, config.D, config.n_layers, config.expansion,
                       config.kernel, config.dtype)
-        if set(p) != set(ref) or any(p[k].shape != ref[k].shape for k in ref):
-            raise ValueError(f"{path}: model {kind!r} does not have the params of D = {config.D}, "
-                             f"{config.n_layers} layers: missing {sorted(set(ref) - set(p))}, "
-                             f"unexpected {sorted(set(p) - set(ref))}")
+        check_saved_shapes(path, f"model {kind!r} with D = {config.D}, {config.n_layers} layers", p, ref)
     return out
 
 
 def load_curves(path=CURVES):
     """The metrics JSON written beside the weights by ``run(save_weights_path=...)``."""
-    return json.loads(Path(path).read_text())
+    return load_json(path)
 
 
 # --- the run --------------------------------------------------------------------------------------------------
@@ -286,7 +307,8 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     t0, c0 = time.perf_counter(), time.process_time()
     res = train(loss_and_grads, params, config.steps, lr_schedule=schedule, checkpoint_path=checkpoint_path,
                 checkpoint_every=config.eval_every, progress=progress, rng=rng, clip=config.clip,
-                weight_decay=config.weight_decay, desc=LABELS[kind])
+                weight_decay=config.weight_decay, desc=LABELS[kind],
+                config={**dataclasses.asdict(config), "kinds": None, "sample_chars": None, "kind": kind})
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     record(config.steps, res.params)
     return res, curve, seconds - t_eval[0], cpu
@@ -307,6 +329,10 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     config = Config() if config is None else config
     _speed.tune()
     data = char_lm.load()
+    if config.eval_windows > (data.test.size - 1) // config.T:
+        from ...validate import InputError
+        raise InputError(f"Config.eval_windows must be <= {(data.test.size - 1) // config.T} (the test text's windows "
+                         f"of T = {config.T}), got {config.eval_windows}")
     eval_set = char_lm.eval_windows(data.test, config.T, config.eval_windows)
     full_set = char_lm.eval_windows(data.test, config.T)
     out = {"models": {}, "paper": PAPER, "config": dataclasses.asdict(config), "vocab": data.vocab,
