@@ -260,8 +260,17 @@ _SLIDES = """{%- extends 'reveal/index.html.j2' -%}""" + _NO_CDN + """
 Reveal.initialize({controls: true, progress: true, history: true, slideNumber: "{{ reveal_number }}",
                    transition: "{{ reveal_transition }}", width: {{ reveal_width }}, height: {{ reveal_height }},
                    plugins: [RevealNotes]});
+// a section taller than the screen scrolls (nbconvert does this with jQuery)
+function scrollTall() {
+  var h = document.querySelector(".reveal").offsetHeight * 0.95;
+  document.querySelectorAll("section.present, section.present section").forEach(function (s) {
+    if (s.offsetHeight > h) { s.style.height = "calc(95vh)"; s.style.overflowY = "scroll"; s.style.marginTop = "20px"; }
+  });
+}
+Reveal.on("ready", scrollTall);
 Reveal.on("slidechanged", function (e) {
   if (window.MathJax && MathJax.Hub) { MathJax.Hub.Queue(["Rerender", MathJax.Hub, e.currentSlide]); }
+  scrollTall();
 });
 </script>
 {% endblock footer_js %}

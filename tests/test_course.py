@@ -152,7 +152,7 @@ def test_no_exercise_is_a_bare_stub_in_the_student_edition(name):
     assert course.bare_stubs(nbformat.read(course.NOTEBOOKS / name, as_version=4)) == []
 
 
-@pytest.mark.parametrize("name", ["zucchet_a_lsa_is_an_rnn.ipynb", "zucchet_f_architectures.ipynb"])
+@pytest.mark.parametrize("name", ["zucchet_a_lsa_is_an_rnn.ipynb", "gril_a_windowed_block.ipynb"])
 def test_run_all_reaches_the_last_cell_of_the_student_edition(name, tmp_path):
     from nbclient import NotebookClient
 
@@ -231,9 +231,22 @@ def test_html_site_has_every_page_and_every_relative_link_resolves(tmp_path):
     # the index reaches every lesson, and every lesson leads back to the index
     assert linked["index.html"] >= {p for p in pages if p != "index.html"}
     assert all("index.html" in links for page, links in linked.items() if page != "index.html")
+    # no page loads anything from a CDN when a local MathJax is installed (require.js and jQuery are not used)
+    if course.local_mathjax()[1] is not None:
+        for page in pages:
+            text = (tmp_path / page).read_text(encoding="utf-8")
+            assert "cdnjs" not in text and "require.min.js" not in text and "unpkg.com" not in text, page
     # solutions are folded, not hidden: the page still holds them
     graded = (tmp_path / GRADED[0].replace(".ipynb", ".html")).read_text(encoding="utf-8")
     assert '<details class="solution">' in graded
+
+
+def test_slides_start_a_slide_per_section_and_leave_solutions_out():
+    nb = _nb(_md("# Title"), _md("## 1. A section"), _code("x = 1"), _md("### Exercise 1"),
+             _code("x = 2", tags=["solution"]), _md("text"))
+    kinds = [c.metadata.slideshow["slide_type"] for c in course.slide_notebook(nb).cells]
+    assert kinds == ["slide", "slide", "-", "subslide", "skip", "-"]
+    assert "slideshow" not in nb.cells[0].metadata                # the input is not modified
 
 
 def test_course_refuses_a_folder_without_a_syllabus(tmp_path, capsys):
