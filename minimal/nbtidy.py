@@ -11,7 +11,8 @@ instructor's save rewrite a hundred lines:
 ``problems(nb)`` lists both; ``tidy(nb)`` removes them: it drops the execution metadata and, in a cell marked
 ``# NBVAL_IGNORE_OUTPUT``, every line of text output that states a duration (a stream's lines, or a text-only
 result), keeping figures and every other line. A lesson should not print durations in the first place (a re-run
-prints them again): the check is what keeps the committed text clean.
+prints them again): the check is what keeps the committed text clean. A lesson whose subject is a measurement
+(a timing table it discusses) tags those cells ``timing`` (``TIMING_TAG``): their text is kept and not reported.
 """
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["IGNORE", "DURATION", "problems", "tidy", "tidy_files"]
+__all__ = ["IGNORE", "TIMING_TAG", "DURATION", "problems", "tidy", "tidy_files"]
 
 IGNORE = "NBVAL_IGNORE_OUTPUT"
+TIMING_TAG = "timing"       # a cell whose printed durations are the lesson's content
 # a number followed by a unit of time: "14 s", "167.3 ms", "2.5e-3 s", "12.2 min", "(9 s)", "1,500 µs"
 DURATION = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:e-?\d+)?\s?(?:ns|µs|us|ms|s|sec|seconds|min|minutes|h)\b")
 
@@ -35,13 +37,18 @@ def _text(output):
     return None
 
 
+def _timed(cell):
+    return (cell.cell_type == "code" and IGNORE in cell.source
+            and TIMING_TAG not in cell.get("metadata", {}).get("tags", []))
+
+
 def problems(nb):
     """``[(cell index, what)]``: execution timestamps, and durations in the text of machine-dependent cells."""
     out = []
     for i, cell in enumerate(nb.cells):
         if "execution" in cell.metadata:
             out.append((i, "metadata.execution (run timestamps)"))
-        if cell.cell_type == "code" and IGNORE in cell.source:
+        if _timed(cell):
             for o in cell.outputs:
                 text = _text(o)
                 for line in (text or "").splitlines():
@@ -56,7 +63,7 @@ def tidy(nb):
     for cell in nb.cells:
         if cell.metadata.pop("execution", None) is not None:
             changes += 1
-        if cell.cell_type != "code" or IGNORE not in cell.source:
+        if not _timed(cell):
             continue
         kept = []
         for o in cell.outputs:
