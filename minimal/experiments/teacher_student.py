@@ -324,14 +324,19 @@ def figure_pruned_weights(params, config, pruned=None):
     p, lam, kinds = _sorted_pruned(params, config, pruned)
     panels = [("W_in_m", p["W_in_m"]), ("W_in_x", p["W_in_x"]), ("λ", lam[:, None]),
               ("W_out_m", p["W_out_m"]), ("W_out_x", p["W_out_x"]), ("D", p["D"])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.6),
+    fig, axes = plt.subplots(1, len(panels), figsize=(14, 4.4),
                              gridspec_kw={"width_ratios": [max(a.shape[1], 1) + 2 for _, a in panels]})
     for ax, (name, a) in zip(axes, panels):
         vmax = max(float(np.max(np.abs(a))), 1e-12)
-        ax.imshow(a, cmap="RdBu_r" if name != "λ" else "viridis", vmin=-vmax if name != "λ" else 0,
-                  vmax=vmax if name != "λ" else 1, aspect="auto", interpolation="nearest")
+        im = ax.imshow(a, cmap="RdBu_r" if name != "λ" else "viridis", vmin=-vmax if name != "λ" else 0,
+                       vmax=vmax if name != "λ" else 1, aspect="auto", interpolation="nearest")
         ax.set_title(name)
         ax.set_xticks([])
+        ax.set_yticks(range(0, a.shape[0], max(1, a.shape[0] // 4)))
+        fig.colorbar(im, ax=ax, orientation="horizontal", pad=0.04, fraction=0.08)   # each panel its own scale
+    axes[0].set_ylabel("recurrent neuron (KV, then Q)")
+    axes[3].set_ylabel("output gate")
+    axes[5].set_ylabel("output")
     n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
     fig.suptitle(f"pruned student: {len(lam)} recurrent neurons ({n_kv} KV, {n_q} Q), {p['D'].shape[1]} "
                  f"output gates")
@@ -347,19 +352,22 @@ def figure_merged_kernel(params, config, pruned=None):
     p, lam, kinds = _sorted_pruned(params, config, pruned)
     K = identification.merged_kernel(p)
     n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
-    fig, axes = plt.subplots(1, K.shape[0], figsize=(3.2 * K.shape[0], 3.2))
+    fig, axes = plt.subplots(1, K.shape[0], figsize=(3.2 * K.shape[0], 3.9))
     for i, ax in enumerate(np.atleast_1d(axes)):
         vmax = max(float(np.max(np.abs(K[i]))), 1e-12)
-        ax.imshow(K[i], cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        im = ax.imshow(K[i], cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        fig.colorbar(im, ax=ax, orientation="horizontal", pad=0.12, fraction=0.06)   # each kernel its own scale
+        ax.set_xlabel("pruned neuron (KV | Q)")
         for edge in (n_kv - 0.5, n_kv + n_q - 0.5):
             ax.axhline(edge, color="k", lw=0.5)
             ax.axvline(edge, color="k", lw=0.5)
         ax.set_title(f"K_{i + 1} (output {i + 1})")
         ax.set_xticks([])
         ax.set_yticks([])
+    np.atleast_1d(axes)[0].set_ylabel("pruned neuron (KV | Q)")
     fig.suptitle(f"merged output-gating kernels on the pruned neurons: {n_kv} KV | {n_q} Q | "
                  f"{len(kinds) - n_kv - n_q} other")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
     return fig
 
 
