@@ -85,8 +85,13 @@ def _open_typeset(page, path):
 
 def _math_report(page):
     return page.evaluate("""() => {
-        const md = [...document.querySelectorAll('.jp-RenderedMarkdown, .jp-RenderedHTMLCommon')];
-        const text = md.map(e => e.innerText).join('\\n');
+        // the prose of markdown cells; code spans and blocks may hold a literal $ (a shell variable)
+        const md = [...document.querySelectorAll('.jp-RenderedMarkdown')].map(e => {
+            const c = e.cloneNode(true);
+            c.querySelectorAll('code, pre, script').forEach(x => x.remove());
+            return c.textContent;
+        });
+        const text = md.join('\\n');
         return {typeset: document.querySelectorAll('script[type^="math/tex"]').length,
                 rendered: document.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML, .MathJax_SVG').length,
                 errors: document.querySelectorAll('.MathJax_Error, .merror').length,
