@@ -17,10 +17,16 @@
         every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md with each work's
         matches / close / differs, linking their results and figures (DIR: results of the current folder).
         Progress bars only on a terminal. The fourth work, kernel, is its notebook alone (nothing to reproduce).
-    python -m minimal course student OUT
-        the student edition of the notebooks: solutions stripped (see minimal.course).
+    python -m minimal course student OUT [--force]
+        the student edition of the notebooks: solutions stripped, exercise outputs cleared (see minimal.course);
+        refuses to overwrite a file that differs from what it writes unless --force.
     python -m minimal course html OUT [--mathjax-url URL]
-        the executed notebooks as HTML pages with an index page from notebooks/README.md, the syllabus.
+        the executed notebooks as HTML pages with an index page from notebooks/README.md, the syllabus
+        (MathJax from a local copy when installed: works offline).
+    python -m minimal course slides OUT [--reveal DIR] [--mathjax-url URL]
+        one reveal.js deck per lesson (a slide per section).
+    python -m minimal course tidy [--check] NOTEBOOK...
+        drop execution timestamps and timing text from committed notebooks (see minimal.nbtidy).
 """
 from __future__ import annotations
 
@@ -118,15 +124,31 @@ def _progress(args):
 def _course(args):
     import time
 
-    from . import course
+    from . import course, nbtidy
 
+    if args.what == "tidy":
+        if not args.out:
+            raise InputError("course tidy needs notebook files, e.g. notebooks/*.ipynb")
+        found = nbtidy.tidy_files(args.out, check=args.check)
+        for path, issues in found.items():
+            print(f"{path}: {len(issues)} " + ("problem(s)" if args.check else "fixed") + ", e.g. cell "
+                  f"{issues[0][0]}: {issues[0][1]}")
+        print(f"{len(args.out)} notebook(s), {len(found)} " + ("to tidy" if args.check else "tidied"))
+        return 1 if (args.check and found) else 0
+    if len(args.out) != 1:
+        raise InputError(f"course {args.what} takes one output folder, got {args.out}")
+    out, notes = args.out[0], []
     t0 = time.perf_counter()
     if args.what == "student":
-        written = course.student(args.out)
+        written = course.student(out, force=args.force)
+    elif args.what == "html":
+        written = course.html(out, mathjax_url=args.mathjax_url, notes=notes)
     else:
-        written = course.html(args.out, mathjax_url=args.mathjax_url)
-    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s"
-          + (f"; open {written[0]}" if args.what == "html" else ""))
+        written = course.slides(out, mathjax_url=args.mathjax_url, reveal=args.reveal, notes=notes)
+    for note in notes:
+        print(note)
+    print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.1f} s"
+          + (f"; open {written[0]}" if args.what != "student" else ""))
     return 0
 
 
@@ -163,10 +185,14 @@ def build_parser():
                    help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
     p.set_defaults(func=_reproduce)
 
-    p = sub.add_parser("course", help="the course: student edition or HTML site of the notebooks")
-    p.add_argument("what", choices=["student", "html"])
-    p.add_argument("out", help="output folder")
-    p.add_argument("--mathjax-url", help="html: MathJax 2 to load (default: nbconvert's CDN address)")
+    p = sub.add_parser("course", help="the course: student edition, HTML site, slides; tidy committed notebooks")
+    p.add_argument("what", choices=["student", "html", "slides", "tidy"])
+    p.add_argument("out", nargs="+", help="output folder (tidy: the notebook files)")
+    p.add_argument("--force", action="store_true", help="student: overwrite files that differ (a student's work)")
+    p.add_argument("--mathjax-url", help="html, slides: MathJax 2 to load (default: a local copy, else its CDN)")
+    p.add_argument("--reveal", help="slides: a reveal.js 4 folder (default: $MINIMAL_REVEAL_JS, "
+                                    "node_modules/reveal.js, else its CDN)")
+    p.add_argument("--check", action="store_true", help="tidy: only report; exit code 1 if a notebook needs it")
     p.set_defaults(func=_course)
     return parser
 

@@ -47,12 +47,49 @@ def test_clear_solutions_keeps_the_scaffold_and_strips_the_marked_region():
              _md("**Answer.** Because $2 + 2 = 4$.", tags=["solution"]),
              _code("print(1)", outputs=["1\n"]))
     out = course.student_notebook(nb)
-    assert out.cells[1].source == "guess = None\n# YOUR CODE HERE\nraise NotImplementedError()\nassert guess == 42"
+    stub = 'raise NotImplementedError("not done yet")'
+    assert out.cells[1].source == f"guess = None\n# YOUR CODE HERE\n{stub}\nassert guess == 42"
     assert out.cells[1].outputs == [] and out.cells[1].execution_count is None
-    assert out.cells[2].source == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
+    assert out.cells[2].source == f"def f(x):\n    # YOUR CODE HERE\n    {stub}"
     assert out.cells[3].source == course.TEXT_STUB
-    assert out.cells[4].outputs == nb.cells[4].outputs            # other cells keep their outputs
     assert nb.cells[1].source.count(course.BEGIN) == 1            # the input is not modified
+    # from the first stub on, Run All goes past errors; before it, a cell still stops on one
+    assert course.RAISES in out.cells[1].metadata.tags and course.RAISES in out.cells[4].metadata.tags
+    assert course.RAISES not in nb.cells[1].metadata.tags
+
+
+def test_the_student_edition_clears_every_output_of_an_exercise_and_only_those():
+    nb = _nb(_md("## 1. A section"), _code("print(1)", outputs=["1\n"]),
+             _md("## Exercises"), _code("setup = 1", outputs=["shared\n"]),
+             _md("### Exercise 1 (predict, then run)"), _code("print(2)", outputs=["2: the answer\n"]),
+             _code("assert True", tags=["solution"], outputs=["ok\n"]),
+             _md("### Exercise 2"), _code("x = None\n### BEGIN SOLUTION\nx = 3\n### END SOLUTION\nprint(x)",
+                                          tags=["solution"], outputs=["3\n"]),
+             _md("## Differs from the paper"), _code("print(4)", outputs=["4\n"]))
+    assert course.exercise_of(nb) == [None] * 4 + ["Exercise 1"] * 3 + ["Exercise 2"] * 2 + [None] * 2
+    out = course.student_notebook(nb)
+    kept = [i for i, c in enumerate(out.cells) if c.cell_type == "code" and c.outputs]
+    assert kept == [1, 3, 10]
+    # the check-only cell of exercise 1 is a bare stub; exercise 2 keeps a scaffold and its check
+    assert course.bare_stubs(nb) == ["Exercise 1"]
+
+
+def test_a_second_student_edition_refuses_to_overwrite_a_students_work(tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "README.md").write_text("[one](a.ipynb)\n")
+    nbformat.write(_nb(_md("### Exercise 1"), _code("x = None\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION",
+                                                    tags=["solution"])), src / "a.ipynb")
+    out = tmp_path / "out"
+    course.student(out, src)
+    course.student(out, src)                                       # unchanged files: nothing to refuse
+    edited = (out / "a.ipynb").read_text().replace("x = None", "x = 1")
+    (out / "a.ipynb").write_text(edited)
+    with pytest.raises(ValueError, match=r"a\.ipynb.*--force"):
+        course.student(out, src)
+    assert (out / "a.ipynb").read_text() == edited
+    course.student(out, src, force=True)
+    assert "x = None" in (out / "a.ipynb").read_text()
 
 
 @pytest.mark.parametrize("src", ["### BEGIN SOLUTION\nx = 1", "x = 1\n### END SOLUTION",
@@ -93,11 +130,75 @@ def test_student_edition_strips_every_solution(tmp_path):
         for c in nb.cells:
             assert course.BEGIN not in c.source and course.END not in c.source
             if course._is_solution(c):
-                assert course.TEXT_STUB in c.source or "raise NotImplementedError()" in c.source
-                assert c.cell_type != "code" or c.outputs == []
+                assert course.TEXT_STUB in c.source or course.NOT_DONE in c.source
+            assert "execution" not in c.metadata
+        for c, exercise in zip(nb.cells, course.exercise_of(nb)):
+            assert exercise is None or c.cell_type != "code" or c.outputs == [], f"{name}: {exercise} shows outputs"
     for name in GRADED:
         nb = nbformat.read(tmp_path / name, as_version=4)
         assert any(course._is_solution(c) for c in nb.cells), name
+
+
+# Lessons whose student edition still has a bare stub (a check-only exercise whose check is the whole solution).
+# strict xfail: once a lesson is fixed, this test fails until it leaves the list.
+BARE = {"gril_a_windowed_block.ipynb", "gril_b_constructions.ipynb", "gril_c_trained_vs_gd.ipynb",
+        "gril_d_beyond_one_step.ipynb", "minrnn_a_from_gru_to_mingru.ipynb", "minrnn_c_selective_copy.ipynb",
+        "minrnn_d_shakespeare.ipynb"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason="bare stub in the student edition")) if n in BARE else n for n in NOTEBOOKS])
+def test_no_exercise_is_a_bare_stub_in_the_student_edition(name):
+    assert course.bare_stubs(nbformat.read(course.NOTEBOOKS / name, as_version=4)) == []
+
+
+@pytest.mark.parametrize("name", ["zucchet_a_lsa_is_an_rnn.ipynb", "gril_a_windowed_block.ipynb"])
+def test_run_all_reaches_the_last_cell_of_the_student_edition(name, tmp_path):
+    from nbclient import NotebookClient
+
+    nb = course.student_notebook(nbformat.read(course.NOTEBOOKS / name, as_version=4))
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(course.NOTEBOOKS)}}
+                   ).execute()                                   # raises at an error outside raises-exception cells
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), "every code cell ran"
+    errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+    stubs = [c for c in code if course.NOT_DONE in c.source]
+    assert stubs and len(errors) >= len(stubs)
+    assert all(any(o.output_type == "error" and course.NOT_DONE in o.evalue for o in c.outputs) for c in stubs)
+
+
+# Lessons committed before `course tidy` existed (execution timestamps, timing text): tidied at merge with
+# `python -m minimal course tidy notebooks/gril_*.ipynb notebooks/minrnn_*.ipynb` (after tagging `timing` the cells
+# whose printed durations a lesson discusses), then this set is emptied.
+UNTIDY = {n for n in NOTEBOOKS if n.startswith(("gril_", "minrnn_"))}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason="not tidied yet")) if n in UNTIDY else n for n in NOTEBOOKS])
+def test_committed_notebooks_store_no_run_timestamps_and_no_timing_text(name):
+    from minimal import nbtidy
+
+    assert nbtidy.problems(nbformat.read(course.NOTEBOOKS / name, as_version=4)) == []
+
+
+def test_tidy_drops_timestamps_and_durations_only(tmp_path):
+    from minimal import nbtidy
+
+    timed = _code("# NBVAL_IGNORE_OUTPUT\nprint(...)", outputs=["loss 0.25\n300 steps in 2 s\n", "took 16.5 ms\n"])
+    plain = _code("print(...)", outputs=["3 s is not a timing here: strict nbval checks it\n"])
+    kept = _code("# NBVAL_IGNORE_OUTPUT\nprint(...)", tags=["timing"], outputs=["the table: 16.5 ms\n"])
+    timed.metadata["execution"] = {"iopub.execute_input": "2026-11-26T03:36:08.0Z"}
+    nb = _nb(timed, plain, kept)
+    assert [i for i, _ in nbtidy.problems(nb)] == [0, 0, 0]
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, path)
+    assert main(["course", "tidy", "--check", str(path)]) == 1
+    assert main(["course", "tidy", str(path)]) == 0
+    out = nbformat.read(path, as_version=4)
+    assert "execution" not in out.cells[0].metadata
+    assert [o.text for o in out.cells[0].outputs] == ["loss 0.25\n"] and out.cells[1].outputs == plain.outputs
+    assert out.cells[2].outputs == kept.outputs                   # a measurement the lesson discusses, tagged
+    assert nbtidy.problems(out) == [] and main(["course", "tidy", "--check", str(path)]) == 0
 
 
 class _Links(HTMLParser):
@@ -133,9 +234,22 @@ def test_html_site_has_every_page_and_every_relative_link_resolves(tmp_path):
     # the index reaches every lesson, and every lesson leads back to the index
     assert linked["index.html"] >= {p for p in pages if p != "index.html"}
     assert all("index.html" in links for page, links in linked.items() if page != "index.html")
+    # no page loads anything from a CDN when a local MathJax is installed (require.js and jQuery are not used)
+    if course.local_mathjax()[1] is not None:
+        for page in pages:
+            text = (tmp_path / page).read_text(encoding="utf-8")
+            assert "cdnjs" not in text and "require.min.js" not in text and "unpkg.com" not in text, page
     # solutions are folded, not hidden: the page still holds them
     graded = (tmp_path / GRADED[0].replace(".ipynb", ".html")).read_text(encoding="utf-8")
     assert '<details class="solution">' in graded
+
+
+def test_slides_start_a_slide_per_section_and_leave_solutions_out():
+    nb = _nb(_md("# Title"), _md("## 1. A section"), _code("x = 1"), _md("### Exercise 1"),
+             _code("x = 2", tags=["solution"]), _md("text"))
+    kinds = [c.metadata.slideshow["slide_type"] for c in course.slide_notebook(nb).cells]
+    assert kinds == ["slide", "slide", "-", "subslide", "skip", "-"]
+    assert "slideshow" not in nb.cells[0].metadata                # the input is not modified
 
 
 def test_course_refuses_a_folder_without_a_syllabus(tmp_path, capsys):

@@ -362,10 +362,12 @@ def figure_merged_kernel(params, config, pruned=None):
     p, lam, kinds = _sorted_pruned(params, config, pruned)
     K = identification.merged_kernel(p)
     n_kv, n_q = int(np.sum(kinds == "kv")), int(np.sum(kinds == "q"))
-    fig, axes = plt.subplots(1, K.shape[0], figsize=(3.2 * K.shape[0], 3.2))
+    fig, axes = plt.subplots(1, K.shape[0], figsize=(3.2 * K.shape[0], 3.9))
     for i, ax in enumerate(np.atleast_1d(axes)):
         vmax = max(float(np.max(np.abs(K[i]))), 1e-12)
-        ax.imshow(K[i], cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        im = ax.imshow(K[i], cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        fig.colorbar(im, ax=ax, orientation="horizontal", pad=0.12, fraction=0.06)   # each kernel its own scale
+        ax.set_xlabel("pruned neuron (KV | Q)")
         for edge in (n_kv - 0.5, n_kv + n_q - 0.5):
             ax.axhline(edge, color="k", lw=0.5)
             ax.axvline(edge, color="k", lw=0.5)
@@ -376,7 +378,7 @@ def figure_merged_kernel(params, config, pruned=None):
         fig.colorbar(ax.images[0], ax=ax, fraction=0.046)
     fig.suptitle(f"merged output-gating kernels on the pruned neurons: {n_kv} KV | {n_q} Q | "
                  f"{len(kinds) - n_kv - n_q} other")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
     return fig
 
 

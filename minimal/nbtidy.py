@@ -1,0 +1,101 @@
+"""`python -m minimal course tidy [--check] NOTEBOOK...`: committed notebooks whose re-run is a small diff.
+
+Two things in a stored notebook change on every run without changing the lesson, and make a student's or an
+instructor's save rewrite a hundred lines:
+
+- ``metadata.execution`` of each cell: the timestamps ``jupyter nbconvert --execute`` records (JupyterLab does
+  not record them by default, so a save there drops them all);
+- timing text in the outputs of machine-dependent cells (those marked ``# NBVAL_IGNORE_OUTPUT``): "in 14 s",
+  "167.3 ms". Strict nbval does not compare these cells, so the text is noise in every diff.
+
+``problems(nb)`` lists both; ``tidy(nb)`` removes them: it drops the execution metadata and, in a cell marked
+``# NBVAL_IGNORE_OUTPUT``, every line of text output that states a duration (a stream's lines, or a text-only
+result), keeping figures and every other line. A lesson should not print durations in the first place (a re-run
+prints them again): the check is what keeps the committed text clean. A lesson whose subject is a measurement
+(a timing table it discusses) tags those cells ``timing`` (``TIMING_TAG``): their text is kept and not reported.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+__all__ = ["IGNORE", "TIMING_TAG", "DURATION", "problems", "tidy", "tidy_files"]
+
+IGNORE = "NBVAL_IGNORE_OUTPUT"
+TIMING_TAG = "timing"       # a cell whose printed durations are the lesson's content
+# a number followed by a unit of time: "14 s", "167.3 ms", "2.5e-3 s", "12.2 min", "(9 s)", "1,500 µs"
+DURATION = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:e-?\d+)?\s?(?:ns|µs|us|ms|s|sec|seconds|min|minutes|h)\b")
+
+
+def _text(output):
+    if output.output_type == "stream":
+        return output.text
+    if output.output_type in ("execute_result", "display_data") and set(output.data) == {"text/plain"}:
+        return output.data["text/plain"]
+    return None
+
+
+def _timed(cell):
+    return (cell.cell_type == "code" and IGNORE in cell.source
+            and TIMING_TAG not in cell.get("metadata", {}).get("tags", []))
+
+
+def problems(nb):
+    """``[(cell index, what)]``: execution timestamps, and durations in the text of machine-dependent cells."""
+    out = []
+    for i, cell in enumerate(nb.cells):
+        if "execution" in cell.metadata:
+            out.append((i, "metadata.execution (run timestamps)"))
+        if _timed(cell):
+            for o in cell.outputs:
+                text = _text(o)
+                for line in (text or "").splitlines():
+                    if DURATION.search(line):
+                        out.append((i, f"timing text in a stored output: {line.strip()[:80]!r}"))
+    return out
+
+
+def tidy(nb):
+    """Remove what ``problems`` finds, in place; returns the number of changes."""
+    changes = 0
+    for cell in nb.cells:
+        if cell.metadata.pop("execution", None) is not None:
+            changes += 1
+        if not _timed(cell):
+            continue
+        kept = []
+        for o in cell.outputs:
+            text = _text(o)
+            if text is None:
+                kept.append(o)
+                continue
+            lines = text.splitlines(keepends=True)
+            clean = "".join(line for line in lines if not DURATION.search(line))
+            changes += len(lines) - len(clean.splitlines(keepends=True))
+            if clean.strip():
+                if o.output_type == "stream":
+                    o.text = clean
+                else:
+                    o.data["text/plain"] = clean
+                kept.append(o)
+        cell.outputs = kept
+    return changes
+
+
+def tidy_files(paths, check=False):
+    """Tidy (or with ``check`` only report) each notebook file; returns ``{path: problems}`` of the files that
+    had any (with ``check``, nothing is written)."""
+    found = {}
+    for path in map(Path, paths):
+        if path.suffix != ".ipynb" or not path.is_file():
+            raise ValueError(f"paths must be notebook files (.ipynb), got {str(path)!r}")
+        nb = nbformat.read(path, as_version=4)
+        issues = problems(nb)
+        if issues:
+            found[path] = issues
+            if not check:
+                tidy(nb)
+                nbformat.write(nb, path)
+    return found

@@ -1,0 +1,171 @@
+"""The course site and slides in a real browser, offline: headless Chromium (Debian's ``chromium`` package, driven
+by ``pip install playwright`` with ``executable_path``; never ``playwright install``, which downloads browsers)
+opens the pages from ``file://`` with every other request blocked, and checks what a reader sees: every formula
+typeset by MathJax (no raw TeX left), every figure loaded, solutions folded and openable, the previous / next links
+leading to the neighbouring lessons, the slides running reveal.js with their formulas typeset.
+
+Skipped, with the reason in pytest's summary and a warning, only where no browser can be had (no playwright, or no
+Chromium); ``.ci/run`` installs both."""
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+from minimal import course
+
+CHROMIUM = next((p for p in (os.environ.get("MINIMAL_CHROMIUM"), shutil.which("chromium"),
+                             shutil.which("chromium-browser"), "/usr/bin/chromium") if p and Path(p).is_file()), None)
+
+
+def _no_browser():
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the Python package playwright is missing (pip install playwright)"
+    if CHROMIUM is None:
+        return "no Chromium found (apt-get install chromium, or set MINIMAL_CHROMIUM)"
+    return None
+
+
+WHY = _no_browser()
+if WHY:
+    warnings.warn(f"BROWSER TESTS SKIPPED: {WHY}")
+pytestmark = pytest.mark.skipif(WHY is not None, reason=f"BROWSER TESTS SKIPPED: {WHY}")
+
+TIMEOUT_MS = 180_000       # MathJax on a long lesson takes seconds of a loaded CPU
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    notes = []
+    course.html(out, notes=notes)
+    course.slides(out / "slides", names=[course.lessons()[0]], notes=notes)
+    return out, notes
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--allow-file-access-from-files"])
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser):
+    """A page that may load file:// only; every other request is aborted and recorded."""
+    ctx = browser.new_context(offline=True)
+    remote = []
+
+    def route(r):
+        if r.request.url.startswith("file:"):
+            r.continue_()
+        else:
+            remote.append(r.request.url)
+            r.abort()
+    ctx.route("**/*", route)
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.remote = remote
+    yield pg
+    ctx.close()
+
+
+def _open_typeset(page, path):
+    page.goto(Path(path).as_uri())
+    page.wait_for_function("window.MathJax && MathJax.isReady")
+    page.evaluate("new Promise(done => MathJax.Hub.Queue(done))")     # after every queued typesetting job
+
+
+def _math_report(page):
+    return page.evaluate("""() => {
+        // the prose of markdown cells; code spans and blocks may hold a literal $ (a shell variable)
+        const md = [...document.querySelectorAll('.jp-RenderedMarkdown')].map(e => {
+            const c = e.cloneNode(true);
+            c.querySelectorAll('code, pre, script').forEach(x => x.remove());
+            return c.textContent;
+        });
+        const text = md.join('\\n');
+        return {typeset: document.querySelectorAll('script[type^="math/tex"]').length,
+                rendered: document.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML, .MathJax_SVG').length,
+                errors: document.querySelectorAll('.MathJax_Error, .merror').length,
+                dollars: (text.match(/\\$/g) || []).length,
+                raw: (text.match(/\\\\(frac|sum|mathbb|top|odot)/g) || []).length};
+    }""")
+
+
+def _pages(out):
+    order = course.lessons()
+    first = order[0]
+    second = next((n for n in order if n.startswith("gril_a")), order[1])
+    return [out / "index.html", out / course._page(first), out / course._page(second)]
+
+
+def test_every_formula_is_typeset_offline(site, page):
+    out, notes = site
+    assert any("works offline" in n for n in notes), notes
+    for path in _pages(out):
+        _open_typeset(page, path)
+        r = _math_report(page)
+        assert r["typeset"] > 0 and r["rendered"] >= r["typeset"], (path.name, r)
+        assert r["errors"] == 0 and r["dollars"] == 0 and r["raw"] == 0, (path.name, r)
+    assert page.remote == [], f"the pages asked the network for {page.remote}"
+
+
+def test_figures_load_and_solutions_fold(site, page):
+    out, _ = site
+    widths = []
+    for path in _pages(out)[1:]:
+        _open_typeset(page, path)
+        widths += page.evaluate("[...document.images].map(i => i.complete ? i.naturalWidth : -1)")
+    assert widths and min(widths) > 0, widths
+    details = page.locator("details.solution")
+    assert details.count() > 0
+    assert page.evaluate("[...document.querySelectorAll('details.solution')].every(d => !d.open)")
+    first = details.first
+    body = first.locator(".jp-Cell").first
+    assert not body.is_visible()
+    first.locator("summary").click()
+    assert page.evaluate("document.querySelector('details.solution').open") and body.is_visible()
+
+
+def test_previous_and_next_lead_to_the_neighbouring_lessons(site, page):
+    out, _ = site
+    order = course.lessons()
+    i = next(k for k, n in enumerate(order) if course._page(n) == _pages(out)[2].name)
+    page.goto(_pages(out)[2].as_uri())
+    for word, j in (("next", i + 1), ("previous", i - 1)):
+        nav = page.locator(".jp-RenderedMarkdown").first            # the bar: syllabus, previous, next
+        assert word in nav.inner_text()
+        nav.locator(f'a[href="{course._page(order[j])}"]').click()
+        page.wait_for_load_state()
+        assert page.url.endswith("/" + course._page(order[j])), (word, page.url)
+        assert page.title() == course.title(course._read(course.NOTEBOOKS / order[j]))
+        page.go_back()
+    page.locator("a", has_text="Course syllabus").first.click()
+    assert page.url.endswith("/index.html")
+    assert page.remote == []
+
+
+def test_slides_run_offline(site, page):
+    out, notes = site
+    if course.local_reveal() is None:
+        warnings.warn("SLIDES TEST SKIPPED: no local reveal.js (MINIMAL_REVEAL_JS or node_modules/reveal.js)")
+        pytest.skip("SLIDES TEST SKIPPED: no local reveal.js (MINIMAL_REVEAL_JS or node_modules/reveal.js; "
+                    ".ci/run fetches one with npm pack)")
+    assert any(n.startswith("reveal.js from") and "offline" in n for n in notes), notes
+    deck = next((out / "slides").glob("*.slides.html"))
+    _open_typeset(page, deck)
+    page.wait_for_function("window.Reveal && Reveal.isReady()")
+    assert page.evaluate("Reveal.getTotalSlides()") > 3
+    r = _math_report(page)
+    assert r["typeset"] > 0 and r["errors"] == 0
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("Reveal.getIndices().h") == 1
+    assert page.remote == []
