@@ -95,10 +95,10 @@ def test_one_layer_mingru_state_is_a_sum_of_per_token_terms(rng):
 def test_registered_and_grid():
     assert "selective_copy" in experiments("minrnn")
     jobs = S.jobs(S.Config())
-    assert len(jobs) == 2 * 3 * 2 and len(set(jobs)) == len(jobs)                # 2 depths x 3 seeds x 2 forms
-    assert sum(j.log_space for j in jobs) == 6
     table1 = S.jobs(S.Config.table1_vanilla())
     assert len(table1) == 2 * 3 * 3 + 2 * 3 and not any(j.log_space for j in table1)
+    assert len(jobs) == 2 * 3 + len(table1) and len(set(jobs)) == len(jobs)    # log space: 2 depths x 3 seeds
+    assert sum(j.log_space for j in jobs) == 6 and set(table1) <= set(jobs)
     assert set(S.PAPER) >= {"mingru_1", "mingru_2", "mingru_3", "minlstm_1", "minlstm_2", "minlstm_3"}
     assert S.PAPER["mingru_2_vanilla"] == S.PAPER["mingru_2"] and S.PAPER["minlstm_1_vanilla_std"] == 2.0
 
@@ -114,8 +114,9 @@ def test_log_space_and_vanilla_models_differ():
 
 
 def test_tiny_sweep_runs_end_to_end(tmp_path):
-    config = S.Config(kinds=("mingru",), depths=(1,), seeds=(0,), reference_kinds=("gru",), steps=4, T=20,
-                      n_data=4, D=8, sweep_dir=str(tmp_path / "sweep"), n_workers=1, processes=False)
+    config = S.Config(kinds=("mingru",), depths=(1,), seeds=(0,), log_space=(True, False), reference_kinds=("gru",),
+                      steps=4, T=20, n_data=4, D=8, sweep_dir=str(tmp_path / "sweep"), n_workers=1, processes=False,
+                      with_table1_vanilla=False)
     assert not S.finished(config)
     result = S.run(config, progress=False)
     assert S.finished(config)

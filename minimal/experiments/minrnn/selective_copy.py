@@ -34,10 +34,10 @@ the metric is the token accuracy there (argmax = data token), on a fixed evaluat
 sequences shared by every run.
 
 Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job, ``run(Config())`` loads them):
-- ``Config()``: minGRU at 1 and 2 layers, 3 seeds, 400 steps, in log space and vanilla (12 runs; ``python -m
-  minimal reproduce minrnn --full --only selective_copy``);
+- ``Config()`` (``python -m minimal reproduce minrnn --full --only selective_copy``) is the union of
+- the log-space grid: minGRU at 1 and 2 layers, 3 seeds, 400 steps (6 runs), and
 - ``Config.table1_vanilla()``: Table 1's grid with the vanilla cells, minGRU and minLSTM at 1, 2, 3 layers and a
-  one-layer GRU and LSTM, 3 seeds, 1,500 steps (24 runs; ``run(Config.table1_vanilla())``).
+  one-layer GRU and LSTM, 3 seeds, 1,500 steps (24 runs).
 
 Differs from the paper (App. C.2-C.3), each for CPU time (the paper: 400,000 steps on a GPU per run):
 - sequence length T = 32 with M = 8 data tokens (paper: 4096 and 16). The task's structure is kept (vocabulary 16
@@ -49,9 +49,10 @@ Differs from the paper (App. C.2-C.3), each for CPU time (the paper: 400,000 ste
   schedule given; far too slow for a budget of a thousand steps); AdamW without weight decay; batch 64 in one
   step (paper: two accumulated batches of 32, the same gradient); clipping at 1.0 as in the paper. A log-space
   step costs ~4-7x a vanilla one on this CPU (exp / log over every element of the B T H gates), so the log-space
-  grid has minGRU only, at 1 and 2 layers (the depth effect is the step from one layer to two), and 400 steps:
-  fewer steps than the vanilla grid lower the two-layer accuracies, so the two grids are compared only within
-  themselves (log space against vanilla at 400 steps);
+  grid has minGRU only, at 1 and 2 layers (the depth effect is the step from one layer to two), and 400 steps,
+  against 1,500 for the vanilla grid: a log-space row and its vanilla row differ in the form and in the number
+  of steps, so only each grid's depth effect is compared, not their accuracies (fewer steps can only lower the
+  log-space ones);
 - no dropout (paper 0.1): every step draws fresh sequences, so there is nothing to overfit;
 - 3 seeds per cell (the paper does not say how many), float32; accuracy on 2,048 fixed sequences (16,384 tokens);
 - GRU and LSTM at one layer (Table 1 has only the minimal models), with the same H = 6 D, vanilla grid only.
@@ -215,12 +216,12 @@ class Config:
     """The grid: ``kinds`` x ``depths`` x ``seeds`` x ``log_space``, plus ``reference_kinds`` (vanilla: a GRU or
     LSTM has no log-space form) at ``reference_depth``.
 
-    The default is the grid committed in log space beside vanilla (minGRU, 1 and 2 layers, 750 steps; module
-    docstring); ``table1_vanilla()`` is the earlier vanilla sweep of Table 1's whole grid at 1,500 steps."""
+    The default is the committed log-space grid (minGRU, 1 and 2 layers, 400 steps; module docstring) plus, with
+    ``with_table1_vanilla``, the vanilla sweep of Table 1's whole grid at 1,500 steps (``table1_vanilla()``)."""
     kinds: tuple = ("mingru",)                # Table 1 has minLSTM too: see the module docstring
     depths: tuple = (1, 2)                    # Table 1: 1, 2, 3
     seeds: tuple = (0, 1, 2)                  # ours (the paper does not say)
-    log_space: tuple = (True, False)          # App. B.3 (the paper's form) and the vanilla cells beside it
+    log_space: tuple = (True,)                # App. B.3 (the paper's form); False: the vanilla cells
     reference_kinds: tuple = ()               # ours: the traditional cells, gates on h_{t-1}
     reference_depth: int = 1
     steps: int = 400
@@ -232,27 +233,32 @@ class Config:
     scheduler: Optional[str] = None
     processes: bool = True
     sweep_dir: Optional[str] = None           # default data/minrnn/sweeps/selective_copy
+    with_table1_vanilla: bool = True          # add the jobs of table1_vanilla() (vanilla beside log space)
 
     @classmethod
     def quick(cls):
         """minGRU at one and two layers in log space, two seeds, 300 steps: a few CPU minutes."""
-        return cls(kinds=("mingru",), depths=(1, 2), seeds=(0, 1), log_space=(True,), steps=300)
+        return cls(kinds=("mingru",), depths=(1, 2), seeds=(0, 1), log_space=(True,), steps=300,
+                   with_table1_vanilla=False)
 
     @classmethod
     def table1_vanilla(cls):
         """Table 1's grid with the vanilla cells: minGRU and minLSTM at 1, 2, 3 layers and one-layer GRU and
         LSTM, 3 seeds, 1,500 steps (committed; ~2 CPU hours at two jobs at a time)."""
         return cls(kinds=("mingru", "minlstm"), depths=(1, 2, 3), log_space=(False,),
-                   reference_kinds=("gru", "lstm"), steps=1_500, n_workers=2)
+                   reference_kinds=("gru", "lstm"), steps=1_500, n_workers=2, with_table1_vanilla=False)
 
 
 def jobs(config: Config):
-    """One ``Job`` per (kind, depth, seed, log_space), then the reference kinds (vanilla) at ``reference_depth``."""
+    """One ``Job`` per (kind, depth, seed, log_space), then the reference kinds (vanilla) at ``reference_depth``, then
+    (``with_table1_vanilla``) the jobs of ``Config.table1_vanilla()``."""
     common = dict(steps=config.steps, lr=config.lr, T=config.T, n_data=config.n_data, D=config.D)
     out = [Job(kind=k, depth=int(d), seed=int(s), log_space=bool(ls), **common)
            for ls in config.log_space for k in config.kinds for d in config.depths for s in config.seeds]
     out += [Job(kind=k, depth=int(config.reference_depth), seed=int(s), log_space=False, **common)
             for k in config.reference_kinds for s in config.seeds]
+    if config.with_table1_vanilla:
+        out += [j for j in jobs(Config.table1_vanilla()) if j not in out]
     return out
 
 

@@ -30,13 +30,15 @@ model is evaluated (dropout off) on a fixed subset of test windows; "best test l
 from those evaluations, as the paper reports its best; the end of the run is also evaluated on every test window.
 
 Committed runs (``data/minrnn/``), each with the command that makes it:
-    - ``shakespeare_full.{npz,json}``: the Transformer, ``run(Config(kinds=("attention",)))`` (the script:
-      ``python -m minimal reproduce minrnn --full --only shakespeare`` with that Config), and, merged into the
-      same JSON, the two vanilla models below; the log-space minGRU / minLSTM were not trained at this size
-      (CPU budget: a log-space step costs ~2x a vanilla one here);
-    - ``shakespeare_vanilla.{npz,json}``: vanilla minGRU and minLSTM, ``run(Config(kinds=("mingru_vanilla",
-      "minlstm_vanilla"), eval_every=100))``: evaluated every 100 steps, not 25 (evaluation draws no random
-      numbers, so the training itself is the same as with eval_every = 25).
+    - ``shakespeare_small.{npz,json}``: ``run(Config.small(), save_weights_path=SMALL_WEIGHTS)``: log-space minGRU
+      and minLSTM, vanilla minGRU and the Transformer at D = 32, T = 64, 400 steps, evaluated every 25 steps;
+    - ``shakespeare_vanilla.{npz,json}``: vanilla minGRU and minLSTM at the full Config (D = 64, 2,400 steps),
+      ``run(Config(kinds=("mingru_vanilla", "minlstm_vanilla"), eval_every=100))``: evaluated every 100 steps
+      (evaluation draws no random numbers, so the training is the same as with eval_every = 25). Its
+      "earlier_transformer" is the first Transformer of that run (one head, no positions, the convolution).
+    The full Config with the log-space models and the Transformer (``python -m minimal reproduce minrnn --full
+    --only shakespeare``, writing ``shakespeare_full.{npz,json}``) was not run: on the shared CPU it was measured
+    at ~2.9 s a step per model (load average ~20), hours for 3 x 2,400 steps.
 
 Differs from the paper (App. C.2 trains D = 384, B = 64, 5,000 steps on a GPU; we have one shared CPU core):
     - width D = 64 instead of 384, context T = 128 (nanoGPT's shakespeare_char: 256), batch 16 instead of 64,
@@ -51,9 +53,10 @@ Differs from the paper (App. C.2 trains D = 384, B = 64, 5,000 steps on a GPU; w
       positional embedding is N(0, 0.02) as nanoGPT's;
     - the minimal RNNs' block is App. C.1's (RNN, convolution, MLP), so the Transformer (no convolution, width D)
       has fewer parameters than minGRU / minLSTM (``n_params`` in the metrics);
-    - the committed comparison is vanilla minGRU / minLSTM against the Transformer: the log-space models are the
-      default and are trained by ``Config.quick()`` (D = 48) and by the full Config, but the committed full
-      run has no log-space model (CPU time); the vanilla ones are evaluated every 100 steps;
+    - the committed three-way comparison (``Config.small()``) is at D = 32, T = 64 and 400 steps, 1/6 of our full
+      size and 1/12 of the paper's steps: a steps-to-best inside a 400-step cosine schedule is not the paper's
+      (best at 400-2,000 of 5,000 steps at a constant rate), and the losses are far above the paper's; the
+      D = 64 run at 2,400 steps has only the vanilla cells;
     - the test loss on a fixed subset of 64 test windows (8,128 targets) every 25 steps, and the final model on
       all 871 windows; the data is our rebuild of tiny shakespeare (``data/shakespeare``);
     - no Mamba (its number is quoted from the paper).
@@ -85,7 +88,8 @@ from ...train import train
 
 __all__ = ["Config", "PAPER", "KINDS", "N_HEADS", "base_kind", "is_log_space", "run", "plot", "table", "summarise", "spec", "init_lm", "lm_forward",
            "lm_loss_and_grads", "evaluate", "step_logits", "generate", "state_nbytes", "save_weights",
-           "load_weights", "load_curves", "WEIGHTS", "CURVES", "VANILLA_WEIGHTS", "VANILLA_CURVES"]
+           "load_weights", "load_curves", "WEIGHTS", "CURVES", "SMALL_WEIGHTS", "SMALL_CURVES", "VANILLA_WEIGHTS",
+           "VANILLA_CURVES"]
 
 # Sec. 4.2 / Fig. 2: best test loss (nats per character) and the step it was reached at (D = 384, 3 layers); the
 # keys are those of run()'s flat metrics, so ``reproduce`` puts them side by side.
@@ -116,6 +120,8 @@ WEIGHTS = data_path("minrnn", "shakespeare_full.npz")
 CURVES = data_path("minrnn", "shakespeare_full.json")
 # The first committed run, vanilla cells only (every 100 steps); its "attention" curve is the earlier Transformer
 # (one head, no positional embedding, the RNN block's convolution), kept for reference; its weights are not.
+SMALL_WEIGHTS = data_path("minrnn", "shakespeare_small.npz")     # Config.small()
+SMALL_CURVES = data_path("minrnn", "shakespeare_small.json")
 VANILLA_WEIGHTS = data_path("minrnn", "shakespeare_vanilla.npz")
 VANILLA_CURVES = data_path("minrnn", "shakespeare_vanilla.json")
 
@@ -157,6 +163,13 @@ class Config:
                                   # T - 1, the positions its learned embedding has)
     seed: int = 0
     dtype: str = "float32"        # training precision (project notes: 2x faster than float64)
+
+    @classmethod
+    def small(cls):
+        """The committed three-way comparison (``SMALL_CURVES``): log-space minGRU and minLSTM, vanilla minGRU and
+        the Transformer at D = 32, T = 64, 400 steps, evaluated every 25 steps."""
+        return cls(D=32, T=64, batch=16, steps=400, warmup=40, eval_every=25, eval_windows=64,
+                   kinds=("mingru", "attention", "minlstm", "mingru_vanilla"), sample_chars=63)
 
     @classmethod
     def quick(cls):
