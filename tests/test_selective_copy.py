@@ -97,8 +97,10 @@ def test_registered_and_grid():
     jobs = S.jobs(S.Config())
     table1 = S.jobs(S.Config.table1_vanilla())
     assert len(table1) == 2 * 3 * 3 + 2 * 3 and not any(j.log_space for j in table1)
-    assert len(jobs) == 2 * 3 + len(table1) and len(set(jobs)) == len(jobs)    # log space: 2 depths x 3 seeds
-    assert sum(j.log_space for j in jobs) == 6 and set(table1) <= set(jobs)
+    assert len(jobs) == 2 * 3 * 2 and len(set(jobs)) == len(jobs)             # 2 depths x 3 seeds x 2 forms
+    assert sum(j.log_space for j in jobs) == 6 and not set(table1) & set(jobs)
+    both = S.jobs(S.Config(with_table1_vanilla=True))
+    assert len(both) == len(jobs) + len(table1) and set(table1) <= set(both)
     assert set(S.PAPER) >= {"mingru_1", "mingru_2", "mingru_3", "minlstm_1", "minlstm_2", "minlstm_3"}
     assert S.PAPER["mingru_2_vanilla"] == S.PAPER["mingru_2"] and S.PAPER["minlstm_1_vanilla_std"] == 2.0
 
