@@ -109,14 +109,45 @@ def test_rnn_state_is_constant_and_the_kv_cache_grows():
     prompt = np.array([1, 2])
     mem = {}
     for kind in S.KINDS:
-        params = S.init_lm(rng, kind, 5, 6, 2)
+        params = S.init_lm(rng, kind, 5, 8, 2)
         ids, mem[kind] = S.generate(params, kind, prompt, 10, np.random.default_rng(0), return_memory=True)
         assert ids.shape == (10,) and ids.max() < 5
         assert np.array_equal(ids, S.generate(params, kind, prompt, 10, np.random.default_rng(0)))
-    for kind in ("mingru", "minlstm"):
+    for kind in ("mingru", "minlstm", "mingru_vanilla", "minlstm_vanilla"):
         assert np.all(mem[kind] == mem[kind][0])
-    H, L = 2 * 6, 2
-    assert np.all(np.diff(mem["attention"])[1:] == L * 2 * H * 4)   # one float32 key and value per block a step
+    D, L = 8, 2                                                      # nanoGPT's attention width: D
+    assert np.all(np.diff(mem["attention"]) == L * 2 * D * 4)      # one float32 key and value per block a step
+
+
+def test_the_transformer_is_nanogpts_block():
+    """Learned positions, N_HEADS-head causal attention at width D, no convolution (nanoGPT's GPT block)."""
+    sp = S.spec("attention", 11, 8, 2, T_max=16)
+    assert sp[0].name == "token_position_embedding" and sp[0].init["T_max"] == 16
+    assert sp[1].init["k"] is None and sp[1].init["expansion"] == 1 and sp[1].forward["n_heads"] == S.N_HEADS
+    params = S.init_lm(np.random.default_rng(0), "attention", 11, 8, 2, T_max=16)
+    assert params["0.P"].shape == (16, 8) and not any(".conv" in k for k in params)
+    # the positions matter: the same tokens in another order are not a permutation of the logits
+    x = np.array([[1, 2, 3, 1, 2, 3]])
+    params["0.P"] = np.random.default_rng(1).standard_normal((16, 8)).astype(np.float32)
+    z, _ = S.lm_forward(params, x, "attention")
+    z2, _ = S.lm_forward(params, x[:, ::-1].copy(), "attention")
+    assert np.abs(z[0, -1] - z2[0, 2]).max() > 1e-3
+    # step mode stops at the last learned position, with an error that says why
+    states = None
+    for t in range(16):
+        _, states = S.step_logits(params, states, np.array([1]), "attention")
+    with pytest.raises(ValueError, match="T_max"):
+        S.step_logits(params, states, np.array([1]), "attention")
+
+
+def test_log_space_and_vanilla_models_compute_different_functions():
+    """The same params give other logits in log space (candidate g(k) > 0, App. B.3) than in vanilla form."""
+    params = S.init_lm(np.random.default_rng(4), "mingru", 11, 8, 2, dtype="float64")
+    x = np.random.default_rng(5).integers(0, 11, (2, 9))
+    z_log, _ = S.lm_forward(params, x, "mingru")
+    z_van, _ = S.lm_forward(params, x, "mingru_vanilla")
+    assert np.abs(z_log - z_van).max() > 1e-2
+    assert S.is_log_space("mingru") and not S.is_log_space("mingru_vanilla") and not S.is_log_space("attention")
 
 
 def test_weights_round_trip_and_a_bad_file_is_named(tmp_path):
@@ -138,11 +169,14 @@ def test_a_tiny_run_lowers_the_test_loss(tmp_path):
     for kind, r in m["models"].items():
         assert r["curve_steps"] == [0, 20, 40]
         assert r["curve"][-1] < r["curve"][0] - 0.5, (kind, r["curve"])   # ln 70 = 4.25 at the start
-        assert len(r["sample"]) == 20
+        assert len(r["sample"]) == (20 if kind == "mingru" else 15)     # the Transformer: T - 1 positions left
     assert "ratio_to_transformer" in m["models"]["mingru"]
     # the flat metrics that reproduce's table puts beside PAPER
-    assert {k for k in S.PAPER if "mamba" not in k and "minlstm" not in k} <= set(m)
-    assert m["test_loss_mingru"] == m["models"]["mingru"]["final_test_loss"]
+    assert {k for k in S.PAPER if not any(w in k for w in ("mamba", "minlstm", "vanilla"))} <= set(m)
+    assert m["test_loss_mingru"] == m["models"]["mingru"]["best_test_loss"] == min(m["models"]["mingru"]["curve"])
+    assert m["final_test_loss_mingru"] == m["models"]["mingru"]["final_test_loss"]
+    assert m["steps_ratio_attention_to_mingru"] == (m["models"]["attention"]["steps_to_best"]
+                                                    / m["models"]["mingru"]["steps_to_best"])
     assert set(S.load_weights(tmp_path / "w.npz")) == {"mingru", "attention"}
     # an interrupted-and-resumed run: the checkpoints are complete, so a re-run resumes at the end
     again = S.run(c, out_dir=tmp_path, progress=False)

@@ -12,8 +12,9 @@ number, so a changed seed, batch or bias correction moves it far beyond 1e-9.
 
 Covered: GRIL's multi-step run (``data/gril/multistep_full.json``: the two-layer model, 200 steps) and classification
 run (``classification_full.json``: the softmax model without feature map, 400 steps), one job of GRIL's model
-comparison sweep (``sweeps/comparison``: the one-layer LSA stand-in, 200 steps), and minRNN's Shakespeare run
-(``data/minrnn/shakespeare_full.json``: the minGRU model's first 48 steps, and its test loss at step 0).
+comparison sweep (``sweeps/comparison``: the one-layer LSA stand-in, 200 steps), and minRNN's Shakespeare runs
+(``data/minrnn/shakespeare_vanilla.json``: the vanilla minGRU's first 48 steps; ``shakespeare_small.json``: the
+Transformer's and the log-space minGRU's first 8; and each one's test loss at step 0).
 Zucchet: the teacher-student run (``data/zucchet/teacher_student_full.npz`` stores every step's loss: the first 40
 steps), the ICL run (``icl_full.npz``: the first of its 200 curve means, 4,800 steps) and two jobs of the
 architecture sweep (a teacher-student LRU In-Skip job, an ICL GRU job: the first of their 40 curve points). They
@@ -115,15 +116,15 @@ def test_gril_comparison_sweep_job(monkeypatch):
     assert np.mean(got[0]) == pytest.approx(curve[0], rel=RTOL)
 
 
-def test_minrnn_shakespeare_mingru(monkeypatch):
+def _replay_shakespeare(monkeypatch, file, kind):
     from minimal.experiments.minrnn import shakespeare as S
     from minimal.tasks import char_lm
 
-    stored = _json("minrnn", "shakespeare_full.json")
+    stored = _json("minrnn", file)
     cfg = dict(stored["config"])
     cfg["kinds"] = tuple(cfg["kinds"])
     config = S.Config(**cfg)
-    m = stored["models"]["mingru"]
+    m = stored["models"][kind]
     n = _chunk(config.steps, len(m["train_curve"]))
     got = _first_steps(monkeypatch, S, n)
     evals = []
@@ -132,11 +133,20 @@ def test_minrnn_shakespeare_mingru(monkeypatch):
     data = char_lm.load()
     eval_set = char_lm.eval_windows(data.test, config.T, config.eval_windows)
     with pytest.raises(_Stop):
-        S._train_one("mingru", config, data, eval_set, None, False)
+        S._train_one(kind, config, data, eval_set, None, False)
     assert m["curve_steps"][0] == 0
     assert config.dtype == "float32"
     assert evals[0] == pytest.approx(m["curve"][0], rel=RTOL32)        # the initial model on the test subset
     assert np.mean(got[0]) == pytest.approx(m["train_curve"][0], rel=RTOL32)
+
+
+def test_minrnn_shakespeare_vanilla_mingru(monkeypatch):
+    _replay_shakespeare(monkeypatch, "shakespeare_vanilla.json", "mingru_vanilla")
+
+
+@pytest.mark.parametrize("kind", ["attention", "mingru"])
+def test_minrnn_shakespeare_small(monkeypatch, kind):
+    _replay_shakespeare(monkeypatch, "shakespeare_small.json", kind)
 
 
 # --- Zucchet ------------------------------------------------------------------------------------------

@@ -53,10 +53,12 @@ def test_sampler_rejects_bad_sizes(rng):
         task.sample(rng, 2, 8, 2, vocab=2)
 
 
-@pytest.mark.parametrize("kind,depth", [("mingru", 2), ("minlstm", 2), ("gru", 1), ("lstm", 1)])
-def test_model_gradients_match_finite_differences(kind, depth):
+@pytest.mark.parametrize("kind,depth,log_space", [("mingru", 2, True), ("minlstm", 2, True), ("mingru", 2, False),
+                                                  ("minlstm", 2, False), ("gru", 1, False), ("lstm", 1, False)])
+def test_model_gradients_match_finite_differences(kind, depth, log_space):
     rng = np.random.default_rng(3)
-    job = S.Job(kind=kind, depth=depth, T=7, n_data=2, vocab=5, D=3, expansion=2, dtype="float64")
+    job = S.Job(kind=kind, depth=depth, T=7, n_data=2, vocab=5, D=3, expansion=2, dtype="float64",
+                log_space=log_space)
     params = S.init_params(rng, job)
     # non-zero biases and gains, so that every parameter's gradient is exercised
     params = {k: v + 0.3 * rng.standard_normal(v.shape) if k.rsplit(".", 1)[-1] in ("b", "beta", "gamma") else v
@@ -93,17 +95,34 @@ def test_one_layer_mingru_state_is_a_sum_of_per_token_terms(rng):
 def test_registered_and_grid():
     assert "selective_copy" in experiments("minrnn")
     jobs = S.jobs(S.Config())
-    assert len(jobs) == 2 * 3 * 3 + 2 * 3 and len(set(jobs)) == len(jobs)
+    table1 = S.jobs(S.Config.table1_vanilla())
+    assert len(table1) == 2 * 3 * 3 + 2 * 3 and not any(j.log_space for j in table1)
+    assert len(jobs) == 2 * 3 * 2 and len(set(jobs)) == len(jobs)             # 2 depths x 3 seeds x 2 forms
+    assert sum(j.log_space for j in jobs) == 6 and not set(table1) & set(jobs)
+    both = S.jobs(S.Config(with_table1_vanilla=True))
+    assert len(both) == len(jobs) + len(table1) and set(table1) <= set(both)
     assert set(S.PAPER) >= {"mingru_1", "mingru_2", "mingru_3", "minlstm_1", "minlstm_2", "minlstm_3"}
+    assert S.PAPER["mingru_2_vanilla"] == S.PAPER["mingru_2"] and S.PAPER["minlstm_1_vanilla_std"] == 2.0
+
+
+def test_log_space_and_vanilla_models_differ():
+    """The same weights give other logits in log space (candidate g(k) > 0) than in the vanilla cells."""
+    job = S.Job(kind="mingru", depth=2, T=12, n_data=3, D=4, expansion=2, dtype="float64")
+    params = S.init_params(np.random.default_rng(0), job)
+    b = task.sample(np.random.default_rng(1), 4, job.T, job.n_data)
+    z_log = S.predict(params, job, b.inputs)
+    z_van = S.predict(params, S.Job(**{**job.__dict__, "log_space": False}), b.inputs)
+    assert np.abs(z_log - z_van).max() > 1e-2
 
 
 def test_tiny_sweep_runs_end_to_end(tmp_path):
-    config = S.Config(kinds=("mingru",), depths=(1,), seeds=(0,), reference_kinds=("gru",), steps=4, T=20,
-                      n_data=4, D=8, sweep_dir=str(tmp_path / "sweep"), n_workers=1, processes=False)
+    config = S.Config(kinds=("mingru",), depths=(1,), seeds=(0,), log_space=(True, False), reference_kinds=("gru",),
+                      steps=4, T=20, n_data=4, D=8, sweep_dir=str(tmp_path / "sweep"), n_workers=1, processes=False,
+                      with_table1_vanilla=False)
     assert not S.finished(config)
     result = S.run(config, progress=False)
     assert S.finished(config)
-    assert result["rows"] == ["gru_1", "mingru_1"] and result["n_jobs"] == 2
+    assert result["rows"] == ["gru_1", "mingru_1", "mingru_1_vanilla"] and result["n_jobs"] == 3
     for key in result["rows"]:
         assert 0.0 <= result[key] <= 100.0 and result[f"{key}_std"] == 0.0 and result[f"{key}_seeds"] == 1
     paths = S.plot(result, tmp_path / "fig")

@@ -21,8 +21,9 @@ Readings where the paper is silent (each one a choice of ours):
   Mamba and xLSTM put their convolution before the recurrence, inside the mixer; the paper lists it after the
   RNN and so do we. ``k=None`` in ``init`` leaves the convolution out (with kind "attention": a pre-LN
   Transformer block, as nanoGPT's);
-- kind "attention" is single-head causal softmax attention (``cells.softmax_attention``, D_k = D_v = expansion · D,
-  W_out its output projection); the paper's Transformer has 6 heads (App. C.2).
+- kind "attention" is causal softmax attention (``cells.softmax_attention``, D_k = D_v = expansion · D, W_out its
+  output projection), single-head or, with the forward keyword ``n_heads``, multi-head (nanoGPT's block:
+  ``init(..., kind="attention", expansion=1, k=None)`` and ``n_heads`` heads).
 
 Params, namespaced by sublayer: "rnn_ln.gamma", "rnn_ln.beta", "rnn.<the cell's params>" (e.g. "rnn.W_z"),
 "rnn_out.W", "rnn_out.b", "conv_ln.*", "conv.W", "conv.b", "mlp_ln.*", "mlp.W_1", "mlp.b_1", "mlp.W_2", "mlp.b_2".
@@ -119,27 +120,35 @@ class Cache(NamedTuple):
     caches: list       # one SublayerCache per sublayer
 
 
-def _rnn_forward(params, u, kind, log_space):
+def _rnn_forward(params, u, kind, log_space, n_heads):
     cell = _CELLS[kind]
     p = _sub(params, "rnn.")
     if kind in ("mingru", "minlstm"):
         h, c = cell.forward(p, u, mode="parallel", log_space=log_space)
     elif kind == "attention":
-        h, c = cell.forward(p, u, mode="parallel")
+        h, c = cell.forward(p, u, mode="parallel", n_heads=n_heads)
     else:
         h, c = cell.forward(p, u)
     y, c_out = linear.forward(_sub(params, "rnn_out."), h)
     return y, (c, c_out)
 
 
-def forward(params, x, kind, dropout_rate=0.0, rng=None, train=True, log_space=False):
+def _check_kind_options(kind, log_space, n_heads):
+    if log_space and kind not in ("mingru", "minlstm"):
+        raise ValueError(f"log_space applies to kinds mingru and minlstm only, got kind {kind!r}")
+    if n_heads != 1 and kind != "attention":
+        raise ValueError(f"n_heads applies to kind attention only, got n_heads = {n_heads!r} with kind {kind!r}")
+
+
+def forward(params, x, kind, dropout_rate=0.0, rng=None, train=True, log_space=False, n_heads=1):
     """Run the block.
 
     Args:
         params: from ``init``; x: (B, T, D); kind: the recurrent sublayer (KINDS), as at init;
         dropout_rate: in [0, 1), on each sublayer's output; rng: the dropout masks' source (int seed: the same
             masks every call; ``numpy.random.Generator``: advanced, new masks each call; None: fresh entropy);
-        train: False turns dropout off; log_space: minGRU / minLSTM in App. B.3's log space.
+        train: False turns dropout off; log_space: minGRU / minLSTM in App. B.3's log space;
+        n_heads: attention's heads (kind "attention" only; must divide expansion · D).
     Returns:
         y: (B, T, D); the cache for ``backward``.
     """
@@ -148,8 +157,7 @@ def forward(params, x, kind, dropout_rate=0.0, rng=None, train=True, log_space=F
     check_array("x", x, (None, None, D), names=("B", "T", "D"))
     check_dtype("x", x, dtype)
     dropout.check_rate(dropout_rate)
-    if log_space and kind not in ("mingru", "minlstm"):
-        raise ValueError(f"log_space applies to kinds mingru and minlstm only, got kind {kind!r}")
+    _check_kind_options(kind, log_space, n_heads)
     # One generator for the whole block: the sublayers' masks are successive draws from it.
     gen = np.random.default_rng(rng) if train and dropout_rate > 0 else None
     sublayers, caches = _sublayers(params), []
@@ -157,7 +165,7 @@ def forward(params, x, kind, dropout_rate=0.0, rng=None, train=True, log_space=F
     for name in sublayers:
         u, c_ln = layernorm.forward(_sub(params, f"{name}_ln."), h)
         if name == "rnn":
-            f, c_inner = _rnn_forward(params, u, kind, log_space)
+            f, c_inner = _rnn_forward(params, u, kind, log_space, n_heads)
         else:
             f, c = (causal_conv if name == "conv" else mlp).forward(_sub(params, f"{name}."), u)
             c_inner = (c,)
@@ -199,10 +207,10 @@ class BlockState(NamedTuple):
     conv: Any    # (B, k-1, D) the convolution's last inputs, or None without a convolution
 
 
-def _rnn_step(params, state, u_t, kind, log_space):
+def _rnn_step(params, state, u_t, kind, log_space, n_heads):
     cell, p = _CELLS[kind], _sub(params, "rnn.")
     if kind == "attention":
-        h_t, state = cell.step_forward(p, state, u_t)
+        h_t, state = cell.step_forward(p, state, u_t, n_heads=n_heads)
     elif kind in ("mingru", "minlstm"):
         h_prev = np.zeros((u_t.shape[0], p["W_h"].shape[0]), u_t.dtype) if state is None else state
         h_t = state = cell.step_forward(p, u_t, h_prev, log_space=log_space)
@@ -216,12 +224,12 @@ def _rnn_step(params, state, u_t, kind, log_space):
     return linear.forward(_sub(params, "rnn_out."), h_t)[0], state
 
 
-def step_forward(params, state, x_t, kind, log_space=False):
+def step_forward(params, state, x_t, kind, log_space=False, n_heads=1):
     """One step of the block in evaluation mode (no dropout), for generation.
 
     Args:
         state: a BlockState from the previous step, or None before the first (zero states, empty KV cache).
-        x_t: (B, D); kind, log_space: as for ``forward``.
+        x_t: (B, D); kind, log_space, n_heads: as for ``forward``.
     Returns:
         (y_t, state): (B, D) and the BlockState after this step.
     """
@@ -229,12 +237,11 @@ def step_forward(params, state, x_t, kind, log_space=False):
     D = params["rnn_ln.gamma"].shape[0]
     check_array("x_t", x_t, (None, D), names=("B", "D"))
     check_dtype("x_t", x_t, dtype)
-    if log_space and kind not in ("mingru", "minlstm"):
-        raise ValueError(f"log_space applies to kinds mingru and minlstm only, got kind {kind!r}")
+    _check_kind_options(kind, log_space, n_heads)
     state = BlockState(None, None) if state is None else state
     h = x_t
     u = layernorm.forward(_sub(params, "rnn_ln."), h)[0]
-    f, rnn_state = _rnn_step(params, state.rnn, u, kind, log_space)
+    f, rnn_state = _rnn_step(params, state.rnn, u, kind, log_space, n_heads)
     h = h + f
     conv_state = None
     if "conv.W" in params:
@@ -258,7 +265,8 @@ def _randomised(rng, params):
 
 
 def examples(rng):
-    """Every kind, T = 1 and odd T, with dropout (seeded) and without, k = 4 and no convolution, log space."""
+    """Every kind, T = 1 and odd T, with dropout (seeded) and without, k = 4 and no convolution, log space, two
+    attention heads."""
     D, B = 3, 2
     cases = [("mingru-T5-dropout", "mingru", 5, {"k": 4}, {"dropout_rate": 0.3, "rng": 7}),
              ("mingru-T1", "mingru", 1, {"k": 4}, {}),
@@ -268,7 +276,8 @@ def examples(rng):
              ("gru-T3", "gru", 3, {"k": 4, "expansion": 1}, {}),
              ("lstm-T5", "lstm", 5, {"k": 3, "expansion": 1}, {"dropout_rate": 0.5, "rng": 2}),
              ("attention-T5-noconv", "attention", 5, {"k": None, "expansion": 1}, {"dropout_rate": 0.2, "rng": 3}),
-             ("attention-T1", "attention", 1, {"k": 4}, {})]
+             ("attention-T1", "attention", 1, {"k": 4}, {}),
+             ("attention-2heads-T4-noconv", "attention", 4, {"k": None, "expansion": 2}, {"n_heads": 2})]
     out = []
     for name, kind, T, init_kw, kw in cases:
         params = _randomised(rng, init(rng, D, kind, mlp_expansion=2, **init_kw))

@@ -1,4 +1,4 @@
-"""Causal single-head softmax attention, in transformer (parallel) mode and in RNN mode.
+"""Causal softmax attention, single- or multi-head, in transformer (parallel) mode and in RNN mode.
 
 Vaswani et al. (2017), "Attention is all you need", Sec. 3.2.1 (scaled dot-product attention), with the
 causal mask of the decoder:
@@ -26,6 +26,11 @@ running max m so that no exponential overflows (the "online softmax" of Milakov 
     o_t = n_t / z_t,    with m_0 = -inf, n_0 = 0, z_0 = 0.
 
 Both n and z are scaled by the same exp(-m_s), which cancels in the ratio, so o_t equals the parallel form.
+
+Multi-head (Vaswani et al. Sec. 3.2.2), ``n_heads = h``: q, k, v are split along their features into h heads of
+D_k / h and D_v / h features; each head attends on its own with scale 1/sqrt(D_k / h), and the head outputs are
+concatenated (in head order) before W_O. The params are those of one head (W_Q's rows are the heads' rows, head
+by head), so ``n_heads`` is a forward keyword, not a parameter; n_heads = 1 is the single-head form above.
 
 Glossary: B batch, T time, D input features, D_k key/query features, D_v value features, D_out output features.
 Weights act on column vectors: W_Q (D_k, D), W_K (D_k, D), W_V (D_v, D), W_O (D_out, D_v).
@@ -58,8 +63,9 @@ class Cache(NamedTuple):
     q: np.ndarray  # (B, T, D_k)
     k: np.ndarray  # (B, T, D_k)
     v: np.ndarray  # (B, T, D_v)
-    P: np.ndarray  # (B, T, T) attention weights P_{t,s}, zero for s > t
-    o: np.ndarray  # (B, T, D_v) attention output before W_O
+    P: np.ndarray  # (B h, T, T) attention weights P_{t,s} of each head (batch-major), zero for s > t
+    o: np.ndarray  # (B, T, D_v) attention output before W_O (the heads' outputs, concatenated)
+    n_heads: int = 1
 
 
 def init(rng, D, D_k=None, D_v=None, D_out=None, output_projection=False):
@@ -94,6 +100,25 @@ def _check_params(params):
 
 def _project(params, x):
     return x @ params["W_Q"].T, x @ params["W_K"].T, x @ params["W_V"].T
+
+
+def _check_heads(n_heads, D_k, D_v):
+    n_heads = check_positive_int("n_heads", n_heads)
+    if D_k % n_heads or D_v % n_heads:
+        raise ValueError(f"n_heads must divide D_k = {D_k} and D_v = {D_v}, got n_heads = {n_heads}")
+    return n_heads
+
+
+def _split(a, h):
+    """(B, T, h d) -> (B h, T, d): each head a batch entry (batch-major)."""
+    B, T, F = a.shape
+    return a.reshape(B, T, h, F // h).transpose(0, 2, 1, 3).reshape(B * h, T, F // h)
+
+
+def _merge(a, h):
+    """(B h, T, d) -> (B, T, h d), the inverse of ``_split``."""
+    Bh, T, d = a.shape
+    return a.reshape(Bh // h, h, T, d).transpose(0, 2, 1, 3).reshape(Bh // h, T, h * d)
 
 
 # The two forms below are also the bodies of ``minimal.kernels.softmax_attention_parallel`` / ``_rnn``, which
@@ -135,12 +160,12 @@ def _read(q_t, state, scale):
     return n / z, np.exp(a - m) / z
 
 
-def step_forward(params, state, x_t):
-    """One RNN-mode step: append k_t, v_t to the state, then read it with q_t.
+def step_forward(params, state, x_t, n_heads=1):
+    """One RNN-mode step: append k_t, v_t to the state, then read it with q_t (each head on its own).
 
     Args:
         state: KVState after t-1 steps, or None before the first step.
-        x_t: (B, D) input at step t.
+        x_t: (B, D) input at step t; n_heads: as for ``forward``.
     Returns:
         (y_t, state): (B, D_out) output (D_v without W_O) and the KVState after t steps.
     """
@@ -156,20 +181,27 @@ def step_forward(params, state, x_t):
         check_dtype("state.V", state.V, dtype)
         state = KVState(np.concatenate([state.K, k[:, None]], axis=1),
                         np.concatenate([state.V, v[:, None]], axis=1))
-    o, _ = _read(q, state, 1.0 / math.sqrt(k.shape[1]))
+    h = _check_heads(n_heads, k.shape[1], v.shape[1])
+    if h == 1:
+        o, _ = _read(q, state, 1.0 / math.sqrt(k.shape[1]))
+    else:
+        o, _ = _read(_split(q[:, None], h)[:, 0], KVState(_split(state.K, h), _split(state.V, h)),
+                     1.0 / math.sqrt(k.shape[1] // h))
+        o = _merge(o[:, None], h)[:, 0]
     y_t = o @ params["W_O"].T if "W_O" in params else o
     given = {"x_t": x_t, **({} if state.K.shape[1] == 1 else {"state.K": state.K, "state.V": state.V}), **params}
     return check_finite_result("the scores q_t . k_s / sqrt(D_k) or the output y_t", y_t, given), state
 
 
-def forward(params, x, mode="parallel"):
-    """Causal softmax attention.
+def forward(params, x, mode="parallel", n_heads=1):
+    """Causal softmax attention (multi-head with ``n_heads`` > 1: module docstring).
 
     Args:
         params: W_Q (D_k, D), W_K (D_k, D), W_V (D_v, D), optional W_O (D_out, D_v).
         x: (B, T, D) inputs, of the params' dtype (one dtype throughout: nothing is promoted).
         mode: "parallel" (masked T x T score matrix, row-wise stable softmax) or "rnn" (one step at a
             time, state = keys and values so far, online-softmax readout; see the module docstring).
+        n_heads: heads h (a positive int dividing D_k and D_v); 1: single-head attention.
     Returns:
         y: (B, T, D_out), or (B, T, D_v) without W_O; and the cache for ``backward`` (same for both modes).
     Raises:
@@ -183,7 +215,8 @@ def forward(params, x, mode="parallel"):
         raise ValueError(f"x must have at least one time step (axis 1), got shape {x.shape}")
     check_dtype("x", x, dtype)
     check_choice("mode", mode, MODES)
-    q, k, v = _project(params, x)
+    h = _check_heads(n_heads, params["W_Q"].shape[0], params["W_V"].shape[0])
+    q, k, v = (_split(a, h) for a in _project(params, x))     # (B h, T, d) each
     T = x.shape[1]
     scale = 1.0 / math.sqrt(k.shape[2])
     if mode == "parallel":
@@ -191,13 +224,14 @@ def forward(params, x, mode="parallel"):
         o = P @ v
     else:
         # The state after step t is the prefix (k[:, :t+1], v[:, :t+1]); step_forward builds it by appending.
-        P = np.zeros((x.shape[0], T, T), dtype=q.dtype)
+        P = np.zeros((q.shape[0], T, T), dtype=q.dtype)
         o = np.empty(q.shape[:2] + v.shape[2:], dtype=np.result_type(q, v))
         for t in range(T):
             o[:, t], P[:, t, :t + 1] = _read(q[:, t], KVState(k[:, :t + 1], v[:, :t + 1]), scale)
+    o = _merge(o, h)
     y = o @ params["W_O"].T if "W_O" in params else o
     check_finite_result("the scores q_t . k_s / sqrt(D_k) or the output y", y, {"x": x, **params})
-    return y, Cache(x, q, k, v, P, o)
+    return y, Cache(x, q, k, v, P, o, h)
 
 
 def backward(params, cache, dy):
@@ -210,7 +244,7 @@ def backward(params, cache, dy):
     Raises:
         InputError: dy of the wrong shape, or too large for the dtype (a gradient would be inf), naming it.
     """
-    x, q, k, v, P, o = cache
+    x, q, k, v, P, o, h = cache
     grads = {}
     # 3. y = W_O o
     if "W_O" in params:
@@ -222,6 +256,7 @@ def backward(params, cache, dy):
         check_array("dy", dy, o.shape, names=("B", "T", "D_v"))
         check_grad_dtype("dy", dy, params)
         do = dy
+    do = _split(do, h)                                        # per head, (B h, T, d_v)
     # 2. o = P v
     dP = do @ v.transpose(0, 2, 1)
     dv = P.transpose(0, 2, 1) @ do
@@ -230,6 +265,7 @@ def backward(params, cache, dy):
     da /= math.sqrt(k.shape[2])  # a = q k^T / sqrt(D_k)
     dq = da @ k
     dk = da.transpose(0, 2, 1) @ q
+    dq, dk, dv = _merge(dq, h), _merge(dk, h), _merge(dv, h)
     # 0. q, k, v = W_Q x, W_K x, W_V x
     grads["W_Q"] = np.einsum("btk,btd->kd", dq, x)
     grads["W_K"] = np.einsum("btk,btd->kd", dk, x)
@@ -240,11 +276,13 @@ def backward(params, cache, dy):
 
 
 def examples(rng):
-    """Tiny float64 cases in both modes: T = 1, odd T, rectangular sizes with W_O."""
+    """Tiny float64 cases in both modes: T = 1, odd T, rectangular sizes with W_O, two heads."""
     out = []
     for mode in MODES:
         out.append(Example(f"{mode}-T1", init(rng, 3), rng.standard_normal((2, 1, 3)), {"mode": mode}))
         out.append(Example(f"{mode}-T5", init(rng, 3), rng.standard_normal((2, 5, 3)), {"mode": mode}))
         out.append(Example(f"{mode}-WO-T4", init(rng, 3, D_k=2, D_v=4, D_out=2, output_projection=True),
                            rng.standard_normal((1, 4, 3)), {"mode": mode}))
+        out.append(Example(f"{mode}-2heads-WO-T5", init(rng, 3, D_k=4, D_v=6, D_out=2, output_projection=True),
+                           rng.standard_normal((2, 5, 3)), {"mode": mode, "n_heads": 2}))
     return out

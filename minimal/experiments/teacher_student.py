@@ -365,17 +365,15 @@ def figure_merged_kernel(params, config, pruned=None):
     fig, axes = plt.subplots(1, K.shape[0], figsize=(3.2 * K.shape[0], 3.9))
     for i, ax in enumerate(np.atleast_1d(axes)):
         vmax = max(float(np.max(np.abs(K[i]))), 1e-12)
-        im = ax.imshow(K[i], cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
-        fig.colorbar(im, ax=ax, orientation="horizontal", pad=0.12, fraction=0.06)   # each kernel its own scale
-        ax.set_xlabel("pruned neuron (KV | Q)")
+        ax.imshow(K[i], cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
         for edge in (n_kv - 0.5, n_kv + n_q - 0.5):
             ax.axhline(edge, color="k", lw=0.5)
             ax.axvline(edge, color="k", lw=0.5)
         ax.set_title(f"K_{i + 1} (output {i + 1})")
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set(xlabel="pruned neuron j", ylabel="pruned neuron i")
-        fig.colorbar(ax.images[0], ax=ax, fraction=0.046)
+        ax.set(xlabel="pruned neuron j (KV | Q)", ylabel="pruned neuron i (KV | Q)")
+        fig.colorbar(ax.images[0], ax=ax, fraction=0.046)   # each kernel its own scale
     fig.suptitle(f"merged output-gating kernels on the pruned neurons: {n_kv} KV | {n_q} Q | "
                  f"{len(kinds) - n_kv - n_q} other")
     fig.tight_layout(rect=(0, 0, 1, 0.94))

@@ -33,9 +33,11 @@ Differs from the paper:
   work over B T H values (gates, exp/log in log space, the scan and its adjoint), which grows linearly in T just
   like the GRU's loop. What the CPU ratio then measures is one large matmul + vectorised passes against T small
   (64 x H) matmuls and a dozen NumPy calls per step (Python and call overhead dominate those at H = 32), so it is
-  a constant-ish factor of a few, not a growing one. The log-space variants pay for exp / log1p over every
-  element (``minimal.cells._gates.log_sigmoid``; float32 ``np.log1p`` is several times slower than ``np.log``
-  here) and are slower than the vanilla ones, and than the GRU / LSTM loops.
+  a constant-ish factor of a few, not a growing one. The log-space variants pay for exp / log over every
+  element (``minimal.cells._gates.log_sigmoid``) and are slower than the vanilla ones, and than the GRU / LSTM
+  loops. The committed ``runtime_full.json`` was measured while ``log_sigmoid`` still called float32
+  ``np.log1p`` (a scalar loop, several times slower than ``np.log`` here); its log-space rows are slower than
+  today's code.
 - Sizes: the paper states only the batch (64) for Fig. 1; we use D = H = 32 (α = 1) so that the largest caches
   (T = 4096: 64 x 4096 x 32 float32 = 32 MiB per array) and a full run stay within a few CPU minutes; a larger H
   makes minGRU's elementwise work grow in proportion while the GRU's per-step overhead does not, lowering the

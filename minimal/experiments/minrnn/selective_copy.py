@@ -26,25 +26,34 @@ layer", residual, LayerNorm before each layer), a ``minimal.models`` stack:
 
 with H = 6 D ("minLSTM and minGRU have an expansion factor of 6", App. C.2; the linear layer projects the
 expanded state back to the residual width), RNN = minGRU / minLSTM (parallel mode, Numba scan) or GRU / LSTM
-(sequential). The loss is the cross-entropy of the logits at the M marker positions against the data tokens;
+(sequential). minGRU / minLSTM run in log space by default (``Job.log_space``; App. B.3, the form the paper
+trains: candidate g(k) > 0, a scan of log-coefficients); ``log_space=False`` runs the vanilla cells, which compute
+another function of the same weights (h̃ = Linear_h(x) may be negative). The argument above holds for both:
+the gates are the same σ(Linear(x_t)). The loss is the cross-entropy of the logits at the M marker positions against the data tokens;
 the metric is the token accuracy there (argmax = data token), on a fixed evaluation set of ``n_eval``
 sequences shared by every run.
+
+Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job, ``run(Config())`` loads them):
+- ``Config()`` (``python -m minimal reproduce minrnn --full --only selective_copy``): minGRU at 1 and 2 layers,
+  3 seeds, 400 steps, in log space and with the vanilla cells (12 runs);
+- ``Config.table1_vanilla()`` (``run(Config.table1_vanilla())``): Table 1's grid with the vanilla cells, minGRU and
+  minLSTM at 1, 2, 3 layers and a one-layer GRU and LSTM, 3 seeds, 1,500 steps (24 runs).
 
 Differs from the paper (App. C.2-C.3), each for CPU time (the paper: 400,000 steps on a GPU per run):
 - sequence length T = 32 with M = 8 data tokens (paper: 4096 and 16). The task's structure is kept (vocabulary 16
   with noise and marker, data tokens at random sorted positions, markers at the end) but the ratio of noise to
-  data is 2:1 instead of ~255:1, and half as many tokens are remembered. Probes on one shared core, depth-2
-  minGRU, lr 1e-2: M = 16, T = 64 reached 66% after 1,500 steps (lr 3e-3: 42%); M = 8, T = 64 83% after 1,000;
-  M = 8, T = 32 95% after 1,250 and 99.5% after 2,000 (one layer: 48% after 1,250). The M = 16 probes ran a
-  1,500-step cosine schedule, the M = 8 probes a 2,000-step one.
+  data is 2:1 instead of ~255:1, and half as many tokens are remembered;
 - width D = 32 (paper: input dimension 64), H = 6 D = 192;
-- 1,500 steps (paper 400,000, with early stopping) at peak lr 1e-2 with a cosine decay to 1e-4 and 100 warm-up
-  steps (paper: Adam at 3e-4, no schedule given; far too slow for a budget of a thousand steps); AdamW without
-  weight decay; batch 64 in one step (paper: two accumulated batches of 32, the same gradient); clipping at 1.0 as in the
-  paper;
+- 400 steps in the log-space grid, 1,500 in the vanilla Table 1 grid (paper 400,000, with early stopping), at
+  peak lr 1e-2 with a cosine decay to 1e-4 and min(100, steps / 10) warm-up steps (paper: Adam at 3e-4, no
+  schedule given; far too slow for a budget of a thousand steps); AdamW without weight decay; batch 64 in one
+  step (paper: two accumulated batches of 32, the same gradient); clipping at 1.0 as in the paper. A log-space
+  step costs ~4-7x a vanilla one on this CPU (exp / log over every element of the B T H gates), so the log-space
+  grid has minGRU only, at 1 and 2 layers (the depth effect is the step from one layer to two), and 400 steps,
+  with vanilla runs of the same length beside it; the vanilla Table 1 grid runs 1,500 steps;
 - no dropout (paper 0.1): every step draws fresh sequences, so there is nothing to overfit;
 - 3 seeds per cell (the paper does not say how many), float32; accuracy on 2,048 fixed sequences (16,384 tokens);
-- GRU and LSTM at one layer (Table 1 has only the minimal models), with the same H = 6 D.
+- GRU and LSTM at one layer (Table 1 has only the minimal models), with the same H = 6 D, vanilla grid only.
 
 Glossary: B batch, T sequence length, M data tokens (= output positions), V vocabulary, D model width,
 H = expansion · D recurrent width, L depth (layers).
@@ -72,7 +81,7 @@ from ...train import train
 from ...validate import check_config
 
 __all__ = ["Config", "Job", "PAPER", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
-           "eval_batch", "evaluate", "train_job", "run_job", "jobs", "summarise", "finished", "run", "plot"]
+           "eval_batch", "evaluate", "train_job", "run_job", "jobs", "row_key", "summarise", "finished", "run", "plot"]
 
 KINDS = ("mingru", "minlstm", "gru", "lstm")
 SWEEP_DIR = data_path("minrnn", "sweeps")
@@ -83,6 +92,8 @@ PAPER = {  # Table 1 (Sec. 4.1): accuracy (%) mean ± std on selective copying, 
     "mingru_1_std": 2.3, "mingru_2_std": 3.2, "mingru_3_std": 0.2,
     "minlstm_1_std": 2.0, "minlstm_2_std": 5.8, "minlstm_3_std": 2.8,
 }
+# The paper trains the log-space cells (App. B.3); our vanilla rows are set against the same numbers.
+PAPER |= {"_".join(k.split("_")[:2] + ["vanilla"] + k.split("_")[2:]): v for k, v in PAPER.items()}
 
 
 @dataclass(frozen=True)
@@ -104,20 +115,28 @@ class Job:
     n_eval: int = 2_048         # ours: fixed evaluation sequences
     eval_seed: int = 12345      # the evaluation set, shared by every run
     dtype: str = "float32"
+    log_space: bool = True      # App. B.3: minGRU / minLSTM in log space, as the paper trains; False: the vanilla
+                                # cells (GRU / LSTM have no log-space form: the flag is ignored for them)
 
 
-def spec(kind, depth, D, H, vocab):
-    """The ``minimal.models`` stack: embedding, ``depth`` residual pre-LN [RNN -> Linear] layers, LN, head."""
+def spec(kind, depth, D, H, vocab, log_space=False):
+    """The ``minimal.models`` stack: embedding, ``depth`` residual pre-LN [RNN -> Linear] layers, LN, head.
+
+    ``log_space`` (minGRU / minLSTM only) runs the cells in App. B.3's log space (candidate g(k) > 0)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    blocks = tuple(Residual((Layer("layernorm", {"D": D}), Layer(kind, {"d_in": D, "d_hidden": H}),
+    if log_space and kind not in ("mingru", "minlstm"):
+        raise ValueError(f"log_space applies to kinds mingru and minlstm only, got kind {kind!r}")
+    fwd = {"log_space": True} if log_space else {}
+    blocks = tuple(Residual((Layer("layernorm", {"D": D}), Layer(kind, {"d_in": D, "d_hidden": H}, fwd),
                              Layer("linear", {"D_in": H, "D_out": D}))) for _ in range(depth))
     return (Layer("embedding", {"V": vocab, "D": D}),) + blocks + (
         Layer("layernorm", {"D": D}), Layer("linear", {"D_in": D, "D_out": vocab}))
 
 
 def _spec(job):
-    return spec(job.kind, job.depth, job.D, job.expansion * job.D, job.vocab)
+    return spec(job.kind, job.depth, job.D, job.expansion * job.D, job.vocab,
+                job.log_space and job.kind in ("mingru", "minlstm"))
 
 
 def init_params(rng, job):
@@ -194,58 +213,83 @@ def run_job(job: Job):
 
 @dataclass
 class Config:
-    """The grid: ``kinds`` x ``depths`` x ``seeds``, plus ``reference_kinds`` at ``reference_depth``."""
-    kinds: tuple = ("mingru", "minlstm")      # Table 1
-    depths: tuple = (1, 2, 3)                 # Table 1
+    """The grid: ``kinds`` x ``depths`` x ``seeds`` x ``log_space``, plus ``reference_kinds`` (vanilla: a GRU or
+    LSTM has no log-space form) at ``reference_depth``.
+
+    The default is the committed comparison of log space with vanilla (minGRU, 1 and 2 layers, 3 seeds, 400 steps;
+    module docstring); ``table1_vanilla()`` is the vanilla sweep of Table 1's whole grid at 1,500 steps, and
+    ``with_table1_vanilla`` adds its jobs to a grid."""
+    kinds: tuple = ("mingru",)                # Table 1 has minLSTM too: see the module docstring
+    depths: tuple = (1, 2)                    # Table 1: 1, 2, 3
     seeds: tuple = (0, 1, 2)                  # ours (the paper does not say)
-    reference_kinds: tuple = ("gru", "lstm")  # ours: the traditional cells, gates on h_{t-1}
+    log_space: tuple = (True, False)          # App. B.3 (the paper's form) and the vanilla cells beside it
+    reference_kinds: tuple = ()               # ours: the traditional cells, gates on h_{t-1}
     reference_depth: int = 1
-    steps: int = Job.steps
+    steps: int = 400
     lr: float = Job.lr
     T: int = Job.T
     n_data: int = Job.n_data
     D: int = Job.D
-    n_workers: int = 2                        # two processes: the two cores (each run uses one BLAS thread)
+    n_workers: int = 1                        # one process (each run uses one BLAS thread)
     scheduler: Optional[str] = None
     processes: bool = True
     sweep_dir: Optional[str] = None           # default data/minrnn/sweeps/selective_copy
+    with_table1_vanilla: bool = False         # add the jobs of table1_vanilla()
 
     # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
     __post_init__ = check_config
 
     @classmethod
     def quick(cls):
-        """minGRU at one and two layers, two seeds, 1,200 steps: about 5 CPU minutes."""
-        return cls(kinds=("mingru",), depths=(1, 2), seeds=(0, 1), reference_kinds=(), steps=1_200)
+        """minGRU at one and two layers in log space, two seeds, 300 steps: a few CPU minutes."""
+        return cls(kinds=("mingru",), depths=(1, 2), seeds=(0, 1), log_space=(True,), steps=300,
+                   with_table1_vanilla=False)
+
+    @classmethod
+    def table1_vanilla(cls):
+        """Table 1's grid with the vanilla cells: minGRU and minLSTM at 1, 2, 3 layers and one-layer GRU and
+        LSTM, 3 seeds, 1,500 steps (committed; ~2 CPU hours at two jobs at a time)."""
+        return cls(kinds=("mingru", "minlstm"), depths=(1, 2, 3), log_space=(False,),
+                   reference_kinds=("gru", "lstm"), steps=1_500, n_workers=2, with_table1_vanilla=False)
 
 
 def jobs(config: Config):
-    """One ``Job`` per (kind, depth, seed), then the reference kinds at ``reference_depth``."""
+    """One ``Job`` per (kind, depth, seed, log_space), then the reference kinds (vanilla) at ``reference_depth``, then
+    (``with_table1_vanilla``) the jobs of ``Config.table1_vanilla()``."""
     common = dict(steps=config.steps, lr=config.lr, T=config.T, n_data=config.n_data, D=config.D)
-    out = [Job(kind=k, depth=int(d), seed=int(s), **common)
-           for k in config.kinds for d in config.depths for s in config.seeds]
-    out += [Job(kind=k, depth=int(config.reference_depth), seed=int(s), **common)
+    out = [Job(kind=k, depth=int(d), seed=int(s), log_space=bool(ls), **common)
+           for ls in config.log_space for k in config.kinds for d in config.depths for s in config.seeds]
+    out += [Job(kind=k, depth=int(config.reference_depth), seed=int(s), log_space=False, **common)
             for k in config.reference_kinds for s in config.seeds]
+    if config.with_table1_vanilla:
+        out += [j for j in jobs(Config.table1_vanilla()) if j not in out]
     return out
 
 
+def row_key(kind, depth, log_space):
+    """``<kind>_<depth>`` (log space, the paper's form, or a GRU / LSTM) or ``<kind>_<depth>_vanilla``."""
+    return f"{kind}_{depth}" if log_space or kind in ("gru", "lstm") else f"{kind}_{depth}_vanilla"
+
+
 def summarise(records):
-    """Per (kind, depth): mean and std (over seeds, ddof = 0) of the accuracy (%), keys ``<kind>_<depth>``,
-    ``<kind>_<depth>_std``, ``<kind>_<depth>_seeds`` and ``<kind>_<depth>_runs`` (the per-seed accuracies)."""
+    """Per (kind, depth, form): mean and std (over seeds, ddof = 0) of the accuracy (%), keys ``row_key`` (e.g.
+    ``mingru_2`` in log space, ``mingru_2_vanilla``) + "", "_std", "_seeds", "_runs" (per-seed accuracies),
+    "_ms_per_step"; "rows" lists the row keys, each log-space row before its vanilla row."""
     table = {}
     for r in records:
         c = r["config"]
-        table.setdefault((c["kind"], c["depth"]), []).append((c["seed"], r["result"]))
+        ls = bool(c.get("log_space", False))
+        table.setdefault((c["kind"], c["depth"], not ls), []).append((c["seed"], r["result"]))
     out = {}
-    for (kind, depth), runs in sorted(table.items()):
+    for (kind, depth, vanilla), runs in sorted(table.items()):
         acc = np.array([res["accuracy"] for _, res in sorted(runs, key=lambda x: x[0])])
-        key = f"{kind}_{depth}"
+        key = row_key(kind, depth, not vanilla)
         out[key] = float(acc.mean())
         out[f"{key}_std"] = float(acc.std())
         out[f"{key}_seeds"] = len(acc)
         out[f"{key}_runs"] = acc.tolist()
         out[f"{key}_ms_per_step"] = float(np.mean([res["ms_per_step"] for _, res in runs]))
-    out["rows"] = [f"{k}_{d}" for k, d in sorted(table)]
+    out["rows"] = [row_key(k, d, not v) for k, d, v in sorted(table)]
     return out
 
 
@@ -274,13 +318,14 @@ def plot(result, out_dir):
     plt = _plotting.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for i, kind in enumerate(("mingru", "minlstm")):
-        depths = [d for d in (1, 2, 3) if f"{kind}_{d}" in result]
-        if depths:
-            ax.errorbar(np.array(depths) + 0.05 * i, [result[f"{kind}_{d}"] for d in depths],
-                        [result[f"{kind}_{d}_std"] for d in depths], fmt="o-", capsize=3, color=f"C{i}",
-                        label=f"{kind} (ours)")
-        ax.errorbar(np.array((1, 2, 3)) + 0.05 * i + 0.1, [PAPER[f"{kind}_{d}"] for d in (1, 2, 3)],
-                    [PAPER[f"{kind}_{d}_std"] for d in (1, 2, 3)], fmt="x--", capsize=3, color=f"C{i}", alpha=0.6,
+        for form, (suffix, fmt, dx) in {"log space": ("", "o-", 0.0), "vanilla": ("_vanilla", "^--", 0.15)}.items():
+            depths = [d for d in (1, 2, 3) if f"{kind}_{d}{suffix}" in result]
+            if depths:
+                ax.errorbar(np.array(depths) + 0.05 * i + dx, [result[f"{kind}_{d}{suffix}"] for d in depths],
+                            [result[f"{kind}_{d}{suffix}_std"] for d in depths], fmt=fmt, capsize=3,
+                            color=f"C{i}", label=f"{kind}, {form} (ours)")
+        ax.errorbar(np.array((1, 2, 3)) + 0.05 * i + 0.3, [PAPER[f"{kind}_{d}"] for d in (1, 2, 3)],
+                    [PAPER[f"{kind}_{d}_std"] for d in (1, 2, 3)], fmt="x:", capsize=3, color=f"C{i}", alpha=0.6,
                     label=f"{kind} (paper, Table 1)")
     for j, kind in enumerate(("gru", "lstm")):
         for key in [k for k in result.get("rows", []) if k.startswith(kind + "_")]:
