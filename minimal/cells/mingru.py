@@ -98,7 +98,7 @@ def step_forward(params, x_t, h_prev, log_space=False):
     return (1.0 - z) * h_prev + z * h_tilde
 
 
-def forward(params, x, h0=None, mode="parallel", log_space=False, method="blelloch", backend=None, out=None):
+def forward(params, x, h0=None, mode="parallel", log_space=False, method="auto", backend=None, out=None):
     """Run minGRU over a sequence.
 
     Args:
@@ -108,7 +108,10 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="blello
         mode: "parallel" (gates at once + scan) or "sequential" (step loop).
         log_space: the App. B.3 variant (positive candidate g, scan in log space in parallel mode).
         method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode; ``backend`` also to
-            ``minimal.scan.log_scan`` in log-space parallel mode. None backend: the scan module's default.
+            ``minimal.scan.log_scan`` in log-space parallel mode. method "auto" (default) is the fastest for the
+            backend: the sequential Numba loop on the CPU (one core gives the Blelloch tree no parallelism to
+            use: ``python -m minimal bench scan``); "blelloch" runs the parallel tree of the paper's parallel
+            mode, to the same values up to float rounding. None backend: the scan module's default ("numba").
         out: None, or a (B, T, H) array of x's dtype that receives h in parallel mode (``linear_scan``'s
             ``out=``; in log space, exp(log h) is written there). A training loop that passes one buffer every
             step reuses its memory; the cache then holds ``out``, so run ``backward`` before writing it again.
