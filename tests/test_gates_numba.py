@@ -1,6 +1,6 @@
-"""The fused passes of minLSTM's and minGRU's gates (``minimal._gates_numba``) against the NumPy formulas they
-replace (the cells with backend="numpy" keep them as the reference), their float64 gradient checks, and the
-vectorisable log."""
+"""The fused passes of minLSTM's and minGRU's gates (``minimal._gates_numba``) and of GELU (``layers._gelu_numba``)
+against the NumPy formulas they replace (the cells with backend="numpy" and ``mlp.gelu`` / ``gelu_grad`` keep them
+as the reference), their float64 gradient checks, and the vectorisable log."""
 import numpy as np
 import pytest
 
@@ -87,3 +87,35 @@ def test_fused_backward_passes_the_float64_gradient_check(rng, cell):
             errors = check_cell(cell, ex)
             assert max(errors.values()) <= 1e-6, (ex.name, errors)
 
+
+def test_fused_gelu_and_its_backward_equal_the_numpy_reference(rng):
+    from minimal.layers import mlp
+
+    u = np.concatenate([rng.standard_normal(5000) * s for s in (1e-8, 1.0, 5.0, 100.0)] + [np.array([0.0])])
+    dh = rng.standard_normal(u.shape)
+    # 1/2 (1 + tanh y) cancels where tanh y ~ -1: NumPy's form there has an absolute error ~1e-16 |u|, the fused
+    # σ(2y) form none (checked against scipy's expit, which has none either). In the tail s ~ e^{2y} inherits the
+    # rounding of its argument 2y (|2y| up to ~700 before s underflows): relative errors up to ~|2y| ulp there
+    from scipy.special import expit
+
+    s = expit(2 * mlp._C * (u + mlp._A * u ** 3))
+    np.testing.assert_allclose(mlp._gelu_fused(u), u * s, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(mlp._gelu_fused(u), mlp.gelu(u), rtol=1e-14, atol=1e-15 * np.abs(u).max())
+    grad = s + 2 * u * s * (1 - s) * mlp._C * (1 + 3 * mlp._A * u ** 2)
+    np.testing.assert_allclose(mlp._gelu_backward_fused(u, dh), dh * grad, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(mlp._gelu_backward_fused(u, dh), dh * mlp.gelu_grad(u), rtol=1e-13,
+                               atol=1e-15 * np.abs(dh * u).max())
+    u32, dh32 = u.astype(np.float32), dh.astype(np.float32)
+    assert mlp._gelu_fused(u32).dtype == np.float32
+    u64 = u32.astype(np.float64)
+    want = u64 * expit(2 * mlp._C * (u64 + mlp._A * u64 ** 3))
+    np.testing.assert_allclose(mlp._gelu_fused(u32), want, rtol=1e-6, atol=1e-44)   # float32's rounding, subnormals
+
+
+def test_mlp_with_the_fused_gelu_passes_the_float64_gradient_check(rng):
+    from minimal.gradcheck import check_cell
+    from minimal.layers import mlp
+
+    for ex in mlp.examples(rng):
+        errors = check_cell(mlp, ex)
+        assert max(errors.values()) <= 1e-6, (ex.name, errors)
