@@ -163,7 +163,8 @@ def _batch(model):
 # --- the float64 check and the timed steps -----------------------------------------------------------------------
 def check_equal(model64):
     """Loss and gradients of the float64 model, ours against each torch version, dropout off. Returns
-    {"max_rel": the largest relative difference (loss, or a gradient's max-abs difference / its max-abs)}."""
+    {"max_rel": the largest relative difference (loss, or a gradient's max-abs difference / its max-abs)}, inf
+    with "why" when the twin cannot run the model (the project's model changed: params the twin does not know)."""
     torch.set_num_threads(1)
     ours_loss, ours = model64.loss_and_grads(model64.params, model64.batch, 0.0, None)
     worst = 0.0
@@ -171,13 +172,13 @@ def check_equal(model64):
         P = _tensors(model64.params)
         try:
             out = loss(P, _batch(model64), model64, version, 0.0)
-        except (KeyError, RuntimeError):   # the project's model changed shape or params: not the same model
-            return {"max_rel": float("inf")}
+        except Exception as e:  # noqa: BLE001 - the project's model has params or shapes this twin lacks
+            return {"max_rel": float("inf"), "why": f"{type(e).__name__}: {e}"}
         out.backward()
         worst = max(worst, abs(out.item() - ours_loss) / abs(ours_loss))
         for k, g in ours.items():
             if P[k].grad is None:
-                return {"max_rel": float("inf")}
+                return {"max_rel": float("inf"), "why": f"the torch twin does not use the param {k!r}"}
             scale = max(float(np.abs(g).max()), 1e-300)
             worst = max(worst, float(np.abs(P[k].grad.numpy() - g).max()) / scale)
     return {"max_rel": worst}

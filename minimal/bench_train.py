@@ -223,7 +223,8 @@ def bench_train(repeats=None, quick=False, torch=True, log=print):
         row["torch"] = {}
         if not row["equal"]:
             log(f"{model.name}: the torch twin differs from our model (max rel. error {check['max_rel']:.1e} > "
-                f"{EQUAL_TOL:.0e} in float64): no torch timing for it")
+                f"{EQUAL_TOL:.0e} in float64{'; ' + check['why'] if 'why' in check else ''}): no torch timing "
+                f"for it")
             continue
         for version in tm.versions(model):
             row["torch"][version] = {}

@@ -100,3 +100,18 @@ def test_cli_prints_the_table(monkeypatch, capsys):
     assert calls[0]["quick"] and calls[0]["torch"] is False and calls[0]["repeats"] == 3
     assert "m " in capsys.readouterr().out
     assert main(["bench", "train", "--backend", "cuda"]) == 2
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed: the torch twins are not checked")
+def test_a_model_the_twin_does_not_know_is_reported_as_different():
+    from minimal import _torch_models as tm
+
+    m = bt.as_dtype(bt.models(quick=True)[0], np.float64)
+
+    def loss_and_grads(p, batch, dropout, rng):   # our model grown by one param that the twin has never seen
+        loss, grads = m.loss_and_grads({k: v for k, v in p.items() if k != "9.unknown"}, batch, dropout, rng)
+        return loss, grads | {"9.unknown": np.ones(3)}
+
+    extra = m._replace(params=m.params | {"9.unknown": np.ones(3)}, loss_and_grads=loss_and_grads)
+    check = tm.check_equal(extra)
+    assert check["max_rel"] == np.inf and "9.unknown" in check["why"]
