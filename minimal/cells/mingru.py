@@ -28,7 +28,7 @@ Glossary (shapes): B batch, T time, D input features, H hidden units.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import expit
@@ -80,7 +80,6 @@ class Cache(NamedTuple):
     log_space: bool
     method: str
     backend: str
-    scan_a_b: Any = None     # fused parallel mode: the scan's a (vanilla) or (log a, log b) (kept: a pass to recompute)
 
 
 def _fused(backend):
@@ -107,11 +106,13 @@ def _fused_backward(cache, dy):
     """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass."""
     from .. import _gates_numba
 
-    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend, scan_a_b = cache
+    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
+    # the scan's coefficients recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
     if log_space:
-        d_a, d_b = log_scan_backward(*scan_a_b, log_h, h, h0, dy, backend)
+        _, log_a, log_b, _ = _fused_gates(k_z, k_h, True)
+        d_a, d_b = log_scan_backward(log_a, log_b, log_h, h, h0, dy, backend)
     else:
-        d_a, d_b = linear_scan_backward(scan_a_b, h, dy, h0, method, backend)
+        d_a, d_b = linear_scan_backward(1.0 - z, h, dy, h0, method, backend)
     dk_z, dk_h = np.empty_like(k_z), np.empty_like(k_z)
     _gates_numba.mingru_gates_backward(d_a.ravel(), d_b.ravel(), z.ravel(), k_h.ravel(), h_tilde.ravel(), log_space,
                                        dk_z.ravel(), dk_h.ravel())
@@ -172,8 +173,7 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="auto",
             log_h, h = log_scan(a, b, h0, backend, out)
         else:
             h = linear_scan(a, b, h0, method, backend, out)
-        return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend,
-                        (a, b) if log_space else a)
+        return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
     z = expit(k_z)
     h_tilde = g(k_h) if log_space else k_h
     log_h = None
@@ -210,7 +210,7 @@ def backward(params, cache, dy):
     Returns:
         dx: (B, T, D); grads: dict with the keys of params.
     """
-    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache[:12]
+    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
     check_array("dy", dy, h.shape, names=("B", "T", "H"))
     if mode == "parallel" and _fused(backend):
         dk_z, dk_h = _fused_backward(cache, dy)

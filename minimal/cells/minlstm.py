@@ -88,7 +88,6 @@ class Cache(NamedTuple):
     log_space: bool
     method: str
     backend: str
-    log_ab: tuple = None     # (log a, log b) of the fused log-space parallel mode (kept: a pass to recompute)
 
 
 def step_forward(params, x_t, h_prev, log_space=False):
@@ -143,8 +142,7 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method="auto",
             log_h, h = log_scan(a, b, h0, backend, out)
         else:
             h = linear_scan(f_n, b, h0, method, backend, out)
-        return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend,
-                        (a, b) if log_space else None)
+        return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
     f_n, i_n, delta = normalised_gates(k_f, k_i)
     h_tilde = g(k_h) if log_space else k_h
     if mode == "sequential":
@@ -184,9 +182,11 @@ def _fused_backward(cache, dy):
     """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass."""
     from .. import _gates_numba
 
-    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, log_ab = cache
+    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
     if log_space:
-        d_a, d_b = log_scan_backward(*log_ab, log_h, h, h0, dy, backend)
+        # log a, log b recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
+        _, _, log_a, log_b, _ = _fused_gates(k_f, k_i, k_h, True)
+        d_a, d_b = log_scan_backward(log_a, log_b, log_h, h, h0, dy, backend)
     else:
         d_a, d_b = linear_scan_backward(f_n, h, dy, h0, method, backend)
     dk_f, dk_i, dk_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
@@ -217,7 +217,7 @@ def backward(params, cache, dy):
     Returns:
         dx: (B, T, D); grads: dict with the keys of params.
     """
-    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache[:14]
+    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
     check_array("dy", dy, h.shape, names=("B", "T", "H"))
     if mode == "parallel" and _fused(backend):
         dk_f, dk_i, dk_h = _fused_backward(cache, dy)
