@@ -11,6 +11,9 @@
         take minutes; --size T sets the time steps (memory scales with T), --quick a seconds-sized problem.
     python -m minimal bench step [--quick]
         the gated RNN's forward + backward on the Zucchet tasks' shapes; ICL readout all vs last.
+    python -m minimal bench train [--quick] [--repeats N] [--no-torch]
+        one training step (forward, loss, backward, clip, AdamW) of every model the course trains, and with
+        PyTorch installed the same models in torch beside them, checked equal in float64 first (minimal.bench_train).
     python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
         run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
     python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR]
@@ -54,6 +57,16 @@ def _bench(args):
     from . import bench
 
     try:
+        if args.what == "train":
+            from . import bench_train
+
+            if args.backend == "cuda":
+                print("error: bench train runs on the CPU; drop --backend cuda", file=sys.stderr)
+                return 2
+            rows = bench_train.bench_train(repeats=args.repeats or (3 if args.quick else None), quick=args.quick,
+                                           torch=not args.no_torch, log=lambda s: print(s, file=sys.stderr))
+            print(bench_train.format_train_table(rows))
+            return 0
         if args.what == "step":
             if args.backend == "cuda":
                 print("error: bench step runs on the CPU (NumPy); drop --backend cuda", file=sys.stderr)
@@ -164,12 +177,14 @@ def build_parser():
     p.set_defaults(func=_check)
 
     p = sub.add_parser("bench", help="speed, as ratios measured in one run")
-    p.add_argument("what", choices=["scan", "window", "step"])
+    p.add_argument("what", choices=["scan", "window", "step", "train"])
     p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
     p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
     p.add_argument("--size", type=int, metavar="T",
                    help="scan / window on the CPU: T time steps instead of the default (4096 / 16385), for a machine "
                         "with less memory: peak about 2.4 GB x T / 4096 (scan), 3.5 GB x T / 16385 (window)")
+    p.add_argument("--repeats", type=int, help="train: rounds to take the minimum over (default 20)")
+    p.add_argument("--no-torch", action="store_true", help="train: do not compare with PyTorch")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")

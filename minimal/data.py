@@ -32,6 +32,14 @@ def data_path(*parts, must_exist=False):
     return path
 
 
+_S = "from minimal.experiments.minrnn import shakespeare as S; "
+COMMANDS = {   # committed files that `reproduce <work> --full` does not write: the command that does
+    "minrnn/shakespeare_small": f'python -c "{_S}S.run(S.Config.small(), save_weights_path=S.SMALL_WEIGHTS)"',
+    "minrnn/shakespeare_vanilla": (f'python -c "{_S}S.run(S.Config(kinds=(\'mingru_vanilla\', \'minlstm_vanilla\'), '
+                                   f'eval_every=100), save_weights_path=S.VANILLA_WEIGHTS)"'),
+}
+
+
 def regenerate_command(path):
     """The command that rewrites a committed file: ``data/<work>/...`` -> ``python -m minimal reproduce <work>
     --full`` (``data/shakespeare/`` -> its ``prepare.py``); a path outside ``data/`` gets the generic advice."""
@@ -44,6 +52,9 @@ def regenerate_command(path):
                 "`python -m minimal reproduce <work> --full` from the repository root)")
     if parts[0] == "shakespeare":
         return "`python data/shakespeare/prepare.py` from the repository root"
+    stem = f"{parts[0]}/{Path(parts[-1]).stem}"
+    if stem in COMMANDS:
+        return f"`{COMMANDS[stem]}` from the repository root"
     return f"`python -m minimal reproduce {parts[0]} --full` from the repository root"
 
 

@@ -299,35 +299,35 @@ def _truncate(path):
 
 def test_missing_shakespeare_weights_name_the_regenerate_command(committed_copy):
     from minimal.experiments.minrnn import shakespeare as S
-    npz, js = committed_copy("minrnn", "shakespeare_full.npz", "shakespeare_full.json")
+    npz, js = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     npz.unlink()
-    with pytest.raises(FileNotFoundError, match=r"shakespeare_full\.npz is missing.*reproduce minrnn --full"):
+    with pytest.raises(FileNotFoundError, match=r"shakespeare_small\.npz is missing.*S\.Config\.small\(\)"):
         S.load_weights(npz)
     js.unlink()
-    with pytest.raises(FileNotFoundError, match=r"shakespeare_full\.json is missing.*reproduce minrnn --full"):
+    with pytest.raises(FileNotFoundError, match=r"shakespeare_small\.json is missing.*S\.Config\.small\(\)"):
         S.load_curves(js)
 
 
 @pytest.mark.parametrize("which", ["npz", "json"])
 def test_truncated_shakespeare_weights_name_the_file_and_the_command(committed_copy, which):
     from minimal.experiments.minrnn import shakespeare as S
-    npz, js = committed_copy("minrnn", "shakespeare_full.npz", "shakespeare_full.json")
+    npz, js = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     _truncate(npz if which == "npz" else js)
-    with pytest.raises(ValueError, match=rf"shakespeare_full\.{which} is not (a readable|valid)"
-                                         r".*reproduce minrnn --full"):
+    with pytest.raises(ValueError, match=rf"shakespeare_small\.{which} is not (a readable|valid)"
+                                         r".*S\.Config\.small\(\)"):
         S.load_weights(npz)
 
 
 def test_a_wrong_shaped_shakespeare_weight_is_named_with_both_shapes(committed_copy):
     from minimal.data import load_groups, save_groups
     from minimal.experiments.minrnn import shakespeare as S
-    npz, _ = committed_copy("minrnn", "shakespeare_full.npz", "shakespeare_full.json")
+    npz, _ = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     groups = load_groups(npz)
     groups["mingru"]["1.rnn.W_z"] = groups["mingru"]["1.rnn.W_z"][:, :-1]
     save_groups(npz, groups)
-    with pytest.raises(ValueError, match=r"(?s)shakespeare_full\.npz.*'mingru'.*1\.rnn\.W_z \(\d+, \d+\) "
-                                         r"\(expected \(\d+, \d+\)\).*reproduce minrnn --full"):
-        S.load_weights(npz)
+    with pytest.raises(ValueError, match=r"(?s)shakespeare_small\.npz.*'mingru'.*1\.rnn\.W_z \(\d+, \d+\) "
+                                         r"\(expected \(\d+, \d+\)\).*S\.Config\.small\(\)"):
+        S.load_weights(npz, S.Config.small())
 
 
 def test_a_wrong_shaped_gril_weight_is_blamed_on_the_file_not_the_input(committed_copy):

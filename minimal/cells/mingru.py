@@ -6,7 +6,10 @@
 
 No gate sees h_{t−1}, so the recurrence is the linear scan h_t = a_t ⊙ h_{t−1} + b_t with a_t = 1 − z_t,
 b_t = z_t ⊙ h̃_t: "parallel" mode computes every gate at once and runs ``minimal.scan.linear_scan``;
-"sequential" mode is the step loop (``step_forward``), as in the paper's two pseudocode listings.
+"sequential" mode is the step loop (``step_forward``), as in the paper's two pseudocode listings. In parallel
+mode the gates (forward and backward) run in one compiled pass each (``minimal._gates_numba``: the same formulas,
+exp and log vectorised, float64 inside) on every backend but "numpy", which keeps the NumPy formulas below as the
+reference the pass is tested against.
 
 Log space (App. B.3; Heinsen 2023), for numerical stability of long scans. The candidate is made positive
 with g(k) = k + 1/2 (k ≥ 0), σ(k) (k < 0), which is continuous at 0 (g(0) = 1/2), so every state is positive:
@@ -79,6 +82,43 @@ class Cache(NamedTuple):
     backend: str
 
 
+def _fused(backend):
+    """Whether the gates run fused (``minimal._gates_numba``): every backend but "numpy", whose parallel mode
+    keeps the NumPy formulas as the reference the fused pass is tested against."""
+    return backend != "numpy"
+
+
+def _fused_gates(k_z, k_h, log_space):
+    """(z, a, b, h̃) of the parallel mode in one compiled pass: a = 1 − z or log(1 − z), b = z k_h or
+    log z + log g(k_h), h̃ = k_h or g(k_h); arrays of k_z's shape and dtype."""
+    from .. import _gates_numba
+
+    z, a, b = np.empty_like(k_z), np.empty_like(k_z), np.empty_like(k_z)
+    if not log_space:
+        _gates_numba.mingru_gates(k_z.ravel(), k_h.ravel(), z.ravel(), a.ravel(), b.ravel())
+        return z, a, b, k_h
+    h_tilde = np.empty_like(k_z)
+    _gates_numba.mingru_log_gates(k_z.ravel(), k_h.ravel(), z.ravel(), a.ravel(), b.ravel(), h_tilde.ravel())
+    return z, a, b, h_tilde
+
+
+def _fused_backward(cache, dy):
+    """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass."""
+    from .. import _gates_numba
+
+    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
+    # the scan's coefficients recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
+    if log_space:
+        _, log_a, log_b, _ = _fused_gates(k_z, k_h, True)
+        d_a, d_b = log_scan_backward(log_a, log_b, log_h, h, h0, dy, backend)
+    else:
+        d_a, d_b = linear_scan_backward(1.0 - z, h, dy, h0, method, backend)
+    dk_z, dk_h = np.empty_like(k_z), np.empty_like(k_z)
+    _gates_numba.mingru_gates_backward(d_a.ravel(), d_b.ravel(), z.ravel(), k_h.ravel(), h_tilde.ravel(), log_space,
+                                       dk_z.ravel(), dk_h.ravel())
+    return dk_z, dk_h
+
+
 def step_forward(params, x_t, h_prev, log_space=False):
     """One step of the sequential mode: h_t = (1 − z_t) ⊙ h_{t−1} + z_t ⊙ h̃_t.
 
@@ -107,9 +147,12 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method=None, b
         h0: (B, H) initial state or None (zeros); must be > 0 when ``log_space``.
         mode: "parallel" (gates at once + scan) or "sequential" (step loop).
         log_space: the App. B.3 variant (positive candidate g, scan in log space in parallel mode).
-        method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode (method None: the
-            scan's default; a method where no such scan runs is refused); ``backend`` also to
-            ``minimal.scan.log_scan`` in log-space parallel mode. None backend: the scan module's default.
+        method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode; ``backend`` also to
+            ``minimal.scan.log_scan`` in log-space parallel mode. method None is the scan's default, "auto": the
+            fastest for the backend, the sequential Numba loop on the CPU (one core gives the Blelloch tree no
+            parallelism to use: ``python -m minimal bench scan``); "blelloch" runs the parallel tree of the paper's
+            parallel mode, to the same values up to float rounding. A method where no such scan runs (sequential
+            mode, log space) is refused. None backend: the scan module's default ("numba").
         out: None, or a (B, T, H) array of x's dtype that receives h in parallel mode (``linear_scan``'s
             ``out=``; in log space, exp(log h) is written there). A training loop that passes one buffer every
             step reuses its memory; the cache then holds ``out``, so run ``backward`` before writing it again.
@@ -125,6 +168,14 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method=None, b
 
     k_z = affine(params, x, "z")                        # (B, T, H)
     k_h = affine(params, x, "h")                        # (B, T, H)
+    if mode == "parallel" and _fused(backend):
+        z, a, b, h_tilde = _fused_gates(k_z, k_h, log_space)
+        log_h = None
+        if log_space:
+            log_h, h = log_scan(a, b, h0, backend, out)
+        else:
+            h = linear_scan(a, b, h0, method, backend, out)
+        return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
     z = expit(k_z)
     h_tilde = g(k_h) if log_space else k_h
     log_h = None
@@ -170,6 +221,9 @@ def _backward(params, cache, dy):
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
     check_array("dy", dy, h.shape, names=("B", "T", "H"))
     check_grad_dtype("dy", dy, params)
+    if mode == "parallel" and _fused(backend):
+        dk_z, dk_h = _fused_backward(cache, dy)
+        return affine_backward(params, x, {"z": dk_z, "h": dk_h})
     # 3. the recurrence, as the mode ran it
     if mode == "sequential":
         dz, dh_tilde = _bptt(z, h_tilde, h, h0, dy)

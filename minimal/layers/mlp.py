@@ -7,7 +7,11 @@ GELU is the tanh approximation of Hendrycks & Gimpel (2016), Sec. 2:
 
     GELU(u) = u/2 (1 + tanh(c (u + 0.044715 u^3))),   c = sqrt(2/π)
 
-chosen over ReLU because it is smooth, so a finite-difference check never straddles a kink.
+chosen over ReLU because it is smooth, so a finite-difference check never straddles a kink. ``forward`` and
+``backward`` evaluate it and dL/du = dL/dh · GELU'(u) in one compiled pass each (``_gelu_numba``: the same function
+written with σ(2y) = (1 + tanh y) / 2, float64 inside); ``gelu`` and ``gelu_grad`` below are the NumPy reference
+they are tested against (NumPy's float32 tanh is a scalar call per element: the two took ~1/5 of a Shakespeare
+training step).
 Shapes: x (..., D_in); W_1 (D_in, H), b_1 (H,); W_2 (H, D_out), b_2 (D_out,); y (..., D_out).
 """
 from __future__ import annotations
@@ -45,6 +49,26 @@ def gelu_grad(u):
     return 0.5 * (1.0 + th) + 0.5 * u * (1.0 - th * th) * _C * (1.0 + 3.0 * _A * u * u)
 
 
+def _gelu_fused(u):
+    """``gelu(u)`` in one compiled pass (module docstring)."""
+    from ._gelu_numba import gelu_into
+
+    u = np.ascontiguousarray(u)
+    out = np.empty_like(u)
+    gelu_into(u.ravel(), out.ravel())
+    return out
+
+
+def _gelu_backward_fused(u, dh):
+    """``dh * gelu_grad(u)`` in one compiled pass."""
+    from ._gelu_numba import gelu_backward_into
+
+    u, dh = np.ascontiguousarray(u), np.ascontiguousarray(dh)
+    du = np.empty_like(u)
+    gelu_backward_into(u.ravel(), dh.ravel(), du.ravel())
+    return du
+
+
 def init(rng, D_in, H, D_out=None):
     """Linear fan-in initialisation for both layers; D_out defaults to D_in (a residual block's shape)."""
     D_out = D_in if D_out is None else check_positive_int("D_out", D_out)
@@ -63,7 +87,7 @@ def forward(params, x):
     check_array("x", x, min_ndim=1)
     check_dtype("x", x, common_dtype(params))
     u, first = linear.forward({"W": params["W_1"], "b": params["b_1"]}, x)
-    y, second = linear.forward({"W": params["W_2"], "b": params["b_2"]}, gelu(u))
+    y, second = linear.forward({"W": params["W_2"], "b": params["b_2"]}, _gelu_fused(u))
     return y, Cache(first, u, second)
 
 
@@ -75,7 +99,7 @@ def backward(params, cache, dy):
     # 3. y = h W_2 + b_2
     dh, g2 = linear.backward({"W": params["W_2"], "b": params["b_2"]}, cache.second, dy)
     # 2. h = GELU(u)
-    du = dh * gelu_grad(cache.u)
+    du = _gelu_backward_fused(cache.u, dh)
     # 1. u = x W_1 + b_1
     dx, g1 = linear.backward({"W": params["W_1"], "b": params["b_1"]}, cache.first, du)
     return dx, {"W_1": g1["W"], "b_1": g1["b"], "W_2": g2["W"], "b_2": g2["b"]}

@@ -1,0 +1,164 @@
+"""The gates of minLSTM and minGRU and their backward in one compiled pass each (Feng et al., "Were RNNs All We
+Needed?", Sec. 3.1-3.2, App. B.3; ``minimal.cells.minlstm``, ``minimal.cells.mingru``), elementwise over flat arrays.
+
+NumPy spends most of a minLSTM step here: δ = softplus(−k_f) − softplus(−k_i), f' = σ(−δ), i' = σ(δ) (and in log
+space log f' = −softplus(δ), log i' = −softplus(−δ), log g(k_h)) take some ten passes over (B, T, H) arrays, each
+exp and log1p a scalar libm call (~10-30 ns an element in float32). Here every element is read once and its
+outputs written once, with the vectorisable exp and log1p of the log-space scan (``minimal._scan_numba``) and a
+log of the same kind, all in float64 registers whatever the storage dtype. The formulas are the cells' (their
+module docstrings): minLSTM's δ form stays exact when both gates underflow, as in NumPy.
+
+Glossary: n = B·T·H elements; k_f, k_i, k_z, k_h the pre-activations Linear_n(x).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._scan_numba import _exp_nonpositive, _log1p_unit
+
+__all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "mingru_gates", "mingru_log_gates",
+           "mingru_gates_backward"]
+
+_LN2 = 6.93147180559945309417e-01
+_MANTISSA = np.int64(0x000FFFFFFFFFFFFF)
+_ONE_BITS = np.int64(0x3FF0000000000000)      # the bits of 1.0
+_SQRT2 = 1.41421356237309504880
+
+
+@njit(cache=True, inline="always")
+def _log_normal(x):
+    """log x for a positive normal float64 x (here x >= 1/2) to a few ulp, vectorisable: x = m 2^e with m in
+    [1/√2, √2), log x = e ln 2 + log1p(m − 1), m − 1 exact (Sterbenz) and in [−0.3, 0.42], where the atanh series
+    of ``_log1p_unit`` converges as fast (|s| <= 0.18)."""
+    bits = np.float64(x).view(np.int64)
+    e = np.float64((bits >> 52) - 1023)
+    m = np.int64((bits & _MANTISSA) | _ONE_BITS).view(np.float64)    # in [1, 2)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    e = e + 1.0 if big else e
+    return e * _LN2 + _log1p_unit(m - 1.0)
+
+
+@njit(cache=True, inline="always")
+def _softplus_neg(k):
+    """softplus(−k) = max(−k, 0) + log1p(exp(−|k|))."""
+    return max(-k, 0.0) + _log1p_unit(_exp_nonpositive(-abs(k)))
+
+
+@njit(cache=True, inline="always")
+def _sigmoid_neg(k):
+    """σ(−k) = 1 / (1 + e^k), from e = exp(−|k|) <= 1 (no overflow)."""
+    e = _exp_nonpositive(-abs(k))
+    return e / (1.0 + e) if k >= 0.0 else 1.0 / (1.0 + e)
+
+
+@njit(cache=True, inline="always")
+def _normalised(kf, ki):
+    """(f', i', δ, e) with δ = softplus(−k_f) − softplus(−k_i), f' = σ(−δ), i' = σ(δ), e = exp(−|δ|)."""
+    d = _softplus_neg(kf) - _softplus_neg(ki)
+    e = _exp_nonpositive(-abs(d))
+    r = 1.0 / (1.0 + e)
+    big, small = r, e * r                     # σ(|δ|), σ(−|δ|)
+    return (small, big, d, e) if d >= 0.0 else (big, small, d, e)
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b):
+    """Vanilla forward gates over flat (n,) arrays: f_n = f', i_n = i', b = i' k_h (the scan's a is f')."""
+    for j in range(k_f.shape[0]):
+        fj, ij, _, _ = _normalised(np.float64(k_f[j]), np.float64(k_i[j]))
+        f_n[j] = fj
+        i_n[j] = ij
+        b[j] = ij * np.float64(k_h[j])
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def minlstm_log_gates(k_f, k_i, k_h, f_n, i_n, log_a, log_b, h_tilde):
+    """Log-space forward gates (App. B.3) over flat (n,) arrays: f_n = f', i_n = i', log_a = log f' =
+    −softplus(δ), log_b = log i' + log g(k_h) = −softplus(−δ) + log g(k_h), h_tilde = g(k_h)."""
+    for j in range(k_f.shape[0]):
+        fj, ij, d, e = _normalised(np.float64(k_f[j]), np.float64(k_i[j]))
+        f_n[j] = fj
+        i_n[j] = ij
+        l = _log1p_unit(e)
+        log_a[j] = -(max(d, 0.0) + l)
+        # g(k) = k + 1/2 (k >= 0) or σ(k) (k < 0), and its log (Feng et al. App. B.3)
+        kh = np.float64(k_h[j])
+        eh = _exp_nonpositive(-abs(kh))
+        pos = kh >= 0.0
+        h_tilde[j] = kh + 0.5 if pos else eh / (1.0 + eh)
+        log_g = _log_normal(max(kh, 0.0) + 0.5) if pos else kh - _log1p_unit(eh)
+        log_b[j] = -(max(-d, 0.0) + l) + log_g
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def minlstm_gates_backward(d_a, d_b, f_n, i_n, k_f, k_i, k_h, log_space, dk_f, dk_i, dk_h):
+    """Backward of ``minlstm_gates`` / ``minlstm_log_gates`` over flat (n,) arrays, given the scan's gradients d_a, d_b:
+        vanilla (a = f', b = i' k_h):  dδ = (d_b k_h − d_a) f' i',   dk_h = d_b i'
+        log space (a = log f', b = log i' + log g):  dδ = d_b f' − d_a i',   dk_h = d_b (log g)'(k_h)
+    and dk_f = −dδ σ(−k_f), dk_i = dδ σ(−k_i) (δ = softplus(−k_f) − softplus(−k_i))."""
+    for j in range(k_f.shape[0]):
+        fj, ij = np.float64(f_n[j]), np.float64(i_n[j])
+        da, db, kh = np.float64(d_a[j]), np.float64(d_b[j]), np.float64(k_h[j])
+        if not log_space:
+            dd = (db * kh - da) * fj * ij
+            dk_h[j] = db * ij
+        else:
+            dd = db * fj - da * ij
+            # (log g)'(k) = 1 / (k + 1/2) for k >= 0, 1 − σ(k) = σ(−k) for k < 0
+            dk_h[j] = db * (1.0 / (max(kh, 0.0) + 0.5) if kh >= 0.0 else _sigmoid_neg(kh))
+        dk_f[j] = -dd * _sigmoid_neg(np.float64(k_f[j]))
+        dk_i[j] = dd * _sigmoid_neg(np.float64(k_i[j]))
+
+
+# --- minGRU (Feng et al. Sec. 3.1, App. B.3) ---------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _sigmoid(k):
+    """σ(k) from e = exp(−|k|) <= 1 (no overflow)."""
+    e = _exp_nonpositive(-abs(k))
+    return 1.0 / (1.0 + e) if k >= 0.0 else e / (1.0 + e)
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def mingru_gates(k_z, k_h, z, a, b):
+    """Vanilla forward gates over flat (n,) arrays: z = σ(k_z), a = 1 − z, b = z k_h."""
+    for j in range(k_z.shape[0]):
+        zj = _sigmoid(np.float64(k_z[j]))
+        z[j] = zj
+        a[j] = 1.0 - zj
+        b[j] = zj * np.float64(k_h[j])
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def mingru_log_gates(k_z, k_h, z, log_a, log_b, h_tilde):
+    """Log-space forward gates (App. B.3) over flat (n,) arrays: z = σ(k_z), log_a = log(1 − z) =
+    −softplus(k_z), log_b = log z + log g(k_h) = −softplus(−k_z) + log g(k_h), h_tilde = g(k_h)."""
+    for j in range(k_z.shape[0]):
+        kz = np.float64(k_z[j])
+        e = _exp_nonpositive(-abs(kz))
+        z[j] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)     # σ(k_z), as ``_sigmoid``
+        l = _log1p_unit(e)
+        log_a[j] = -(max(kz, 0.0) + l)
+        kh = np.float64(k_h[j])
+        eh = _exp_nonpositive(-abs(kh))
+        pos = kh >= 0.0
+        h_tilde[j] = kh + 0.5 if pos else eh / (1.0 + eh)
+        log_g = _log_normal(max(kh, 0.0) + 0.5) if pos else kh - _log1p_unit(eh)
+        log_b[j] = -(max(-kz, 0.0) + l) + log_g
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def mingru_gates_backward(d_a, d_b, z, k_h, h_tilde, log_space, dk_z, dk_h):
+    """Backward of ``mingru_gates`` / ``mingru_log_gates`` over flat (n,) arrays, given the scan's d_a, d_b:
+        vanilla (a = 1 − z, b = z h̃):  dk_z = (d_b h̃ − d_a) z (1 − z),   dk_h = d_b z
+        log space:  dk_z = d_b (1 − z) − d_a z,   dk_h = d_b (log g)'(k_h)."""
+    for j in range(z.shape[0]):
+        zj, da, db = np.float64(z[j]), np.float64(d_a[j]), np.float64(d_b[j])
+        if not log_space:
+            dk_z[j] = (db * np.float64(h_tilde[j]) - da) * zj * (1.0 - zj)
+            dk_h[j] = db * zj
+        else:
+            kh = np.float64(k_h[j])
+            dk_z[j] = db * (1.0 - zj) - da * zj
+            dk_h[j] = db * (1.0 / (max(kh, 0.0) + 0.5) if kh >= 0.0 else _sigmoid_neg(kh))

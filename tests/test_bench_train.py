@@ -1,0 +1,117 @@
+"""``python -m minimal bench train``: the bookkeeping (minima over interleaved rounds, ratios to torch's fastest
+version, the table), the project's training step, and, only where PyTorch is installed, the float64 check that
+each torch twin computes our model. No speed is asserted here (timings live in the benchmark's printout)."""
+import importlib.util
+
+import numpy as np
+import pytest
+
+from minimal import bench_train as bt
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def test_minima_are_taken_per_part_over_rounds_after_the_warmup():
+    times = iter([{"step": 9.0}, {"step": 9.0},                      # warm-up: never counted
+                  {"step": 3.0, "update": 1.0}, {"step": 2.0, "update": 1.5}, {"step": 4.0, "update": 0.5}])
+    row = {"name": "m", "ours": {}}
+    bt.interleaved_minima([(row, "ours", None, lambda: next(times))], repeats=3, log=lambda s: None)
+    assert row["ours"] == {"step": 2.0, "update": 0.5}
+
+
+def test_rounds_interleave_every_runner_once_per_round():
+    calls = []
+    row = {"name": "m", "ours": {}, "torch": {"a": {}, "b": {}}}
+    runners = [(row, "ours", None, lambda: calls.append("ours") or {"step": 1.0}),
+               (row, "torch", "a", lambda: calls.append("a") or {"step": 1.0}),
+               (row, "torch", "b", lambda: calls.append("b") or {"step": 1.0})]
+    bt.interleaved_minima(runners, repeats=2, log=lambda s: None, warmup=1)
+    assert calls == ["ours", "a", "b"] * 3
+
+
+def test_ratio_is_ours_over_the_fastest_torch_version():
+    rows = [{"name": "m", "ours": {"step": 3.0}, "torch": {"loop": {"step": 6.0}, "scan": {"step": 2.0}}},
+            {"name": "no torch", "ours": {"step": 1.0}}]
+    bt.add_ratios(rows)
+    assert rows[0]["fastest"] == "scan" and rows[0]["ratio"] == pytest.approx(1.5)
+    assert "ratio" not in rows[1]
+
+
+def test_without_torch_the_comparison_is_skipped_loudly(monkeypatch):
+    monkeypatch.setattr(bt, "_torch", lambda: None)
+    messages = []
+    rows = bt.bench_train(repeats=1, quick=True, log=messages.append)
+    assert any("PyTorch is not installed" in m for m in messages)
+    names = [r["name"] for r in rows]
+    assert names[:2] == ["selective copy mingru x2", "selective copy minlstm x2"] or \
+        names[:2] == ["selective copy mingru x2 log", "selective copy minlstm x2 log"]
+    for r in rows:
+        assert "torch" not in r and "ratio" not in r
+        o = r["ours"]
+        assert o["step"] > 0 and o["update"] > 0 and o["forward+backward"] > 0 and "cell" in o
+        assert o["step"] >= o["update"]
+    table = bt.format_train_table(rows)
+    assert "ratio" not in table and all(n in table for n in names)
+
+
+def test_the_project_step_trains_the_model():
+    model = bt.models(quick=True)[0]
+    before = model.loss_and_grads(model.params, model.batch, 0.0, None)[0]
+    step = bt.project_step(model, lr=1e-2)
+    for _ in range(5):
+        parts = step()
+    assert set(parts) == {"step", "forward+backward", "update"}
+    assert step.state["opt"].step == 5
+    after = model.loss_and_grads(step.state["params"], model.batch, 0.0, None)[0]
+    assert after < before      # five AdamW steps on one batch lower its loss
+
+
+def test_every_model_is_built_from_its_experiment():
+    from minimal.experiments.minrnn import selective_copy as S
+    from minimal.experiments.minrnn import shakespeare as Sh
+
+    ms = {m.name: m for m in bt.models()}
+    assert len(ms) == 9
+    sc = next(m for m in ms.values() if m.family == "selective_copy")
+    assert sc.meta["D"] == S.Job().D and sc.meta["T"] == S.Job().T and sc.meta["B"] == S.Job().batch
+    lm = next(m for m in ms.values() if m.family == "shakespeare")
+    assert (lm.meta["D"], lm.meta["T"], lm.meta["B"]) == (Sh.Config().D, Sh.Config().T, Sh.Config().batch)
+    assert lm.dropout == Sh.Config().dropout
+    assert [m.log_space for m in ms.values() if m.family == "shakespeare"] == [False, False, True, True, False]
+    for m in ms.values():
+        assert all(v.dtype == np.float32 for v in m.params.values())
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed: the torch twins are not checked")
+def test_torch_twins_compute_our_models_in_float64():
+    from minimal import _torch_models as tm
+
+    for m in bt.models():
+        assert tm.check_equal(bt.as_dtype(m, np.float64))["max_rel"] <= bt.EQUAL_TOL, m.name
+
+
+def test_cli_prints_the_table(monkeypatch, capsys):
+    from minimal.__main__ import main
+
+    calls = []
+    monkeypatch.setattr(bt, "bench_train", lambda **kw: calls.append(kw) or [
+        {"name": "m", "ours": {"step": 2e-3, "forward+backward": 1.5e-3, "update": 5e-4}}])
+    assert main(["bench", "train", "--quick", "--no-torch"]) == 0
+    assert calls[0]["quick"] and calls[0]["torch"] is False and calls[0]["repeats"] == 3
+    assert "m " in capsys.readouterr().out
+    assert main(["bench", "train", "--backend", "cuda"]) == 2
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed: the torch twins are not checked")
+def test_a_model_the_twin_does_not_know_is_reported_as_different():
+    from minimal import _torch_models as tm
+
+    m = bt.as_dtype(bt.models(quick=True)[0], np.float64)
+
+    def loss_and_grads(p, batch, dropout, rng):   # our model grown by one param that the twin has never seen
+        loss, grads = m.loss_and_grads({k: v for k, v in p.items() if k != "9.unknown"}, batch, dropout, rng)
+        return loss, grads | {"9.unknown": np.ones(3)}
+
+    extra = m._replace(params=m.params | {"9.unknown": np.ones(3)}, loss_and_grads=loss_and_grads)
+    check = tm.check_equal(extra)
+    assert check["max_rel"] == np.inf and "9.unknown" in check["why"]

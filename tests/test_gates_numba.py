@@ -1,0 +1,121 @@
+"""The fused passes of minLSTM's and minGRU's gates (``minimal._gates_numba``) and of GELU (``layers._gelu_numba``)
+against the NumPy formulas they replace (the cells with backend="numpy" and ``mlp.gelu`` / ``gelu_grad`` keep them
+as the reference), their float64 gradient checks, and the vectorisable log."""
+import numpy as np
+import pytest
+
+from minimal import _gates_numba as gn
+from minimal.cells import _gates, mingru, minlstm
+
+
+def test_log_normal_matches_numpy_to_a_few_ulp():
+    x = np.concatenate([0.5 + np.linspace(0.0, 10.0, 10_001), np.geomspace(0.5, 1e300, 5_001),
+                        np.array([0.5, 1.0, np.sqrt(2.0), 2.0, 1e38])])
+    got = np.array([gn._log_normal(v) for v in x])
+    np.testing.assert_allclose(got, np.log(x), rtol=4e-16, atol=4e-16)
+
+
+def _numpy_gates(k_f, k_i, k_h):
+    f_n, i_n, delta = minlstm.normalised_gates(k_f, k_i)
+    return f_n, i_n, _gates.log_sigmoid(-delta), _gates.log_sigmoid(delta) + _gates.log_g(k_h), _gates.g(k_h)
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0, 800.0])
+def test_fused_gates_equal_the_numpy_formulas_in_float64(rng, scale):
+    k_f, k_i, k_h = (scale * rng.standard_normal(4001) for _ in range(3))
+    f_n, i_n, a, b, h_tilde = minlstm._fused_gates(k_f, k_i, k_h, True)
+    # log a and log b are sums of terms of size ~scale: compared to a few ulp of those terms (a log's absolute
+    # error is its exp's relative error); the exp of an argument below -708 is 0 (error < 3.3e-308)
+    atols = (3.3e-308, 3.3e-308, 4e-15 * scale, 4e-15 * scale, 3.3e-308)
+    for got, want, atol in zip((f_n, i_n, a, b, h_tilde), _numpy_gates(k_f, k_i, k_h), atols):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=atol)
+    f_v, i_v, a_v, b_v, h_v = minlstm._fused_gates(k_f, k_i, k_h, False)
+    np.testing.assert_array_equal(f_v, f_n)
+    assert a_v is f_v and h_v is k_h
+    np.testing.assert_allclose(b_v, i_n * k_h, rtol=1e-15)
+
+
+def test_the_delta_form_stays_exact_when_both_gates_underflow():
+    # σ(-800) underflows to 0 in float64: f / (f + i) would be 0 / 0; δ = softplus(800) - softplus(801) = -1
+    k_f, k_i, k_h = np.array([-800.0]), np.array([-801.0]), np.array([0.3])
+    f_n, i_n, a, b, _ = minlstm._fused_gates(k_f, k_i, k_h, True)
+    np.testing.assert_allclose(f_n, 1 / (1 + np.exp(-1.0)), rtol=1e-15)
+    np.testing.assert_allclose(i_n, 1 / (1 + np.exp(1.0)), rtol=1e-15)
+    np.testing.assert_allclose(a, -np.log1p(np.exp(-1.0)), rtol=1e-15)
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0, 800.0])
+def test_fused_mingru_gates_equal_the_numpy_formulas_in_float64(rng, scale):
+    from scipy.special import expit
+
+    k_z, k_h = (scale * rng.standard_normal(4001) for _ in range(2))
+    z, a, b, h_tilde = mingru._fused_gates(k_z, k_h, True)
+    want = (expit(k_z), _gates.log_sigmoid(-k_z), _gates.log_sigmoid(k_z) + _gates.log_g(k_h), _gates.g(k_h))
+    for got, ref, atol in zip((z, a, b, h_tilde), want, (3.3e-308, 4e-15 * scale, 4e-15 * scale, 3.3e-308)):
+        np.testing.assert_allclose(got, ref, rtol=1e-14, atol=atol)
+    z_v, a_v, b_v, h_v = mingru._fused_gates(k_z, k_h, False)
+    np.testing.assert_array_equal(z_v, z)
+    np.testing.assert_allclose(a_v, 1.0 - z, rtol=1e-15)
+    np.testing.assert_allclose(b_v, z * k_h, rtol=1e-15)
+    assert h_v is k_h
+
+
+@pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
+@pytest.mark.parametrize("log_space", [False, True])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 3e-6)])
+def test_fused_cell_equals_the_numpy_reference(rng, cell, log_space, dtype, tol):
+    params = {k: v.astype(dtype) for k, v in cell.init(rng, 5, 7).items()}
+    x = rng.standard_normal((3, 9, 5)).astype(dtype)
+    h0 = rng.uniform(0.1, 1.0, (3, 7)).astype(dtype)
+    dy = rng.standard_normal((3, 9, 7)).astype(dtype)
+    out = {}
+    for backend in ("numpy", "numba"):
+        h, cache = cell.forward(params, x, h0, log_space=log_space, backend=backend)
+        dx, grads = cell.backward(params, cache, dy)
+        out[backend] = (h, dx) + tuple(grads.values())
+    for ref, got in zip(out["numpy"], out["numba"]):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
+def test_fused_backward_passes_the_float64_gradient_check(rng, cell):
+    from minimal.gradcheck import check_cell
+
+    for ex in cell.examples(rng):
+        if ex.kwargs.get("mode", "parallel") == "parallel":
+            errors = check_cell(cell, ex)
+            assert max(errors.values()) <= 1e-6, (ex.name, errors)
+
+
+def test_fused_gelu_and_its_backward_equal_the_numpy_reference(rng):
+    from minimal.layers import mlp
+
+    u = np.concatenate([rng.standard_normal(5000) * s for s in (1e-8, 1.0, 5.0, 100.0)] + [np.array([0.0])])
+    dh = rng.standard_normal(u.shape)
+    # 1/2 (1 + tanh y) cancels where tanh y ~ -1: NumPy's form there has an absolute error ~1e-16 |u|, the fused
+    # σ(2y) form none (checked against scipy's expit, which has none either). In the tail s ~ e^{2y} inherits the
+    # rounding of its argument 2y (|2y| up to ~700 before s underflows): relative errors up to ~|2y| ulp there
+    from scipy.special import expit
+
+    s = expit(2 * mlp._C * (u + mlp._A * u ** 3))
+    np.testing.assert_allclose(mlp._gelu_fused(u), u * s, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(mlp._gelu_fused(u), mlp.gelu(u), rtol=1e-14, atol=1e-15 * np.abs(u).max())
+    grad = s + 2 * u * s * (1 - s) * mlp._C * (1 + 3 * mlp._A * u ** 2)
+    np.testing.assert_allclose(mlp._gelu_backward_fused(u, dh), dh * grad, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(mlp._gelu_backward_fused(u, dh), dh * mlp.gelu_grad(u), rtol=1e-13,
+                               atol=1e-15 * np.abs(dh * u).max())
+    u32, dh32 = u.astype(np.float32), dh.astype(np.float32)
+    assert mlp._gelu_fused(u32).dtype == np.float32
+    u64 = u32.astype(np.float64)
+    want = u64 * expit(2 * mlp._C * (u64 + mlp._A * u64 ** 3))
+    np.testing.assert_allclose(mlp._gelu_fused(u32), want, rtol=1e-6, atol=1e-44)   # float32's rounding, subnormals
+
+
+def test_mlp_with_the_fused_gelu_passes_the_float64_gradient_check(rng):
+    from minimal.gradcheck import check_cell
+    from minimal.layers import mlp
+
+    for ex in mlp.examples(rng):
+        errors = check_cell(mlp, ex)
+        assert max(errors.values()) <= 1e-6, (ex.name, errors)
