@@ -241,8 +241,10 @@ def main(argv=None):
     try:
         if args.command == "reproduce":
             _check_reproduce(args)
-        elif args.command == "course":
-            _check_out(args.out, "OUT")
+        elif args.command == "course" and args.what != "tidy":
+            if len(args.out) != 1:
+                raise InputError(f"course {args.what} takes one output folder, got {args.out}")
+            _check_out(args.out[0], "OUT")
         return args.func(args)
     except InputError as e:  # a bad argument reaches the user as one line; any other error keeps its traceback
         print(f"error: {e}", file=sys.stderr)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_keys, check_positive_int
+from ..validate import check_array, check_grad_dtype, check_keys, check_positive_int
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "POSITION_STD"]
 
@@ -64,6 +64,7 @@ def backward(params, cache, dy):
     that used it; row t of P the dy of position t summed over the batch (rows from T on: zero)."""
     _check_params(params)
     check_array("dy", dy, cache.x.shape + params["E"].shape[1:], names=("B", "T", "D"))
+    check_grad_dtype("dy", dy, params)
     dE = np.zeros((cache.V, dy.shape[-1]), dtype=dy.dtype)
     np.add.at(dE, cache.x, dy)  # unbuffered: repeated ids accumulate
     dP = np.zeros((cache.T_max, dy.shape[-1]), dtype=dy.dtype)
