@@ -89,3 +89,17 @@ def test_newton_readings_of_table_7():
 def test_job_rejects_an_unknown_variant():
     with pytest.raises(ValueError, match="variant must be one of"):
         M.window_of("bogus")
+
+
+def test_ablation_summary_counts_a_job_listed_twice_once():
+    """Fig. 2C's f = 10 job is the multivariate full seed-0 job: the table must not count that seed twice."""
+    from minimal.experiments.gril import ablations as A
+
+    config = A.Config(seeds=(0, 1), variants=("full",), targets=("multivariate",), f_values=(10,))
+    jobs = A.jobs(config)
+    assert len(jobs) == 3 and len(set(jobs)) == 2
+    res = {0: {"loss": 0.2, "loss_gd": 0.2, "over_zero": 0.5, "over_gd": 1.0},
+           1: {"loss": 0.3, "loss_gd": 0.2, "over_zero": 0.7, "over_gd": 1.5}}
+    records = [{"config": vars(j), "result": res[j.seed]} for j in jobs]
+    out = A.summarise(records, config)
+    assert out["multivariate_full_seeds"] == 2 and out["multivariate_full"] == pytest.approx(0.25)

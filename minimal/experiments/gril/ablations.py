@@ -105,11 +105,16 @@ def summarise(records, config: Config):
     Fig. 2C's loss and GD loss per f."""
     out = {}
     table = {}
+    seen = set()
     for r in records:
         c = r["config"]
         if c["f"] != 10 or c["N"] != 10 or c["seed"] not in config.seeds or c["variant"] not in config.variants:
             continue   # Fig. 2C's runs, and job files of other grids in the same folder
-        table.setdefault((_target(c), c["variant"]), []).append(r["result"])
+        key = (_target(c), c["variant"], c["seed"])
+        if key in seen:
+            continue   # Fig. 2C's f = 10 job is the multivariate full seed-0 job: count it once
+        seen.add(key)
+        table.setdefault(key[:2], []).append(r["result"])
     for (target, variant), res in sorted(table.items()):
         loss = np.array([x["loss"] for x in res])
         out[f"{target}_{variant}"] = float(loss.mean())
