@@ -60,6 +60,46 @@ def test_short_run_learns_and_ablation_stays_at_the_zero_predictor():
     assert ablated["over_zero"] > 0.98
 
 
+def test_default_tasks_have_the_papers_zero_predictor():
+    """x ~ U(-1/2, 1/2)^10 (App. B.1 via von Oswald et al.'s data code): predicting zero scores f a²/6 = 0.417,
+    within 3% of the 0.414 of Table 6 (U(-1, 1) would give 1.67); one optimal GD step 0.206 (Table 7: 0.207)."""
+    assert G.X_SCALE == 0.5 and M.Job().x_scale == 0.5
+    assert G.zero_loss(10) == pytest.approx(0.414, rel=0.03)
+    t = G.sample(np.random.default_rng(12345), 10_000)
+    y = t.Y[:, -1]
+    assert G.query_loss(np.zeros_like(y), y)[0] == pytest.approx(0.414, rel=0.03)
+    assert G.query_loss(gril_gd.gd_predict(t.X, t.Y, gril_gd.eta_star(10, 10)), y)[0] == pytest.approx(0.207,
+                                                                                                         rel=0.03)
+
+
+def test_newton_readings_of_table_7():
+    """Table 7's Newton 0.114 = 0.551 x GD: undamped Newton is exact here; a unit ridge step (one Newton step on
+    App. A.5's loss with penalty (1/2N)||W||²) gives 0.55 x GD at U(-1, 1) but 0.97 x GD at U(-1/2, 1/2)."""
+    from minimal.experiments.gril import regression as R
+
+    t = G.sample(np.random.default_rng(12345), 10_000)
+    t1 = G.sample(np.random.default_rng(12345), 10_000, x_scale=1.0)
+    r = R.newton_readings(t, gril_gd.eta_star(10, 10), t1, gril_gd.eta_star(10, 10, 1.0))
+    assert r["newton_loss"] < 1e-12 and r["newton_loss_at_a1"] < 1e-12
+    assert r["ridge_over_gd_at_a1"] == pytest.approx(0.114 / 0.207, rel=0.03)
+    assert r["ridge_over_gd"] == pytest.approx(0.97, abs=0.02)
+    assert r["ridge_loss"] > 1.7 * 0.114
+
+
 def test_job_rejects_an_unknown_variant():
     with pytest.raises(ValueError, match="variant must be one of"):
         M.window_of("bogus")
+
+
+def test_ablation_summary_counts_a_job_listed_twice_once():
+    """Fig. 2C's f = 10 job is the multivariate full seed-0 job: the table must not count that seed twice."""
+    from minimal.experiments.gril import ablations as A
+
+    config = A.Config(seeds=(0, 1), variants=("full",), targets=("multivariate",), f_values=(10,))
+    jobs = A.jobs(config)
+    assert len(jobs) == 3 and len(set(jobs)) == 2
+    res = {0: {"loss": 0.2, "loss_gd": 0.2, "over_zero": 0.5, "over_gd": 1.0},
+           1: {"loss": 0.3, "loss_gd": 0.2, "over_zero": 0.7, "over_gd": 1.5}}
+    records = [{"config": vars(j), "result": res[j.seed]} for j in jobs]
+    out = A.summarise(records, config)
+    assert out["multivariate_full_seeds"] == 2 and out["multivariate_full"] == pytest.approx(0.25)

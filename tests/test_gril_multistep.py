@@ -31,7 +31,7 @@ def test_sine_model_backward_matches_finite_differences(variant, rng):
     tasks = MS.sample_sine(rng, 2, N=3, f=3)
     m_p = mlp.init(rng, 3, 4)
     if variant == "gd":
-        g_p = MS._fixed_gd_block(3, 3)
+        g_p = MS._fixed_gd_block(3, 3, 1.0)
     else:
         g_p = {**M.init_params(rng, 3, "full"), "beta": rng.standard_normal(3)}
     params = {**m_p, **g_p}

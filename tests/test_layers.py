@@ -1,4 +1,4 @@
-"""Building blocks: Linear, GLU, MLP, LayerNorm, Embedding, residual wrapper, cross-entropy and MSE losses."""
+"""Building blocks: Linear, GLU, MLP, LayerNorm, Embedding, positional embedding, residual wrapper, cross-entropy and MSE losses."""
 import math
 
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 
 from minimal.cells import REGISTRY
 from minimal.gradcheck import TOLERANCE, check_cell, rel_error
-from minimal.layers import causal_conv, cross_entropy, embedding, glu, layernorm, linear, mlp, mse, residual
+from minimal.layers import causal_conv, cross_entropy, embedding, glu, layernorm, linear, mlp, mse, positional, residual
 
-LAYERS = ("linear", "glu", "mlp", "layernorm", "embedding", "residual", "cross_entropy", "mse")
+LAYERS = ("linear", "glu", "mlp", "layernorm", "embedding", "positional", "residual", "cross_entropy", "mse")
 CASES = [(name, i) for name in LAYERS for i in range(len(REGISTRY[name].examples(np.random.default_rng(0))))]
 
 
@@ -26,6 +26,15 @@ def test_every_layer_is_registered():
 
 
 # ---------------------------------------------------------------- values
+
+def test_positional_embedding_adds_row_t_of_p_and_refuses_too_long_a_sequence(rng):
+    p = positional.init(rng, 4, 2)
+    x = rng.standard_normal((3, 3, 2))
+    y, _ = positional.forward(p, x)
+    assert np.array_equal(y, x + p["P"][None, :3])
+    with pytest.raises(ValueError, match="at most T_max = 4"):
+        positional.forward(p, rng.standard_normal((1, 5, 2)))
+
 
 def test_linear_by_hand():
     params = {"W": np.array([[1.0, 2.0, 0.0], [0.0, -1.0, 3.0]]), "b": np.array([0.5, 0.0, -1.0])}

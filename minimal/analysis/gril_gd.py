@@ -43,6 +43,7 @@ import math
 import numpy as np
 
 from ..validate import InputError, check_array, check_positive_int
+from ..tasks.gril_regression import X_SCALE as _X_SCALE   # a = 1/2, App. B.1
 from . import gd as _gd
 
 __all__ = ["loss", "gradient", "gd_step", "gd_predict", "eta_star", "gd_loss", "ce_loss", "ce_gradient",
@@ -128,17 +129,18 @@ def gd_predict(X, Y, eta, steps=1, W0=None, l2=0.0):
     return np.einsum("bfo,bf->bo", W, x_q)
 
 
-def eta_star(N, f, x_scale=1.0):
+def eta_star(N, f, x_scale=_X_SCALE):
     """The optimal one-step size in the 1/N normalisation, η* = N / (σ_x² (N + f - 2 + κ)), σ_x² = a²/3.
 
-    ``minimal.analysis.gd.eta_star`` (sum normalisation) times N; κ = 9/5 for x ~ U(-a, a).
+    ``minimal.analysis.gd.eta_star`` (sum normalisation) times N; κ = 9/5 for x ~ U(-a, a); a = 1/2 by default
+    (App. B.1, ``minimal.tasks.gril_regression.X_SCALE``).
     """
     N, f = check_positive_int("N", N), check_positive_int("f", f)
     a = _number("x_scale", x_scale, positive=True)
     return N * _gd.eta_star(T=N, d_x=f, sigma_x2=a * a / 3.0)
 
 
-def gd_loss(N, f, x_scale=1.0, eta=None):
+def gd_loss(N, f, x_scale=_X_SCALE, eta=None):
     """Expected query loss 1/2 mean (ŷ - y)² of one GD step from 0 (module docstring); at η* by default.
 
     At η*: (f a² / 6) (f - 2 + κ) / (N + f - 2 + κ), the zero predictor's f a²/6 times the ratio

@@ -3,7 +3,7 @@
 Each sequence is one task. A teacher is drawn per sequence, then N context examples and one query:
 
     W   ~ N(0, I)           (f, n_o) per task                      App. B.1 (scalar, n_o = 1), B.2 (n_o = f)
-    x_i ~ U(-a, a)^f        i = 1 .. N + 1, a = ``x_scale``          App. B.1: a = 1; Fig. 2D rescales it
+    x_i ~ U(-a, a)^f        i = 1 .. N + 1, a = ``x_scale``          a = 1/2 (``X_SCALE``); Fig. 2D rescales it
     y_i = W^T x_i           (n_o,)  no label noise                 Sec. 4.1 (scalar: y = w^T x), Sec. 4.2
 
 The tokens interleave inputs and targets (Sec. 4.2, Prop. 4.1: s_{2j} = x_j, s_{2j+1} = y_j):
@@ -16,6 +16,11 @@ target (Sec. 5: "the final query token contains the test input only"). A target 
 with zeros to the token size f. App. A.1 writes the scalar token as [0, ..., y] (the target in the last slot);
 we put y_j in the first n_o slots for every n_o, so that the scalar task is the multivariate one with one output
 (our convention: only the construction's Q/readout slot depends on it).
+
+The input scale. App. B.1 builds the data as von Oswald et al. do, whose data code draws
+``uniform(-input_range / 2, input_range / 2)`` with ``input_range = 1``: x ~ U(-1/2, 1/2)^f, ``X_SCALE`` = 1/2.
+It fixes the paper's absolute losses: the zero predictor 1/2 E y_k² = f a²/6 is 10/24 = 0.417 at f = 10, the
+0.414 / 0.426 of Tables 5-6 (U(-1, 1) would give 1.67, four times as much).
 
 Classification (App. B.5): the same W (f, K) and x, logits W^T x; binary (K = 1): label 1[σ(logit) > 0.5], the
 target token carries the label in {0, 1}; K-class: label argmax softmax(W^T x), the target token carries the
@@ -34,10 +39,11 @@ import numpy as np
 from ..validate import check_array, check_positive_int
 
 __all__ = ["Tasks", "sample", "sample_classification", "make_tokens", "query_loss", "zero_loss", "N_WINDOW",
-           "STRIDE"]
+           "STRIDE", "X_SCALE"]
 
 N_WINDOW = 3   # w: the window [x_j, y_j, x_{j+1}] of Eq. 9
 STRIDE = 2     # s: one window per (x, y) pair
+X_SCALE = 0.5  # a: x ~ U(-1/2, 1/2), App. B.1 (von Oswald et al.'s data code, input_range = 1)
 
 
 class Tasks(NamedTuple):
@@ -79,12 +85,12 @@ def make_tokens(X, Y):
     return tokens
 
 
-def sample(rng, B, N=10, f=10, n_out=None, x_scale=1.0, dtype=np.float64):
+def sample(rng, B, N=10, f=10, n_out=None, x_scale=X_SCALE, dtype=np.float64):
     """B regression tasks of App. B.1 (``n_out=1``) or B.2 (``n_out=f``, the default).
 
     Args:
         rng: numpy Generator. B: tasks. N: context examples (App. B.1: 10). f: input size (10).
-        n_out: target size n_o <= f (default f). x_scale: a, with x ~ U(-a, a) (App. B.1: 1).
+        n_out: target size n_o <= f (default f). x_scale: a, with x ~ U(-a, a) (App. B.1: 1/2).
     Returns:
         ``Tasks`` in ``dtype``; targets y = W^T x.
     """
@@ -100,7 +106,7 @@ def sample(rng, B, N=10, f=10, n_out=None, x_scale=1.0, dtype=np.float64):
     return Tasks(make_tokens(X, Y), X, Y, W)
 
 
-def sample_classification(rng, B, N=10, f=10, K=1, x_scale=1.0, dtype=np.float64):
+def sample_classification(rng, B, N=10, f=10, K=1, x_scale=X_SCALE, dtype=np.float64):
     """B classification tasks of App. B.5: binary (K = 1) or K-class (2 < K <= f).
 
     Returns:
@@ -136,6 +142,6 @@ def query_loss(y_hat, y):
     return 0.5 * float(np.mean(err ** 2)), err / err.size
 
 
-def zero_loss(f, x_scale=1.0):
-    """Expected ``query_loss`` of the zero predictor: 1/2 E y_k² = f a² / 6 (Var x = a²/3, W ~ N(0, 1))."""
+def zero_loss(f, x_scale=X_SCALE):
+    """Expected ``query_loss`` of the zero predictor: 1/2 E y_k² = f a² / 6 (Var x = a²/3, W ~ N(0, 1)); 0.417 at f = 10, a = 1/2."""
     return f * _check_scale(x_scale) ** 2 / 6.0

@@ -17,7 +17,7 @@ Why the ablations should fail. With y = W^T x and W ~ N(0, I), the query target 
 window the state never holds a product y_i x_i^T (only x x^T and y y^T, even in W), and without the multiplicative
 readout the output is a fixed linear map of a state that does not contain x_{N+1}; either way the best predictor
 is uncorrelated with the target and the loss sits at the zero predictor's, 1/2 E y² = f a² / 6 per entry, about
-twice one optimal GD step (Tables 5-6: 0.426 / 0.414 against 0.209 / 0.206).
+twice one optimal GD step (Tables 5-6: 0.426 / 0.414 against 0.209 / 0.206; f a²/6 = 0.417 at a = 1/2).
 
 Glossary: B tasks, N context examples, f token size, n_o target size, T = 2N + 1 tokens, T' windows.
 """
@@ -192,7 +192,7 @@ class Job:
     warmup_steps: int = 500     # ours (the paper warms up linearly, length not given)
     n_eval: int = 10_000        # App. B.1: 10^4 evaluation tasks
     eval_seed: int = 12345      # the evaluation set, shared by every model and by GD
-    x_scale: float = 1.0        # App. B.1: x ~ U(-1, 1)
+    x_scale: float = gril_regression.X_SCALE   # App. B.1: x ~ U(-1/2, 1/2)
 
 
 def eval_tasks(job, x_scale=None):

@@ -1,34 +1,41 @@
 """Trained one-layer GRIL against one step of gradient descent (Tian et al., Sec. 5.1, Fig. 2, App. C.3 Table 7).
 
 One GRIL block (``model``, variant "full") is trained on in-context multivariate regression (N = 10 examples,
-f = n_o = 10, x ~ U(-1, 1)^f, W ~ N(0, I); App. B.2) and, separately, on the scalar task (n_o = 1, App. B.1).
-On one fixed set of 10^4 evaluation tasks (App. B.1) we compare it with
+f = n_o = 10, x ~ U(-1/2, 1/2)^f, W ~ N(0, I); App. B.1-B.2) and, separately, on the scalar task (n_o = 1,
+App. B.1). On one fixed set of 10^4 evaluation tasks (App. B.1) we compare it with
 
     GD            one step from W_0 = 0 with the optimal size η* (``minimal.analysis.gril_gd``):
                   ŷ = (η*/N) Σ_i y_i x_i^T x_{N+1},  η* = N / (σ_x² (N + f - 1/5)),  σ_x² = a²/3
     construction  the same GRIL block with the weights of Prop. 4.1 (``minimal.constructions_gril``)
-    Newton        one Newton-Raphson step from W_0 = 0, (H + λ I)^{-1} ∇L with H = (1/N) Σ x x^T (App. C.3)
+    Newton        one Newton-Raphson step from W_0 = 0, (H + δ I)^{-1} ∇L with H = (1/N) Σ x x^T (App. C.3)
 
 and report (Fig. 2A-B) the losses, the L2 distance and cosine similarity of the predictions and of the input
 sensitivities ∂ŷ/∂x_{N+1} (App. B.1's two metrics), the loss under rescaled inputs (Fig. 2D: the model trained at
-a = 1, evaluated at other a, and GD with the η* of a = 1), and the trained parameters beside the construction's
-(Fig. 2E-G). The losses are ours, 1/2 mean (ŷ - y)², whose zero-predictor value is f a²/6 = 1.67; the paper's
-normalisation is not stated (its zero predictor, the ablations' 0.414, is 4x smaller), so we compare ratios:
-GRIL / GD, GD / zero predictor, Newton / GD.
+the paper's a = 1/2, evaluated at a = c/2 for c in ``Config.scales``, and GD with the η* of a = 1/2), and the
+trained parameters beside the construction's (Fig. 2E-G). Losses are 1/2 mean (ŷ - y)² per output, the
+normalisation of Table 7: the zero predictor scores f a²/6 = 0.417 at a = 1/2 (Tables 5-6: 0.414 / 0.426) and one
+optimal GD step 0.206 (Table 7: 0.207), so the absolute losses are compared with the paper's.
 
-Table 7's Newton step. With N = f = 10 noiseless examples, H is invertible and one undamped Newton step solves the
-least-squares problem exactly: loss 0 (we measure ~1e-15), not the paper's 0.114 = 0.55 x GD. A damped step
-(H + λI) spans the whole range between the two; we report the λ at which it reaches the paper's ratio. The text
-names no damping, so no reading of it reproduces 0.114; the λ is a description of the number, not a derivation.
+Table 7's Newton step (0.114 = 0.551 x GD), read three ways (``newton_readings``):
+    - undamped, δ = 0: with N = f = 10 noiseless examples H is invertible and one step solves the least-squares
+      problem exactly: loss ~1e-16 at any scale;
+    - a unit ridge step (X^T X + I)^{-1} X^T Y, which is exactly one Newton step on App. A.5's L2 loss with the
+      penalty (1/2N)||W||² (δ = 1/N): 0.55 x GD at U(-1, 1), but 0.97 x GD at the paper's U(-1/2, 1/2);
+    - so the paper's 0.114 fits a unit ridge at U(-1, 1) and no natural reading at U(-1/2, 1/2), the scale at
+      which its other losses are stated. We report both and take no side.
 
 The trained weights have a gauge: (Q, q, β) -> (c Q, c' q, β / (c c')) leaves the model unchanged, so Q and q are
 compared after dividing by Q[1, 0] and q[2], and β as the effective step β Q[1, 0] q[2] against η*/N.
 
-Differs from the paper (each for CPU minutes instead of A100 hours):
+Differs from the paper:
     - 20,000 AdamW steps at lr 1e-2 (cosine to 1e-5, 500 warm-up steps) for every parameter, instead of up to
-      300,000 at 1e-4 (recurrent) / 2e-4 (others); weight decay 5e-4 keeps the paper's lr · wd = 5e-6 per step.
+      300,000 at 1e-4 (recurrent) / 2e-4 (others); weight decay 5e-4 keeps the paper's lr · wd = 5e-6 per step
+      (CPU minutes instead of A100 hours).
     - The model is the GRIL block on the raw tokens (no embedding, no extra layers); β has one entry per output.
-    - Losses are compared as ratios (above); GD uses the analytic η*, which the paper does not specify.
+    - Input scale: App. B.1 writes x ~ U(-1, 1)^f but builds the data as von Oswald et al., whose code draws
+      U(-1/2, 1/2); the paper's absolute losses (zero predictor 0.414-0.426, GD 0.207) are those of U(-1/2, 1/2)
+      (0.417, 0.206; U(-1, 1) gives 1.67, 0.825). We use U(-1/2, 1/2).
+    - GD uses the analytic η*, which the paper does not specify; Fig. 2D's scale factors are ours (not given).
 
 Glossary: N examples, f input size, n_o target size, a input scale, η* optimal GD step size.
 """
@@ -50,16 +57,38 @@ from ...tasks import gril_regression
 from . import model as M
 from ...validate import check_config
 
-__all__ = ["Config", "PAPER", "run", "plot", "compare", "sensitivity", "newton_damping_for", "save_weights",
+__all__ = ["Config", "PAPER", "METRICS", "run", "plot", "compare", "sensitivity", "newton_readings", "save_weights",
            "load_weights", "WEIGHTS"]
 
 PAPER = {
-    "gril_over_gd": 0.206 / 0.207,        # Table 7: trained GRIL 0.206, GD 0.207
-    "construction_over_gd": 0.206 / 0.207,  # Table 7: GD-equivalent construction 0.206
-    "newton_over_gd": 0.114 / 0.207,      # Table 7: Newton-Raphson 0.114
-    "gd_over_zero": 0.206 / 0.414,        # Table 6: full GRIL 0.206 vs 0.414 without window / readout
-    "scalar_gril_over_zero": 0.209 / 0.426,  # Table 5
+    # Table 7 (multivariate, N = f = 10), absolute losses (1/2 MSE per output, x ~ U(-1/2, 1/2))
+    "loss": 0.206,                        # trained GRIL 0.206 ± 0.001
+    "loss_gd": 0.207,                     # gradient descent 0.207 ± 0.001
+    "construction_loss": 0.206,           # GD-equivalent construction 0.206 ± 0.002
+    "newton_loss": 0.114,                 # Newton-Raphson 0.114 ± 0.001 (readings: module docstring)
+    "ridge_loss": 0.114,                  # the same number against the unit-ridge reading at a = 1/2
+    "ridge_over_gd_at_a1": 0.114 / 0.207,  # ... and as a ratio at U(-1, 1), where that reading fits
+    "loss_zero": 0.414,                   # Table 6: the ablated models, which predict zero (``model``)
+    "scalar_loss": 0.209,                 # Table 5: full GRIL 0.209 ± 0.0012
+    "scalar_loss_zero": 0.426,            # Table 5: the ablated models, 0.426
+    # the same as ratios
+    "gril_over_gd": 0.206 / 0.207,
+    "construction_over_gd": 0.206 / 0.207,
+    "newton_over_gd": 0.114 / 0.207,
+    "gd_over_zero": 0.207 / 0.414,
+    "scalar_gril_over_zero": 0.209 / 0.426,
     "pred_cos": 1.0,                      # Fig. 2B: "near-perfect alignment"
+}
+
+METRICS = {
+    "loss": "trained GRIL, multivariate (n_o = f = 10), 1/2 MSE per output on 10^4 tasks at x ~ U(-1/2, 1/2)",
+    "loss_gd": "one GD step from 0 at the optimal η* on the same tasks",
+    "construction_loss": "the GRIL block at Prop. 4.1's weights (= one GD step, to rounding)",
+    "loss_zero": "the zero predictor, f a²/6 = 0.417 in expectation",
+    "newton_loss": "one undamped Newton step from 0: exact here (N = f, no noise)",
+    "ridge_loss": "one unit-ridge step (X^T X + I)^{-1} X^T Y = Newton on App. A.5's loss with (1/2N)||W||²",
+    "ridge_over_gd_at_a1": "the unit ridge / GD on the same draw at x ~ U(-1, 1), where it fits Table 7's 0.551",
+    "rescale": "Fig. 2D, keyed by c = a / (the training scale 1/2)",
 }
 
 WEIGHTS = data_path("gril", "regression_full.npz")
@@ -73,8 +102,8 @@ class Config:
     lr: float = 1e-2              # ours (paper: 1e-4 / 2e-4)
     seed: int = 0
     n_eval: int = 10_000          # App. B.1
-    scales: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)   # Fig. 2D: input rescaling (ours: the paper's values not given)
-    newton_target: float = 0.114 / 0.207          # Table 7's Newton / GD, for the matching damping
+    x_scale: float = gril_regression.X_SCALE     # a = 1/2 (module docstring)
+    scales: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)   # Fig. 2D: a / (the paper's 1/2) (ours: the paper's not given)
 
     # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
     __post_init__ = check_config
@@ -87,7 +116,7 @@ class Config:
 
 def _job(config, n_out):
     return M.Job(variant="full", N=config.N, f=config.f, n_out=n_out, seed=config.seed, steps=config.steps,
-                 lr=config.lr, n_eval=config.n_eval)
+                 lr=config.lr, n_eval=config.n_eval, x_scale=config.x_scale)
 
 
 def sensitivity(params, tokens, n_out):
@@ -132,21 +161,21 @@ def compare(params, tasks, eta):
     return out
 
 
-def newton_damping_for(tasks, target_over_gd, eta):
-    """The damping λ at which one Newton step (H + λI)^{-1} ∇L scores ``target_over_gd`` x GD's loss
-    (bisection in log λ; the loss grows with λ from 0 (λ = 0, N >= f) towards the zero predictor's)."""
-    y = tasks.Y[:, -1]
-    loss_gd = gril_regression.query_loss(gril_gd.gd_predict(tasks.X, tasks.Y, eta), y)[0]
-
-    def ratio(lam):
-        return gril_regression.query_loss(gril_gd.newton_predict(tasks.X, tasks.Y, damping=lam), y)[0] / loss_gd
-
-    lo, hi = -6.0, 3.0
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if ratio(10 ** mid) < target_over_gd else (lo, mid)
-    lam = 10 ** (0.5 * (lo + hi))
-    return lam, ratio(lam)
+def newton_readings(tasks, eta, tasks_a1, eta_a1):
+    """Table 7's Newton step read on ``tasks`` (drawn at the paper's a = 1/2, GD step ``eta``) and on ``tasks_a1``
+    (the same draw at a = 1, GD step ``eta_a1``): the undamped step, and the unit ridge (X^T X + I)^{-1} X^T Y =
+    one Newton step on App. A.5's L2 loss with penalty (1/2N)||W||² (damping δ = 1/N of H = X^T X / N)."""
+    out = {}
+    for suffix, ts, e in (("", tasks, eta), ("_at_a1", tasks_a1, eta_a1)):
+        y = ts.Y[:, -1]
+        N = ts.X.shape[1] - 1
+        gd = gril_regression.query_loss(gril_gd.gd_predict(ts.X, ts.Y, e), y)[0]
+        newton = gril_regression.query_loss(gril_gd.newton_predict(ts.X, ts.Y), y)[0]
+        ridge = gril_regression.query_loss(gril_gd.newton_predict(ts.X, ts.Y, damping=1.0 / N), y)[0]
+        out.update({"newton_loss" + suffix: newton, "newton_over_gd" + suffix: newton / gd,
+                    "ridge_loss" + suffix: ridge, "ridge_over_gd" + suffix: ridge / gd, "loss_gd" + suffix: gd})
+    out.pop("loss_gd")   # ``compare`` reports it
+    return out
 
 
 def _gauge_fixed(params, N, eta):
@@ -175,7 +204,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     """Train the multivariate and the scalar model, compare both with GD on fixed evaluation sets."""
     config = Config() if config is None else config
     t0 = time.perf_counter()
-    eta = gril_gd.eta_star(config.N, config.f)
+    eta = gril_gd.eta_star(config.N, config.f, config.x_scale)
     out = {}
     params_by_target = {}
     for target, n_out in (("multivariate", config.f), ("scalar", 1)):
@@ -191,17 +220,16 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
             con = constructions_gril.one_step_gd(config.f, config.N, eta)
             y = tasks.Y[:, -1]
             y_con = constructions_gril.gril_predict(con, tasks.tokens)
-            out["construction_over_gd"] = gril_regression.query_loss(y_con, y)[0] / res["loss_gd"]
+            out["construction_loss"] = gril_regression.query_loss(y_con, y)[0]
+            out["construction_over_gd"] = out["construction_loss"] / res["loss_gd"]
             out["construction_vs_gd_max_abs"] = float(np.abs(y_con - gril_gd.gd_predict(tasks.X, tasks.Y, eta)).max())
-            y_nr = gril_gd.newton_predict(tasks.X, tasks.Y)
-            out["newton_over_gd"] = gril_regression.query_loss(y_nr, y)[0] / res["loss_gd"]
-            out["newton_damping_matching_paper"], out["newton_damped_over_gd"] = newton_damping_for(
-                tasks, config.newton_target, eta)
-            out["rescale"] = {}
-            for a in config.scales:
-                ts = M.eval_tasks(job, x_scale=a)
+            out.update(newton_readings(tasks, eta, M.eval_tasks(job, x_scale=1.0),
+                                       gril_gd.eta_star(config.N, config.f, 1.0)))
+            out["rescale"] = {}   # keyed by a / (the training scale)
+            for c in config.scales:
+                ts = M.eval_tasks(job, x_scale=c * config.x_scale)
                 r = compare(params, ts, eta)
-                out["rescale"][str(a)] = {"gril_over_zero": r["gril_over_zero"], "gd_over_zero": r["gd_over_zero"],
+                out["rescale"][str(c)] = {"gril_over_zero": r["gril_over_zero"], "gd_over_zero": r["gd_over_zero"],
                                           "gril_over_gd": r["gril_over_gd"]}
             out["params"] = _gauge_fixed(params, config.N, eta)
     out["eta_star"] = eta
@@ -229,9 +257,9 @@ def plot(metrics, out_dir):
     b.semilogx([float(s) for s in scales], [metrics["rescale"][s]["gril_over_zero"] for s in scales], "o-",
                label="GRIL")
     b.semilogx([float(s) for s in scales], [metrics["rescale"][s]["gd_over_zero"] for s in scales], "x--",
-               label="GD (η* of a = 1)")
-    b.set(xlabel="input scale a", ylabel="loss / zero predictor (log)", title="Fig. 2D: rescaled inputs",
-          yscale="log")
+               label="GD (η* of the training scale)")
+    b.set(xlabel="input scale a / (training scale 1/2)", ylabel="loss / zero predictor (log)",
+          title="Fig. 2D: rescaled inputs", yscale="log")
     b.set_xticks([float(s) for s in scales], [f"{float(s):g}" for s in scales])
     b.xaxis.set_minor_locator(plt.NullLocator())
     b.legend(fontsize=8)
