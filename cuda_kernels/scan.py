@@ -8,7 +8,8 @@ Kernel versions (kept side by side, each tested against the NumPy reference befo
     v1 "sequential"  one thread per (b, c) runs the loop over t. Consecutive threads take consecutive
                      channels, so every load of a time step is coalesced. O(T) steps, no synchronisation.
                      ``prefetch=K`` (software pipelining): the thread loads the next K steps of a and b into
-                     registers before it uses the first, so K loads per array are in flight instead of one.
+                     registers before it uses the first, so K loads per array are in flight instead of one
+                     (default K = 8 forward, 4 backward, measured on an H200; ``prefetch=1`` is the plain loop).
     v2 "blelloch"    the work-efficient scan (Blelloch 1990; GPU Gems 3, ch. 39) over the pairs (a_t, b_t)
                      with the associative operator
                          (a1, b1) ∘ (a2, b2) = (a1 a2, a2 b1 + b2),      identity (1, 0),
@@ -57,69 +58,29 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import numba
 import numpy as np
-from numba import cuda, float32, float64
+from numba import cuda
+
+from ._device import (_NB_TYPES, LOG_NUM_BANKS, REGISTERS_PER_BLOCK, _combine_linear, _combine_log,  # noqa: F401
+                      _grads_writer, _pad, _pair_loader, kernel)
+from .workspace import Workspace, _alloc, _check_workspace, _dummy  # noqa: F401
 
 __all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear_scan_backward", "is_device",
-           "to_device", "all_finite", "kernel", "Workspace", "METHODS", "DEFAULT_BLOCK", "DEFAULT_PREFETCH",
+           "to_device", "all_finite", "kernel", "Workspace", "METHODS", "DEFAULT_BLOCK", "DEFAULT_PREFETCH_FORWARD",
+           "DEFAULT_PREFETCH_BACKWARD",
            "REGISTERS_PER_BLOCK"]
 
 METHODS = ("sequential", "blelloch", "chunked")
 DEFAULT_BLOCK = 256          # threads per block
-LOG_NUM_BANKS = 5            # 32 shared-memory banks
 SEQUENTIAL_BLOCK = 128       # threads per block of the v1 kernels
-DEFAULT_PREFETCH = 1         # v1: steps of a and b loaded ahead into registers (K; not yet measured on a GPU)
-REGISTERS_PER_BLOCK = 65536  # 32-bit registers one block may use (compute capability 5.0 - 9.0)
-_NB_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
-
-
-def kernel(threads):
-    """``cuda.jit`` for a kernel that is launched with at most ``threads`` threads per block.
-
-    On a GPU the kernel is compiled with launch bounds (PTX ``.maxntid threads``): ptxas then keeps its
-    registers per thread within ``REGISTERS_PER_BLOCK / threads`` (64 at 1024 threads), spilling if it must,
-    so a launch of ``threads`` threads never fails with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES. Without the bound
-    ptxas gave v3's float32 backward scan at 1024 threads (K = 2) 80 registers, and the launch failed on an H200
-    (``tests/test_cuda_resources.py`` compiles the kernels for sm_90 and checks the line). The simulator has
-    no registers and takes no launch bounds."""
-    if numba.config.ENABLE_CUDASIM:
-        return cuda.jit
-    return cuda.jit(launch_bounds=int(threads))
-
-
-class Workspace:
-    """Device buffers kept from one call to the next, so that a timed call allocates nothing.
-
-    Every host function takes ``workspace=``: with None each temporary is a fresh ``cuda.device_array`` (a
-    cudaMalloc per call); with a ``Workspace`` the temporaries of a given name, shape and dtype are allocated
-    once and reused. Calls that share a workspace must not run concurrently (one stream, one thread)."""
-
-    def __init__(self):
-        self._buffers = {}
-
-    def get(self, name, shape, dtype):
-        key = (name, tuple(int(v) for v in shape), np.dtype(dtype).str)
-        buf = self._buffers.get(key)
-        if buf is None:
-            buf = self._buffers[key] = cuda.device_array(key[1], dtype=dtype)
-        return buf
-
-    def __len__(self):
-        return len(self._buffers)
-
-
-def _check_workspace(workspace):
-    if workspace is not None and not isinstance(workspace, Workspace):
-        raise ValueError(f"workspace must be a cuda_kernels.scan.Workspace or None, got {type(workspace).__name__}")
-
-
-def _alloc(workspace, name, shape, dtype):
-    """A device array for a temporary: from ``workspace`` (reused) or freshly allocated."""
-    if workspace is None:
-        return cuda.device_array(tuple(shape), dtype=dtype)
-    _check_workspace(workspace)
-    return workspace.get(name, shape, dtype)
+# v1's K, the steps of its inputs each thread loads ahead into registers (``prefetch``), from the H200 run of
+# 2026-11-26 (``bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl``, float32, preallocated outputs, fraction
+# of a same-run device copy of the same bytes at (8, 4096, 8192) / (8, 1024, 8192)):
+#     forward   K = 1: 0.364 / 0.444,  K = 2: 0.433 / 0.516,  K = 4: 0.683 / 0.749,  K = 8: 0.835 / 0.868
+#     backward  K = 1: 0.448 / 0.490,  K = 4: 0.792 / 0.799   (K = 8 not timed there: bench/gpu_check2.sh times it)
+# K = 1 (``prefetch=1``) stays the plain loop, the teaching version.
+DEFAULT_PREFETCH_FORWARD = 8
+DEFAULT_PREFETCH_BACKWARD = 4
 
 
 def _check_out(out, names, shapes, dtype, on_device):
@@ -146,39 +107,11 @@ def _check_out(out, names, shapes, dtype, on_device):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Device functions shared by all kernels
-
-
-@cuda.jit(device=True, inline=True)
-def _pad(n):
-    """Shared-memory index of the n-th element with one spare word every 32 (GPU Gems 3, Eq. 39-3)."""
-    return n + (n >> LOG_NUM_BANKS)
-
-
-@cuda.jit(device=True, inline=True)
-def _combine_linear(a1, b1, a2, b2):
-    return a1 * a2, a2 * b1 + b2
-
-
-@cuda.jit(device=True, inline=True)
-def _logaddexp(x, y):
-    m = max(x, y)
-    if m == -math.inf:  # both terms are log 0; exp(x - m) would be exp(nan)
-        return m
-    return m + math.log1p(math.exp(-abs(x - y)))
-
-
-@cuda.jit(device=True, inline=True)
-def _combine_log(a1, b1, a2, b2):
-    return a1 + a2, _logaddexp(a2 + b1, b2)
-
-
-# ---------------------------------------------------------------------------------------------------------
 # v1: one thread per (b, c)
 
 
 @lru_cache(maxsize=None)
-def _sequential_kernels(dtype, op, K=DEFAULT_PREFETCH):
+def _sequential_kernels(dtype, op, K=1):
     """v1's forward and backward. Software pipelining (``prefetch=K``): each thread loads the next K steps
     of its inputs into registers before it uses the first, so every thread has K loads of each array in
     flight instead of one (the loop body's only latency is the load; the arithmetic is one multiply-add).
@@ -247,51 +180,6 @@ def _sequential_kernels(dtype, op, K=DEFAULT_PREFETCH):
 
 # ---------------------------------------------------------------------------------------------------------
 # v2: Blelloch scan in shared memory, one chunk of L = 2 TW steps x CW channels per block
-
-
-@lru_cache(maxsize=None)
-def _pair_loader(dtype, op, reverse):
-    """The load of scan position s, shared by v2 and v3: a device function giving the pair x_s of channel c
-    from (B, T, C) arrays x1, x2. Forward: (a_s, b_s). Backward (``reverse``): (a_{t+1}, dh_t) at
-    t = T-1-s. Positions past T and channels past C give the operator's identity (1, 0), or (0, -inf) in log
-    space."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
-
-    @cuda.jit(device=True, inline=True)
-    def load(x1, x2, bb, s, c, T, C):
-        if s >= T or c >= C:
-            return nbdt(ID_A), nbdt(ID_B)
-        if reverse:
-            t = T - 1 - s
-            coef = x1[bb, t + 1, c] if t + 1 < T else nbdt(0.0)  # g_{T+1} = 0: any value would do
-            return coef, x2[bb, t, c]
-        return x1[bb, s, c], x2[bb, s, c]
-
-    return load
-
-
-@lru_cache(maxsize=None)
-def _grads_writer(dtype):
-    """The backward's store, shared by v2 and v3: a device function that writes, for the adjoint g_t at
-    (bb, t, c), dL/db_t = g_t, dL/da_t = g_t h_{t-1} (h_{-1} = h0, or 0 without one) and, at t = 0,
-    dL/dh0 = a_0 g_0. Arrays a, h, da, db: (B, T, C); h0, dh0: (B, C)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-
-    @cuda.jit(device=True, inline=True)
-    def write_grads(a, h, h0, has_h0, da, db, dh0, bb, t, c, g):
-        if t > 0:
-            h_prev = h[bb, t - 1, c]
-        elif has_h0:
-            h_prev = h0[bb, c]
-        else:
-            h_prev = nbdt(0.0)
-        db[bb, t, c] = g
-        da[bb, t, c] = g * h_prev
-        if t == 0:
-            dh0[bb, c] = a[bb, 0, c] * g
-
-    return write_grads
 
 
 @lru_cache(maxsize=None)
@@ -554,11 +442,6 @@ def _empty(shape, dtype, on_device):
     return cuda.device_array(shape, dtype=dtype) if on_device else np.empty(shape, dtype=dtype)
 
 
-def _dummy(ndim, dtype, workspace=None):
-    """A placeholder for an argument the kernel does not read (h0 without one, unused outputs)."""
-    return _alloc(workspace, f"unused{ndim}", (1,) * ndim, dtype)
-
-
 def _tile(C, block, channel_tile):
     """(CW, TW): CW channels of one time step side by side (coalesced), TW threads along time."""
     if channel_tile is None:
@@ -645,14 +528,14 @@ def _resolve(method, shape, kind, v3_options, prefetch=None):
     return chosen["method"], chosen.get("carry")
 
 
-def _check_prefetch(method, prefetch):
+def _check_prefetch(method, prefetch, default):
     """v1's K (steps loaded ahead): an integer in [1, 16], only with method="sequential" (called after
-    method="auto" is resolved; ``_resolve`` refuses prefetch with "auto")."""
+    method="auto" is resolved; ``_resolve`` refuses prefetch with "auto"); None gives ``default``."""
     if method != "sequential":
         if prefetch is not None:
             raise ValueError(f"prefetch only applies to method='sequential' (v1), got method={method!r}")
         return None
-    K = DEFAULT_PREFETCH if prefetch is None else prefetch
+    K = default if prefetch is None else prefetch
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or not 1 <= K <= 16:
         raise ValueError(f"prefetch must be an integer in [1, 16] (steps of a and b loaded ahead), got {prefetch!r}")
     return int(K)
@@ -681,7 +564,7 @@ def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=Non
                              {"steps_per_thread": steps_per_thread, "chunks_per_block": chunks_per_block,
                               "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
-    K1 = _check_prefetch(method, prefetch)
+    K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_FORWARD)
     _check_workspace(workspace)
     if 0 in shape:
         return out[0] if out is not None else _empty(shape, a.dtype, on_device)
@@ -733,8 +616,10 @@ def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channe
                 reduce-then-scan, 5 array passes) or "lookback" (single pass with decoupled look-back,
                 3 passes, one chunk per block, so chunks_per_block must be None or 1; simulator-tested only).
         prefetch: v1 only (an error with another method): K, the steps of a and b each thread loads into
-            registers before it uses the first (software pipelining; default ``DEFAULT_PREFETCH``, K = 1 the
-            plain loop), an integer in [1, 16].
+            registers before it uses the first (software pipelining), an integer in [1, 16]; default
+            ``DEFAULT_PREFETCH_FORWARD`` = 8 (0.835 / 0.868 of a copy on an H200, K = 1: 0.364 / 0.444; the
+            numbers and their file are beside the constant); the backward's default is
+            ``DEFAULT_PREFETCH_BACKWARD``. ``prefetch=1`` is the plain loop, the teaching version.
         out: a C-contiguous device array of h's shape and dtype to write h into (inputs on the device), or
             None for a fresh one.
         workspace: a ``Workspace`` whose buffers the temporaries reuse (nothing allocated on a repeated call
@@ -777,7 +662,7 @@ def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None,
 
         return chunked.backward(a, h, dh, h0, has_h0, block, channel_tile, *v3, grads=grads, workspace=workspace)
     if method == "sequential":
-        _, backward = _sequential_kernels(a.dtype, "linear", DEFAULT_PREFETCH if K1 is None else K1)
+        _, backward = _sequential_kernels(a.dtype, "linear", DEFAULT_PREFETCH_BACKWARD if K1 is None else K1)
         backward[-(-B * C // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a, h, dh, h0, has_h0, *grads)
         return grads
     return _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile, grads, workspace)
@@ -825,7 +710,7 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
     method, carry = _resolve(method, shape, "backward", {"steps_per_thread": steps_per_thread,
                              "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
-    K1 = _check_prefetch(method, prefetch)
+    K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_BACKWARD)
     _check_workspace(workspace)
     if 0 in shape:
         return out if out is not None else _empty_grads(shape, a.dtype, on_device)
@@ -904,7 +789,7 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     method, carry = _resolve(method, shape, "backward", {"steps_per_thread": steps_per_thread,
                              "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry}, prefetch)
     v3 = _check_v3(method, log_a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
-    K1 = _check_prefetch(method, prefetch)
+    K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_BACKWARD)
     _check_workspace(workspace)
     if 0 in shape:
         return out if out is not None else _empty_grads(shape, log_a.dtype, on_device)
