@@ -19,9 +19,11 @@ Sources (``derive_table``):
   the K the host functions use by default (``V1_PREFETCH``: 8 forward, 4 backward, the values of
   ``scan.DEFAULT_PREFETCH_FORWARD`` / ``_BACKWARD``); v1 rows at another K, or with no K at the few-channel
   shapes (timed at K = 1 there), are not candidates. That run timed the backward of v1 and v2 only, so v3's
-  backward (which won 2 backward cells of the allocating run) cannot win here until a run times it.
+  backward (which won 4 of the 9 backward cells of the allocating run, ``LOG_SOURCE``) cannot win here until
+  a run times it preallocated; the few-channel backward is v2's until then.
 - "log forward": the allocating rows of the H200 benchmark of 2026-11-26 (``LOG_SOURCE``,
-  ``bench/results/scan_NVIDIA_H200.jsonl``, main at 7b70fef), the only log-space timings we have.
+  ``bench/results/scan_NVIDIA_H200.jsonl``, main at 7b70fef), the only log-space timings we have (v1 was
+  timed there at K = 1, the default then; it wins every many-channel cell as it is).
 The table comes from float32 timings and serves float64 too. ``tests/test_cuda_dispatch.py`` checks that
 ``TABLE`` is what ``derive_table`` makes of the committed files, so the table cannot drift from the
 measurements it cites.

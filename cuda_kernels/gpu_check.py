@@ -225,7 +225,7 @@ def v1_tables(out_dir):
     by = {}
     for r in rows:
         by.setdefault(tuple(r.get("shape", ())), {})[r["name"]] = r
-    Ks = sorted(set(PREFETCH) | set(BACKWARD_PREFETCH))
+    Ks = sorted({1, cs.DEFAULT_PREFETCH_FORWARD} | set(BACKWARD_PREFETCH))   # the K that v1_check times
     lines = [f"\nv1 (preallocated), fraction of copy by K (defaults: forward K = {cs.DEFAULT_PREFETCH_FORWARD}, "
              f"backward K = {cs.DEFAULT_PREFETCH_BACKWARD}):",
              "| shape | direction | " + " | ".join(f"K={K}" for K in Ks) + " | allocating, default K |",
