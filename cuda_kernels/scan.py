@@ -3,7 +3,9 @@
 Glossary: B batch, T time, C channels; arrays are (B, T, C) with channels contiguous (time on axis 1, as in
 ``minimal.scan``). Trailing axes beyond the third are flattened into C and restored on return.
 
-Kernel versions (kept side by side, each tested against the NumPy reference before it is timed):
+Kernel versions (kept side by side, each tested against the NumPy reference before it is timed; the kernels of
+v1 are in ``sequential.py``, of v2 in ``blelloch.py``, of v3 in ``chunked.py``, the device functions they share
+in ``_device.py``; this module is their host side):
 
     v1 "sequential"  one thread per (b, c) runs the loop over t. Consecutive threads take consecutive
                      channels, so every load of a time step is coalesced. O(T) steps, no synchronisation.
@@ -63,6 +65,8 @@ from numba import cuda
 
 from ._device import (_NB_TYPES, LOG_NUM_BANKS, REGISTERS_PER_BLOCK, _combine_linear, _combine_log,  # noqa: F401
                       _grads_writer, _pad, _pair_loader, kernel)
+from .blelloch import _blelloch_kernels
+from .sequential import SEQUENTIAL_BLOCK, _sequential_kernels
 from .workspace import Workspace, _alloc, _check_workspace, _dummy  # noqa: F401
 
 __all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear_scan_backward", "is_device",
@@ -72,7 +76,6 @@ __all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear
 
 METHODS = ("sequential", "blelloch", "chunked")
 DEFAULT_BLOCK = 256          # threads per block
-SEQUENTIAL_BLOCK = 128       # threads per block of the v1 kernels
 # v1's K, the steps of its inputs each thread loads ahead into registers (``prefetch``), from the H200 run of
 # 2026-11-26 (``bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl``, float32, preallocated outputs, fraction
 # of a same-run device copy of the same bytes at (8, 4096, 8192) / (8, 1024, 8192)):
@@ -104,253 +107,6 @@ def _check_out(out, names, shapes, dtype, on_device):
         if not cuda.devicearray.is_cuda_ndarray(o) or not o.is_c_contiguous():
             raise ValueError(f"out ({name}) must be a C-contiguous numba device array")
     return tuple(outs)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# v1: one thread per (b, c)
-
-
-@lru_cache(maxsize=None)
-def _sequential_kernels(dtype, op, K=1):
-    """v1's forward and backward. Software pipelining (``prefetch=K``): each thread loads the next K steps
-    of its inputs into registers before it uses the first, so every thread has K loads of each array in
-    flight instead of one (the loop body's only latency is the load; the arithmetic is one multiply-add).
-    K = 1 is the plain loop."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    combine = _combine_linear if op == "linear" else _combine_log
-    zero = 0.0 if op == "linear" else -math.inf  # the state "h = 0" in this op's coordinates
-
-    @kernel(SEQUENTIAL_BLOCK)
-    def forward(a, b, h0, has_h0, h):
-        i = cuda.grid(1)
-        B, T, C = a.shape
-        if i >= B * C:
-            return
-        bb = i // C
-        c = i - bb * C  # c fastest: a warp reads 32 consecutive channels of one time step
-        state = h0[bb, c] if has_h0 else nbdt(zero)
-        ra = cuda.local.array(K, nbdt)  # K is a compile-time constant: the loops unroll into registers
-        rb = cuda.local.array(K, nbdt)
-        for t0 in range(0, T, K):
-            for j in range(K):  # K independent loads of a and of b, issued before any is used
-                if t0 + j < T:
-                    ra[j] = a[bb, t0 + j, c]
-                    rb[j] = b[bb, t0 + j, c]
-            for j in range(K):
-                if t0 + j < T:
-                    _, state = combine(ra[j], state, ra[j], rb[j])
-                    h[bb, t0 + j, c] = state
-
-    @kernel(SEQUENTIAL_BLOCK)
-    def backward(a, h, dh, h0, has_h0, da, db, dh0):
-        i = cuda.grid(1)
-        B, T, C = a.shape
-        if i >= B * C:
-            return
-        bb = i // C
-        c = i - bb * C
-        g = nbdt(0.0)
-        a_next = nbdt(0.0)
-        ra = cuda.local.array(K, nbdt)
-        rd = cuda.local.array(K, nbdt)
-        rh = cuda.local.array(K, nbdt)
-        for t0 in range(T - 1, -1, -K):
-            for j in range(K):  # the next K steps (in reverse time) of a, dh and h_{t-1}, loaded ahead
-                t = t0 - j
-                if t >= 0:
-                    ra[j] = a[bb, t, c]
-                    rd[j] = dh[bb, t, c]
-                    if t > 0:
-                        rh[j] = h[bb, t - 1, c]
-                    elif has_h0:
-                        rh[j] = h0[bb, c]
-                    else:
-                        rh[j] = nbdt(0.0)
-            for j in range(K):
-                t = t0 - j
-                if t >= 0:
-                    g = rd[j] + a_next * g
-                    db[bb, t, c] = g
-                    da[bb, t, c] = g * rh[j]
-                    a_next = ra[j]
-        dh0[bb, c] = a_next * g  # a_next is now a_1 and g is g_1
-
-    return forward, backward
-
-
-# ---------------------------------------------------------------------------------------------------------
-# v2: Blelloch scan in shared memory, one chunk of L = 2 TW steps x CW channels per block
-
-
-@lru_cache(maxsize=None)
-def _blelloch_kernels(dtype, CW, TW, op, reverse):
-    """Compile-time constants: the shared-array sizes depend on (CW, TW) and its type on dtype.
-
-    ``reverse=False`` loads x_s = (a_s, b_s) at time t = s; ``reverse=True`` (the backward) loads
-    x_s = (a_{t+1}, dh_t) at time t = T-1-s, the adjoint recurrence g_t = a_{t+1} g_{t+1} + dh_t.
-    """
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    combine = _combine_linear if op == "linear" else _combine_log
-    ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
-    L = 2 * TW                        # time steps per chunk
-    N = L * CW
-    NS = N + (N >> LOG_NUM_BANKS)     # padded shared size
-
-    load = _pair_loader(dtype, op, reverse)
-
-    @cuda.jit(device=True, inline=True)
-    def block_coords(C, T):
-        """(bb, chunk, c0): blocks are numbered channel tile fastest, then chunk, then batch."""
-        n_tiles = (C + CW - 1) // CW
-        n_chunks = (T + L - 1) // L
-        k = cuda.blockIdx.x
-        tile = k % n_tiles
-        k //= n_tiles
-        chunk = k % n_chunks
-        return k // n_chunks, chunk, tile * CW
-
-    @cuda.jit(device=True, inline=True)
-    def up_sweep(sa, sb, cx, ty):
-        """Reduce in place: afterwards position L-1 holds the chunk total x_1 ∘ ... ∘ x_L."""
-        offset = 1
-        d = TW
-        while d > 0:
-            # The previous level's writes (or the loads into shared memory) must be visible before
-            # this level reads them: level d reads the two partial sums written at level 2d.
-            cuda.syncthreads()
-            if ty < d:
-                ai = _pad((offset * (2 * ty + 1) - 1) * CW + cx)
-                bi = _pad((offset * (2 * ty + 2) - 1) * CW + cx)
-                na, nb = combine(sa[ai], sb[ai], sa[bi], sb[bi])
-                sa[bi] = na
-                sb[bi] = nb
-            offset *= 2
-            d //= 2
-        # The root is written by thread ty = 0 only; everyone must see it (and the other partial sums)
-        # before the caller reads it or the down-sweep starts.
-        cuda.syncthreads()
-
-    @cuda.jit(device=True, inline=True)
-    def down_sweep(sa, sb, cx, ty):
-        """Turn the up-swept tree into the exclusive prefix: position p holds x_1 ∘ ... ∘ x_{p-1}."""
-        root = _pad((L - 1) * CW + cx)
-        if ty == 0:
-            sa[root] = ID_A
-            sb[root] = ID_B
-        offset = L
-        d = 1
-        while d < L:
-            offset //= 2
-            # The parent's prefix (written at the previous level, or the root just above) must be
-            # visible before it is passed down to the two children.
-            cuda.syncthreads()
-            if ty < d:
-                ai = _pad((offset * (2 * ty + 1) - 1) * CW + cx)
-                bi = _pad((offset * (2 * ty + 2) - 1) * CW + cx)
-                # Non-commutative operator: left child gets the parent's prefix P, right child P ∘ left.
-                la, lb = sa[ai], sb[ai]
-                pa, pb = sa[bi], sb[bi]
-                sa[ai] = pa
-                sb[ai] = pb
-                na, nb = combine(pa, pb, la, lb)
-                sa[bi] = na
-                sb[bi] = nb
-            d *= 2
-        # The last level's writes come from other threads; they must land before anyone reads its prefix.
-        cuda.syncthreads()
-
-    @kernel(CW * TW)
-    def reduce(x1, x2, tot_a, tot_b):
-        """Pass 1: each chunk's total (A_k, H_k) -> tot_a, tot_b of shape (B, n_chunks, C)."""
-        sa = cuda.shared.array(NS, nbdt)
-        sb = cuda.shared.array(NS, nbdt)
-        B, T, C = x2.shape
-        bb, chunk, c0 = block_coords(C, T)
-        cx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        c = c0 + cx
-        load_chunk(x1, x2, sa, sb, bb, chunk, c, cx, ty, T, C)
-        up_sweep(sa, sb, cx, ty)
-        if ty == 0 and c < C:
-            root = _pad((L - 1) * CW + cx)
-            tot_a[bb, chunk, c] = sa[root]
-            tot_b[bb, chunk, c] = sb[root]
-
-    @cuda.jit(device=True, inline=True)
-    def load_chunk(x1, x2, sa, sb, bb, chunk, c, cx, ty, T, C):
-        """Each thread loads steps ty and ty + TW of its channel (GPU Gems' two-per-thread layout: a warp
-        reads consecutive channels when CW = 32, consecutive steps when CW = 1); returns them too."""
-        xa0, xb0 = load(x1, x2, bb, chunk * L + ty, c, T, C)
-        xa1, xb1 = load(x1, x2, bb, chunk * L + ty + TW, c, T, C)
-        sa[_pad(ty * CW + cx)] = xa0
-        sb[_pad(ty * CW + cx)] = xb0
-        sa[_pad((ty + TW) * CW + cx)] = xa1
-        sb[_pad((ty + TW) * CW + cx)] = xb1
-        return xa0, xb0, xa1, xb1
-
-    @cuda.jit(device=True, inline=True)
-    def state_at(sa, sb, p, cx, xa, xb, h_in):
-        """State after step p of the chunk: (exclusive prefix ∘ x_p) applied to the incoming state."""
-        ia, ib = combine(sa[_pad(p * CW + cx)], sb[_pad(p * CW + cx)], xa, xb)
-        _, hv = combine(ia, h_in, ia, ib)
-        return hv
-
-    if not reverse:
-        @kernel(CW * TW)
-        def scan(a, b, carry, h0, has_h0, h):
-            """Pass 3 (or the only pass): h_t = A_t h_in + H_t with h_in = S_{k-1}, or h0 for chunk 0."""
-            sa = cuda.shared.array(NS, nbdt)
-            sb = cuda.shared.array(NS, nbdt)
-            B, T, C = a.shape
-            bb, chunk, c0 = block_coords(C, T)
-            cx = cuda.threadIdx.x
-            ty = cuda.threadIdx.y
-            c = c0 + cx
-            xa0, xb0, xa1, xb1 = load_chunk(a, b, sa, sb, bb, chunk, c, cx, ty, T, C)
-            up_sweep(sa, sb, cx, ty)
-            down_sweep(sa, sb, cx, ty)
-            if c >= C:
-                return  # no barrier follows, so idle channels may leave
-            if chunk > 0:
-                h_in = carry[bb, chunk - 1, c]
-            elif has_h0:
-                h_in = h0[bb, c]
-            else:
-                h_in = nbdt(ID_B)
-            s0 = chunk * L + ty
-            if s0 < T:
-                h[bb, s0, c] = state_at(sa, sb, ty, cx, xa0, xb0, h_in)
-            if s0 + TW < T:
-                h[bb, s0 + TW, c] = state_at(sa, sb, ty + TW, cx, xa1, xb1, h_in)
-        last_pass = scan
-    else:
-        write_grads = _grads_writer(dtype)
-
-        @kernel(CW * TW)
-        def scan_backward(a, dh, carry, h, h0, has_h0, da, db, dh0):
-            """Pass 3 of the backward: g_t, then dL/db_t = g_t, dL/da_t = g_t h_{t-1}, dL/dh0 = a_1 g_1."""
-            sa = cuda.shared.array(NS, nbdt)
-            sb = cuda.shared.array(NS, nbdt)
-            B, T, C = a.shape
-            bb, chunk, c0 = block_coords(C, T)
-            cx = cuda.threadIdx.x
-            ty = cuda.threadIdx.y
-            c = c0 + cx
-            xa0, xb0, xa1, xb1 = load_chunk(a, dh, sa, sb, bb, chunk, c, cx, ty, T, C)
-            up_sweep(sa, sb, cx, ty)
-            down_sweep(sa, sb, cx, ty)
-            if c >= C:
-                return  # no barrier follows
-            g_in = carry[bb, chunk - 1, c] if chunk > 0 else nbdt(0.0)
-            s0 = chunk * L + ty
-            if s0 < T:
-                write_grads(a, h, h0, has_h0, da, db, dh0, bb, T - 1 - s0, c,
-                            state_at(sa, sb, ty, cx, xa0, xb0, g_in))
-            if s0 + TW < T:
-                write_grads(a, h, h0, has_h0, da, db, dh0, bb, T - 1 - s0 - TW, c,
-                            state_at(sa, sb, ty + TW, cx, xa1, xb1, g_in))
-        last_pass = scan_backward
-    return reduce, last_pass
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -40,4 +40,5 @@ def test_the_shared_device_functions_sit_below_both_scan_versions():
     graph = _graph()
     assert graph["_device"] == set() and graph["workspace"] == set()
     assert {"_device", "workspace"} <= graph["chunked"] and "scan" not in graph["chunked"]
-    assert {"_device", "workspace", "chunked"} <= graph["scan"]
+    assert {"_device", "workspace", "chunked", "sequential", "blelloch"} <= graph["scan"]
+    assert graph["sequential"] == graph["blelloch"] == {"_device"}   # v1's and v2's kernels, below the host side
