@@ -396,7 +396,10 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=["scan", "window", "dispatch"],
                    help="dispatch: print dispatch.TABLE for a scan result file (no GPU needed)")
-    p.add_argument("results", nargs="?", help="dispatch only: a bench/results/scan_<GPU>.json file")
+    p.add_argument("results", nargs="?", help="dispatch only: a GPU check's scan_rows.jsonl (preallocated rows: "
+                   "forward, backward) or a bench/results/scan_<GPU>.json file (allocating rows: every kind)")
+    p.add_argument("log_results", nargs="?", help="dispatch only: a scan_<GPU>.json(l) whose 'log forward' rows "
+                   "complete the first file's table")
     p.add_argument("--quick", action="store_true", help="small sizes (seconds)")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
@@ -407,7 +410,13 @@ def main(argv=None):
 
         if args.results is None:
             p.error("dispatch needs a result file, e.g. bench/results/scan_NVIDIA_H100_80GB_HBM3.json")
-        print(dispatch.format_table(dispatch.table_from_rows(dispatch.load_rows(args.results)), args.results))
+        rows = dispatch.load_rows(args.results)
+        if any("(preallocated)" in r["name"] for r in rows):
+            log_rows = dispatch.load_rows(args.log_results) if args.log_results else None
+            table = dispatch.derive_table(rows, log_rows)
+        else:
+            table = dispatch.table_from_rows(rows)
+        print(dispatch.format_table(table, " + ".join(f for f in (args.results, args.log_results) if f)))
         return 0
     if args.results is not None:
         p.error(f"a result file is read by 'dispatch' only, not by {args.what!r}")

@@ -60,7 +60,7 @@ by one of two carries (keyword ``carry``):
 Backward: as v2, the same kernels in reverse time with the coefficient shifted (x_s = (a_{t+1}, dh_t) at
 t = T-1-s), and the store phase writes dL/db_t = g_t, dL/da_t = g_t h_{t-1} and dL/dh0 = a_1 g_1; either
 carry runs over the chunks in this scan order, from g = 0.
-Log space: the same kernels with the log-space operator (``scan._combine_log``), either carry.
+Log space: the same kernels with the log-space operator (``_device._combine_log``), either carry.
 
 The tuning constants (``DEFAULT_STEPS``, ``TARGET_BLOCKS``) are not yet measured on a GPU.
 """
@@ -73,8 +73,8 @@ import numba
 import numpy as np
 from numba import cuda
 
-from .scan import (_NB_TYPES, LOG_NUM_BANKS, _alloc, _combine_linear, _combine_log, _dummy, _grads_writer, _pad,
-                   _pair_loader, kernel)
+from ._device import _NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _grads_writer, _pad, _pair_loader, kernel
+from .workspace import _alloc, _dummy
 
 __all__ = ["forward", "backward", "plan", "tile", "check_options", "shared_bytes", "shuffle_available",
            "DEFAULT_STEPS", "TARGET_BLOCKS", "SHARED_BYTES", "CARRIES", "DEFAULT_CARRY"]
@@ -548,7 +548,7 @@ def _lookback(look_back_kernel, shape3, CW, TW, K, dtype, args, outs, workspace=
 def forward(op, a, b, h0, has_h0, block, channel_tile, K, chunks_per_block, shuffle, carry=DEFAULT_CARRY,
             h=None, workspace=None):
     """Device-level v3 forward scan of (B, T, C) device arrays into h (allocated if None); returns h.
-    Temporaries come from ``workspace`` (``scan.Workspace``) when given."""
+    Temporaries come from ``workspace`` (``workspace.Workspace``) when given."""
     B, T, C = a.shape
     CW, TW = tile(C, block, channel_tile)
     reduce, scan, lookback = _kernels(a.dtype, CW, TW, K, op, False, shuffle)

@@ -5,19 +5,27 @@ thousands of independent sequences (B x C) v1's one thread per channel already f
 array once, while with few channels and long T only a tree over time (v2, v3) has the parallelism. So the
 choice is made from measurements, not by rule of thumb:
 
-    python -m cuda_kernels.bench scan                  # writes bench/results/scan_<GPU>.json
-    python -m cuda_kernels.bench dispatch FILE.json    # prints the table below for that file
+    bash bench/gpu_check.sh                                    # OUT/scan_rows.jsonl (preallocated rows)
+    python -m cuda_kernels.bench dispatch ROWS.jsonl [LOG.json]  # prints the table below for those files
 
 ``TABLE`` holds, for every benchmarked shape (B, T, C), the fastest method of each kind ("forward",
-"backward", "log forward") among the versions that file timed. ``choose`` takes the benchmarked shape
+"backward", "log forward") among the versions that were timed. ``choose`` takes the benchmarked shape
 nearest to the caller's in (log2 T, log2 B C), the two axes of parallelism, and returns its winner. Only
-versions with a timing can win. ``SOURCE`` is the H200 run of 2026-11-26 (``bench/results/scan_NVIDIA_H200.jsonl``,
-one row per line), which timed v1, v2 and v3 with both carries: v1 wins with thousands of channels, v2 and v3
-share the few-channel shapes, and the look-back carry wins one of 27 (shape, kind) cells. Those timings
-include each call's output allocation (the rows of ``bench/gpu_check.sh`` time preallocated outputs too).
-The table comes from float32 timings and serves float64 too (a float64 run writes
-``scan_<GPU>_float64.json``; its winners are not measured here). ``tests/test_cuda_dispatch.py`` checks that
-``TABLE`` is what ``table_from_rows`` derives from the committed JSON, so the table cannot drift from the
+versions with a timing can win.
+
+Sources (``derive_table``):
+- "forward" and "backward": the preallocated rows of the H200 GPU check of 2026-11-26 (``SOURCE``; kernels
+  timed into reused outputs and a ``scan.Workspace``, no allocation in the timed call). v1 counts only at
+  the K the host functions use by default (``V1_PREFETCH``: 8 forward, 4 backward, the values of
+  ``scan.DEFAULT_PREFETCH_FORWARD`` / ``_BACKWARD``); v1 rows at another K, or with no K at the few-channel
+  shapes (timed at K = 1 there), are not candidates. That run timed the backward of v1 and v2 only, so v3's
+  backward (which won 4 of the 9 backward cells of the allocating run, ``LOG_SOURCE``) cannot win here until
+  a run times it preallocated; the few-channel backward is v2's until then.
+- "log forward": the allocating rows of the H200 benchmark of 2026-11-26 (``LOG_SOURCE``,
+  ``bench/results/scan_NVIDIA_H200.jsonl``, main at 7b70fef), the only log-space timings we have (v1 was
+  timed there at K = 1, the default then; it wins every many-channel cell as it is).
+The table comes from float32 timings and serves float64 too. ``tests/test_cuda_dispatch.py`` checks that
+``TABLE`` is what ``derive_table`` makes of the committed files, so the table cannot drift from the
 measurements it cites.
 """
 from __future__ import annotations
@@ -25,7 +33,8 @@ from __future__ import annotations
 import json
 import math
 
-__all__ = ["TABLE", "SOURCE", "KINDS", "VARIANTS", "choose", "table_from_rows", "load_rows", "format_table"]
+__all__ = ["TABLE", "SOURCE", "LOG_SOURCE", "KINDS", "VARIANTS", "V1_PREFETCH", "choose", "table_from_rows",
+           "table_from_preallocated_rows", "derive_table", "load_rows", "format_table"]
 
 KINDS = ("forward", "backward", "log forward")
 
@@ -37,22 +46,24 @@ VARIANTS = {
     "chunked lookback": {"method": "chunked", "carry": "lookback"},
 }
 
-SOURCE = "bench/results/scan_NVIDIA_H200.jsonl"   # float32, 2026-11-26, main at 7b70fef; v1, v2, v3 (both carries)
+SOURCE = "bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl"   # forward, backward: preallocated, float32
+LOG_SOURCE = "bench/results/scan_NVIDIA_H200.jsonl"                # log forward: allocating, float32, 7b70fef
+V1_PREFETCH = {"forward": 8, "backward": 4}   # v1's default K (scan.DEFAULT_PREFETCH_FORWARD / _BACKWARD)
 
-# (B, T, C): {kind: variant}, from SOURCE by table_from_rows (regenerate with `python -m cuda_kernels.bench
-# dispatch SOURCE`). The H100 file (bench/results/scan_NVIDIA_H100_80GB_HBM3.json, 2026-11-22) timed v1 and v2
-# only; the H200 rows time every version, so they are the source.
+# (B, T, C): {kind: variant}, from SOURCE and LOG_SOURCE by derive_table (regenerate with
+# `python -m cuda_kernels.bench dispatch SOURCE LOG_SOURCE`).
 TABLE = {
     (8, 4096, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
-    (1, 1048576, 256): {"forward": "chunked", "backward": "blelloch", "log forward": "blelloch"},
-    (1, 1048576, 16): {"forward": "chunked", "backward": "chunked", "log forward": "chunked"},
-    (1, 1048576, 1): {"forward": "blelloch", "backward": "chunked", "log forward": "chunked"},
-    (1, 65536, 1): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
     (8, 1024, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
-    (1, 1048576, 64): {"forward": "chunked", "backward": "chunked", "log forward": "chunked"},
-    (1, 1048576, 4): {"forward": "blelloch", "backward": "chunked lookback", "log forward": "blelloch"},
-    (1, 262144, 1): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
+    (1, 1048576, 256): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
+    (1, 1048576, 16): {"forward": "blelloch", "backward": "blelloch", "log forward": "chunked"},
+    (1, 1048576, 1): {"forward": "chunked", "backward": "blelloch", "log forward": "chunked"},
+    (1, 65536, 1): {"log forward": "blelloch"},
+    (1, 1048576, 64): {"log forward": "chunked"},
+    (1, 1048576, 4): {"log forward": "blelloch"},
+    (1, 262144, 1): {"log forward": "blelloch"},
 }
+
 
 
 def _split(name):
@@ -91,6 +102,41 @@ def table_from_rows(rows):
         if current is None or r["seconds"] < current[1]:
             best[shape][kind] = (variant, r["seconds"])
     return {shape: {k: v[0] for k, v in kinds.items()} for shape, kinds in best.items()}
+
+
+def table_from_preallocated_rows(rows, prefetch=None):
+    """{(B, T, C): {kind: fastest variant}} over the "(preallocated)" forward / backward rows of
+    ``cuda_kernels.gpu_check`` (named by their ``method`` / ``carry`` fields). v1 rows count only at K =
+    ``prefetch[kind]`` (default ``V1_PREFETCH``); a v1 row without a ``prefetch`` field was timed at K = 1."""
+    prefetch = V1_PREFETCH if prefetch is None else prefetch
+    best = {}
+    for r in rows:
+        name = r["name"]
+        kind = ("forward" if " forward (preallocated)" in name else
+                "backward" if " backward (preallocated)" in name else None)
+        if kind is None or "error" in r or not math.isfinite(r.get("seconds", math.nan)):
+            continue
+        method = r.get("method")
+        variant = "chunked lookback" if method == "chunked" and r.get("carry") == "lookback" else method
+        if variant not in VARIANTS:
+            continue
+        if method == "sequential" and int(r.get("prefetch", 1)) != prefetch[kind]:
+            continue
+        shape = tuple(int(v) for v in r["shape"])
+        current = best.setdefault(shape, {}).get(kind)
+        if current is None or r["seconds"] < current[1]:
+            best[shape][kind] = (variant, r["seconds"])
+    return {shape: {k: v[0] for k, v in kinds.items()} for shape, kinds in best.items()}
+
+
+def derive_table(rows, log_rows=None):
+    """``TABLE`` from its sources: forward / backward from the preallocated ``rows`` (a GPU check's
+    scan_rows.jsonl), "log forward" from ``log_rows`` (a ``bench scan`` file; its other kinds unused)."""
+    table = {shape: dict(kinds) for shape, kinds in table_from_preallocated_rows(rows).items()}
+    for shape, kinds in (table_from_rows(log_rows) if log_rows else {}).items():
+        if "log forward" in kinds:
+            table.setdefault(shape, {})["log forward"] = kinds["log forward"]
+    return table
 
 
 def choose(shape, kind="forward", table=None):

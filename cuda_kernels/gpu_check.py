@@ -4,13 +4,17 @@ are measured, and the tables that summarise them.
     python -m cuda_kernels.gpu_check scan OUT [--tiny]      # OUT/scan_rows.jsonl, one row per line
     python -m cuda_kernels.gpu_check window OUT [--tiny]    # OUT/window_rows.jsonl
     python -m cuda_kernels.gpu_check table OUT              # prints the tables from those files
+    python -m cuda_kernels.gpu_check v1 OUT [--tiny]        # OUT/v1_rows.jsonl (bench/gpu_check2.sh)
+    python -m cuda_kernels.gpu_check v1table OUT            # prints v1's table from that file
 
 Scan shapes (B, T, C), float32: many channels (8, 4096, 8192) = 2^28 and (8, 1024, 8192) = 2^26, few channels
 (1, 2^20, 256) = 2^28 and (1, 2^20, 16) = 2^24, one channel (1, 2^20, 1). Per shape, beside a device-to-device
 copy of the same bytes (``bench._copy_seconds``) and, where PyTorch has CUDA, torch.cumsum (1-D, same n) and
 torch's Heinsen log scan (``bench``'s definitions): every version's forward as a plain call (allocating its
 output) and into preallocated outputs with a reused ``scan.Workspace``; v1 with K = 1, 2, 4, 8 steps loaded
-ahead (``prefetch``) at the many-channel shapes; the backward (preallocated) of v1 (K = 1, 4) and v2. Window
+ahead (``prefetch``) at the many-channel shapes (elsewhere v1 at its default K); the backward (preallocated) of
+v1 (K = 1, 4, 8) and v2. ``v1``: v1 alone at the many-channel shapes, preallocated, forward at K = 1 and the
+default K, backward at K = 1, 4, 8, beside the copy (the second, short check). Window
 cases (B, T, f, w, s): forward v3 and the fused backward v2, allocating and preallocated, at f = 10, 16 and 32
 (f = 32: 1024 threads a block, the launch that failed on the H200) and at B = 1, T = 2^20 + 1.
 
@@ -42,6 +46,7 @@ TINY_SCAN_CASES = [("many channels", (1, 16, 8)), ("few channels", (1, 40, 2)), 
 WINDOW_CASES = [(64, 16385, 10, 3, 2), (64, 16385, 16, 3, 2), (64, 16385, 32, 3, 2), (1, 2 ** 20 + 1, 16, 2, 1)]
 TINY_WINDOW_CASES = [(2, 21, 3, 3, 2), (1, 41, 4, 2, 1)]
 PREFETCH = (1, 2, 4, 8)
+BACKWARD_PREFETCH = (1, 4, 8)
 VERSIONS = [("v1 loop", "sequential", {}), ("v2 Blelloch", "blelloch", {}), ("v3 chunked", "chunked", {}),
             ("v3 look-back", "chunked", {"carry": "lookback"})]
 T0 = time.time()
@@ -155,20 +160,87 @@ def scan_check(out_dir, tiny=False, dtype=np.float32):
             kw = dict(kw, block=8) if tiny else kw   # the simulator runs one Python thread per CUDA thread
             _timed(write, f"{label} forward", lambda: cs.linear_scan(a, b, None, method, **kw), timer, fwd_b, copy_f,
                    tag, method=method, **kw)
-            for K in (PREFETCH if many and method == "sequential" else (None,)):
+            v1_ks = PREFETCH if many else (cs.DEFAULT_PREFETCH_FORWARD,)   # every v1 row names its K
+            for K in (v1_ks if method == "sequential" else (None,)):
                 kk = dict(kw, prefetch=K) if K is not None else kw
                 _timed(write, f"{label} forward (preallocated)" + (f" K={K}" if K else ""),
                        lambda: cs.linear_scan(a, b, None, method, out=outs["h"], workspace=ws, **kk), timer, fwd_b,
                        copy_f, tag, method=method, **kk)
             if method == "chunked" or (method == "sequential" and not many):
-                continue  # backward rows: v1 (K = 1, 4) where it is the fast version, v2 everywhere
-            for K in ((1, 4) if method == "sequential" else (None,)):
+                continue  # backward rows: v1 (K = 1, 4, 8) where it is the fast version, v2 everywhere
+            for K in (BACKWARD_PREFETCH if method == "sequential" else (None,)):
                 kk = dict(kw, prefetch=K) if K is not None else kw
                 _timed(write, f"{label} backward (preallocated)" + (f" K={K}" if K else ""),
                        lambda: cs.linear_scan_backward(a, h, dh, None, method, out=outs["grads"], workspace=ws, **kk),
                        timer, bwd_b, copy_b, tag, method=method, **kk)
         del a, b, dh, h, outs, ws
     _log("scan done")
+
+
+def v1_check(out_dir, tiny=False, dtype=np.float32):
+    """v1 at the many-channel shapes into preallocated outputs: forward at K = 1 and the default K, backward at
+    K = ``BACKWARD_PREFETCH``, beside a copy of the same bytes; plus the allocating default call."""
+    timer, copy = _timers(tiny)
+    write = _Writer(os.path.join(out_dir, "v1_rows.jsonl"))
+    rng = np.random.default_rng(0)
+    item = np.dtype(dtype).itemsize
+    cases = [c for c in (TINY_SCAN_CASES if tiny else SCAN_CASES) if c[0] == "many channels"]
+    for regime, shape in cases:
+        _log(f"v1 {regime} {shape}")
+        tag = {"regime": regime, "shape": list(shape), "dtype": np.dtype(dtype).name}
+        try:
+            a_h, b_h = _arrays(shape, dtype, rng)
+            a, b = cuda.to_device(a_h), cuda.to_device(b_h)
+            dh = cuda.to_device(b_h[:, ::-1].copy())
+            h = cs.linear_scan(a, b, None, "sequential", prefetch=1)
+            out_h = cuda.device_array(shape, dtype=dtype)
+            grads = (cuda.device_array(shape, dtype=dtype), cuda.device_array(shape, dtype=dtype),
+                     cuda.device_array((shape[0], shape[2]), dtype=dtype))
+        except Exception as e:  # noqa: BLE001
+            write({"name": "setup", "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag})
+            continue
+        n = a_h.size
+        fwd_b, bwd_b = bench.scan_bytes("forward", n, item), bench.scan_bytes("backward", n, item)
+        copy_f, copy_b = copy(fwd_b, timer), copy(bwd_b, timer)
+        write(bench.make_row("copy (same bytes as forward)", copy_f, fwd_b, copy_f, **tag))
+        write(bench.make_row("copy (same bytes as backward)", copy_b, bwd_b, copy_b, **tag))
+        ws = cs.Workspace()
+        _timed(write, "v1 loop forward", lambda: cs.linear_scan(a, b, None, "sequential"), timer, fwd_b, copy_f,
+               tag, method="sequential", prefetch=cs.DEFAULT_PREFETCH_FORWARD)
+        for K in sorted({1, cs.DEFAULT_PREFETCH_FORWARD}):
+            _timed(write, f"v1 loop forward (preallocated) K={K}",
+                   lambda: cs.linear_scan(a, b, None, "sequential", prefetch=K, out=out_h, workspace=ws), timer,
+                   fwd_b, copy_f, tag, method="sequential", prefetch=K)
+        for K in BACKWARD_PREFETCH:
+            _timed(write, f"v1 loop backward (preallocated) K={K}",
+                   lambda: cs.linear_scan_backward(a, h, dh, None, "sequential", prefetch=K, out=grads, workspace=ws),
+                   timer, bwd_b, copy_b, tag, method="sequential", prefetch=K)
+        del a, b, dh, h, out_h, grads, ws
+    _log("v1 done")
+
+
+def v1_tables(out_dir):
+    """v1's rows (``v1_check``) as fraction of copy, K across, one line per shape and direction."""
+    rows = _read(os.path.join(out_dir, "v1_rows.jsonl"))
+    by = {}
+    for r in rows:
+        by.setdefault(tuple(r.get("shape", ())), {})[r["name"]] = r
+    Ks = sorted({1, cs.DEFAULT_PREFETCH_FORWARD} | set(BACKWARD_PREFETCH))   # the K that v1_check times
+    lines = [f"\nv1 (preallocated), fraction of copy by K (defaults: forward K = {cs.DEFAULT_PREFETCH_FORWARD}, "
+             f"backward K = {cs.DEFAULT_PREFETCH_BACKWARD}):",
+             "| shape | direction | " + " | ".join(f"K={K}" for K in Ks) + " | allocating, default K |",
+             "|---" * (len(Ks) + 3) + "|"]
+    for shape, d in by.items():
+        for kind in ("forward", "backward"):
+            cells = [_fmt(d.get(f"v1 loop {kind} (preallocated) K={K}", {}).get("vs_copy")) for K in Ks]
+            alloc = _fmt(d.get("v1 loop forward", {}).get("vs_copy")) if kind == "forward" else "-"
+            lines.append(f"| {shape} | {kind} | " + " | ".join(cells) + f" | {alloc} |")
+    errors = [r for r in rows if "error" in r]
+    lines.append(f"\n{len(errors)} failed variant(s)" + "".join(f"\n  {r.get('shape')} {r['name']}: {r['error']}"
+                                                                for r in errors))
+    text = "\n".join(lines)
+    print(text)
+    return text
 
 
 def window_check(out_dir, tiny=False, dtype=np.float32):
@@ -246,7 +318,8 @@ def tables(out_dir):
         lines.append("| shape (B, T, C) | " + " | ".join(cols) + " | torch cumsum (1-D) | torch Heinsen |")
         lines.append("|---" * (len(cols) + 3) + "|")
         for shape, d in by.items():
-            v1 = f"{cols[0]} forward{suffix}" + (" K=1" if suffix and f"{cols[0]} forward{suffix} K=1" in d else "")
+            v1 = f"{cols[0]} forward{suffix}"   # preallocated: K = 1 (the sweep's first), else the default K
+            v1 = next((f"{v1} K={K}" for K in (1, cs.DEFAULT_PREFETCH_FORWARD) if suffix and f"{v1} K={K}" in d), v1)
             cells = [frac(d, v1)] + [frac(d, f"{c} forward{suffix}") for c in cols[1:]]
             lines.append(f"| {shape} | " + " | ".join(cells) + f" | {frac(d, 'torch.cumsum (1-D, same n)')} | "
                          f"{frac(d, 'torch Heinsen log scan')} |")
@@ -285,7 +358,7 @@ def tables(out_dir):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) < 2 or argv[0] not in ("scan", "window", "table"):
+    if len(argv) < 2 or argv[0] not in ("scan", "window", "table", "v1", "v1table"):
         print(__doc__, file=sys.stderr)
         return 2
     what, out_dir, tiny = argv[0], argv[1], "--tiny" in argv
@@ -293,6 +366,10 @@ def main(argv=None):
         scan_check(out_dir, tiny)
     elif what == "window":
         window_check(out_dir, tiny)
+    elif what == "v1":
+        v1_check(out_dir, tiny)
+    elif what == "v1table":
+        v1_tables(out_dir)
     else:
         tables(out_dir)
     return 0

@@ -71,8 +71,9 @@ from types import SimpleNamespace
 import numpy as np
 from numba import cuda
 
-from .scan import (_NB_TYPES, _alloc, _check_out, _check_workspace, is_device, kernel, linear_scan,
-                   linear_scan_backward, to_device)
+from ._device import _NB_TYPES, kernel
+from .scan import _check_out, is_device, linear_scan, linear_scan_backward, to_device
+from .workspace import _alloc, _check_workspace
 
 __all__ = ["gril_forward", "gril_backward", "n_windows", "plan_segments", "to_device", "DEFAULT_BLOCK",
            "FORWARD_VERSIONS", "BACKWARD_VERSIONS", "TARGET_THREADS", "MIN_SEGMENT"]

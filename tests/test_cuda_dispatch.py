@@ -19,21 +19,48 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_table_is_what_the_committed_benchmark_measured():
-    """TABLE cannot drift from the file it cites: it is re-derived here from the JSON rows."""
-    rows = dispatch.load_rows(ROOT / dispatch.SOURCE)
-    assert dispatch.TABLE == dispatch.table_from_rows(rows)
-    # the measured regimes (H200, cuda_kernels/README.md): thousands of channels -> v1; few channels and long
-    # T -> v2 or v3 (v3 included: every version was timed); the look-back carry wins one cell
-    assert dispatch.SOURCE.endswith("scan_NVIDIA_H200.jsonl")
-    assert dispatch.TABLE[(8, 4096, 8192)]["forward"] == "sequential"
-    assert dispatch.TABLE[(1, 1048576, 16)]["forward"] == "chunked"
-    assert dispatch.TABLE[(1, 65536, 1)]["backward"] == "blelloch"
+    """TABLE cannot drift from the files it cites: it is re-derived here from their rows."""
+    rows, log_rows = dispatch.load_rows(ROOT / dispatch.SOURCE), dispatch.load_rows(ROOT / dispatch.LOG_SOURCE)
+    assert dispatch.TABLE == dispatch.derive_table(rows, log_rows)
+    # forward / backward from the preallocated rows of the H200 GPU check: thousands of channels -> v1 (at its
+    # default K), few channels and long T -> v2 or v3; log forward from the allocating H200 benchmark
+    assert dispatch.SOURCE.endswith("gpu_check_H200_2026-11-26_scan_rows.jsonl")
+    assert dispatch.TABLE[(8, 4096, 8192)] == {"forward": "sequential", "backward": "sequential",
+                                               "log forward": "sequential"}
+    assert dispatch.TABLE[(1, 1048576, 1)]["forward"] == "chunked"
+    assert dispatch.TABLE[(1, 1048576, 16)]["log forward"] == "chunked"
     cells = [v for kinds in dispatch.TABLE.values() for v in kinds.values()]
-    assert len(cells) == 27 and cells.count("chunked lookback") == 1
+    assert len(cells) == 19 and cells.count("chunked lookback") == 0
+
+
+def test_v1_competes_only_at_the_k_the_host_functions_use():
+    """The dispatch table's v1 is v1 at scan's default K; rows at another K (or at K = 1 where the check
+    wrote none) are no candidates, and a version the rows never timed cannot win."""
+    assert dispatch.V1_PREFETCH == {"forward": cs.DEFAULT_PREFETCH_FORWARD, "backward": cs.DEFAULT_PREFETCH_BACKWARD}
+    pre = "(preallocated)"
+    rows = [dict(_row(f"v1 loop forward {pre} K=1", (8, 64, 64), 0.5), method="sequential", prefetch=1),
+            dict(_row(f"v1 loop forward {pre} K=8", (8, 64, 64), 3.0), method="sequential", prefetch=8),
+            dict(_row(f"v2 Blelloch forward {pre}", (8, 64, 64), 2.0), method="blelloch"),
+            dict(_row(f"v1 loop backward {pre} K=4", (8, 64, 64), 1.0), method="sequential", prefetch=4),
+            dict(_row(f"v2 Blelloch backward {pre}", (8, 64, 64), 2.0), method="blelloch"),
+            dict(_row(f"v1 loop forward {pre}", (1, 64, 1), 0.1), method="sequential"),   # K = 1
+            dict(_row(f"v3 look-back forward {pre}", (1, 64, 1), 1.0), method="chunked", carry="lookback"),
+            dict(_row(f"v3 chunked forward {pre}", (1, 64, 1), 2.0), method="chunked"),
+            dict(_row("v3 chunked forward", (1, 64, 1), 0.01), method="chunked"),            # allocating: unused
+            dict(_row(f"v2 Blelloch backward {pre}", (1, 64, 1), float("nan")), method="blelloch")]
+    assert dispatch.table_from_preallocated_rows(rows) == {
+        (8, 64, 64): {"forward": "blelloch", "backward": "sequential"},
+        (1, 64, 1): {"forward": "chunked lookback"}}
+    assert dispatch.table_from_preallocated_rows(rows, {"forward": 1, "backward": 4})[(8, 64, 64)]["forward"] \
+        == "sequential"
+    log_rows = [_row("blelloch log forward", (1, 64, 1), 1.0), _row("chunked log forward", (1, 64, 1), 2.0),
+                _row("chunked forward", (1, 64, 1), 0.001)]
+    assert dispatch.derive_table(rows, log_rows)[(1, 64, 1)] == {"forward": "chunked lookback",
+                                                                "log forward": "blelloch"}
 
 
 def test_the_printed_table_is_the_python_of_the_table(capsys):
-    assert bench.main(["dispatch", str(ROOT / dispatch.SOURCE)]) == 0
+    assert bench.main(["dispatch", str(ROOT / dispatch.SOURCE), str(ROOT / dispatch.LOG_SOURCE)]) == 0
     printed = capsys.readouterr().out
     namespace = {}
     exec(printed, namespace)
@@ -62,6 +89,7 @@ def test_winners_are_the_fastest_timed_version_of_each_kind():
 def test_choose_takes_the_nearest_benchmarked_shape():
     assert dispatch.choose((8, 2048, 4096)) == {"method": "sequential"}        # many sequences
     assert dispatch.choose((1, 100_000, 3), "backward") == {"method": "blelloch"}  # few channels, long T
+    assert dispatch.choose((1, 2_000_000, 1)) == {"method": "chunked"}           # one channel, long T
     assert dispatch.choose((2, 50_000, 8), "log forward") == {"method": "blelloch"}
 
 

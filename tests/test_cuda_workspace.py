@@ -197,3 +197,24 @@ def test_gpu_check_tables_read_the_rows_it_wrote(tmp_path, capsys):
     assert "  (1, 1048576, 1): v2 Blelloch: 0.100" in lines
     assert "| (64, 16385, 32) f=32 w=3 s=2 | 0.100 | - | 3.50 | 3.25 |" in lines
     assert "1 failed variant(s)" in text and "v3 chunked forward: boom" in text
+
+
+def test_gpu_check2_v1_rows_dry_run_and_table(tmp_path, capsys):
+    """``gpu_check v1 --tiny`` (bench/gpu_check2.sh's benchmark step) in the simulator: every row it promises
+    is written without an error, and the table reads them (timings meaningless here)."""
+    from cuda_kernels import gpu_check
+
+    assert gpu_check.main(["v1", str(tmp_path), "--tiny"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "v1_rows.jsonl").read_text().splitlines()]
+    assert [r for r in rows if "error" in r] == []
+    Kf = cs.DEFAULT_PREFETCH_FORWARD
+    assert [r["name"] for r in rows] == (
+        ["copy (same bytes as forward)", "copy (same bytes as backward)", "v1 loop forward"]
+        + [f"v1 loop forward (preallocated) K={K}" for K in sorted({1, Kf})]
+        + [f"v1 loop backward (preallocated) K={K}" for K in gpu_check.BACKWARD_PREFETCH])
+    assert all(r["prefetch"] == (Kf if r["name"] == "v1 loop forward" else int(r["name"][-1]))
+               for r in rows[2:])
+    text = gpu_check.v1_tables(str(tmp_path))
+    assert f"defaults: forward K = {Kf}, backward K = {cs.DEFAULT_PREFETCH_BACKWARD}" in text
+    assert sum(line.startswith("| (1, 16, 8) |") for line in text.splitlines()) == 2
+    assert "0 failed variant(s)" in text

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The second, short GPU check of cuda_kernels (issue 22): v1 at its measured default K, run from the repository
+# root on a GPU machine:
+#
+#     bash bench/gpu_check2.sh            # writes logs and JSON rows to $OUT (default: ./gpu_check_out)
+#     GPU_CHECK_TINY=1 bash bench/gpu_check2.sh   # dry run at tiny sizes (also in the CUDA simulator)
+#
+# Steps, each under its own `timeout`, each allowed to fail without stopping the rest (whole run <= 150 s of wall):
+#   0. numpy 2.4 from a wheel in .whl/ (numba-cuda 0.30.4 fails on numpy 2.5, which removed np.row_stack)
+#   1. v1 rows at (8, 4096, 8192) and (8, 1024, 8192), float32, preallocated, beside a same-run copy: forward
+#      K = 1 and the default K (8), backward K = 1, 4 (the default) and 8     -> $OUT/v1_rows.jsonl, $OUT/v1.log
+#   2. hardware tests: every kernel fits its block (test_cuda_resources), v1/v2 large problems at the new
+#      defaults (test_cuda_scan)                                              -> $OUT/tests_fit.log
+#   3. with the time left (up to 140 s from the start): v3 large problems (test_cuda_scan_v3, ~130 s on the
+#      H200 of 2026-11-26, most of it compilation; skipped when too little is left)  -> $OUT/tests_v3.log
+#   4. the table (fraction of copy by K)                                      -> $OUT/v1_table.txt
+set -u
+OUT=${OUT:-$PWD/gpu_check_out}
+mkdir -p "$OUT"
+START=$(date +%s)
+say() { echo "[gpu_check2 $(( $(date +%s) - START )) s] $*" | tee -a "$OUT/steps.log"; }
+TINY=${GPU_CHECK_TINY:-}
+TINYARG=${TINY:+--tiny}
+
+# 0. numpy 2.4 first on the path (skipped when there is no wheel: a dry run on a machine whose numpy works)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  timeout 60 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
+    > "$OUT/pip.log" 2>&1 || say "numpy wheel install FAILED (see pip.log)"
+  export PYTHONPATH=/tmp/site:$PWD:$PWD/tests
+else
+  say "no .whl/*.whl: using the installed numpy"
+  export PYTHONPATH=$PWD:$PWD/tests
+fi
+if [ -z "$TINY" ]; then export NUMBA_ENABLE_CUDASIM=0; fi
+timeout 60 python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba', numba.__version__, \
+'simulator', numba.config.ENABLE_CUDASIM); c.detect()" > "$OUT/env.log" 2>&1
+timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >> "$OUT/env.log" 2>&1
+say "$(head -1 "$OUT/env.log")"
+
+PYTEST="python3 -m pytest -p no:cacheprovider -v -rA --durations=10"   # -v: one line per test as it ends
+TIMEOUT_ARGS="--timeout 60 --timeout-method=thread"
+python3 -c "import pytest_timeout" 2>/dev/null || TIMEOUT_ARGS=""
+
+# 1. v1 rows
+say "step 1: v1 benchmark"
+timeout 50 python3 -m cuda_kernels.gpu_check v1 "$OUT" $TINYARG > "$OUT/v1.log" 2>&1
+say "step 1 exit $? ($(grep -c . "$OUT/v1_rows.jsonl" 2>/dev/null || echo 0) rows)"
+
+# 2. the hardware tests the new defaults run through
+say "step 2: fit and v1/v2 large-problem tests"
+timeout 75 $PYTEST $TIMEOUT_ARGS tests/test_cuda_resources.py tests/test_cuda_scan.py \
+  -k "on_the_gpu and (fit or large_problems)" > "$OUT/tests_fit.log" 2>&1
+say "step 2 exit $? ($(tail -1 "$OUT/tests_fit.log"))"
+
+# 3. v3 large problems with what is left of 140 s
+LEFT=$(( 140 - ($(date +%s) - START) ))
+if [ "$LEFT" -gt 40 ]; then
+  say "step 3: v3 large-problem tests (${LEFT} s)"
+  timeout "$LEFT" $PYTEST $TIMEOUT_ARGS tests/test_cuda_scan_v3.py -k "on_the_gpu and large_problems" \
+    > "$OUT/tests_v3.log" 2>&1
+  say "step 3 exit $? ($(tail -1 "$OUT/tests_v3.log"))"
+else
+  say "step 3 skipped: ${LEFT} s left"
+fi
+
+# 4. table
+timeout 10 python3 -m cuda_kernels.gpu_check v1table "$OUT" > "$OUT/v1_table.txt" 2>&1
+cat "$OUT/v1_table.txt"
+say "done"
