@@ -170,7 +170,7 @@ def test_run_all_reaches_the_last_cell_of_the_student_edition(name, tmp_path):
 # Lessons committed before `course tidy` existed (execution timestamps, timing text): tidied at merge with
 # `python -m minimal course tidy notebooks/gril_*.ipynb notebooks/minrnn_*.ipynb` (after tagging `timing` the cells
 # whose printed durations a lesson discusses), then this set is emptied.
-UNTIDY = {n for n in NOTEBOOKS if n.startswith(("gril_", "minrnn_"))}
+UNTIDY = set()   # every committed notebook is tidied (python -m minimal course tidy notebooks/*.ipynb)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
