@@ -141,7 +141,7 @@ def test_student_edition_strips_every_solution(tmp_path):
 
 # Lessons whose student edition still has a bare stub (a check-only exercise whose check is the whole solution).
 # strict xfail: once a lesson is fixed, this test fails until it leaves the list.
-BARE = {"gril_c_trained_vs_gd.ipynb"}
+BARE = set()
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
