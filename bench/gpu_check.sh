@@ -14,29 +14,8 @@
 #   4. the remaining hardware tests of the touched files (window, v1/v2 large, look-back) -> $OUT/tests_rest.log
 #   5. the tables (issue 22's, allocating and preallocated; v1 by K; window)              -> $OUT/tables.txt
 set -u
-OUT=${OUT:-$PWD/gpu_check_out}
-mkdir -p "$OUT"
-START=$(date +%s)
-say() { echo "[gpu_check $(( $(date +%s) - START )) s] $*" | tee -a "$OUT/steps.log"; }
-TINY=${GPU_CHECK_TINY:-}
-TINYARG=${TINY:+--tiny}
-
-# 0. numpy 2.4 first on the path (skipped when there is no wheel: a dry run on a machine whose numpy works)
-if ls .whl/*.whl >/dev/null 2>&1; then
-  timeout 60 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
-    > "$OUT/pip.log" 2>&1 || say "numpy wheel install FAILED (see pip.log)"
-  export PYTHONPATH=/tmp/site:$PWD:$PWD/tests
-else
-  say "no .whl/*.whl: using the installed numpy"
-  export PYTHONPATH=$PWD:$PWD/tests
-fi
-if [ -z "$TINY" ]; then export NUMBA_ENABLE_CUDASIM=0; fi
-timeout 60 python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba', numba.__version__, \
-'simulator', numba.config.ENABLE_CUDASIM); c.detect()" > "$OUT/env.log" 2>&1
-timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >> "$OUT/env.log" 2>&1
-say "$(head -1 "$OUT/env.log")"
-
-PYTEST="python3 -m pytest -p no:cacheprovider -v -rA --durations=10"   # -v: one line per test as it ends
+NAME=gpu_check
+source "$(dirname "$0")/_gpu_env.sh"   # OUT, say, TINY/TINYARG, numpy 2.4, env.log, PYTEST
 TIMEOUT_ARGS="--timeout 120 --timeout-method=thread"   # the first v3 test compiled for 56 s on the H200
 python3 -c "import pytest_timeout" 2>/dev/null || TIMEOUT_ARGS=""
 

@@ -1,0 +1,26 @@
+# Sourced by bench/gpu_check.sh and bench/gpu_check2.sh (set NAME first): $OUT, a timed `say` logging to
+# $OUT/steps.log, $TINY / $TINYARG for a simulator dry run, numpy 2.4 from a wheel in .whl/ first on the path
+# (numba-cuda 0.30.4 fails on numpy 2.5, which removed np.row_stack; skipped when there is no wheel), the
+# environment written to $OUT/env.log, and $PYTEST.
+OUT=${OUT:-$PWD/gpu_check_out}
+mkdir -p "$OUT"
+START=$(date +%s)
+say() { echo "[$NAME $(( $(date +%s) - START )) s] $*" | tee -a "$OUT/steps.log"; }
+TINY=${GPU_CHECK_TINY:-}
+TINYARG=${TINY:+--tiny}
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  timeout 60 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
+    > "$OUT/pip.log" 2>&1 || say "numpy wheel install FAILED (see pip.log)"
+  export PYTHONPATH=/tmp/site:$PWD:$PWD/tests
+else
+  say "no .whl/*.whl: using the installed numpy"
+  export PYTHONPATH=$PWD:$PWD/tests
+fi
+if [ -z "$TINY" ]; then export NUMBA_ENABLE_CUDASIM=0; fi
+timeout 60 python3 -c "import numpy, numba, numba.cuda as c; print('numpy', numpy.__version__, 'numba', numba.__version__, \
+'simulator', numba.config.ENABLE_CUDASIM); c.detect()" > "$OUT/env.log" 2>&1
+timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >> "$OUT/env.log" 2>&1
+say "$(head -1 "$OUT/env.log")"
+
+PYTEST="python3 -m pytest -p no:cacheprovider -v -rA --durations=10"   # -v: one line per test as it ends
