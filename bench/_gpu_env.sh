@@ -1,7 +1,7 @@
 # Sourced by bench/gpu_check.sh and bench/gpu_check2.sh (set NAME first): $OUT, a timed `say` logging to
 # $OUT/steps.log, $TINY / $TINYARG for a simulator dry run, numpy 2.4 from a wheel in .whl/ first on the path
 # (numba-cuda 0.30.4 fails on numpy 2.5, which removed np.row_stack; skipped when there is no wheel), the
-# environment written to $OUT/env.log, and $PYTEST.
+# environment written to $OUT/env.log, $PYTEST, and `tests_in_time_left`.
 OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
 START=$(date +%s)
@@ -24,3 +24,19 @@ timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 
 say "$(head -1 "$OUT/env.log")"
 
 PYTEST="python3 -m pytest -p no:cacheprovider -v -rA --durations=10"   # -v: one line per test as it ends
+
+# tests_in_time_left "step N: what" BUDGET MIN LOG [pytest arguments...]: the tests under what is left of BUDGET
+# seconds since the start (skipped, saying so, when MIN seconds or fewer are left), logged to $OUT/LOG, with the
+# script's $TIMEOUT_ARGS.
+tests_in_time_left() {
+  local label=$1 budget=$2 min=$3 log=$4
+  shift 4
+  local left=$(( budget - ($(date +%s) - START) ))
+  if [ "$left" -gt "$min" ]; then
+    say "$label (${left} s)"
+    timeout "$left" $PYTEST $TIMEOUT_ARGS "$@" > "$OUT/$log" 2>&1
+    say "${label%%:*} exit $? ($(tail -1 "$OUT/$log"))"
+  else
+    say "${label%%:*} skipped: ${left} s left"
+  fi
+}

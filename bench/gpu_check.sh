@@ -36,16 +36,9 @@ timeout 70 python3 -m cuda_kernels.gpu_check window "$OUT" $TINYARG > "$OUT/wind
 say "step 3 exit $? ($(grep -c . "$OUT/window_rows.jsonl" 2>/dev/null || echo 0) rows)"
 
 # 4. the other hardware tests of the files this branch touched
-LEFT=$(( 400 - ($(date +%s) - START) ))
-if [ "$LEFT" -gt 30 ]; then
-  say "step 4: remaining hardware tests (${LEFT} s)"
-  timeout "$LEFT" $PYTEST $TIMEOUT_ARGS tests/test_cuda_window.py tests/test_cuda_scan.py tests/test_cuda_scan_v3.py \
-    -k "on_the_gpu and not both_warp_paths and not benchmark and not shuffle_path_small" \
-    > "$OUT/tests_rest.log" 2>&1
-  say "step 4 exit $? ($(tail -1 "$OUT/tests_rest.log"))"
-else
-  say "step 4 skipped: ${LEFT} s left"
-fi
+tests_in_time_left "step 4: remaining hardware tests" 400 30 tests_rest.log \
+  tests/test_cuda_window.py tests/test_cuda_scan.py tests/test_cuda_scan_v3.py \
+  -k "on_the_gpu and not both_warp_paths and not benchmark and not shuffle_path_small"
 
 # 5. tables
 timeout 20 python3 -m cuda_kernels.gpu_check table "$OUT" > "$OUT/tables.txt" 2>&1

@@ -8,7 +8,7 @@
 # Steps, each under its own `timeout`, each allowed to fail without stopping the rest (whole run <= 150 s of wall):
 #   0. numpy 2.4 from a wheel in .whl/ (numba-cuda 0.30.4 fails on numpy 2.5, which removed np.row_stack)
 #   1. v1 rows at (8, 4096, 8192) and (8, 1024, 8192), float32, preallocated, beside a same-run copy: forward
-#      K = 1 and the default K (8), backward K = 1, 4 (the default) and 8     -> $OUT/v1_rows.jsonl, $OUT/v1.log
+#      K = 1 and the default K (8), backward K = 1, 4 (the default then) and 8 -> $OUT/v1_rows.jsonl, $OUT/v1.log
 #   2. hardware tests: every kernel fits its block (test_cuda_resources), v1/v2 large problems at the new
 #      defaults (test_cuda_scan)                                              -> $OUT/tests_fit.log
 #   3. with the time left (up to 140 s from the start): v3 large problems (test_cuda_scan_v3, ~130 s on the
@@ -32,15 +32,8 @@ timeout 75 $PYTEST $TIMEOUT_ARGS tests/test_cuda_resources.py tests/test_cuda_sc
 say "step 2 exit $? ($(tail -1 "$OUT/tests_fit.log"))"
 
 # 3. v3 large problems with what is left of 140 s
-LEFT=$(( 140 - ($(date +%s) - START) ))
-if [ "$LEFT" -gt 40 ]; then
-  say "step 3: v3 large-problem tests (${LEFT} s)"
-  timeout "$LEFT" $PYTEST $TIMEOUT_ARGS tests/test_cuda_scan_v3.py -k "on_the_gpu and large_problems" \
-    > "$OUT/tests_v3.log" 2>&1
-  say "step 3 exit $? ($(tail -1 "$OUT/tests_v3.log"))"
-else
-  say "step 3 skipped: ${LEFT} s left"
-fi
+tests_in_time_left "step 3: v3 large-problem tests" 140 40 tests_v3.log \
+  tests/test_cuda_scan_v3.py -k "on_the_gpu and large_problems"
 
 # 4. table
 timeout 10 python3 -m cuda_kernels.gpu_check v1table "$OUT" > "$OUT/v1_table.txt" 2>&1

@@ -31,8 +31,8 @@ from numba import cuda
 from . import scan as cs
 from . import window as cw
 
-__all__ = ["bench_scan", "bench_window", "shapes_for", "scan_bytes", "window_bytes", "make_row",
-           "format_table", "result_path", "write_json", "DEFAULT_SIZES"]
+__all__ = ["bench_scan", "bench_window", "shapes_for", "scan_bytes", "window_bytes", "window_problem",
+           "window_grads", "make_row", "format_table", "result_path", "write_json", "DEFAULT_SIZES"]
 
 DEFAULT_SIZES = tuple(2 ** k for k in range(16, 29, 2))   # 2^16 .. 2^28 elements
 QUICK_SIZES = (2 ** 16, 2 ** 20)
@@ -275,6 +275,24 @@ def _preallocated_rows(a, b, h, dh, log_a, log_b, alloc_t, timer, block, copy_fw
     return rows
 
 
+def window_problem(rng, B, T, f, w, s, dtype):
+    """The window benchmarks' problem on the device: ((x, Q, q, beta, A, w, s), T' = (T - w) / s + 1), with
+    x, Q, q drawn from rng (Q, q scaled by 1 / sqrt(w)), beta = 1 and A in [0.9, 1] (long memory)."""
+    x = cuda.to_device(rng.standard_normal((B, T, f)).astype(dtype))
+    Q = cuda.to_device((rng.standard_normal((w, w)) / np.sqrt(w)).astype(dtype))
+    q = cuda.to_device((rng.standard_normal(w) / np.sqrt(w)).astype(dtype))
+    beta = cuda.to_device(np.ones(f, dtype=dtype))
+    A = cuda.to_device(rng.uniform(0.9, 1.0, (f, f)).astype(dtype))
+    return (x, Q, q, beta, A, w, s), (T - w) // s + 1
+
+
+def window_grads(args):
+    """Device arrays for ``gril_backward(..., out=)`` on ``window_problem``'s args: (dx, {"Q", "q", "beta", "A"})."""
+    x, Q, q, beta, A = args[:5]
+    return (cuda.device_array(x.shape, dtype=x.dtype),
+            {k: cuda.device_array(v.shape, dtype=x.dtype) for k, v in (("Q", Q), ("q", q), ("beta", beta), ("A", A))})
+
+
 def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None, preallocated=False):
     """Per case: the forward versions 1-3 (v3 with ``window.plan_segments``'s default split) and the
     backward versions 1-2, each with the ratios to the rows it replaces; with ``preallocated`` also forward
@@ -283,13 +301,7 @@ def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None, preal
     rows = []
     rng = np.random.default_rng(0)
     for (B, T, f, w, s) in cases:
-        x = cuda.to_device(rng.standard_normal((B, T, f)).astype(dtype))
-        Q = cuda.to_device((rng.standard_normal((w, w)) / np.sqrt(w)).astype(dtype))
-        q = cuda.to_device((rng.standard_normal(w) / np.sqrt(w)).astype(dtype))
-        beta = cuda.to_device(np.ones(f, dtype=dtype))
-        A = cuda.to_device(rng.uniform(0.9, 1.0, (f, f)).astype(dtype))
-        args = (x, Q, q, beta, A, w, s)
-        T_out = (T - w) // s + 1
+        args, T_out = window_problem(rng, B, T, f, w, s, dtype)
         nb = window_bytes(B, T, f, w, s, np.dtype(dtype).itemsize)
         copy_t = copy(nb, timer)
         tag = {"regime": f"f={f} w={w} s={s}", "shape": (B, T, f), "dtype": np.dtype(dtype).name}
@@ -311,9 +323,7 @@ def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None, preal
         if preallocated:
             ws = cs.Workspace()
             o = cuda.device_array((B, T_out, f), dtype=dtype)
-            g = (cuda.device_array((B, T, f), dtype=dtype),
-                 {k: cuda.device_array(v.shape, dtype=dtype) for k, v in (("Q", Q), ("q", q), ("beta", beta),
-                                                                           ("A", A))})
+            g = window_grads(args)
             t_seg_p = timer(lambda: cw.gril_forward(*args, version=3, scan_block=scan_block, out=o, workspace=ws))
             t_fbwd_p = timer(lambda: cw.gril_backward(*args, Z, do, version=2, scan_block=scan_block, out=g,
                                                       workspace=ws))
@@ -396,10 +406,9 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=["scan", "window", "dispatch"],
                    help="dispatch: print dispatch.TABLE for a scan result file (no GPU needed)")
-    p.add_argument("results", nargs="?", help="dispatch only: a GPU check's scan_rows.jsonl (preallocated rows: "
-                   "forward, backward) or a bench/results/scan_<GPU>.json file (allocating rows: every kind)")
-    p.add_argument("log_results", nargs="?", help="dispatch only: a scan_<GPU>.json(l) whose 'log forward' rows "
-                   "complete the first file's table")
+    p.add_argument("results", nargs="*", help="dispatch only: GPU checks' scan_rows.jsonl / v1_rows.jsonl "
+                   "(preallocated rows: forward, backward) and/or a bench/results/scan_<GPU>.json(l) file "
+                   "(allocating rows: alone, every kind; beside preallocated files, its 'log forward' rows)")
     p.add_argument("--quick", action="store_true", help="small sizes (seconds)")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
@@ -408,17 +417,16 @@ def main(argv=None):
     if args.what == "dispatch":
         from . import dispatch
 
-        if args.results is None:
+        if not args.results:
             p.error("dispatch needs a result file, e.g. bench/results/scan_NVIDIA_H100_80GB_HBM3.json")
-        rows = dispatch.load_rows(args.results)
-        if any("(preallocated)" in r["name"] for r in rows):
-            log_rows = dispatch.load_rows(args.log_results) if args.log_results else None
-            table = dispatch.derive_table(rows, log_rows)
-        else:
-            table = dispatch.table_from_rows(rows)
-        print(dispatch.format_table(table, " + ".join(f for f in (args.results, args.log_results) if f)))
+        pre, alloc = [], []
+        for path in args.results:
+            rows = dispatch.load_rows(path)
+            (pre if any("(preallocated)" in r["name"] for r in rows) else alloc).extend(rows)
+        table = dispatch.derive_table(pre, alloc or None) if pre else dispatch.table_from_rows(alloc)
+        print(dispatch.format_table(table, " + ".join(args.results)))
         return 0
-    if args.results is not None:
+    if args.results:
         p.error(f"a result file is read by 'dispatch' only, not by {args.what!r}")
     try:
         if args.what == "scan":

@@ -30,15 +30,17 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
     load = _pair_loader(dtype, op, reverse)
 
     @cuda.jit(device=True, inline=True)
-    def block_coords(C, T):
-        """(bb, chunk, c0): blocks are numbered channel tile fastest, then chunk, then batch."""
+    def block_coords(x2):
+        """(bb, chunk, c, cx, ty, T, C): this block's batch row and chunk (blocks are numbered channel tile
+        fastest, then chunk, then batch), this thread's channel, lane and time-thread, and x2's sizes."""
+        B, T, C = x2.shape
         n_tiles = (C + CW - 1) // CW
         n_chunks = (T + L - 1) // L
         k = cuda.blockIdx.x
         tile = k % n_tiles
         k //= n_tiles
-        chunk = k % n_chunks
-        return k // n_chunks, chunk, tile * CW
+        cx = cuda.threadIdx.x
+        return k // n_chunks, k % n_chunks, tile * CW + cx, cx, cuda.threadIdx.y, T, C
 
     @cuda.jit(device=True, inline=True)
     def up_sweep(sa, sb, cx, ty):
@@ -95,11 +97,7 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
         """Pass 1: each chunk's total (A_k, H_k) -> tot_a, tot_b of shape (B, n_chunks, C)."""
         sa = cuda.shared.array(NS, nbdt)
         sb = cuda.shared.array(NS, nbdt)
-        B, T, C = x2.shape
-        bb, chunk, c0 = block_coords(C, T)
-        cx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        c = c0 + cx
+        bb, chunk, c, cx, ty, T, C = block_coords(x2)
         load_chunk(x1, x2, sa, sb, bb, chunk, c, cx, ty, T, C)
         up_sweep(sa, sb, cx, ty)
         if ty == 0 and c < C:
@@ -126,59 +124,43 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
         _, hv = combine(ia, h_in, ia, ib)
         return hv
 
-    if not reverse:
-        @kernel(CW * TW)
-        def scan(a, b, carry, h0, has_h0, h):
-            """Pass 3 (or the only pass): h_t = A_t h_in + H_t with h_in = S_{k-1}, or h0 for chunk 0."""
-            sa = cuda.shared.array(NS, nbdt)
-            sb = cuda.shared.array(NS, nbdt)
-            B, T, C = a.shape
-            bb, chunk, c0 = block_coords(C, T)
-            cx = cuda.threadIdx.x
-            ty = cuda.threadIdx.y
-            c = c0 + cx
-            xa0, xb0, xa1, xb1 = load_chunk(a, b, sa, sb, bb, chunk, c, cx, ty, T, C)
-            up_sweep(sa, sb, cx, ty)
-            down_sweep(sa, sb, cx, ty)
-            if c >= C:
-                return  # no barrier follows, so idle channels may leave
-            if chunk > 0:
-                h_in = carry[bb, chunk - 1, c]
-            elif has_h0:
-                h_in = h0[bb, c]
-            else:
-                h_in = nbdt(ID_B)
-            s0 = chunk * L + ty
-            if s0 < T:
-                h[bb, s0, c] = state_at(sa, sb, ty, cx, xa0, xb0, h_in)
-            if s0 + TW < T:
-                h[bb, s0 + TW, c] = state_at(sa, sb, ty + TW, cx, xa1, xb1, h_in)
-        last_pass = scan
-    else:
-        write_grads = _grads_writer(dtype)
+    write_grads = _grads_writer(dtype)
 
-        @kernel(CW * TW)
-        def scan_backward(a, dh, carry, h, h0, has_h0, da, db, dh0):
-            """Pass 3 of the backward: g_t, then dL/db_t = g_t, dL/da_t = g_t h_{t-1}, dL/dh0 = a_1 g_1."""
-            sa = cuda.shared.array(NS, nbdt)
-            sb = cuda.shared.array(NS, nbdt)
-            B, T, C = a.shape
-            bb, chunk, c0 = block_coords(C, T)
-            cx = cuda.threadIdx.x
-            ty = cuda.threadIdx.y
-            c = c0 + cx
-            xa0, xb0, xa1, xb1 = load_chunk(a, dh, sa, sb, bb, chunk, c, cx, ty, T, C)
-            up_sweep(sa, sb, cx, ty)
-            down_sweep(sa, sb, cx, ty)
-            if c >= C:
-                return  # no barrier follows
-            g_in = carry[bb, chunk - 1, c] if chunk > 0 else nbdt(0.0)
-            s0 = chunk * L + ty
-            if s0 < T:
-                write_grads(a, h, h0, has_h0, da, db, dh0, bb, T - 1 - s0, c,
-                            state_at(sa, sb, ty, cx, xa0, xb0, g_in))
-            if s0 + TW < T:
-                write_grads(a, h, h0, has_h0, da, db, dh0, bb, T - 1 - s0 - TW, c,
-                            state_at(sa, sb, ty + TW, cx, xa1, xb1, g_in))
-        last_pass = scan_backward
-    return reduce, last_pass
+    @cuda.jit(device=True, inline=True)
+    def store(x1, hsrc, h0, has_h0, out, db, dh0, bb, s, c, T, v):
+        """The result v at scan position s: h_s (forward), or the backward's gradients at t = T-1-s."""
+        if reverse:
+            write_grads(x1, hsrc, h0, has_h0, out, db, dh0, bb, T - 1 - s, c, v)
+        else:
+            out[bb, s, c] = v
+
+    @kernel(CW * TW)
+    def scan(x1, x2, carry, h0, has_h0, out, hsrc, db, dh0):
+        """Pass 3 (or the only pass): the state after each step from the state entering the chunk, h_in =
+        S_{k-1}, or for chunk 0 h0 (forward, when given) or 0.
+
+        Forward: x1, x2 = a, b and h_t = A_t h_in + H_t into out = h (hsrc, db, dh0 unused). Backward
+        (``reverse``): x1, x2 = a, dh, g_t in scan order from g_in = the carry, then dL/db_t = g_t,
+        dL/da_t = g_t h_{t-1}, dL/dh0 = a_1 g_1 into out = da, db, dh0 (hsrc = the forward's h)."""
+        sa = cuda.shared.array(NS, nbdt)
+        sb = cuda.shared.array(NS, nbdt)
+        bb, chunk, c, cx, ty, T, C = block_coords(x2)
+        xa0, xb0, xa1, xb1 = load_chunk(x1, x2, sa, sb, bb, chunk, c, cx, ty, T, C)
+        up_sweep(sa, sb, cx, ty)
+        down_sweep(sa, sb, cx, ty)
+        if c >= C:
+            return  # no barrier follows, so idle channels may leave
+        if chunk > 0:
+            h_in = carry[bb, chunk - 1, c]
+        elif has_h0 and not reverse:
+            h_in = h0[bb, c]
+        else:
+            h_in = nbdt(ID_B)
+        s0 = chunk * L + ty
+        if s0 < T:
+            store(x1, hsrc, h0, has_h0, out, db, dh0, bb, s0, c, T, state_at(sa, sb, ty, cx, xa0, xb0, h_in))
+        if s0 + TW < T:
+            store(x1, hsrc, h0, has_h0, out, db, dh0, bb, s0 + TW, c, T,
+                  state_at(sa, sb, ty + TW, cx, xa1, xb1, h_in))
+
+    return reduce, scan

@@ -5,8 +5,8 @@ thousands of independent sequences (B x C) v1's one thread per channel already f
 array once, while with few channels and long T only a tree over time (v2, v3) has the parallelism. So the
 choice is made from measurements, not by rule of thumb:
 
-    bash bench/gpu_check.sh                                    # OUT/scan_rows.jsonl (preallocated rows)
-    python -m cuda_kernels.bench dispatch ROWS.jsonl [LOG.json]  # prints the table below for those files
+    bash bench/gpu_check.sh                # OUT/scan_rows.jsonl (preallocated rows); gpu_check2.sh: v1_rows.jsonl
+    python -m cuda_kernels.bench dispatch ROWS.jsonl [MORE_ROWS.jsonl ...] [LOG.json]   # prints TABLE
 
 ``TABLE`` holds, for every benchmarked shape (B, T, C), the fastest method of each kind ("forward",
 "backward", "log forward") among the versions that were timed. ``choose`` takes the benchmarked shape
@@ -14,13 +14,17 @@ nearest to the caller's in (log2 T, log2 B C), the two axes of parallelism, and 
 versions with a timing can win.
 
 Sources (``derive_table``):
-- "forward" and "backward": the preallocated rows of the H200 GPU check of 2026-11-26 (``SOURCE``; kernels
-  timed into reused outputs and a ``scan.Workspace``, no allocation in the timed call). v1 counts only at
-  the K the host functions use by default (``V1_PREFETCH``: 8 forward, 4 backward, the values of
-  ``scan.DEFAULT_PREFETCH_FORWARD`` / ``_BACKWARD``); v1 rows at another K, or with no K at the few-channel
-  shapes (timed at K = 1 there), are not candidates. That run timed the backward of v1 and v2 only, so v3's
-  backward (which won 4 of the 9 backward cells of the allocating run, ``LOG_SOURCE``) cannot win here until
-  a run times it preallocated; the few-channel backward is v2's until then.
+- "forward" and "backward": the preallocated rows of the H200 GPU checks of 2026-11-26 (``SOURCES``: kernels
+  timed into reused outputs and a ``scan.Workspace``, no allocation in the timed call): ``bash
+  bench/gpu_check.sh`` (every version) and ``bash bench/gpu_check2.sh`` (v1 at K = 1, 4, 8 at the many-channel
+  shapes, the only run that timed v1's backward at K = 8). The rows of both runs are ranked by their fraction
+  of a device copy of the same bytes timed in the same run (``vs_copy``), so that a row of one run meets a row
+  of the other on the same footing. v1 counts only at the K the host functions use by default
+  (``V1_PREFETCH``: 8 forward and backward, the values of ``scan.DEFAULT_PREFETCH_FORWARD`` / ``_BACKWARD``);
+  v1 rows at another K, or with no K at the few-channel shapes (timed at K = 1 there), are not candidates.
+  Those runs timed the backward of v1 and v2 only, so v3's backward (which won 4 of the 9 backward cells of
+  the allocating run, ``LOG_SOURCE``) cannot win here until a run times it preallocated; the few-channel
+  backward is v2's until then.
 - "log forward": the allocating rows of the H200 benchmark of 2026-11-26 (``LOG_SOURCE``,
   ``bench/results/scan_NVIDIA_H200.jsonl``, main at 7b70fef), the only log-space timings we have (v1 was
   timed there at K = 1, the default then; it wins every many-channel cell as it is).
@@ -33,8 +37,8 @@ from __future__ import annotations
 import json
 import math
 
-__all__ = ["TABLE", "SOURCE", "LOG_SOURCE", "KINDS", "VARIANTS", "V1_PREFETCH", "choose", "table_from_rows",
-           "table_from_preallocated_rows", "derive_table", "load_rows", "format_table"]
+__all__ = ["TABLE", "SOURCE", "V1_SOURCE", "SOURCES", "LOG_SOURCE", "KINDS", "VARIANTS", "V1_PREFETCH", "choose",
+           "table_from_rows", "table_from_preallocated_rows", "derive_table", "load_rows", "format_table"]
 
 KINDS = ("forward", "backward", "log forward")
 
@@ -46,12 +50,14 @@ VARIANTS = {
     "chunked lookback": {"method": "chunked", "carry": "lookback"},
 }
 
-SOURCE = "bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl"   # forward, backward: preallocated, float32
-LOG_SOURCE = "bench/results/scan_NVIDIA_H200.jsonl"                # log forward: allocating, float32, 7b70fef
-V1_PREFETCH = {"forward": 8, "backward": 4}   # v1's default K (scan.DEFAULT_PREFETCH_FORWARD / _BACKWARD)
+SOURCE = "bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl"    # forward, backward: preallocated, float32
+V1_SOURCE = "bench/results/gpu_check2_H200_2026-11-26_v1_rows.jsonl"  # v1 at K = 1, 4, 8: preallocated, float32
+SOURCES = (SOURCE, V1_SOURCE)
+LOG_SOURCE = "bench/results/scan_NVIDIA_H200.jsonl"                 # log forward: allocating, float32, 7b70fef
+V1_PREFETCH = {"forward": 8, "backward": 8}   # v1's default K (scan.DEFAULT_PREFETCH_FORWARD / _BACKWARD)
 
-# (B, T, C): {kind: variant}, from SOURCE and LOG_SOURCE by derive_table (regenerate with
-# `python -m cuda_kernels.bench dispatch SOURCE LOG_SOURCE`).
+# (B, T, C): {kind: variant}, from SOURCES and LOG_SOURCE by derive_table (regenerate with
+# `python -m cuda_kernels.bench dispatch SOURCE V1_SOURCE LOG_SOURCE`).
 TABLE = {
     (8, 4096, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
     (8, 1024, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
@@ -106,8 +112,10 @@ def table_from_rows(rows):
 
 def table_from_preallocated_rows(rows, prefetch=None):
     """{(B, T, C): {kind: fastest variant}} over the "(preallocated)" forward / backward rows of
-    ``cuda_kernels.gpu_check`` (named by their ``method`` / ``carry`` fields). v1 rows count only at K =
-    ``prefetch[kind]`` (default ``V1_PREFETCH``); a v1 row without a ``prefetch`` field was timed at K = 1."""
+    ``cuda_kernels.gpu_check`` (named by their ``method`` / ``carry`` fields), possibly of several runs: the
+    fastest is the row with the largest fraction of its run's copy of the same bytes (``vs_copy``). v1 rows
+    count only at K = ``prefetch[kind]`` (default ``V1_PREFETCH``); a v1 row without a ``prefetch`` field was
+    timed at K = 1."""
     prefetch = V1_PREFETCH if prefetch is None else prefetch
     best = {}
     for r in rows:
@@ -122,16 +130,20 @@ def table_from_preallocated_rows(rows, prefetch=None):
             continue
         if method == "sequential" and int(r.get("prefetch", 1)) != prefetch[kind]:
             continue
+        if not math.isfinite(r.get("vs_copy", math.nan)):
+            raise ValueError(f"row {name!r} at {r['shape']} has no fraction of a same-run copy (vs_copy): "
+                             "preallocated rows of different runs are compared by it")
         shape = tuple(int(v) for v in r["shape"])
         current = best.setdefault(shape, {}).get(kind)
-        if current is None or r["seconds"] < current[1]:
-            best[shape][kind] = (variant, r["seconds"])
+        if current is None or r["vs_copy"] > current[1]:
+            best[shape][kind] = (variant, r["vs_copy"])
     return {shape: {k: v[0] for k, v in kinds.items()} for shape, kinds in best.items()}
 
 
 def derive_table(rows, log_rows=None):
-    """``TABLE`` from its sources: forward / backward from the preallocated ``rows`` (a GPU check's
-    scan_rows.jsonl), "log forward" from ``log_rows`` (a ``bench scan`` file; its other kinds unused)."""
+    """``TABLE`` from its sources: forward / backward from the preallocated ``rows`` (the rows of one or more GPU
+    checks: scan_rows.jsonl, v1_rows.jsonl), "log forward" from ``log_rows`` (a ``bench scan`` file; its other
+    kinds unused)."""
     table = {shape: dict(kinds) for shape, kinds in table_from_preallocated_rows(rows).items()}
     for shape, kinds in (table_from_rows(log_rows) if log_rows else {}).items():
         if "log forward" in kinds:

@@ -99,11 +99,31 @@ def _timed(write, name, fn, timer, nbytes, copy_s, tag, **extra):
     try:
         t = timer(fn)
     except Exception as e:  # noqa: BLE001 - a failing variant is a result, and the check goes on
-        write({"name": name, "seconds": math.nan, "bytes": nbytes, "error": f"{type(e).__name__}: {e}"[:500],
-               **tag, **extra})
+        write(_error_row(name, e, tag, bytes=nbytes, **extra))
         return math.nan
     write(bench.make_row(name, t, nbytes, copy_s, **tag, **extra))
     return t
+
+
+def _error_row(name, e, tag, **extra):
+    """The row of a variant (or a setup) that raised: NaN seconds and the error, so the check goes on."""
+    return {"name": name, "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag, **extra}
+
+
+def _grads(shape, dtype):
+    """Preallocated (da, db, dh0) for a (B, T, C) scan."""
+    return (cuda.device_array(shape, dtype=dtype), cuda.device_array(shape, dtype=dtype),
+            cuda.device_array((shape[0], shape[2]), dtype=dtype))
+
+
+def _scan_copies(write, n, item, timer, copy, tag):
+    """The forward's and backward's bytes for n elements and same-run copies of as many bytes, written as rows;
+    returns (forward bytes, backward bytes, forward copy seconds, backward copy seconds)."""
+    fwd_b, bwd_b = bench.scan_bytes("forward", n, item), bench.scan_bytes("backward", n, item)
+    copy_f, copy_b = copy(fwd_b, timer), copy(bwd_b, timer)
+    write(bench.make_row("copy (same bytes as forward)", copy_f, fwd_b, copy_f, **tag))
+    write(bench.make_row("copy (same bytes as backward)", copy_b, bwd_b, copy_b, **tag))
+    return fwd_b, bwd_b, copy_f, copy_b
 
 
 def _arrays(shape, dtype, rng):
@@ -128,17 +148,12 @@ def scan_check(out_dir, tiny=False, dtype=np.float32):
             a, b = cuda.to_device(a_h), cuda.to_device(b_h)
             dh = cuda.to_device(rng.standard_normal(a_h.size, dtype=np.float32).astype(dtype).reshape(shape))
             h = cs.linear_scan(a, b, None, "blelloch")
-            outs = {"h": cuda.device_array(shape, dtype=dtype),
-                    "grads": (cuda.device_array(shape, dtype=dtype), cuda.device_array(shape, dtype=dtype),
-                              cuda.device_array((shape[0], shape[2]), dtype=dtype))}
+            outs = {"h": cuda.device_array(shape, dtype=dtype), "grads": _grads(shape, dtype)}
         except Exception as e:  # noqa: BLE001
-            write({"name": "setup", "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag})
+            write(_error_row("setup", e, tag))
             continue
         n = a_h.size
-        fwd_b, bwd_b = bench.scan_bytes("forward", n, item), bench.scan_bytes("backward", n, item)
-        copy_f, copy_b = copy(fwd_b, timer), copy(bwd_b, timer)
-        write(bench.make_row("copy (same bytes as forward)", copy_f, fwd_b, copy_f, **tag))
-        write(bench.make_row("copy (same bytes as backward)", copy_b, bwd_b, copy_b, **tag))
+        fwd_b, bwd_b, copy_f, copy_b = _scan_copies(write, n, item, timer, copy, tag)
         if torch is not None:
             tdt = getattr(torch, np.dtype(dtype).name)
             flat = torch.randn(n, device="cuda", dtype=tdt)
@@ -194,16 +209,12 @@ def v1_check(out_dir, tiny=False, dtype=np.float32):
             dh = cuda.to_device(b_h[:, ::-1].copy())
             h = cs.linear_scan(a, b, None, "sequential", prefetch=1)
             out_h = cuda.device_array(shape, dtype=dtype)
-            grads = (cuda.device_array(shape, dtype=dtype), cuda.device_array(shape, dtype=dtype),
-                     cuda.device_array((shape[0], shape[2]), dtype=dtype))
+            grads = _grads(shape, dtype)
         except Exception as e:  # noqa: BLE001
-            write({"name": "setup", "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag})
+            write(_error_row("setup", e, tag))
             continue
         n = a_h.size
-        fwd_b, bwd_b = bench.scan_bytes("forward", n, item), bench.scan_bytes("backward", n, item)
-        copy_f, copy_b = copy(fwd_b, timer), copy(bwd_b, timer)
-        write(bench.make_row("copy (same bytes as forward)", copy_f, fwd_b, copy_f, **tag))
-        write(bench.make_row("copy (same bytes as backward)", copy_b, bwd_b, copy_b, **tag))
+        fwd_b, bwd_b, copy_f, copy_b = _scan_copies(write, n, item, timer, copy, tag)
         ws = cs.Workspace()
         _timed(write, "v1 loop forward", lambda: cs.linear_scan(a, b, None, "sequential"), timer, fwd_b, copy_f,
                tag, method="sequential", prefetch=cs.DEFAULT_PREFETCH_FORWARD)
@@ -250,22 +261,14 @@ def window_check(out_dir, tiny=False, dtype=np.float32):
     for (B, T, f, w, s) in TINY_WINDOW_CASES if tiny else WINDOW_CASES:
         _log(f"window {(B, T, f, w, s)}")
         tag = {"regime": f"f={f} w={w} s={s}", "shape": [B, T, f], "dtype": np.dtype(dtype).name}
-        x = cuda.to_device(rng.standard_normal((B, T, f)).astype(dtype))
-        Q = cuda.to_device((rng.standard_normal((w, w)) / np.sqrt(w)).astype(dtype))
-        q = cuda.to_device((rng.standard_normal(w) / np.sqrt(w)).astype(dtype))
-        beta = cuda.to_device(np.ones(f, dtype=dtype))
-        A = cuda.to_device(rng.uniform(0.9, 1.0, (f, f)).astype(dtype))
-        args = (x, Q, q, beta, A, w, s)
-        T_out = (T - w) // s + 1
+        args, T_out = bench.window_problem(rng, B, T, f, w, s, dtype)
         nb = bench.window_bytes(B, T, f, w, s, np.dtype(dtype).itemsize)
         copy_t = copy(nb, timer)
         write(bench.make_row("copy (same bytes)", copy_t, nb, copy_t, **tag))
         sb = {"scan_block": 8} if tiny else {}   # the scan over segment totals, small in the simulator
         ws = cs.Workspace()
         o = cuda.device_array((B, T_out, f), dtype=dtype)
-        g = (cuda.device_array((B, T, f), dtype=dtype),
-             {"Q": cuda.device_array((w, w), dtype=dtype), "q": cuda.device_array((w,), dtype=dtype),
-              "beta": cuda.device_array((f,), dtype=dtype), "A": cuda.device_array((f, f), dtype=dtype)})
+        g = bench.window_grads(args)
         n_seg = cw.plan_segments(B, T_out, f)[0]
         t_f = _timed(write, "forward v3", lambda: cw.gril_forward(*args, version=3, **sb), timer, nb, copy_t, tag,
                      segments=n_seg)
@@ -276,7 +279,7 @@ def window_check(out_dir, tiny=False, dtype=np.float32):
             _, Z = cw.gril_forward(*args, version=3, return_Z=True, **sb)
             do = cuda.to_device(rng.standard_normal((B, T_out, f)).astype(dtype))
         except Exception as e:  # noqa: BLE001
-            write({"name": "forward v3 with Z", "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag})
+            write(_error_row("forward v3 with Z", e, tag))
             continue
         t_b = _timed(write, "fused backward v2", lambda: cw.gril_backward(*args, Z, do, version=2, **sb), timer, nb,
                      copy_t, tag, segments=n_seg)
@@ -285,7 +288,7 @@ def window_check(out_dir, tiny=False, dtype=np.float32):
                       tag, segments=n_seg)
         write({"name": "backward / forward", "seconds": math.nan, "allocating": t_b / t_f,
                "preallocated": t_bp / t_fp, **tag})
-        del x, Z, do, o, g, ws
+        del args, Z, do, o, g, ws
     _log("window done")
 
 

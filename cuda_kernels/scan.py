@@ -4,14 +4,15 @@ Glossary: B batch, T time, C channels; arrays are (B, T, C) with channels contig
 ``minimal.scan``). Trailing axes beyond the third are flattened into C and restored on return.
 
 Kernel versions (kept side by side, each tested against the NumPy reference before it is timed; the kernels of
-v1 are in ``sequential.py``, of v2 in ``blelloch.py``, of v3 in ``chunked.py``, the device functions they share
-in ``_device.py``; this module is their host side):
+v1 are in ``sequential.py``, of v2 in ``blelloch.py``, of v3 in ``chunked_kernels.py`` (its host side in
+``chunked.py``), the device functions they share in ``_device.py``, the checks of host arrays in ``arrays.py``;
+this module is the host side of v1 and v2 and the entry point of all three):
 
     v1 "sequential"  one thread per (b, c) runs the loop over t. Consecutive threads take consecutive
                      channels, so every load of a time step is coalesced. O(T) steps, no synchronisation.
                      ``prefetch=K`` (software pipelining): the thread loads the next K steps of a and b into
                      registers before it uses the first, so K loads per array are in flight instead of one
-                     (default K = 8 forward, 4 backward, measured on an H200; ``prefetch=1`` is the plain loop).
+                     (default K = 8 forward and backward, measured on an H200; ``prefetch=1`` is the plain loop).
     v2 "blelloch"    the work-efficient scan (Blelloch 1990; GPU Gems 3, ch. 39) over the pairs (a_t, b_t)
                      with the associative operator
                          (a1, b1) ∘ (a2, b2) = (a1 a2, a2 b1 + b2),      identity (1, 0),
@@ -65,6 +66,8 @@ from numba import cuda
 
 from ._device import (_NB_TYPES, LOG_NUM_BANKS, REGISTERS_PER_BLOCK, _combine_linear, _combine_log,  # noqa: F401
                       _grads_writer, _pad, _pair_loader, kernel)
+from .arrays import (_check_block, _check_inputs, _check_out, _empty, _empty_grads, _grad_shapes,  # noqa: F401
+                     _grads_3d, _grads_out, _shape3, _to_device_3d, all_finite, is_device, to_device)
 from .blelloch import _blelloch_kernels
 from .sequential import SEQUENTIAL_BLOCK, _sequential_kernels
 from .workspace import Workspace, _alloc, _check_workspace, _dummy  # noqa: F401
@@ -76,126 +79,17 @@ __all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear
 
 METHODS = ("sequential", "blelloch", "chunked")
 DEFAULT_BLOCK = 256          # threads per block
-# v1's K, the steps of its inputs each thread loads ahead into registers (``prefetch``), from the H200 run of
-# 2026-11-26 (``bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl``, float32, preallocated outputs, fraction
-# of a same-run device copy of the same bytes at (8, 4096, 8192) / (8, 1024, 8192)):
+# v1's K, the steps of its inputs each thread loads ahead into registers (``prefetch``), from the H200 runs of
+# 2026-11-26 (float32, preallocated outputs, fraction of a same-run device copy of the same bytes at
+# (8, 4096, 8192) / (8, 1024, 8192)):
 #     forward   K = 1: 0.364 / 0.444,  K = 2: 0.433 / 0.516,  K = 4: 0.683 / 0.749,  K = 8: 0.835 / 0.868
-#     backward  K = 1: 0.448 / 0.490,  K = 4: 0.792 / 0.799   (K = 8 not timed there: bench/gpu_check2.sh times it)
+#               (``bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl``)
+#     backward  K = 1: 0.446 / 0.491,  K = 4: 0.795 / 0.808,  K = 8: 0.903 / 0.898
+#               (``bench/results/gpu_check2_H200_2026-11-26_v1_rows.jsonl``, bench/gpu_check2.sh; the K = 4 rows
+#               of the first run gave 0.792 / 0.799)
 # K = 1 (``prefetch=1``) stays the plain loop, the teaching version.
 DEFAULT_PREFETCH_FORWARD = 8
-DEFAULT_PREFETCH_BACKWARD = 4
-
-
-def _check_out(out, names, shapes, dtype, on_device):
-    """``out=``: device arrays of the results' shapes and dtype, or None (fresh arrays). Returns a tuple."""
-    if out is None:
-        return None
-    if not on_device:
-        raise ValueError("out= takes device arrays and needs the inputs on the device too (NumPy inputs are "
-                         "copied back into fresh host arrays anyway)")
-    single = len(names) == 1
-    outs = (out,) if single else out
-    if not isinstance(outs, (tuple, list)) or len(outs) != len(names):
-        raise ValueError(f"out must be {'a device array' if single else f'a tuple of {len(names)} device arrays'}"
-                         f" ({', '.join(names)}), got {type(out).__name__}")
-    for name, o, shape in zip(names, outs, shapes):
-        if not is_device(o):
-            raise ValueError(f"out ({name}) must be a CUDA device array, got {type(o).__name__}")
-        if tuple(o.shape) != tuple(shape) or o.dtype != dtype:
-            raise ValueError(f"out ({name}) must have shape {tuple(shape)} and dtype {np.dtype(dtype)}, got "
-                             f"{tuple(o.shape)} {o.dtype}")
-        if not cuda.devicearray.is_cuda_ndarray(o) or not o.is_c_contiguous():
-            raise ValueError(f"out ({name}) must be a C-contiguous numba device array")
-    return tuple(outs)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Host side
-
-
-def is_device(x):
-    """True for a numba device array (also the simulator's) or anything with ``__cuda_array_interface__``."""
-    return cuda.devicearray.is_cuda_ndarray(x) or hasattr(x, "__cuda_array_interface__")
-
-
-def to_device(x):
-    """A NumPy array copied to the device (made contiguous first); a device array is returned as it is."""
-    if isinstance(x, np.ndarray):
-        return cuda.to_device(np.ascontiguousarray(x))
-    return x if cuda.devicearray.is_cuda_ndarray(x) else cuda.as_cuda_array(x)
-
-
-@kernel(SEQUENTIAL_BLOCK)
-def _flag_nonfinite(x, flag):
-    i = cuda.grid(1)
-    if i < x.shape[0] and not math.isfinite(x[i]):
-        flag[0] = 1  # every writer writes the same value, so the race between them is harmless
-
-
-def all_finite(x):
-    """Whether a (C-contiguous) device array holds no NaN or inf: one read of x on the device, one int back."""
-    if x.size == 0:
-        return True
-    flag = cuda.to_device(np.zeros(1, dtype=np.int32))
-    flat = to_device(x).reshape(x.size)
-    _flag_nonfinite[-(-x.size // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](flat, flag)
-    return int(flag.copy_to_host()[0]) == 0
-
-
-def _check_block(block):
-    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 2 or block > 1024 \
-            or block & (block - 1):
-        raise ValueError(f"block must be a power of two in [2, 1024] (threads per block), got {block!r}")
-    return int(block)
-
-
-def _check_inputs(names, arrays, h0_name, h0):
-    """Validate (B, T, ...) float32/float64 arrays of one shape and dtype; returns (on_device, shape)."""
-    first_name, first = names[0], arrays[0]
-    on_device = is_device(first)
-    for name, x in zip(names, arrays):
-        if not (isinstance(x, np.ndarray) or is_device(x)):
-            raise ValueError(f"{name} must be a numpy.ndarray or a CUDA device array, got {type(x).__name__}")
-        if is_device(x) != on_device:
-            raise ValueError(f"{name} must live where {first_name} does "
-                             f"({'device' if on_device else 'host'}), got the other")
-        if len(x.shape) < 2:
-            raise ValueError(f"{name} must have shape (B, T, ...) with at least 2 dimensions, got {x.shape}")
-        if np.dtype(x.dtype) not in _NB_TYPES:
-            raise ValueError(f"{name} must have dtype float32 or float64, got {x.dtype}")
-        if tuple(x.shape) != tuple(first.shape):
-            raise ValueError(f"{name} must have the shape of {first_name} {tuple(first.shape)}, got "
-                             f"{tuple(x.shape)}")
-        if x.dtype != first.dtype:
-            raise ValueError(f"{name} must have the dtype of {first_name} ({first.dtype}), got {x.dtype}")
-    shape = tuple(first.shape)
-    if shape[1] < 1:
-        raise ValueError(f"{first_name} must have at least one time step (axis 1), got shape {shape}")
-    if h0 is not None:
-        want = (shape[0],) + shape[2:]
-        if not (isinstance(h0, np.ndarray) or is_device(h0)) or is_device(h0) != on_device:
-            raise ValueError(f"{h0_name} must be an array living where {first_name} does, got "
-                             f"{type(h0).__name__}")
-        if tuple(h0.shape) != want:
-            raise ValueError(f"{h0_name} must have shape (B, ...) = {want} to match {first_name} {shape}, "
-                             f"got {tuple(h0.shape)}")
-        if h0.dtype != first.dtype:
-            raise ValueError(f"{h0_name} must have the dtype of {first_name} ({first.dtype}), got {h0.dtype}")
-    return on_device, shape
-
-
-def _to_device_3d(x, shape3):
-    """(B, T, ...) -> a (B, T, C) device array; NumPy inputs are copied over (contiguous)."""
-    return to_device(x).reshape(shape3)
-
-
-def _shape3(shape):
-    return (shape[0], shape[1], int(np.prod(shape[2:], dtype=np.int64)))
-
-
-def _empty(shape, dtype, on_device):
-    """The result for inputs with no elements: nothing to launch."""
-    return cuda.device_array(shape, dtype=dtype) if on_device else np.empty(shape, dtype=dtype)
+DEFAULT_PREFETCH_BACKWARD = 8
 
 
 def _tile(C, block, channel_tile):
@@ -219,46 +113,36 @@ def _launch_grid(shape3, CW, TW):
     return n_chunks, B * n_chunks * (-(-C // CW))
 
 
-def _blelloch_forward(op, a, b, h0, has_h0, block, channel_tile, h=None, workspace=None):
-    """Device-level forward scan of (B, T, C) device arrays into h (allocated if None); returns h.
+def _blelloch(op, reverse, x1, x2, h0, has_h0, outs, block, channel_tile, workspace=None):
+    """Device-level v2 in either direction on (B, T, C) device arrays: x1, x2 = a, b into outs = (h, -, -, -)
+    (forward), or x1, x2 = a, dh into outs = (da, h, db, dh0) (``reverse``: the backward, h the forward's output).
 
     The temporaries (chunk totals, the carried states one level up) come from ``workspace`` when given; each
     level's have their own shape, so the levels never share a buffer."""
-    B, T, C = a.shape
+    B, T, C = x1.shape
     CW, TW = _tile(C, block, channel_tile)
-    reduce, scan = _blelloch_kernels(a.dtype, CW, TW, op, False)
-    n_chunks, n_blocks = _launch_grid(a.shape, CW, TW)
+    reduce, scan = _blelloch_kernels(x1.dtype, CW, TW, op, reverse)
+    n_chunks, n_blocks = _launch_grid(x1.shape, CW, TW)
     if n_chunks > 1:
-        tot_a = _alloc(workspace, "tot_a", (B, n_chunks, C), a.dtype)
-        tot_b = _alloc(workspace, "tot_b", (B, n_chunks, C), a.dtype)
-        reduce[n_blocks, (CW, TW)](a, b, tot_a, tot_b)
-        # S_k: the state after chunk k, from h0 — the same scan one level up.
-        carry = _blelloch_forward(op, tot_a, tot_b, h0, has_h0, block, channel_tile,
-                                  _alloc(workspace, "carry", (B, n_chunks, C), a.dtype), workspace)
+        tot_a = _alloc(workspace, "tot_a", (B, n_chunks, C), x1.dtype)
+        tot_b = _alloc(workspace, "tot_b", (B, n_chunks, C), x1.dtype)
+        reduce[n_blocks, (CW, TW)](x1, x2, tot_a, tot_b)
+        # S_k: the state after chunk k, from h0 — the same scan one level up. The backward's chunk totals are
+        # stored in scan (reversed-time) order, so its carries are a forward scan from 0.
+        start, has_start = (_dummy(2, x1.dtype, workspace), False) if reverse else (h0, has_h0)
+        carry = _blelloch_forward(op, tot_a, tot_b, start, has_start, block, channel_tile,
+                                  _alloc(workspace, "carry", (B, n_chunks, C), x1.dtype), workspace)
     else:
-        carry = _dummy(3, a.dtype, workspace)
-    h = cuda.device_array((B, T, C), dtype=a.dtype) if h is None else h
-    scan[n_blocks, (CW, TW)](a, b, carry, h0, has_h0, h)
+        carry = _dummy(3, x1.dtype, workspace)
+    scan[n_blocks, (CW, TW)](x1, x2, carry, h0, has_h0, *outs)
+
+
+def _blelloch_forward(op, a, b, h0, has_h0, block, channel_tile, h=None, workspace=None):
+    """Device-level forward scan of (B, T, C) device arrays into h (allocated if None); returns h."""
+    h = cuda.device_array(a.shape, dtype=a.dtype) if h is None else h
+    d3, d2 = _dummy(3, a.dtype, workspace), _dummy(2, a.dtype, workspace)
+    _blelloch(op, False, a, b, h0, has_h0, (h, d3, d3, d2), block, channel_tile, workspace)
     return h
-
-
-def _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile, grads, workspace=None):
-    B, T, C = a.shape
-    CW, TW = _tile(C, block, channel_tile)
-    reduce, scan_backward = _blelloch_kernels(a.dtype, CW, TW, "linear", True)
-    n_chunks, n_blocks = _launch_grid(a.shape, CW, TW)
-    if n_chunks > 1:
-        tot_a = _alloc(workspace, "tot_a", (B, n_chunks, C), a.dtype)
-        tot_b = _alloc(workspace, "tot_b", (B, n_chunks, C), a.dtype)
-        reduce[n_blocks, (CW, TW)](a, dh, tot_a, tot_b)
-        # Chunk totals are stored in scan (reversed-time) order, so the carries are a forward scan from 0.
-        carry = _blelloch_forward("linear", tot_a, tot_b, _dummy(2, a.dtype, workspace), False, block,
-                                  channel_tile, _alloc(workspace, "carry", (B, n_chunks, C), a.dtype), workspace)
-    else:
-        carry = _dummy(3, a.dtype, workspace)
-    da, db, dh0 = grads
-    scan_backward[n_blocks, (CW, TW)](a, dh, carry, h, h0, has_h0, da, db, dh0)
-    return da, db, dh0
 
 
 def _check_method(method):
@@ -310,18 +194,34 @@ def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle,
     return chunked.check_options(dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
 
 
-def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=None, chunks_per_block=None,
-          shuffle=None, carry=None, prefetch=None, out=None, workspace=None):
+def _prepare(kind, names, arrays, h0, out, out_names, method, block, v3_options, prefetch, workspace):
+    """The checks of every host function, in this order: method, block, the inputs (``names[:-1]`` for
+    ``arrays``, ``names[-1]`` for h0), out=, "auto" resolved for ``kind``, v3's options, v1's K, workspace.
+    Returns (on_device, shape, out, method, block, v3, K1)."""
     _check_method(method)
     block = _check_block(block)
-    on_device, shape = _check_inputs(names[:2], (a, b), names[2], h0)
-    out = _check_out(out, ("h",), (shape,), a.dtype, on_device)
-    method, carry = _resolve(method, shape, "forward" if op == "linear" else "log forward",
-                             {"steps_per_thread": steps_per_thread, "chunks_per_block": chunks_per_block,
-                              "shuffle": shuffle, "carry": carry}, prefetch)
-    v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
-    K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_FORWARD)
+    on_device, shape = _check_inputs(names[:-1], arrays, names[-1], h0)
+    dtype = arrays[0].dtype
+    out = _check_out(out, out_names, (shape,) if len(out_names) == 1 else _grad_shapes(shape), dtype, on_device)
+    method, carry = _resolve(method, shape, kind, v3_options, prefetch)
+    v3 = _check_v3(method, dtype, block, v3_options["steps_per_thread"], v3_options["chunks_per_block"],
+                   v3_options["shuffle"], carry)
+    K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_BACKWARD if kind == "backward"
+                         else DEFAULT_PREFETCH_FORWARD)
     _check_workspace(workspace)
+    return on_device, shape, out, method, block, v3, K1
+
+
+def _v3_options(steps_per_thread, chunks_per_block, shuffle, carry):
+    return {"steps_per_thread": steps_per_thread, "chunks_per_block": chunks_per_block, "shuffle": shuffle,
+            "carry": carry}
+
+
+def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=None, chunks_per_block=None,
+          shuffle=None, carry=None, prefetch=None, out=None, workspace=None):
+    on_device, shape, out, method, block, v3, K1 = _prepare(
+        "forward" if op == "linear" else "log forward", names, (a, b), h0, out, ("h",), method, block,
+        _v3_options(steps_per_thread, chunks_per_block, shuffle, carry), prefetch, workspace)
     if 0 in shape:
         return out[0] if out is not None else _empty(shape, a.dtype, on_device)
     s3 = _shape3(shape)
@@ -374,8 +274,9 @@ def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channe
         prefetch: v1 only (an error with another method): K, the steps of a and b each thread loads into
             registers before it uses the first (software pipelining), an integer in [1, 16]; default
             ``DEFAULT_PREFETCH_FORWARD`` = 8 (0.835 / 0.868 of a copy on an H200, K = 1: 0.364 / 0.444; the
-            numbers and their file are beside the constant); the backward's default is
-            ``DEFAULT_PREFETCH_BACKWARD``. ``prefetch=1`` is the plain loop, the teaching version.
+            numbers and their files are beside the constant); the backward's default is
+            ``DEFAULT_PREFETCH_BACKWARD`` = 8 (0.903 / 0.898, K = 4: 0.795 / 0.808). ``prefetch=1`` is the plain
+            loop, the teaching version.
         out: a C-contiguous device array of h's shape and dtype to write h into (inputs on the device), or
             None for a fresh one.
         workspace: a ``Workspace`` whose buffers the temporaries reuse (nothing allocated on a repeated call
@@ -421,26 +322,10 @@ def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None,
         _, backward = _sequential_kernels(a.dtype, "linear", DEFAULT_PREFETCH_BACKWARD if K1 is None else K1)
         backward[-(-B * C // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a, h, dh, h0, has_h0, *grads)
         return grads
-    return _blelloch_backward(a, h, dh, h0, has_h0, block, channel_tile, grads, workspace)
+    da, db, dh0 = grads
+    _blelloch("linear", True, a, dh, h0, has_h0, (da, h, db, dh0), block, channel_tile, workspace)
+    return grads
 
-
-def _grads_out(grads, shape, on_device):
-    """(B, T, C), (B, T, C), (B, C) device arrays -> the caller's shapes, where the inputs live."""
-    out = (grads[0].reshape(shape), grads[1].reshape(shape), grads[2].reshape((shape[0],) + shape[2:]))
-    return out if on_device else tuple(x.copy_to_host() for x in out)
-
-
-def _grad_shapes(shape):
-    return shape, shape, (shape[0],) + tuple(shape[2:])
-
-
-def _grads_3d(out, s3):
-    """The caller's (da, db, dh0) arrays as (B, T, C), (B, T, C), (B, C) views."""
-    return out[0].reshape(s3), out[1].reshape(s3), out[2].reshape((s3[0], s3[2]))
-
-
-def _empty_grads(shape, dtype, on_device):
-    return tuple(_empty(sh, dtype, on_device) for sh in (shape, shape, (shape[0],) + shape[2:]))
 
 
 def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channel_tile=None,
@@ -459,15 +344,9 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
     Returns:
         (da, db, dh0): (B, T, ...), (B, T, ...), (B, ...); dh0 is returned even when h0 is None.
     """
-    _check_method(method)
-    block = _check_block(block)
-    on_device, shape = _check_inputs(("a", "h", "dh"), (a, h, dh), "h0", h0)
-    out = _check_out(out, ("da", "db", "dh0"), _grad_shapes(shape), a.dtype, on_device)
-    method, carry = _resolve(method, shape, "backward", {"steps_per_thread": steps_per_thread,
-                             "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry}, prefetch)
-    v3 = _check_v3(method, a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
-    K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_BACKWARD)
-    _check_workspace(workspace)
+    on_device, shape, out, method, block, v3, K1 = _prepare(
+        "backward", ("a", "h", "dh", "h0"), (a, h, dh), h0, out, ("da", "db", "dh0"), method, block,
+        _v3_options(steps_per_thread, chunks_per_block, shuffle, carry), prefetch, workspace)
     if 0 in shape:
         return out if out is not None else _empty_grads(shape, a.dtype, on_device)
     s3 = _shape3(shape)
@@ -537,16 +416,10 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     Returns:
         (dlog_a, dlog_b, dlog_h0): (B, T, ...), (B, T, ...), (B, ...) (zeros when log_h0 is None).
     """
-    _check_method(method)
-    block = _check_block(block)
-    on_device, shape = _check_inputs(("log_a", "log_b", "log_h", "dlog_h"), (log_a, log_b, log_h, dlog_h),
-                                     "log_h0", log_h0)
-    out = _check_out(out, ("dlog_a", "dlog_b", "dlog_h0"), _grad_shapes(shape), log_a.dtype, on_device)
-    method, carry = _resolve(method, shape, "backward", {"steps_per_thread": steps_per_thread,
-                             "chunks_per_block": chunks_per_block, "shuffle": shuffle, "carry": carry}, prefetch)
-    v3 = _check_v3(method, log_a.dtype, block, steps_per_thread, chunks_per_block, shuffle, carry)
-    K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_BACKWARD)
-    _check_workspace(workspace)
+    on_device, shape, out, method, block, v3, K1 = _prepare(
+        "backward", ("log_a", "log_b", "log_h", "dlog_h", "log_h0"), (log_a, log_b, log_h, dlog_h), log_h0, out,
+        ("dlog_a", "dlog_b", "dlog_h0"), method, block, _v3_options(steps_per_thread, chunks_per_block, shuffle,
+                                                                    carry), prefetch, workspace)
     if 0 in shape:
         return out if out is not None else _empty_grads(shape, log_a.dtype, on_device)
     s3 = _shape3(shape)

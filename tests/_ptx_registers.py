@@ -47,7 +47,7 @@ def _toolchain():
                     sys.exit(3)
                 paths[key] = None
         cp.get_cuda_paths._cached_result = paths
-    # A device function that is not inlined (window.py's ``window``) is compiled for "the current device"
+    # A device function that is not inlined (window_forward.py's ``window``) is compiled for "the current device"
     # (numba-cuda 0.30.4 asks the driver for its compute capability); with no driver, answer sm_90.
     from types import SimpleNamespace
 
@@ -76,17 +76,20 @@ def registers(ptxas, dispatcher, argtypes, launch_bounds="from the kernel"):
         raise RuntimeError(f"expected one 'Used N registers' line from ptxas, got: {res.stderr[-2000:]}")
     regs = int(re.search(r"Used (\d+) registers", used[0]).group(1))
     smem = re.search(r"(\d+) bytes smem", used[0])
-    return regs, int(smem.group(1)) if smem else 0, launch_bounds
+    frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores", res.stderr)
+    local = int(frame.group(1)) + int(frame.group(2)) if frame else 0
+    return regs, int(smem.group(1)) if smem else 0, launch_bounds, local
 
 
 def kernels():
     """(name, dispatcher, argtypes, threads): every kernel family launched with more than 256 threads, at its
-    largest block, in float64. Kernels of at most 256 threads need no check: ptxas never gives a thread more than
-    255 registers, and 255 x 256 < 65,536 (v1, the elementwise kernels, v3 at its default block 256)."""
+    largest block, in float64, and v1 at its default K. Other kernels of at most 256 threads need no check:
+    ptxas never gives a thread more than 255 registers, and 255 x 256 < 65,536 (the elementwise kernels, v3 at
+    its default block 256)."""
     import numpy as np
     from numba import types
 
-    from cuda_kernels import chunked, scan, window
+    from cuda_kernels import chunked, scan, window_backward, window_forward
 
     dt = types.float64
     A1, A2, A3 = (types.Array(dt, n, "C") for n in (1, 2, 3))
@@ -97,10 +100,11 @@ def kernels():
     red, sc = scan._blelloch_kernels(f64, 32, 32, "linear", False)
     _, scb = scan._blelloch_kernels(f64, 32, 32, "linear", True)
     _, scl = scan._blelloch_kernels(f64, 32, 32, "log", False)
+    v2_scan = (A3, A3, A3, A2, b, A3, A3, A3, A2)
     out += [("v2 reduce, block 1024", red, (A3, A3, A3, A3), 1024),
-            ("v2 scan, block 1024", sc, (A3, A3, A3, A2, b, A3), 1024),
-            ("v2 backward scan, block 1024", scb, (A3, A3, A3, A3, A2, b, A3, A3, A2), 1024),
-            ("v2 log scan, block 1024", scl, (A3, A3, A3, A2, b, A3), 1024)]
+            ("v2 scan, block 1024", sc, v2_scan, 1024),
+            ("v2 backward scan, block 1024", scb, v2_scan, 1024),
+            ("v2 log scan, block 1024", scl, v2_scan, 1024)]
     v3_reduce = (A3, A3, i, A3, A3)
     v3_scan = (A3, A3, A3, A2, b, i, A3, A3, A3, A2)
     v3_lookback = (A3, A3, A2, b, A3, A3, A3, A2, I1, I3, A3, A3, A3, i, I3, b)
@@ -113,14 +117,23 @@ def kernels():
             if what != "log":
                 out += [(f"v3 {what} reduce, block {block}, K={K}", r3, v3_reduce, block),
                         (f"v3 {what} lookback, block {block}, K={K}", l3, v3_lookback, block)]
+    # v1 at its default K (scan.DEFAULT_PREFETCH_*), block SEQUENTIAL_BLOCK = 128: it fits whatever ptxas does
+    # (255 x 128 < 65,536); what these rows show is that the K prefetched steps stay in registers (no local
+    # memory, the test checks it), which the pipelining needs.
+    v1_fwd, _ = scan._sequential_kernels(f64, "linear", scan.DEFAULT_PREFETCH_FORWARD)
+    _, v1_bwd = scan._sequential_kernels(f64, "linear", scan.DEFAULT_PREFETCH_BACKWARD)
+    out += [(f"v1 forward, K={scan.DEFAULT_PREFETCH_FORWARD}, block 128", v1_fwd, (A3, A3, A2, b, A3),
+             scan.SEQUENTIAL_BLOCK),
+            (f"v1 backward, K={scan.DEFAULT_PREFETCH_BACKWARD}, block 128", v1_bwd, (A3, A3, A3, A2, b, A3, A3, A2),
+             scan.SEQUENTIAL_BLOCK)]
     f, w = 32, 3
-    seg = window._segmented_kernels(f64, f, w)
-    out += [("window v2 fused forward, f=32", window._fused_kernel(f64, f, w), (A3, A2, A1, A1, A2, i, b, A3, A3),
-             f * f),
-            ("window v3 reduce, f=32", seg.reduce, (A3, A2, A2, i, i, A3), f * f),
-            ("window v3 forward scan, f=32", seg.scan, (A3, A2, A1, A1, A2, i, i, A3, b, b, A3, A3), f * f),
-            ("window backward reduce, f=32", seg.reduce_backward, (A3, A1, A1, A2, A3, i, i, A3), f * f),
-            ("window v2 fused backward, f=32", seg.backward, (A3, A2, A1, A1, A2, A3, A3, i, i, A3, b, A3, A2),
+    fwd, bwd = window_forward._segmented_forward(f64, f, w), window_backward._segmented_backward(f64, f, w)
+    out += [("window v2 fused forward, f=32", window_forward._fused_kernel(f64, f, w),
+             (A3, A2, A1, A1, A2, i, b, A3, A3), f * f),
+            ("window v3 reduce, f=32", fwd.reduce, (A3, A2, A2, i, i, A3), f * f),
+            ("window v3 forward scan, f=32", fwd.scan, (A3, A2, A1, A1, A2, i, i, A3, b, b, A3, A3), f * f),
+            ("window backward reduce, f=32", bwd.reduce_backward, (A3, A1, A1, A2, A3, i, i, A3), f * f),
+            ("window v2 fused backward, f=32", bwd.backward, (A3, A2, A1, A1, A2, A3, A3, i, i, A3, b, A3, A2),
              f * f)]
     return out
 
@@ -131,9 +144,9 @@ def main(argv):
     for name, disp, argtypes, threads in kernels():
         if only and only not in name:
             continue
-        regs, smem, lb = registers(ptxas, disp, argtypes)
+        regs, smem, lb, local = registers(ptxas, disp, argtypes)
         print(json.dumps({"name": name, "threads": threads, "launch_bounds": lb, "registers": regs,
-                          "shared_bytes": smem}), flush=True)
+                          "shared_bytes": smem, "local_bytes": local}), flush=True)
     if "--control" in argv:
         from cuda_kernels import chunked
         import numpy as np
@@ -142,7 +155,7 @@ def main(argv):
         # float32 (which K = 2 at block 1024 fits), the configuration that failed on the H200
         A2, A3 = types.Array(types.float32, 2, "C"), types.Array(types.float32, 3, "C")
         _, s3, _ = chunked._kernels(np.float32, 32, 32, 2, "linear", True, True)
-        regs, smem, _ = registers(ptxas, s3, (A3, A3, A3, A2, types.boolean, types.int64, A3, A3, A3, A2), None)
+        regs, smem, _, _ = registers(ptxas, s3, (A3, A3, A3, A2, types.boolean, types.int64, A3, A3, A3, A2), None)
         print(json.dumps({"name": "control: v3 float32 backward scan, block 1024, K=2, no launch bounds",
                           "threads": 1024,
                           "launch_bounds": None, "registers": regs, "shared_bytes": smem}),

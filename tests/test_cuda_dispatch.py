@@ -20,11 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_table_is_what_the_committed_benchmark_measured():
     """TABLE cannot drift from the files it cites: it is re-derived here from their rows."""
-    rows, log_rows = dispatch.load_rows(ROOT / dispatch.SOURCE), dispatch.load_rows(ROOT / dispatch.LOG_SOURCE)
+    rows = [r for path in dispatch.SOURCES for r in dispatch.load_rows(ROOT / path)]
+    log_rows = dispatch.load_rows(ROOT / dispatch.LOG_SOURCE)
     assert dispatch.TABLE == dispatch.derive_table(rows, log_rows)
-    # forward / backward from the preallocated rows of the H200 GPU check: thousands of channels -> v1 (at its
+    # forward / backward from the preallocated rows of the H200 GPU checks: thousands of channels -> v1 (at its
     # default K), few channels and long T -> v2 or v3; log forward from the allocating H200 benchmark
-    assert dispatch.SOURCE.endswith("gpu_check_H200_2026-11-26_scan_rows.jsonl")
+    assert dispatch.SOURCES == ("bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl",
+                                "bench/results/gpu_check2_H200_2026-11-26_v1_rows.jsonl")
     assert dispatch.TABLE[(8, 4096, 8192)] == {"forward": "sequential", "backward": "sequential",
                                                "log forward": "sequential"}
     assert dispatch.TABLE[(1, 1048576, 1)]["forward"] == "chunked"
@@ -33,26 +35,65 @@ def test_the_table_is_what_the_committed_benchmark_measured():
     assert len(cells) == 19 and cells.count("chunked lookback") == 0
 
 
+def test_the_backward_default_k_8_wins_through_the_v1_rows_of_the_second_check():
+    """v1's backward runs at K = 8 by default, which only the second H200 check (gpu_check2) timed: 0.903 /
+    0.898 of a same-run copy against K = 4's 0.795 / 0.808 and v2's 0.232 / 0.273 (first check). Without its
+    rows v1 would have no backward candidate at K = 8 and v2 would win; with them "auto" runs v1 at K = 8."""
+    assert cs.DEFAULT_PREFETCH_BACKWARD == dispatch.V1_PREFETCH["backward"] == 8
+    v1_rows = dispatch.load_rows(ROOT / dispatch.V1_SOURCE)
+    first = dispatch.load_rows(ROOT / dispatch.SOURCE)
+
+    def fraction(rows, name, shape):
+        (r,) = [r for r in rows if r["name"] == name and tuple(r["shape"]) == shape]
+        return round(r["vs_copy"], 3)
+
+    for shape, k8, k4, v2 in (((8, 4096, 8192), 0.903, 0.795, 0.232), ((8, 1024, 8192), 0.898, 0.808, 0.273)):
+        assert fraction(v1_rows, "v1 loop backward (preallocated) K=8", shape) == k8
+        assert fraction(v1_rows, "v1 loop backward (preallocated) K=4", shape) == k4
+        assert fraction(first, "v2 Blelloch backward (preallocated)", shape) == v2
+        assert dispatch.table_from_preallocated_rows(first)[shape]["backward"] == "blelloch"
+        assert dispatch.table_from_preallocated_rows(first + v1_rows)[shape]["backward"] == "sequential"
+        assert dispatch.choose(shape, "backward") == {"method": "sequential"}
+    # at K = 4 (the old default) the first check alone made v1 the winner too
+    assert dispatch.table_from_preallocated_rows(first, {"forward": 8, "backward": 4})[(8, 4096, 8192)] \
+        == {"forward": "sequential", "backward": "sequential"}
+
+
+def test_rows_of_two_runs_are_ranked_by_their_fraction_of_a_same_run_copy():
+    """A row of a run whose copy was slower can take more seconds and still be the faster kernel."""
+    pre = "(preallocated)"
+    rows = [dict(_row(f"v2 Blelloch backward {pre}", (8, 64, 64), 1.0), method="blelloch", vs_copy=0.5),
+            dict(_row(f"v1 loop backward {pre} K=8", (8, 64, 64), 1.5), method="sequential", prefetch=8,
+                 vs_copy=0.6)]
+    assert dispatch.table_from_preallocated_rows(rows) == {(8, 64, 64): {"backward": "sequential"}}
+    with pytest.raises(ValueError, match="no fraction of a same-run copy"):
+        dispatch.table_from_preallocated_rows([_row(f"v2 Blelloch forward {pre}", (1, 8, 1), 1.0)
+                                               | {"method": "blelloch"}])
+
+
 def test_v1_competes_only_at_the_k_the_host_functions_use():
     """The dispatch table's v1 is v1 at scan's default K; rows at another K (or at K = 1 where the check
     wrote none) are no candidates, and a version the rows never timed cannot win."""
     assert dispatch.V1_PREFETCH == {"forward": cs.DEFAULT_PREFETCH_FORWARD, "backward": cs.DEFAULT_PREFETCH_BACKWARD}
     pre = "(preallocated)"
-    rows = [dict(_row(f"v1 loop forward {pre} K=1", (8, 64, 64), 0.5), method="sequential", prefetch=1),
-            dict(_row(f"v1 loop forward {pre} K=8", (8, 64, 64), 3.0), method="sequential", prefetch=8),
-            dict(_row(f"v2 Blelloch forward {pre}", (8, 64, 64), 2.0), method="blelloch"),
-            dict(_row(f"v1 loop backward {pre} K=4", (8, 64, 64), 1.0), method="sequential", prefetch=4),
-            dict(_row(f"v2 Blelloch backward {pre}", (8, 64, 64), 2.0), method="blelloch"),
-            dict(_row(f"v1 loop forward {pre}", (1, 64, 1), 0.1), method="sequential"),   # K = 1
-            dict(_row(f"v3 look-back forward {pre}", (1, 64, 1), 1.0), method="chunked", carry="lookback"),
-            dict(_row(f"v3 chunked forward {pre}", (1, 64, 1), 2.0), method="chunked"),
-            dict(_row("v3 chunked forward", (1, 64, 1), 0.01), method="chunked"),            # allocating: unused
-            dict(_row(f"v2 Blelloch backward {pre}", (1, 64, 1), float("nan")), method="blelloch")]
+    rows = [_pre(f"v1 loop forward {pre} K=1", (8, 64, 64), 0.5, method="sequential", prefetch=1),
+            _pre(f"v1 loop forward {pre} K=8", (8, 64, 64), 3.0, method="sequential", prefetch=8),
+            _pre(f"v2 Blelloch forward {pre}", (8, 64, 64), 2.0, method="blelloch"),
+            _pre(f"v1 loop backward {pre} K=4", (8, 64, 64), 0.5, method="sequential", prefetch=4),
+            _pre(f"v1 loop backward {pre} K=8", (8, 64, 64), 1.0, method="sequential", prefetch=8),
+            _pre(f"v2 Blelloch backward {pre}", (8, 64, 64), 2.0, method="blelloch"),
+            _pre(f"v1 loop forward {pre}", (1, 64, 1), 0.1, method="sequential"),   # K = 1
+            _pre(f"v3 look-back forward {pre}", (1, 64, 1), 1.0, method="chunked", carry="lookback"),
+            _pre(f"v3 chunked forward {pre}", (1, 64, 1), 2.0, method="chunked"),
+            _pre("v3 chunked forward", (1, 64, 1), 0.01, method="chunked"),            # allocating: unused
+            _pre(f"v2 Blelloch backward {pre}", (1, 64, 1), float("nan"), method="blelloch")]
     assert dispatch.table_from_preallocated_rows(rows) == {
         (8, 64, 64): {"forward": "blelloch", "backward": "sequential"},
         (1, 64, 1): {"forward": "chunked lookback"}}
     assert dispatch.table_from_preallocated_rows(rows, {"forward": 1, "backward": 4})[(8, 64, 64)]["forward"] \
         == "sequential"
+    no_k8 = [r for r in rows if r.get("prefetch") != 8]   # no backward row at the default K: v2 wins
+    assert dispatch.table_from_preallocated_rows(no_k8)[(8, 64, 64)]["backward"] == "blelloch"
     log_rows = [_row("blelloch log forward", (1, 64, 1), 1.0), _row("chunked log forward", (1, 64, 1), 2.0),
                 _row("chunked forward", (1, 64, 1), 0.001)]
     assert dispatch.derive_table(rows, log_rows)[(1, 64, 1)] == {"forward": "chunked lookback",
@@ -60,7 +101,7 @@ def test_v1_competes_only_at_the_k_the_host_functions_use():
 
 
 def test_the_printed_table_is_the_python_of_the_table(capsys):
-    assert bench.main(["dispatch", str(ROOT / dispatch.SOURCE), str(ROOT / dispatch.LOG_SOURCE)]) == 0
+    assert bench.main(["dispatch", *(str(ROOT / f) for f in dispatch.SOURCES), str(ROOT / dispatch.LOG_SOURCE)]) == 0
     printed = capsys.readouterr().out
     namespace = {}
     exec(printed, namespace)
@@ -69,6 +110,11 @@ def test_the_printed_table_is_the_python_of_the_table(capsys):
 
 def _row(name, shape, seconds):
     return {"name": name, "shape": list(shape), "seconds": seconds}
+
+
+def _pre(name, shape, seconds, **fields):
+    """A preallocated row of a run whose copy of the same bytes took 1 s."""
+    return dict(_row(name, shape, seconds), vs_copy=1.0 / seconds, **fields)
 
 
 def test_winners_are_the_fastest_timed_version_of_each_kind():

@@ -42,3 +42,16 @@ def test_the_shared_device_functions_sit_below_both_scan_versions():
     assert {"_device", "workspace"} <= graph["chunked"] and "scan" not in graph["chunked"]
     assert {"_device", "workspace", "chunked", "sequential", "blelloch"} <= graph["scan"]
     assert graph["sequential"] == graph["blelloch"] == {"_device"}   # v1's and v2's kernels, below the host side
+    assert graph["chunked_kernels"] == {"_device"}                     # v3's kernels, below chunked.py's host side
+    assert "chunked_kernels" in graph["chunked"] and "arrays" in graph["scan"]
+    assert graph["arrays"] <= {"_device", "sequential"}                # the host arrays' checks, below scan.py
+
+
+def test_the_window_kernels_sit_below_their_host_side():
+    """window.py (host: arguments, plans, launches) imports the forward and backward kernel modules; the
+    backward's kernels take the forward's block numbering from window_forward, and neither kernel module
+    imports the host side or the scan's."""
+    graph = _graph()
+    assert {"window_forward", "window_backward", "scan", "arrays"} <= graph["window"]
+    assert graph["window_forward"] == {"_device"}
+    assert graph["window_backward"] == {"_device", "window_forward"}

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -41,14 +42,27 @@ def ptx_report():
 
 def test_every_kernel_fits_its_largest_block_when_compiled_for_sm90(ptx_report):
     kernels = [r for r in ptx_report if not r["name"].startswith("control")]
-    assert len(kernels) == 16   # v2 4, v3 7 (forward and backward: 3 each, log: 1), window 5; all at 1024 threads
-    for r in kernels:
+    assert len(kernels) == 18   # v2 4, v3 7 (forward and backward: 3 each, log: 1), window 5 (all at 1024
+    for r in kernels:           # threads), v1 2 (block 128, at the default K)
         assert r["launch_bounds"] == r["threads"], r
         assert r["registers"] * r["threads"] <= REGISTERS, r
         assert r["shared_bytes"] <= chunked.SHARED_BYTES, r
     names = {r["name"] for r in kernels}
     assert {"v3 backward scan, block 1024, K=1", "window v3 forward scan, f=32",
             "window v2 fused backward, f=32"} <= names
+
+
+def test_v1_keeps_its_prefetched_steps_in_registers_at_the_default_k(ptx_report):
+    """v1's software pipelining loads K = 8 steps of each input ahead (forward and backward defaults, the H200
+    rows in scan.py): the loads only overlap if those K values live in registers. ptxas's stack frame and
+    spill stores are the local memory a kernel uses: none for either direction in float64 (the wider type)."""
+    assert cs.DEFAULT_PREFETCH_FORWARD == cs.DEFAULT_PREFETCH_BACKWARD == 8
+    v1 = {r["name"]: r for r in ptx_report if r["name"].startswith("v1 ")}
+    assert set(v1) == {"v1 forward, K=8, block 128", "v1 backward, K=8, block 128"}
+    for r in v1.values():
+        print(f"\n{r['name']}: {r['registers']} registers, {r['local_bytes']} bytes of local memory")
+        assert r["local_bytes"] == 0, r
+        assert r["threads"] == cs.SEQUENTIAL_BLOCK and r["registers"] * r["threads"] <= REGISTERS, r
 
 
 def test_v3_shared_memory_is_what_check_options_counts(ptx_report):
@@ -99,7 +113,10 @@ def test_compiled_kernels_fit_their_blocks_on_the_gpu(monkeypatch):
     """The largest blocks run (v3 at 1024 threads in float64, the window kernels at f = 32) and the driver's
     own numbers for every kernel those runs compiled fit: max threads per block >= the block, and
     registers x block <= 65,536. The kernels are the ones the host functions launched (their factories are
-    wrapped to record what they return), not fresh copies of them."""
+    wrapped to record what they return), not fresh copies of them. The window's segmented factories return a
+    namespace of kernels launched with different blocks (f*f threads, or the elementwise block for
+    ``fill_power`` and ``sum_partials``): each of those is checked at its own launch bound, the most threads it
+    is ever launched with."""
     launched = []
 
     def record(module, name):
@@ -107,12 +124,15 @@ def test_compiled_kernels_fit_their_blocks_on_the_gpu(monkeypatch):
 
         def wrapped(*args):
             out = factory(*args)
-            launched.append((name, args, out if isinstance(out, tuple) else (out,)))
+            kernels = (tuple((k, k.targetoptions["launch_bounds"]) for k in vars(out).values())
+                       if isinstance(out, SimpleNamespace) else
+                       tuple((k, _threads(name, args)) for k in (out if isinstance(out, tuple) else (out,))))
+            launched.append((name, args, kernels))
             return out
         monkeypatch.setattr(module, name, wrapped)
 
     for module, name in ((chunked, "_kernels"), (cs, "_blelloch_kernels"), (cs, "_sequential_kernels"),
-                         (cw, "_segmented_kernels"), (cw, "_fused_kernel")):
+                         (cw, "_segmented_forward"), (cw, "_segmented_backward"), (cw, "_fused_kernel")):
         record(module, name)
     rng = np.random.default_rng(3)
     a, b, h0, dh = problem(rng, (2, 5000, 40), np.float64)
@@ -135,8 +155,7 @@ def test_compiled_kernels_fit_their_blocks_on_the_gpu(monkeypatch):
     checked, largest = 0, 0
     seen = set()
     for name, args, kernels in launched:
-        threads = _threads(name, args)
-        for k in kernels:
+        for k, threads in kernels:
             if not hasattr(k, "overloads") or id(k) in seen:
                 continue
             seen.add(id(k))
@@ -145,5 +164,6 @@ def test_compiled_kernels_fit_their_blocks_on_the_gpu(monkeypatch):
                 assert overload.regs_per_thread * threads <= REGISTERS, (name, args, sig, overload.regs_per_thread)
                 checked += 1
                 largest = max(largest, threads)
-    assert {name for name, _, _ in launched} >= {"_kernels", "_blelloch_kernels", "_sequential_kernels"}
+    assert {name for name, _, _ in launched} >= {"_kernels", "_blelloch_kernels", "_sequential_kernels",
+                                                 "_segmented_forward", "_segmented_backward", "_fused_kernel"}
     assert checked >= 12 and largest == 1024, (checked, largest)

@@ -325,6 +325,7 @@ def test_cuda_backend_without_a_gpu_says_so_and_names_the_simulator(monkeypatch)
     import numba
     from numba import cuda
 
+    import cuda_kernels.scan  # noqa: F401 - imported (its kernels decorated) under the simulator, as in a full run
     monkeypatch.setattr(numba.config, "ENABLE_CUDASIM", 0)
     monkeypatch.setattr(cuda, "is_available", lambda: False)
     a, b, h0, dh = _good()
