@@ -80,7 +80,7 @@ def test_gril_multistep_two_layers(monkeypatch):
     n = _chunk(cfg["steps"], len(stored["train_curve_gril2"]))
     got = _first_steps(monkeypatch, MS, n)
     job = MS.Job(L=cfg["L"], N=cfg["N"], f=cfg["f"], seed=cfg["seed"], steps=cfg["steps"], lr=cfg["lr"],
-                 c_init=cfg["c_init"])
+                 c_init=cfg["c_init"], x_scale=cfg.get("x_scale", 1.0))   # runs that predate the field: U(-1, 1)
     with pytest.raises(_Stop):
         MS.train_job(job)
     assert np.mean(got[0]) == pytest.approx(stored["train_curve_gril2"][0], rel=RTOL)
