@@ -90,7 +90,8 @@ def test_gril_classification_softmax_without_phi(monkeypatch):
     from minimal.experiments.gril import classification as CL
 
     stored = _json("gril", "classification_full.json")
-    config = CL.Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored["config"].items()})
+    cfg = {"x_scale": 1.0} | stored["config"]      # runs that predate the field were made at U(-1, 1)
+    config = CL.Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()})
     assert config.seeds == (0,) or list(config.seeds) == [0]       # the stored curve is then one run's
     n = _chunk(config.steps, len(stored["softmax_nophi_train_curve"]))
     got = _first_steps(monkeypatch, CL, n)

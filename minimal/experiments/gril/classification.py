@@ -284,7 +284,7 @@ class Job:
     n_eval: int = 10_000         # as App. B.1: 10^4 evaluation tasks
     eval_seed: int = 12345       # the evaluation set, shared by every model and GD
     tune_seed: int = 54321       # GD's η tuning set
-    x_scale: float = 1.0         # ours: U(-1, 1), twice the paper's U(-1/2, 1/2) (module docstring, "Differs")
+    x_scale: float = gril_regression.X_SCALE   # App. B.5 -> B.2 -> B.1: x ~ U(-1/2, 1/2) (module docstring)
 
 
 def _sample(job, rng, B, x_scale=None):
@@ -379,7 +379,8 @@ class Config:
     weight_decay_softmax: float = 1.3e-6  # ours: Table 4's 1.56e-4 · 8.45e-5 per step, at lr 1e-2
     seeds: tuple = (0,)               # App. B.6: 5 seeds; ours 1 by default (5 cost 5x the time)
     n_eval: int = 10_000              # as App. B.1: 10^4 evaluation tasks (and 10^4 more to tune GD's η)
-    scales: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)   # Fig. 7D / 8C: input rescaling (values ours: not given)
+    scales: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)   # Fig. 7D / 8C: input rescaling c = a / x_scale (values ours)
+    x_scale: float = gril_regression.X_SCALE     # App. B.5 -> B.2 -> B.1: x ~ U(-1/2, 1/2) (module docstring)
 
     # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
     __post_init__ = check_config
@@ -393,6 +394,7 @@ class Config:
 def _job(config, task, phi, seed):
     return Job(K=TASKS[task] if task == "binary" else config.K_softmax, phi=phi, hidden=config.hidden,
                N=config.N, f=config.f, seed=seed, steps=config.steps, lr=config.lr, n_eval=config.n_eval,
+               x_scale=config.x_scale,
                weight_decay=config.weight_decay_binary if task == "binary" else config.weight_decay_softmax)
 
 
@@ -427,7 +429,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         tune = _sample(base, np.random.default_rng(base.tune_seed), config.n_eval)
         eta, _ = tune_eta(tune.X, tune.Y, tune.labels[:, -1])
         ev = eval_tasks(base)
-        rescaled = {a: eval_tasks(base, a) for a in config.scales}
+        rescaled = {c: eval_tasks(base, c * config.x_scale) for c in config.scales}   # keyed by c = a / x_scale
         per_seed, curves = [], {"gril": [], "nophi": []}
         for seed in config.seeds:
             r = {}
@@ -464,7 +466,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         out.update({p + k: v for k, v in _construction_checks(ev, eta).items()})
         out[p + "rescale"] = {}
         for a, ts in rescaled.items():
-            z_gd, _ = gd_logits(ts.X, ts.Y, eta)   # GD keeps the η tuned at a = 1, as the models keep their weights
+            z_gd, _ = gd_logits(ts.X, ts.Y, eta)   # GD keeps the η tuned at c = 1, as the models keep their weights
             row = {"gd": query_ce(z_gd, ts.labels[:, -1])[0]}
             for name in ("gril", "nophi"):
                 row[name], row[name + "_std"] = _mean_std([r[f"rescale/{a}/{name}"] for r in per_seed])
@@ -507,8 +509,8 @@ def plot(metrics, out_dir):
         for name, label, style in (("gril", "GRIL (φ)", "o-"), ("nophi", "GRIL (no φ)", "s-")):
             c.errorbar(xs, [metrics[p + "rescale"][s][name] for s in scales],
                        yerr=[metrics[p + "rescale"][s][name + "_std"] for s in scales], fmt=style, label=label)
-        c.plot(xs, [metrics[p + "rescale"][s]["gd"] for s in scales], "x--k", label="GD (η of a = 1)")
-        c.set(xscale="log", xlabel="input scale a", ylabel="query CE", title=f"{task}: rescaled inputs")
+        c.plot(xs, [metrics[p + "rescale"][s]["gd"] for s in scales], "x--k", label="GD (η of c = 1)")
+        c.set(xscale="log", xlabel="input scale c = a / training a", ylabel="query CE", title=f"{task}: rescaled inputs")
         c.set_xticks(xs, [f"{x:g}" for x in xs])
         c.xaxis.set_minor_locator(plt.NullLocator())
         c.legend(fontsize=8)
