@@ -109,7 +109,6 @@ import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -117,22 +116,21 @@ from .. import write_metrics
 from .._plotting import pyplot
 from ... import _speed
 from ...analysis import gril_gd
-from ...cells import gril
-from ...layers import mlp
 from ...optim import cosine_schedule
 from ...tasks import gril_regression
 from ...train import train
-from ...validate import check_array, check_choice, check_positive_int, check_config
-from . import model as M
+from ...validate import check_config, check_positive_int
 from .model import head_backward, head_forward  # noqa: F401  (the heads are model's last-state heads)
+# the model (``stack``) and Fig. 3B's model and runs (``sine``), importable from here as before
+from .sine import (SINE_VARIANTS, SineJob, run_sine_job, sample_sine, sine_predict,  # noqa: F401
+                   sine_predict_backward, train_sine_job)
+from .stack import (STRIDE, W_WIN, Cache, construction, init_params, loss_and_grads, predict,  # noqa: F401
+                    predict_backward)
 
 __all__ = ["init_params", "construction", "head_forward", "head_backward", "predict", "predict_backward",
            "loss_and_grads", "sample_sine", "best_eta", "best_step_sizes", "Job", "SineJob", "train_job",
            "train_sine_job", "run_job", "run_sine_job", "sine_predict", "sine_predict_backward", "Config", "PAPER",
            "run", "run_sine", "plot"]
-
-W_WIN, STRIDE = gril_regression.N_WINDOW, gril_regression.STRIDE   # 3, 2: windows [x_k, y_k, x_{k+1}]
-SINE_VARIANTS = ("gril", "gd")
 
 SAVE_METRICS = True   # reproduce --full writes data/gril/<name>_full.json, which notebook gril_d loads
 
@@ -143,132 +141,6 @@ PAPER = {
     "sine_gd_mlp_beats_linear_gd": True,  # Fig. 3B / B.4: the MLP learns a useful map of the fixed GD statistic
     "sine_gril_over_gd_mlp": 1.0,        # Fig. 3B: the fully trained model does at least as well (claimed <= 1)
 }
-
-
-# ------------------------------------------------------------------------------ the L-layer model
-def _names(l):
-    """Parameter names of layer l (1-based): the Z head (Q_l, A_l), the Z̃ head (Q_tilde_l, A_tilde_l; l >= 2), c_l."""
-    return [f"Q_{l}", f"A_{l}", f"c_{l}"] + ([f"Q_tilde_{l}", f"A_tilde_{l}"] if l > 1 else [])
-
-
-def _layers(params):
-    L = sum(1 for k in params if k.startswith("c_"))
-    if L < 1 or set(params) != {"q"} | {n for l in range(1, L + 1) for n in _names(l)}:
-        raise ValueError(f"params must hold q and, for l = 1 .. L, {_names(1)} (l = 1) and {_names(2)} "
-                         f"(l >= 2), got {sorted(params)}")
-    return L
-
-
-def init_params(rng, f, L, c_init=0.01):
-    """Random parameters of the L-layer model (the module docstring's scale).
-
-    Returns:
-        {q (3,), and per layer l: Q_l (3, 3), A_l (f, f), c_l (1,), and for l >= 2 Q_tilde_l (3, 3),
-        A_tilde_l (f, f)}; Q, Q̃, q ~ N(0, 1/3), A, Ã ~ U(0.9, 1), c_l = c_init.
-    """
-    f, L = check_positive_int("f", f), check_positive_int("L", L)
-    p = {"q": rng.standard_normal(W_WIN) / np.sqrt(W_WIN)}
-    for l in range(1, L + 1):
-        p[f"Q_{l}"] = rng.standard_normal((W_WIN, W_WIN)) / np.sqrt(W_WIN)
-        p[f"A_{l}"] = rng.uniform(0.9, 1.0, (f, f))
-        p[f"c_{l}"] = np.array([float(c_init)])
-        if l > 1:
-            p[f"Q_tilde_{l}"] = rng.standard_normal((W_WIN, W_WIN)) / np.sqrt(W_WIN)
-            p[f"A_tilde_{l}"] = rng.uniform(0.9, 1.0, (f, f))
-    return p
-
-
-def construction(f, N, L, eta):
-    """The App. A.3 point: Q_l = e_2 e_1^T, Q̃_l = e_1 e_1^T, A = Ã = 1, c_l = η/N, q = e_3 (= L GD steps of η)."""
-    e = np.eye(W_WIN)
-    p = {"q": e[2].copy()}
-    for l in range(1, check_positive_int("L", L) + 1):
-        p.update({f"Q_{l}": np.outer(e[1], e[0]), f"A_{l}": np.ones((f, f)), f"c_{l}": np.array([eta / N])})
-        if l > 1:
-            p.update({f"Q_tilde_{l}": np.outer(e[0], e[0]), f"A_tilde_{l}": np.ones((f, f))})
-    return p
-
-
-class Cache(NamedTuple):
-    T: int
-    n_out: int
-    C: np.ndarray    # (B, T', f, 3) the original windows, read by every layer
-    Z: dict          # head name ("Q_l" or "Q_tilde_l") -> (B, T', f, f) states
-    W: list          # [W_0 = 0, W_1, ..., W_L], each (B, f, f)
-    r: np.ndarray    # (B, f) the query read C_N q
-
-
-def predict(params, tokens, n_out):
-    """ŷ = (W_L^T C_N q)[:, :n_out] of the L-layer model, and the cache.
-
-    Args:
-        params: from ``init_params`` / ``construction``. tokens: (B, 2N + 1, f) (``gril_regression``).
-    Returns:
-        ŷ (B, n_out), Cache.
-    """
-    L = _layers(params)
-    check_array("tokens", tokens, ndim=3, names=("B", "T", "f"))
-    C = gril.window(tokens, W_WIN, STRIDE)                     # (B, N, f, 3)
-    B, _, f, _ = C.shape
-    Z = {}
-    W = [np.zeros((B, f, f), dtype=np.result_type(tokens, params["q"]))]
-    for l in range(1, L + 1):
-        Z[f"Q_{l}"] = head_forward(params[f"Q_{l}"], params[f"A_{l}"], C)
-        step = -Z[f"Q_{l}"][:, -1].transpose(0, 2, 1)          # -Z^T (B, f, f)
-        if l > 1:
-            Z[f"Q_tilde_{l}"] = head_forward(params[f"Q_tilde_{l}"], params[f"A_tilde_{l}"], C)
-            step = step + Z[f"Q_tilde_{l}"][:, -1] @ W[-1]      # Z̃ W_{l-1} - Z^T
-        W.append(W[-1] - params[f"c_{l}"][0] * step)
-    r = C[:, -1] @ params["q"]                                  # (B, f) = C_N q
-    y_hat = np.einsum("bij,bi->bj", W[-1], r)[:, :n_out]
-    return y_hat, Cache(tokens.shape[1], n_out, C, Z, W, r)
-
-
-def predict_backward(params, cache, dy_hat):
-    """dtokens (B, T, f) and the gradients of every parameter, from dL/dŷ (B, n_out)."""
-    L = _layers(params)
-    C, Z, W, r = cache.C, cache.Z, cache.W, cache.r
-    B, _, f, _ = C.shape
-    check_array("dy_hat", dy_hat, (B, cache.n_out), names=("B", "n_out"))
-    g = np.zeros((B, f), dtype=dy_hat.dtype)
-    g[:, :cache.n_out] = dy_hat
-    grads = {}
-    dC = np.zeros_like(C)
-    # 3. ŷ = W_L^T r, r = C_N q
-    dW = r[:, :, None] * g[:, None, :]                          # (B, f, f)
-    dr = np.einsum("bij,bj->bi", W[-1], g)
-    grads["q"] = np.einsum("bfw,bf->w", C[:, -1], dr)
-    dC[:, -1] += dr[:, :, None] * params["q"]
-    # 2. W_l = W_{l-1} - c_l (Z̃ W_{l-1} - Z^T), from the last layer down
-    for l in range(L, 0, -1):
-        c = params[f"c_{l}"][0]
-        Z_l = Z[f"Q_{l}"][:, -1]
-        step = -Z_l.transpose(0, 2, 1)
-        G = c * dW.transpose(0, 2, 1)                           # dL/dZ
-        dQ, dA, dC_h = head_backward(params[f"Q_{l}"], params[f"A_{l}"], C, Z[f"Q_{l}"], G)
-        grads[f"Q_{l}"], grads[f"A_{l}"] = dQ, dA
-        dC += dC_h
-        dW_prev = dW
-        if l > 1:
-            Zt = Z[f"Q_tilde_{l}"][:, -1]
-            step = step + Zt @ W[l - 1]
-            G_t = -c * dW @ W[l - 1].transpose(0, 2, 1)         # dL/dZ̃
-            dQ, dA, dC_h = head_backward(params[f"Q_tilde_{l}"], params[f"A_tilde_{l}"], C, Z[f"Q_tilde_{l}"], G_t)
-            grads[f"Q_tilde_{l}"], grads[f"A_tilde_{l}"] = dQ, dA
-            dC += dC_h
-            dW_prev = dW - c * Zt.transpose(0, 2, 1) @ dW
-        grads[f"c_{l}"] = np.array([-np.sum(step * dW)])
-        dW = dW_prev                                            # dL/dW_{l-1}; W_0 = 0 is a constant
-    # 1. C = window(tokens)
-    return gril.window_backward(dC, cache.T, W_WIN, STRIDE), grads
-
-
-def loss_and_grads(params, tasks):
-    """The query loss 1/2 mean (ŷ - y_{N+1})² on ``tasks`` (``gril_regression.Tasks``) and its gradients."""
-    y = tasks.Y[:, -1]
-    y_hat, cache = predict(params, tasks.tokens, y.shape[1])
-    loss, dy = gril_regression.query_loss(y_hat, y)
-    return loss, predict_backward(params, cache, dy)[1]
 
 
 # ------------------------------------------------------------------------------ GD with the best fixed step
@@ -328,35 +200,6 @@ def best_step_sizes(tasks, steps):
     return sorted((1.0 / roots.real).tolist(), reverse=True), loss
 
 
-# ------------------------------------------------------------------------------ non-linear regression (Fig. 3B)
-def sample_sine(rng, B, N=10, f=10, x_scale=gril_regression.X_SCALE, dtype=np.float64):
-    """B tasks of App. B.2 with the targets passed through a sine, y = sin(W^T x) elementwise (App. B.4)."""
-    t = gril_regression.sample(rng, B, N, f, x_scale=x_scale, dtype=dtype)
-    Y = np.sin(t.Y)
-    return gril_regression.Tasks(gril_regression.make_tokens(t.X, Y), t.X, Y, t.W)
-
-
-_GRIL_KEYS = ("Q", "q", "beta", "A")
-_MLP_KEYS = ("W_1", "b_1", "W_2", "b_2")
-
-
-def sine_predict(gril_params, mlp_params, tokens, n_out):
-    """ŷ = MLP(o_N)[:, :n_out], o_N the GRIL block's output on the last window (``model.predict``)."""
-    o, cache_g = M.predict(gril_params, tokens, tokens.shape[2], "full")
-    h, cache_m = mlp.forward(mlp_params, o)
-    return h[:, :n_out], (cache_g, cache_m, h.shape)
-
-
-def sine_predict_backward(gril_params, mlp_params, cache, dy_hat):
-    """dtokens, GRIL grads {Q, q, beta, A}, MLP grads {W_1, b_1, W_2, b_2}, from dL/dŷ (B, n_out)."""
-    cache_g, cache_m, h_shape = cache
-    dh = np.zeros(h_shape, dtype=dy_hat.dtype)
-    dh[:, :dy_hat.shape[1]] = dy_hat
-    do, g_mlp = mlp.backward(mlp_params, cache_m, dh)           # 2. ŷ = MLP(o)
-    dtokens, g_gril = M.predict_backward(gril_params, cache_g, do)  # 1. o = GRIL(tokens)
-    return dtokens, g_gril, g_mlp
-
-
 # ------------------------------------------------------------------------------ training runs
 @dataclass(frozen=True)
 class Job:
@@ -372,22 +215,6 @@ class Job:
     warmup_steps: int = 500     # ours
     c_init: float = 0.01        # ours: c_l at the start (module docstring, "calibration")
     x_scale: float = gril_regression.X_SCALE   # App. B.1: x ~ U(-1/2, 1/2)
-
-
-@dataclass(frozen=True)
-class SineJob:
-    """One training run on the sine tasks (Fig. 3B): variant "gril" (all trained) or "gd" (MLP only)."""
-    variant: str = "gril"
-    N: int = 10                 # App. B.2 data
-    f: int = 10
-    hidden: int = 64            # ours: MLP width (the paper's gated unit has no hidden layer; B.4)
-    seed: int = 0
-    steps: int = 10_000         # ours
-    batch: int = 64             # App. B.1-B.2
-    lr: float = 1e-2            # ours
-    weight_decay: float = 5e-4  # ours
-    warmup_steps: int = 500     # ours
-    x_scale: float = gril_regression.X_SCALE   # App. B.1-B.2, B.4: x ~ U(-1/2, 1/2), as ``Job``
 
 
 def _schedule(job):
@@ -408,42 +235,6 @@ def train_job(job: Job, progress=False):
     return res.params, res.losses
 
 
-def _fixed_gd_block(f, N, x_scale):
-    """The block at the one-step construction with η* (Prop. 4.1), β (f,) as ``model`` uses it."""
-    eta = gril_gd.eta_star(N, f, x_scale)
-    Q = np.zeros((W_WIN, W_WIN))
-    Q[1, 0] = 1.0
-    return {"Q": Q, "q": np.eye(W_WIN)[2], "beta": np.full(f, eta / N), "A": np.ones((f, f))}
-
-
-def train_sine_job(job: SineJob, progress=False):
-    """Train on fresh sine tasks every step; returns (gril_params, mlp_params, losses)."""
-    check_choice("variant", job.variant, SINE_VARIANTS)
-    _speed.tune()
-    rng = np.random.default_rng(job.seed)
-    gril_p = (M.init_params(rng, job.f, "full") if job.variant == "gril"
-              else _fixed_gd_block(job.f, job.N, job.x_scale))
-    params = dict(mlp.init(rng, job.f, job.hidden))
-    if job.variant == "gril":
-        params.update(gril_p)
-
-    def lg(p, step, batch_rng):
-        tasks = sample_sine(batch_rng, job.batch, job.N, job.f, job.x_scale)
-        g_p = {k: p[k] for k in _GRIL_KEYS} if job.variant == "gril" else gril_p
-        m_p = {k: p[k] for k in _MLP_KEYS}
-        y = tasks.Y[:, -1]
-        y_hat, cache = sine_predict(g_p, m_p, tasks.tokens, y.shape[1])
-        loss, dy = gril_regression.query_loss(y_hat, y)
-        _, g_gril, g_mlp = sine_predict_backward(g_p, m_p, cache, dy)
-        return loss, (g_mlp | g_gril) if job.variant == "gril" else g_mlp
-
-    res = train(lg, params, job.steps, lr_schedule=_schedule(job), rng=job.seed + 1,
-                weight_decay=job.weight_decay, progress=progress, desc=f"sine {job.variant} seed={job.seed}")
-    p = res.params
-    g_p = {k: p[k] for k in _GRIL_KEYS} if job.variant == "gril" else gril_p
-    return g_p, {k: p[k] for k in _MLP_KEYS}, res.losses
-
-
 def _loss(y_hat, y):
     return gril_regression.query_loss(y_hat, y)[0]
 
@@ -454,16 +245,6 @@ def run_job(job: Job, n_eval=10_000, eval_seed=12345):
     tasks = gril_regression.sample(np.random.default_rng(eval_seed), n_eval, job.N, job.f, x_scale=job.x_scale)
     y = tasks.Y[:, -1]
     loss = _loss(predict(params, tasks.tokens, y.shape[1])[0], y)
-    return {"loss": loss, "over_zero": loss / _loss(0 * y, y),
-            "train_loss_tail": float(np.mean(losses[-max(1, len(losses) // 20):]))}
-
-
-def run_sine_job(job: SineJob, n_eval=10_000, eval_seed=12345):
-    """Train on the sine tasks, then the loss on a fixed evaluation set and its ratio to the zero predictor's."""
-    g_p, m_p, losses = train_sine_job(job)
-    tasks = sample_sine(np.random.default_rng(eval_seed), n_eval, job.N, job.f, job.x_scale)
-    y = tasks.Y[:, -1]
-    loss = _loss(sine_predict(g_p, m_p, tasks.tokens, y.shape[1])[0], y)
     return {"loss": loss, "over_zero": loss / _loss(0 * y, y),
             "train_loss_tail": float(np.mean(losses[-max(1, len(losses) // 20):]))}
 
