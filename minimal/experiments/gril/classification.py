@@ -17,17 +17,17 @@ without φ, GD (raw x) and GD on φ; accuracies; the prediction difference (mean
 probability vectors: |σ(z) - σ(z_GD)| for binary) and the fraction of tasks where both predict the same class;
 the sensitivity alignment (mean cosine between ∂z/∂x_{N+1} of GRIL, back-propagated through φ, and of GD,
 W_1^T; for softmax both centred over the K logits first, since logits are defined up to a per-task constant);
-and the losses under x ~ U(-a, a) for a in ``scales`` (Fig. 7D / 8C), GD keeping the η tuned at a = 1.
+and the losses under x ~ U(-a, a) with a = c · ``x_scale`` for c in ``scales`` (Fig. 7D / 8C; keyed by c), GD
+keeping the η tuned at the training scale (c = 1), as the models keep their weights.
 
 Differs from the paper (each for CPU minutes instead of GPU hours):
     - AdamW at lr 1e-2 (cosine to 1e-5 after a warm-up), not Table 4's 1.23e-4 (binary) / 1.56e-4 (softmax);
       weight decay chosen to keep the paper's lr · wd per step: 1.23e-4 · 5.17e-3 / 1e-2 = 6.4e-5 (binary) and
       1.56e-4 · 8.45e-5 / 1e-2 = 1.3e-6 (softmax). Step counts are ours (the paper gives none).
     - φ's hidden width (32) and its skip connection (above) are ours; the paper names an MLP without its size.
-    - Input scale: x ~ U(-1, 1)^f (``Job.x_scale`` = 1). B.5 says only "uniform" and builds on B.2's data, whose
-      scale we read as U(-1/2, 1/2) (``gril_regression``); the committed run (``data/gril/classification_full.*``)
-      was made at U(-1, 1) and its rerun at 1/2 (~60 CPU-minutes) has not been made, so the paper's scale is
-      ``Job(x_scale=0.5)``, not the default. Our GRIL / GD ratios are at twice the paper's input scale.
+    - Input scale: B.5 says only that x is "sampled from a uniform distribution", on the data construction of
+      B.2, whose scale we read as App. B.1's U(-1/2, 1/2) (von Oswald et al.'s data code, ``gril_regression``); the
+      paper prints no range for classification, so x ~ U(-1/2, 1/2)^f (``Config.x_scale``) is our reading.
     - One seed by default (``seeds``; the paper averages 5, App. B.6): 5 seeds multiply the run time by 5.
     - η of GD is tuned on 10^4 separate tasks by golden section search (the paper does not say how its GD step
       size was set).
