@@ -39,7 +39,7 @@ What the full run finds (``python -m minimal reproduce gril --full --only multis
     - Fig. 3B: GD + MLP 0.1087 and GRIL + MLP 0.1099, against the linear GD prediction at η* 0.1099, at the best
       η for the sine tasks (5.86) 0.1098, and the zero predictor 0.1975. GD + MLP ends 1.0% below the best
       linear step; the fully trained GRIL + MLP is level with the linear step (1.1% above GD + MLP, so the
-      claim "GRIL <= GD + MLP" holds only within 5%). A linear step already explains most of what is
+      claim "GRIL <= GD + MLP" is close, not matched). A linear step already explains most of what is
       predictable: it reaches 0.556 of the zero predictor.
 
 Differs from the paper:
@@ -121,6 +121,8 @@ PAPER = {
 }
 # "matches" only at the paper's printed digits (``report.printed_match``), "close" within 5%
 TOLERANCE = {k: Tolerance("rel", 0.0, 0.05) for k in ("loss_gd1", "loss_gril1", "loss_zero")}
+TOLERANCE["gril2_over_gd2"] = Tolerance("rel", 0.05, 0.25, printed=False)       # a claim, not a printed 1.0
+TOLERANCE["sine_gril_over_gd_mlp"] = Tolerance("at_most", 0.0, 1.05, printed=False)   # claim <= 1: above, close
 METRICS = {
     "loss_gril2": "trained two-layer GRIL, 1/2 MSE per output on 10^4 fixed tasks (Fig. 3A; the paper prints no "
                   "number)",
