@@ -99,10 +99,10 @@ PAPER = {
 # "matches" within 1% of the claim, "close" within 10% (a claim, not a printed number: no rounding to 1.0)
 TOLERANCE = {k: Tolerance("rel", 0.01, 0.10, printed=False) for k in PAPER}
 METRICS = {
-    "<task>_loss": "trained GRIL with φ, mean query cross-entropy on 10^4 fixed tasks (the paper prints no "
+    "<task>_loss": "trained GRIL with phi, mean query cross-entropy on 10^4 fixed tasks (the paper prints no "
                    "number)",
-    "<task>_loss_gd": "one CE step from W = 0 on the raw x, η tuned on separate tasks",
-    "<task>_nophi_loss": "trained GRIL without φ (identity feature map)",
+    "<task>_loss_gd": "one CE step from W = 0 on the raw x, eta tuned on separate tasks",
+    "<task>_nophi_loss": "trained GRIL without phi (identity feature map)",
     "<task>_loss_chance": "the CE of a uniform prediction: log 2 (binary), log 3 (softmax)",
 }
 

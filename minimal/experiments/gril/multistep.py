@@ -39,8 +39,8 @@ What the full run finds (``python -m minimal reproduce gril --full --only multis
     - Fig. 3B: GD + MLP 0.1087 and GRIL + MLP 0.1099, against the linear GD prediction at η* 0.1099, at the best
       η for the sine tasks (5.86) 0.1098, and the zero predictor 0.1975. GD + MLP ends 1.0% below the best
       linear step; the fully trained GRIL + MLP is level with the linear step (1.1% above GD + MLP, so the
-      claim "GRIL <= GD + MLP" is close, not matched). A linear step already explains most of what is
-      predictable: it reaches 0.556 of the zero predictor.
+      claim "GRIL <= GD + MLP" is close, not matched). The best linear step alone reaches 0.556 of the zero
+      predictor.
 
 Differs from the paper:
     - Input scale: the paper's x ~ U(-1/2, 1/2)^f (App. B.1, read through von Oswald et al.'s data code as
@@ -126,11 +126,11 @@ TOLERANCE["sine_gril_over_gd_mlp"] = Tolerance("at_most", 0.0, 1.05, printed=Fal
 METRICS = {
     "loss_gril2": "trained two-layer GRIL, 1/2 MSE per output on 10^4 fixed tasks (Fig. 3A; the paper prints no "
                   "number)",
-    "loss_gd2": "two GD steps from 0 with the best fixed η (``best_eta``)",
+    "loss_gd2": "two GD steps from 0 with the best fixed eta (``best_eta``)",
     "loss_gd2_free_steps": "two GD steps from 0 with the best size per step (``best_step_sizes``)",
-    "loss_gd1": "one GD step from 0 at η* (Table 7's GD row)",
+    "loss_gd1": "one GD step from 0 at eta* (Table 7's GD row)",
     "loss_gril1": "trained one-layer model (scalar step; Table 7's trained GRIL row)",
-    "loss_zero": "the zero predictor, f a²/6 = 0.417 in expectation at a = 1/2",
+    "loss_zero": "the zero predictor, f a^2/6 = 0.417 in expectation at a = 1/2",
     "sine_loss_gd_mlp": "Fig. 3B: the GRIL block frozen at one GD step, MLP trained (the paper prints no number)",
     "sine_loss_gril_mlp": "Fig. 3B: GRIL block and MLP trained",
 }
