@@ -34,6 +34,9 @@ def data_path(*parts, must_exist=False):
 
 _S = "from minimal.experiments.minrnn import shakespeare as S; "
 COMMANDS = {   # committed files that `reproduce <work> --full` does not write: the command that does
+    # `reproduce gril --full` writes these too; --only reruns just the one experiment
+    "gril/multistep_full": "python -m minimal reproduce gril --full --only multistep",
+    "gril/classification_full": "python -m minimal reproduce gril --full --only classification",
     "minrnn/shakespeare_small": f'python -c "{_S}S.run(S.Config.small(), save_weights_path=S.SMALL_WEIGHTS)"',
     "minrnn/shakespeare_vanilla": (f'python -c "{_S}S.run(S.Config(kinds=(\'mingru_vanilla\', \'minlstm_vanilla\'), '
                                    f'eval_every=100), save_weights_path=S.VANILLA_WEIGHTS)"'),

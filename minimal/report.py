@@ -22,6 +22,8 @@ Then three refinements, in order:
                         ours rounded the same way: 33.33 matches 33 (``printed_match``). Derived ratios such as
                         0.206 / 0.207 have no printed precision and keep the tolerance alone. A float loses
                         trailing zeros (0.10 reads as 0.1, matched within 0.05): give such a number a TOLERANCE.
+                        A paper value that encodes a claim, not a printed number (1.0 for "GRIL matches GD"),
+                        gets a Tolerance with ``printed=False``: the tolerance alone decides.
     better              a "close" / "differs" row on the better side of the paper (the experiment's ``BETTER``:
                         key pattern -> "lower" / "higher"; "at_most" tolerances are lower-is-better) reads
                         "better than the paper".
@@ -52,6 +54,7 @@ class Tolerance(NamedTuple):
     kind: str = "rel"      # "rel", "at_most", "log10" or "exact"
     match: float = 0.05
     close: float = 0.25
+    printed: bool = True   # False: the paper value encodes a claim (1.0 = "matches GD"), not a number it prints
 
     def describe(self):
         if self.kind == "rel":
@@ -133,7 +136,7 @@ def verdict(paper, ours, tol=None):
             return "n/a"
         return max((verdict(p, o, tol) for p, o in zip(paper, ours)), key=_ORDER.get, default="n/a")
     v = _one(paper, ours, tol)
-    return "matches" if v in ("close", "differs") and printed_match(paper, ours) else v
+    return "matches" if v in ("close", "differs") and tol.printed and printed_match(paper, ours) else v
 
 
 def _lookup(table, key):

@@ -80,7 +80,7 @@ def test_gril_multistep_two_layers(monkeypatch):
     n = _chunk(cfg["steps"], len(stored["train_curve_gril2"]))
     got = _first_steps(monkeypatch, MS, n)
     job = MS.Job(L=cfg["L"], N=cfg["N"], f=cfg["f"], seed=cfg["seed"], steps=cfg["steps"], lr=cfg["lr"],
-                 c_init=cfg["c_init"])
+                 c_init=cfg["c_init"], x_scale=cfg.get("x_scale", 1.0))   # runs that predate the field: U(-1, 1)
     with pytest.raises(_Stop):
         MS.train_job(job)
     assert np.mean(got[0]) == pytest.approx(stored["train_curve_gril2"][0], rel=RTOL)
@@ -90,7 +90,8 @@ def test_gril_classification_softmax_without_phi(monkeypatch):
     from minimal.experiments.gril import classification as CL
 
     stored = _json("gril", "classification_full.json")
-    config = CL.Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored["config"].items()})
+    cfg = {"x_scale": 1.0} | stored["config"]      # runs that predate the field were made at U(-1, 1)
+    config = CL.Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()})
     assert config.seeds == (0,) or list(config.seeds) == [0]       # the stored curve is then one run's
     n = _chunk(config.steps, len(stored["softmax_nophi_train_curve"]))
     got = _first_steps(monkeypatch, CL, n)

@@ -8,6 +8,7 @@ from minimal.analysis import gril_gd
 from minimal.cells import gril
 from minimal.experiments.gril import model as M
 from minimal.experiments.gril import multistep as MS
+from minimal.experiments.gril import sine as SN
 from minimal.gradcheck import TOLERANCE, check_function, rel_error
 from minimal.layers import mlp
 from minimal.tasks import gril_regression as G
@@ -31,13 +32,13 @@ def test_sine_model_backward_matches_finite_differences(variant, rng):
     tasks = MS.sample_sine(rng, 2, N=3, f=3)
     m_p = mlp.init(rng, 3, 4)
     if variant == "gd":
-        g_p = MS._fixed_gd_block(3, 3, 1.0)
+        g_p = SN.fixed_gd_block(3, 3, 1.0)
     else:
         g_p = {**M.init_params(rng, 3, "full"), "beta": rng.standard_normal(3)}
     params = {**m_p, **g_p}
 
     def split(p):
-        return {k: p[k] for k in MS._GRIL_KEYS}, {k: p[k] for k in MS._MLP_KEYS}
+        return {k: p[k] for k in SN.GRIL_KEYS}, {k: p[k] for k in SN.MLP_KEYS}
 
     def forward(p, x):
         return MS.sine_predict(*split(p), x, 3)

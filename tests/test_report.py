@@ -49,6 +49,14 @@ def test_a_number_the_paper_rounds_is_matched_at_its_printed_precision():
     assert report.verdict(0.206 / 0.207, 0.9, report.Tolerance("rel", 0.01, 0.05)) == "differs"
 
 
+def test_a_claim_encoded_as_a_number_is_not_rounded_to_it():
+    # 1.0 for "GRIL matches GD" is a claim, not a number printed to one decimal: 1.036 is close, not a match
+    claim = report.Tolerance("rel", 0.01, 0.10, printed=False)
+    assert report.verdict(1.0, 1.036) == "matches"            # read as a printed 1.0, 1.036 rounds to it
+    assert report.verdict(1.0, 1.036, claim) == "close" and report.verdict(1.0, 1.004, claim) == "matches"
+    assert report.verdict(1.0, 1.2, claim) == "differs"
+
+
 def test_a_spread_stands_beside_its_mean_not_in_a_row_of_its_own(tmp_path):
     comparable = _section(_page(tmp_path)[0], "Paper-comparable results")
     assert "| exp | acc | 90.1 ± 3.2 | 96.1 ± 1.2 (n = 3) |" in comparable
