@@ -59,17 +59,18 @@ from typing import Optional
 
 import numpy as np
 
-from ._plotting import pyplot
+from ._plotting import pyplot, save_figure
 from ..analysis import gd
 from .. import models
 from ..optim import cosine_schedule
-from ..sweep import all_on_disk, finite_or_nan, run_sweep, with_sweep_summary
+from ..sweep import Sweep, finite_or_nan
 from ..tasks import icl_regression, lsa_teacher
 from ..train import NonFiniteLossError, train
 from ..validate import check_array, check_choice, check_positive_int, check_config
 
 __all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "model_spec", "init_model", "model_forward", "model_backward",
-           "n_params", "task_spec", "run_job", "train_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP_DIR"]
+           "n_params", "task_spec", "run_job", "train_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP",
+           "SWEEP_DIR"]
 
 ARCHS = ("gated_diagonal", "gated_dense", "lstm", "gru", "lru_out", "lru_in_out", "lru_in_skip")
 TASKS = ("teacher", "icl")
@@ -426,25 +427,9 @@ def summarise(records):
     return out
 
 
-def _sweep_dir(config):
-    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "architectures"
-
-
-def finished(config: Config = None):
-    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
-    config = Config() if config is None else config
-    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="arch")
-
-
-def run(config: Config = None, out_dir=None, progress=True):
-    """Run (or resume) the sweep through dask and summarise it; also writes ``summary.json`` to out_dir."""
-    config = Config() if config is None else config
-    sweep_dir = _sweep_dir(config)
-    t0 = time.perf_counter()
-    records = run_sweep(run_job, jobs(config), sweep_dir, name="arch", scheduler=config.scheduler,
-                        n_workers=config.n_workers, processes=config.processes, progress=progress,
-                        desc="architectures")
-    return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
+# job files data/zucchet/sweeps/architectures/arch-<job_key>.json; run(config) resumes, finished(config) checks
+SWEEP = Sweep("arch", run_job, jobs, summarise, SWEEP_DIR / "architectures", Config, desc="architectures")
+finished, run = SWEEP.finished, SWEEP.run
 
 
 def plot(result, out_dir):
@@ -453,8 +438,6 @@ def plot(result, out_dir):
     plt = pyplot()
     from matplotlib.lines import Line2D
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     ylabels = {"teacher": "validation MSE / var(y*)", "icl": "validation loss / one GD step's"}
     titles = {"teacher": "teacher-student (Fig. 4A), d = 6", "icl": "in-context regression (Fig. 4B), W* ~ N(0, 2/3)"}
 
@@ -482,10 +465,7 @@ def plot(result, out_dir):
         ax.set_ylabel(ylabels[task])
         ax.set_title(titles[task])
         legend(ax)
-    fig.tight_layout()
-    paths.append(out_dir / "architectures.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir, "architectures.png"))
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharey="row")
     panels = {("teacher", 0): ("train_rel_loss", "training loss (last 1/40 of steps) / var(y*)"),
@@ -500,8 +480,5 @@ def plot(result, out_dir):
             ax.set_ylabel(label)
             ax.set_title(f"{task}: {'training' if c == 0 else 'validation'} (Fig. 5)")
             legend(ax)
-    fig.tight_layout()
-    paths.append(out_dir / "architectures_train_val.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    paths.append(save_figure(fig, out_dir, "architectures_train_val.png"))
     return paths

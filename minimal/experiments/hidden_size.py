@@ -23,20 +23,19 @@ Glossary: d teacher features, H hidden (recurrent) neurons, d_x, d_y ICL dimensi
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from ._plotting import pyplot
+from ._plotting import pyplot, save_figure
 from ..report import Tolerance
-from ..sweep import all_on_disk, run_sweep, with_sweep_summary
+from ..sweep import Sweep
 from ..validate import check_positive_int, check_config
 from .architectures import SWEEP_DIR, Job, run_job
 
-__all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "construction_neurons", "gd_neurons"]
+__all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "construction_neurons", "gd_neurons",
+           "SWEEP"]
 
 PAPER = {
     "teacher_needed_over_construction": 2.0,   # Fig. 3A: ~2x the construction's 27 neurons for d = 6
@@ -125,33 +124,14 @@ def summarise(records, config: Config):
     return out
 
 
-def _sweep_dir(config):
-    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "hidden_size"
-
-
-def finished(config: Config = None):
-    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
-    config = Config() if config is None else config
-    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="hidden")
-
-
-def run(config: Config = None, out_dir=None, progress=True):
-    """Run (or resume) both sweeps through dask; returns ``summarise``'s dict (+ timing)."""
-    config = Config() if config is None else config
-    sweep_dir = _sweep_dir(config)
-    t0 = time.perf_counter()
-    records = run_sweep(run_job, jobs(config), sweep_dir, name="hidden", scheduler=config.scheduler,
-                        n_workers=config.n_workers, processes=config.processes, progress=progress,
-                        desc="hidden size")
-    return with_sweep_summary(summarise(records, config), records, time.perf_counter() - t0, out_dir)
+# job files data/zucchet/sweeps/hidden_size/hidden-<job_key>.json (architectures' run_job); both tasks in one grid
+SWEEP = Sweep("hidden", run_job, jobs, summarise, SWEEP_DIR / "hidden_size", Config, desc="hidden size")
+finished, run = SWEEP.finished, SWEEP.run
 
 
 def plot(result, out_dir):
     """Fig. 3A/3B: relative loss against hidden neurons, the construction's count marked. Returns PNG paths."""
     plt = pyplot()
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     a.semilogy(result["teacher_hiddens"], result["teacher_rel_loss"], "o-", label="trained gated RNN")
     a.axvline(result["construction_neurons_teacher"], color="k", ls="--", label="construction d(d+1)/2 + d")
@@ -164,8 +144,4 @@ def plot(result, out_dir):
     b.axvline(result["gd_neurons_icl"], color="gray", ls=":", label="GD neurons d_x d_y + d_x")
     b.set(xlabel="hidden neurons H", ylabel="loss / GD loss", title="Fig. 3B: in-context regression")
     b.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "hidden_size.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "hidden_size.png")]

@@ -58,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._plotting import pyplot
+from ._plotting import pyplot, save_figure
 from .. import _speed
 from .._atomic import atomic_write
 from ..data import read_npz
@@ -439,9 +439,6 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
 def plot(result, out_dir):
     """Fig.: training loss against one optimal GD step, and Table 2's coefficients against η*. Returns PNG paths."""
     plt = pyplot()
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.5))
     curve = result["train_loss_curve"]
     steps = np.linspace(0, result["steps"], len(curve) + 1)[1:]
@@ -459,8 +456,4 @@ def plot(result, out_dir):
     ax2.set_ylabel("coefficient")
     ax2.set_title(f"Table 2 (residual norm {result['residual_norm']:.2e})")
     ax2.legend(loc="lower right")
-    fig.tight_layout()
-    path = out_dir / "icl.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "icl.png")]

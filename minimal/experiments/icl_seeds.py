@@ -25,22 +25,21 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from ._plotting import pyplot
+from ._plotting import pyplot, save_figure
 from . import icl
 from ..data import save_groups
 from ..report import Tolerance
 from ..train import load_checkpoint
 from ..validate import check_config
-from ..sweep import all_on_disk, run_sweep, with_sweep_summary
+from ..sweep import Sweep
 
-__all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP_DIR"]
+__all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP", "SWEEP_DIR"]
 
 SWEEP_DIR = Path(__file__).resolve().parents[2] / "data" / "zucchet" / "sweeps" / "icl_seeds"
 
@@ -100,16 +99,6 @@ def run_job(cfg: dict):
     return icl.run(icl.Config(**cfg), out_dir=_checkpoint_dir(), progress=False)
 
 
-def _sweep_dir(config):
-    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR
-
-
-def finished(config: Config = None):
-    """True if every seed of ``config`` is on disk, so that ``run(config)`` trains nothing."""
-    config = Config() if config is None else config
-    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="icl_seed")
-
-
 def _mean_std(values):
     v = np.asarray(values, dtype=np.float64)
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else float("nan")
@@ -141,6 +130,11 @@ def _checkpoint_dir():
     return Path(tempfile.gettempdir()) / "minimal_icl_seeds"
 
 
+# job files data/zucchet/sweeps/icl_seeds/icl_seed-<job_key>.json, one per seed
+SWEEP = Sweep("icl_seed", run_job, jobs, summarise, SWEEP_DIR, Config, desc="icl seeds")
+finished = SWEEP.finished
+
+
 def run(config: Config = None, out_dir=None, progress=True, save_weights_path=None):
     """Run (or resume) the seeds through dask and summarise them; also writes ``summary.json`` to out_dir.
 
@@ -148,10 +142,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     "seed<k>" (``data.save_groups``; the notebook reads them with ``data.load_groups``). Seeds whose checkpoint is
     not on this machine (their records came from the committed sweep) are left out."""
     config = Config() if config is None else config
-    t0 = time.perf_counter()
-    records = run_sweep(run_job, jobs(config), _sweep_dir(config), name="icl_seed", scheduler=config.scheduler,
-                        n_workers=config.n_workers, processes=config.processes, progress=progress,
-                        desc="icl seeds")
+    result = SWEEP.run(config, out_dir, progress)
     if save_weights_path is not None:
         groups = {}
         for cfg in jobs(config):
@@ -162,14 +153,12 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
                     groups[f"seed{cfg['seed']}"] = {k: np.asarray(v, np.float64) for k, v in ckpt.params.items()}
         if groups:
             save_groups(save_weights_path, groups)
-    return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
+    return result
 
 
 def plot(result, out_dir):
     """Table 2 per seed: each coefficient of x_k² y_1 relative to η*, with the gain predicted from λ_KV."""
     plt = pyplot()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     eta = result["eta_star"]
     # the one-λ prediction c*(w) sits tens of % away: its own panel, so the trained points keep their scale
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -188,8 +177,4 @@ def plot(result, out_dir):
         a.set_ylabel("coefficient of $x_k^2 y_1$ above η* (%)")
         a.set_title(title)
         a.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    path = out_dir / "icl_seeds.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "icl_seeds.png")]

@@ -63,6 +63,7 @@ from ..optim import cosine_schedule
 from ..tasks import lsa_teacher as task
 from ..train import train
 from ..validate import check_config
+from ._plotting import save_figure
 
 __all__ = ["Config", "PAPER", "run", "train_student", "analyse", "plot", "load_weights"]
 
@@ -388,14 +389,9 @@ def plot(result, out_dir):
         return []
     _, params, _, _ = load_weights(weights)
     config = Config(**result.get("config", {}))
-    paths = []
-    for name, make in (("fig2a_pruned_weights", figure_pruned_weights),
-                       ("fig2c_merged_kernel", figure_merged_kernel)):
-        fig = make(params, config)
-        path = out_dir / f"{name}.png"
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        paths.append(str(path))
-    return paths
+    return [str(save_figure(make(params, config), out_dir, f"{name}.png", layout=False, bbox_inches="tight"))
+            for name, make in (("fig2a_pruned_weights", figure_pruned_weights),
+                               ("fig2c_merged_kernel", figure_merged_kernel))]
 
 
 if __name__ == "__main__":

@@ -111,9 +111,7 @@ def table(metrics, alphas=(1, 2, 3, 4)):
 
 def plot(metrics, out_dir):
     """Bar chart of the percentages against the paper's; returns [png path]."""
-    from pathlib import Path
-
-    from .._plotting import pyplot
+    from .._plotting import pyplot, save_figure
 
     plt = pyplot()
     alphas = sorted({int(k.rsplit("alpha", 1)[1]) for k in metrics if k.startswith("mingru_pct_alpha")})
@@ -129,10 +127,4 @@ def plot(metrics, out_dir):
     ax.set_ylabel("% of the traditional cell's parameters")
     ax.set_xlabel("expansion α (d_h = α d_x)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "param_counts.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "param_counts.png")]

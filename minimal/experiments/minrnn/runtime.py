@@ -196,7 +196,7 @@ def run(config: Config = None, out_dir=None, progress=True):
 
 def plot(metrics, out_dir):
     """Fig. 1's three panels, ours: time vs T, speedup vs T (log-log), cache MiB vs T. Returns [png path]."""
-    from .._plotting import pyplot
+    from .._plotting import pyplot, save_figure
 
     plt = pyplot()
     Ts = metrics["T"]
@@ -221,10 +221,4 @@ def plot(metrics, out_dir):
         ax.set_xlabel("sequence length T")
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "runtime.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "runtime.png")]
