@@ -256,14 +256,14 @@ def bench_step(repeats=None, batch=64):
     Returns one dict per row: name, seconds (per call), and for the ICL rows ``vs_all`` = (readout-all time) /
     (row time). The AdamW update and batch sampling are not included (``experiments.*`` report whole steps).
     "teacher-student, out=" is the same step with one reused buffer for the states (``gated_rnn.forward``'s
-    ``out=``, as ``experiments.teacher_student`` trains), ``vs_fresh`` = (fresh-array time) / (its time).
+    ``out=``, as ``experiments.zucchet.teacher_student`` trains), ``vs_fresh`` = (fresh-array time) / (its time).
     Three more rows split the teacher-student step, each with ``share`` (its fraction of the step): its two scan
     calls, its 15 BLAS products (both replayed by ``gated_rnn_parts`` in the same rounds), and the rest
     (elementwise gating, the finiteness checks, Python), the step's time minus the two.
     """
     from . import _speed
     from .cells import gated_rnn
-    from .experiments import icl
+    from .experiments.zucchet import icl
     from .tasks import icl_regression, lsa_teacher
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
