@@ -19,7 +19,8 @@ import numpy as np
 from scipy.special import expit
 
 from .. import scan
-from ..validate import InputError, OverflowInputError, check_array, check_choice, check_finite_result, overflow_error
+from ..validate import (InputError, OverflowInputError, check_array, check_choice, check_finite_result,
+                        check_positive_int, overflow_error)
 from ._contract import Example
 
 MODES = ("sequential", "parallel")
@@ -84,6 +85,21 @@ def uniform_gates(rng, D, H, gates, scale, bias, recurrent):
         if bias:
             params[f"b_{n}"] = rng.uniform(-scale, scale, H)
     return params
+
+
+def input_gates_init(rng, gates, d_in, d_hidden, bias):
+    """A min cell's params: W_n (H, D) and, with ``bias``, b_n (H,) for each gate n, U(−1/√D, 1/√D) as for a
+    default linear layer (no recurrent U_n: the gates read the input only); float64."""
+    D = check_positive_int("d_in", d_in)
+    H = check_positive_int("d_hidden", d_hidden)
+    return uniform_gates(rng, D, H, gates, 1.0 / np.sqrt(D), bias, recurrent=False)
+
+
+def input_gates_n_params(gates, d_in, d_hidden, bias):
+    """len(gates) H D weights plus len(gates) H biases if ``bias``."""
+    D = check_positive_int("d_in", d_in)
+    H = check_positive_int("d_hidden", d_hidden)
+    return len(gates) * H * (D + (1 if bias else 0))
 
 
 def check_gate_params(params, gates, recurrent):
@@ -170,6 +186,27 @@ def check_method(method, mode, log_space):
                          f"log_space={log_space} does not run: pass method=None")
 
 
+def check_forward(params, gates, x, h0, mode, log_space, method, backend, out):
+    """A min cell's ``forward`` arguments, each checked by its name before any work: params with input-only
+    ``gates``, x (B, T, D), the flags, method, h0 (B, H) or None (> 0 in log space), out. Returns (H, h0)."""
+    D, H, dtype = check_gate_params(params, gates, recurrent=False)
+    check_input("x", x, D, dtype, ndim=3)
+    check_flags(mode, log_space)
+    check_method(method, mode, log_space)
+    h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
+    check_out(out, x, H, mode, backend)
+    return H, h0
+
+
+def check_step(params, gates, x_t, h_prev, log_space):
+    """A min cell's ``step_forward`` arguments: x_t (B, D), h_prev (B, H) of the params' dtype. No sign check on
+    h_prev: the step itself is defined for any h_{t−1}; only the log scan needs h0 > 0."""
+    D, H, dtype = check_gate_params(params, gates, recurrent=False)
+    check_input("x_t", x_t, D, dtype, ndim=2)
+    check_flags("sequential", log_space)
+    check_state("h_prev", h_prev, x_t.shape[0], H, dtype)
+
+
 def guarded_backward(body, params, cache, dy):
     """``body(params, cache, dy)`` -> (dx, grads), with an overflow (inside a scan, or in the gradients it
     feeds) reported with the caller's dy, x and params instead of the scan's internal arrays."""
@@ -211,6 +248,44 @@ def step_loop(step_forward, params, x, h0, H, log_space):
         prev = step_forward(params, x[:, t], prev, log_space)
         h[:, t] = prev
     return h
+
+
+def fused(backend):
+    """Whether a min cell's parallel mode runs its gates fused (``minimal._gates_numba``): every backend but
+    "numpy", whose parallel mode keeps the NumPy formulas as the reference the fused pass is tested against."""
+    return backend != "numpy"
+
+
+def parallel_scan(a, b, h0, log_space, method, backend, out=None):
+    """The parallel mode's recurrence: ``linear_scan`` of (a, b), or in log space ``log_scan`` of (log a, log b)
+    passed as (a, b). Returns (h, log_h), log_h None when vanilla."""
+    if log_space:
+        log_h, h = log_scan(a, b, h0, backend, out)
+        return h, log_h
+    return linear_scan(a, b, h0, method, backend, out), None
+
+
+def parallel_scan_backward(a, b, log_h, h, h0, dh, log_space, method, backend):
+    """(da, db) of ``parallel_scan`` given dh = dL/dh (in log space: dL/dlog a, dL/dlog b)."""
+    if log_space:
+        return log_scan_backward(a, b, log_h, h, h0, dh, backend)
+    return linear_scan_backward(a, h, dh, h0, method, backend)
+
+
+def bptt(a, h, h0, dh):
+    """The sequential mode's adjoint of h_t = a_t ⊙ h_{t−1} + b_t (h, a: (B, T, H); h0 (B, H) or None), one step
+    at a time in reverse, independent of the scans. Returns (da, db): da_t = g_t ⊙ h_{t−1}, db_t = g_t, where
+    g_t = dL/dh_t in total (dh_t plus what reaches h_t through h_{t+1})."""
+    B, T, H = h.shape
+    da, db = np.empty_like(h), np.empty_like(h)
+    carry = np.zeros((B, H), h.dtype)                   # dL/dh_t through h_{t+1}
+    for t in reversed(range(T)):
+        h_prev = h[:, t - 1] if t > 0 else (np.zeros_like(carry) if h0 is None else h0)
+        d = dh[:, t] + carry
+        da[:, t] = d * h_prev
+        db[:, t] = d
+        carry = d * a[:, t]
+    return da, db
 
 
 # backend=None leaves the choice to minimal.scan; the log scan has no method. One helper for every cell.
