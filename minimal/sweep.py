@@ -39,16 +39,16 @@ import math
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
 from tqdm import tqdm
 
 from ._atomic import atomic_write
-from .validate import InputError, check_positive_int
+from .validate import InputError, check_config, check_positive_int
 
-__all__ = ["Sweep", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
+__all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
            "finite_or_nan", "check_scheduler", "SweepError", "SCHEDULER_PROTOCOLS"]
 
 SCHEDULER_PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx", "inproc")  # dask's comm protocols
@@ -293,6 +293,19 @@ def finite_or_nan(x):
     return x if math.isfinite(x) else float("nan")
 
 
+@dataclasses.dataclass(kw_only=True)
+class SweepConfig:
+    """Where a sweeping experiment's grid runs: the fields its ``Sweep`` reads besides ``n_workers`` (which each
+    grid sets beside its own fields). An experiment's ``Config`` extends it; these fields are keyword-only, so
+    the grid's own fields keep their positions. Every field of the subclass is checked by its own name, before
+    any work (``validate.check_config``, rules from the defaults)."""
+    scheduler: Optional[str] = None    # "tcp://host:port" to run on a running dask cluster; None: a LocalCluster
+    processes: bool = True             # LocalCluster workers as processes (False: threads, as the tests run them)
+    sweep_dir: Optional[str] = None    # the job files' folder; None: the Sweep's own, under data/<work>/sweeps
+
+    __post_init__ = check_config
+
+
 @dataclasses.dataclass(frozen=True)
 class Sweep:
     """A sweeping experiment: a grid of jobs, run by ``run_sweep``, and the summary of their records.
@@ -305,7 +318,7 @@ class Sweep:
         folder: where the job files go unless ``config.sweep_dir`` names another folder.
         Config: the experiment's config class; ``Config()`` (the paper grid) is used when config is None.
         desc: the progress bar's label.
-    A ``Config`` carries ``scheduler``, ``n_workers``, ``processes`` and ``sweep_dir`` (see ``run_sweep``).
+    A ``Config`` is a ``SweepConfig`` with its grid's fields and ``n_workers`` (see ``run_sweep``).
     """
     name: str
     job: Callable

@@ -34,14 +34,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
 from .._plotting import pyplot, save_figure
 from ...data import data_path
-from ...sweep import Sweep
-from ...validate import check_config
+from ...sweep import Sweep, SweepConfig
 from . import model as M
 
 __all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "SWEEP", "SWEEP_DIR"]
@@ -58,7 +56,7 @@ PAPER = {
 
 
 @dataclass
-class Config:
+class Config(SweepConfig):
     seeds: tuple = (0, 1, 2)                   # ours: 3 seeds (App. C.2: 5), for one core's CPU time
     variants: tuple = M.VARIANTS
     targets: tuple = ("scalar", "multivariate")
@@ -69,12 +67,6 @@ class Config:
                                                # predictor, ``model``; they sit there from the start)
     lr: float = 1e-2                           # ours
     n_workers: int = 1
-    scheduler: Optional[str] = None
-    processes: bool = True
-    sweep_dir: Optional[str] = None            # default data/gril/sweeps/ablations
-
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

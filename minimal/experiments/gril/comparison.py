@@ -75,7 +75,6 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -85,10 +84,10 @@ from ...analysis import gril_gd
 from ...data import data_path
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
-from ...sweep import Sweep, finite_or_nan
+from ...sweep import Sweep, SweepConfig, finite_or_nan
 from ...tasks import gril_regression
 from ...train import NonFiniteLossError, train
-from ...validate import check_choice, check_config
+from ...validate import check_choice
 from . import ablations, model as M
 
 __all__ = ["MODELS", "STAND_IN", "Job", "Config", "PAPER", "spec", "predict", "loss_and_grads", "run_job", "jobs",
@@ -270,7 +269,7 @@ def run_job(job: Job):
 
 # ------------------------------------------------------------------------------------------------ the sweep
 @dataclass
-class Config:
+class Config(SweepConfig):
     models: tuple = ("lsa_1", "lsa_2", "softmax_2", "gated_rnn_1", "lru_1", "mingru_1", "gril_1")  # ours: one
                                                 # layer per recurrent stand-in (MODELS has two-layer ones too)
     targets: tuple = ("multivariate",)          # Fig. 6 / Table 3 (App. B.2), the target with the paper's numbers
@@ -284,12 +283,6 @@ class Config:
     d_model: int = 32                           # ours (paper: 32-128)
     hidden: int = 64                            # ours (paper: 32-128)
     n_workers: int = 1                          # dask LocalCluster workers (these machines: ~1 core)
-    scheduler: Optional[str] = None             # "tcp://host:port" to run on a real dask cluster
-    processes: bool = True                      # LocalCluster workers as processes (False: threads, tests)
-    sweep_dir: Optional[str] = None             # default data/gril/sweeps/comparison
-
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

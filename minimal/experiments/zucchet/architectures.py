@@ -54,7 +54,6 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -63,10 +62,10 @@ from ...analysis import gd
 from ...data import data_path
 from ... import models
 from ...optim import cosine_schedule
-from ...sweep import Sweep, finite_or_nan
+from ...sweep import Sweep, SweepConfig, finite_or_nan
 from ...tasks import icl_regression, lsa_teacher
 from ...train import NonFiniteLossError, train
-from ...validate import check_array, check_choice, check_positive_int, check_config
+from ...validate import check_array, check_choice, check_positive_int
 
 __all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "model_spec", "init_model", "model_forward", "model_backward",
            "n_params", "task_spec", "run_job", "train_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP",
@@ -339,7 +338,7 @@ def train_job(job: Job, params):
 # ---------------------------------------------------------------- the sweep
 
 @dataclass
-class Config:
+class Config(SweepConfig):
     tasks: tuple = TASKS                          # Fig. 4A (teacher-student) and 4B (in-context regression)
     archs: tuple = ARCHS                          # Fig. 4: construction (diag./dense), LSTM, GRU, LRU variants
     hiddens: tuple = (4, 8, 16, 32)               # ours: the paper sweeps the hidden size (x-axis: #params)
@@ -353,12 +352,6 @@ class Config:
     d: int = 6                                    # Sec. 3.3: "Figure 4 for d = 6"; T = 32 (App. B.1)
     n_eval: int = 20480                           # project notes: >= 20k evaluation tasks for ICL
     n_workers: int = 2                            # dask LocalCluster workers (these machines: ~1-2 cores)
-    scheduler: Optional[str] = None               # "tcp://host:port" to run on a real dask cluster
-    processes: bool = True                        # LocalCluster workers as processes (False: threads, tests)
-    sweep_dir: Optional[str] = None               # job files; default data/zucchet/sweeps/architectures
-
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
 from .._plotting import pyplot, save_figure
 from ...report import Tolerance
-from ...sweep import Sweep
-from ...validate import check_positive_int, check_config
+from ...sweep import Sweep, SweepConfig
+from ...validate import check_positive_int
 from .architectures import SWEEP_DIR, Job, run_job
 
 __all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "construction_neurons", "gd_neurons",
@@ -61,7 +60,7 @@ QUICK_MISSES = ("three sizes per task and 600 teacher steps: whether a size reac
 
 
 @dataclass
-class Config:
+class Config(SweepConfig):
     d: int = 6                                              # Fig. 3A: teacher-student with d = 6
     hiddens_teacher: tuple = (8, 16, 27, 40, 54, 81)        # around the construction's 27 (ours)
     hiddens_icl: tuple = (2, 4, 8, 12, 16, 32, 64)          # Fig. 3B: from far below to above (ours)
@@ -75,12 +74,6 @@ class Config:
     identify_tol: float = 1e-4                              # ours: "identified" = rel_loss <= this
     icl_tol: float = 0.02                                   # ours: "GD level" = loss <= (1 + this) GD's loss
     n_workers: int = 2
-    scheduler: Optional[str] = None
-    processes: bool = True
-    sweep_dir: Optional[str] = None                         # default data/zucchet/sweeps/hidden_size
-
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
 
     @classmethod
     def quick(cls):

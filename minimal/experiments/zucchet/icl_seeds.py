@@ -27,7 +27,6 @@ import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -35,9 +34,8 @@ from .._plotting import pyplot, save_figure
 from . import icl
 from ...data import data_path, save_groups
 from ...report import Tolerance
+from ...sweep import Sweep, SweepConfig
 from ...train import load_checkpoint
-from ...validate import check_config
-from ...sweep import Sweep
 
 __all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP", "SWEEP_DIR"]
 
@@ -71,16 +69,10 @@ QUICK_MISSES = ("2 seeds of 20k steps at the paper's lr 1e-3: far from one GD st
 
 
 @dataclass
-class Config:
+class Config(SweepConfig):
     seeds: tuple = (0, 1, 2, 3)          # Table 2: averaged over 4 seeds
     steps: int = 300_000                 # App. C.1: 300,000 training iterations
     n_workers: int = 1
-    scheduler: Optional[str] = None
-    processes: bool = True
-    sweep_dir: Optional[str] = None      # default data/zucchet/sweeps/icl_seeds
-
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
 
     @classmethod
     def quick(cls):
