@@ -20,7 +20,7 @@ from scipy.special import expit
 
 from .. import scan
 from ..validate import (InputError, OverflowInputError, check_array, check_choice, check_finite_result,
-                        check_positive_int, overflow_error)
+                        check_grad_dtype, check_positive_int, overflow_error)
 from ._contract import Example
 
 MODES = ("sequential", "parallel")
@@ -155,6 +155,20 @@ def check_input(name, x, D, dtype, ndim):
     if x.dtype != dtype:
         raise InputError(f"{name} must have the params' dtype {dtype}, got {x.dtype}")
     return x
+
+
+def check_recurrent_input(params, gates, x):
+    """A GRU / LSTM forward's params (W_n, U_n, b_n for each of ``gates``) and x (B, T, D) of their dtype,
+    checked by name; returns (B, T, H, dtype)."""
+    D, H, dtype = check_gate_params(params, gates, recurrent=True)
+    check_input("x", x, D, dtype, ndim=3)
+    return x.shape[0], x.shape[1], H, dtype
+
+
+def check_dy(dy, h, params):
+    """A backward's dy = dL/dh: the shape (B, T, H) of the states h and the params' dtype."""
+    check_array("dy", dy, h.shape, names=("B", "T", "H"))
+    check_grad_dtype("dy", dy, params)
 
 
 def check_state(name, s, B, H, dtype, *, zeros_if_none=False, log_space=False):

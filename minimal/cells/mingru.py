@@ -33,9 +33,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_grad_dtype
 # App. B.3's g, log g and log σ live in _gates (minLSTM uses them too); they stay importable from here.
-from ._gates import (MODES, affine, affine_backward, bptt, check_forward, check_step, dg, dlog_g, fused, g,
+from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forward, check_step, dg, dlog_g, fused, g,
                      guarded_backward, input_gates_init, input_gates_n_params, linear_scan_backward, log_g,
                      log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
                      step_loop)
@@ -179,8 +178,7 @@ def backward(params, cache, dy):
 
 def _backward(params, cache, dy):
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
-    check_array("dy", dy, h.shape, names=("B", "T", "H"))
-    check_grad_dtype("dy", dy, params)
+    check_dy(dy, h, params)
     if mode == "parallel" and fused(backend):
         dk_z, dk_h = _fused_backward(cache, dy)
         return affine_backward(params, x, {"z": dk_z, "h": dk_h})
