@@ -346,6 +346,19 @@ def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):
     return dlog_a, dlog_b
 
 
+def recurrent_examples(init, rng, states):
+    """The GRU and LSTM gradient-check cases: T = 1, odd T with the initial ``states`` (names, e.g. ("h0", "c0"))
+    given, T = 3 without biases; float64, B = 2, D = 2, H = 3."""
+    out = []
+    B, D, H = 2, 2, 3
+    for name, T, given, bias in [("T1", 1, False, True), ("-".join(("T5",) + tuple(states)), 5, True, True),
+                                 ("T3-no-bias", 3, False, False)]:
+        params = init(rng, D, H, bias=bias)
+        kwargs = {s: rng.standard_normal((B, H)) for s in states} if given else {}
+        out.append(Example(name, params, rng.standard_normal((B, T, D)), kwargs))
+    return out
+
+
 def min_rnn_examples(init, rng):
     """The minGRU and minLSTM gradient-check cases (the cells share modes and arguments): both modes, vanilla
     and log space, T = 1 and odd T, with and without h0, one without biases; float64, B = 2, D = 3, H = 4."""

@@ -30,9 +30,9 @@ import numpy as np
 from scipy.special import expit
 
 from ..validate import check_array, check_positive_int
-from ._contract import Example
-from ._gates import (check_dy, check_gate_params, check_input, check_recurrent_input, check_state, split_gates,
-                     stack_gates, stacked_projection, uniform_gates, weight_grad)
+from ._gates import (check_dy, check_gate_params, check_input, check_recurrent_input, check_state,
+                     recurrent_examples, split_gates, stack_gates, stacked_projection, uniform_gates,
+                     weight_grad)
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "n_params", "GATES"]
 
@@ -197,11 +197,4 @@ def backward(params, cache, dy):
 
 def examples(rng):
     """Tiny float64 cases: T = 1, odd T, a given initial state, no biases."""
-    out = []
-    B, D, H = 2, 2, 3
-    for name, T, state, bias in [("T1", 1, False, True), ("T5-h0", 5, True, True),
-                                 ("T3-no-bias", 3, False, False)]:
-        params = init(rng, D, H, bias=bias)
-        kwargs = {"h0": rng.standard_normal((B, H))} if state else {}
-        out.append(Example(name, params, rng.standard_normal((B, T, D)), kwargs))
-    return out
+    return recurrent_examples(init, rng, ("h0",))
