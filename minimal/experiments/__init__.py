@@ -30,8 +30,8 @@ def experiments(work):
     return {name: importlib.import_module(f"minimal.experiments.{work}.{name}") for name in _MODULES[work]}
 
 
-def write_metrics(metrics, out_dir):
-    """Write a run's metrics dict to ``out_dir/metrics.json`` (NumPy numbers as floats); nothing if out_dir is None."""
+def write_metrics(metrics, out_dir, file_name="metrics.json"):
+    """Write a run's metrics dict to ``out_dir/file_name`` (NumPy numbers as floats); nothing if out_dir is None."""
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
+        (Path(out_dir) / file_name).write_text(json.dumps(metrics, indent=2, default=float))

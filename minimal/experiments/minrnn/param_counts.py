@@ -27,6 +27,7 @@ import numpy as np
 
 from ...cells import gru, lstm, mingru, minlstm
 from ...validate import check_config
+from .. import write_metrics
 
 __all__ = ["Config", "PAPER", "run", "plot", "table", "count", "closed_form"]
 
@@ -88,12 +89,7 @@ def run(config: Config = None, out_dir=None, progress=True):
         if progress:
             print(f"alpha={alpha}: minGRU {metrics[f'mingru_pct_alpha{alpha}']:.1f} % of GRU, "
                   f"minLSTM {metrics[f'minlstm_pct_alpha{alpha}']:.1f} % of LSTM", flush=True)
-    if out_dir is not None:
-        import json
-        from pathlib import Path
-
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "param_counts.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(metrics, out_dir, "param_counts.json")
     return metrics
 
 

@@ -50,16 +50,15 @@ Glossary: B batch, T sequence length, D input features, H hidden units.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from ... import _speed
 from ...validate import check_config
 from ...cells import gru, lstm, mingru, minlstm
+from .. import write_metrics
 
 __all__ = ["Config", "PAPER", "MODELS", "run", "plot", "train_step", "cache_nbytes", "make_model"]
 
@@ -187,10 +186,7 @@ def run(config: Config = None, out_dir=None, progress=True):
             metrics[f"mem_ratio_{name}_{base}"] = nbytes[name][-1] / nbytes[base][-1]
     for name in models:
         metrics[f"ms_{name}_T{Ts[-1]}"] = times[name][-1]
-    if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "runtime.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(metrics, out_dir, "runtime.json")
     return metrics
 
 
