@@ -54,6 +54,16 @@ def _sigmoid_neg(k):
 
 
 @njit(cache=True, inline="always")
+def _g_and_log_g(kh):
+    """g(k) = k + 1/2 (k >= 0) or σ(k) (k < 0), and log g(k) (Feng et al. App. B.3), from exp(−|k|) <= 1."""
+    eh = _exp_nonpositive(-abs(kh))
+    pos = kh >= 0.0
+    g = kh + 0.5 if pos else eh / (1.0 + eh)
+    log_g = _log_normal(max(kh, 0.0) + 0.5) if pos else kh - _log1p_unit(eh)
+    return g, log_g
+
+
+@njit(cache=True, inline="always")
 def _normalised(kf, ki):
     """(f', i', δ, e) with δ = softplus(−k_f) − softplus(−k_i), f' = σ(−δ), i' = σ(δ), e = exp(−|δ|)."""
     d = _softplus_neg(kf) - _softplus_neg(ki)
@@ -83,12 +93,8 @@ def minlstm_log_gates(k_f, k_i, k_h, f_n, i_n, log_a, log_b, h_tilde):
         i_n[j] = ij
         l = _log1p_unit(e)
         log_a[j] = -(max(d, 0.0) + l)
-        # g(k) = k + 1/2 (k >= 0) or σ(k) (k < 0), and its log (Feng et al. App. B.3)
-        kh = np.float64(k_h[j])
-        eh = _exp_nonpositive(-abs(kh))
-        pos = kh >= 0.0
-        h_tilde[j] = kh + 0.5 if pos else eh / (1.0 + eh)
-        log_g = _log_normal(max(kh, 0.0) + 0.5) if pos else kh - _log1p_unit(eh)
+        g, log_g = _g_and_log_g(np.float64(k_h[j]))
+        h_tilde[j] = g
         log_b[j] = -(max(-d, 0.0) + l) + log_g
 
 
@@ -140,11 +146,8 @@ def mingru_log_gates(k_z, k_h, z, log_a, log_b, h_tilde):
         z[j] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)     # σ(k_z), as ``_sigmoid``
         l = _log1p_unit(e)
         log_a[j] = -(max(kz, 0.0) + l)
-        kh = np.float64(k_h[j])
-        eh = _exp_nonpositive(-abs(kh))
-        pos = kh >= 0.0
-        h_tilde[j] = kh + 0.5 if pos else eh / (1.0 + eh)
-        log_g = _log_normal(max(kh, 0.0) + 0.5) if pos else kh - _log1p_unit(eh)
+        g, log_g = _g_and_log_g(np.float64(k_h[j]))
+        h_tilde[j] = g
         log_b[j] = -(max(-kz, 0.0) + l) + log_g
 
 

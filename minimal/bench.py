@@ -76,6 +76,17 @@ def _best_of_interleaved(fns, repeats):
     return best
 
 
+def _cpu_shape_and_repeats(fn_name, kw, shape, default, dims, repeats):
+    """The CPU benchmark's arguments, checked: no CUDA-only keywords, ``shape`` of len(dims) positive integers
+    (None: ``default``), ``repeats`` >= 1 (None: ``DEFAULT_REPEATS``)."""
+    if kw:
+        raise ValueError(f"{fn_name}(backend='numba') takes shape and repeats only, got {sorted(kw)}")
+    shape = default if shape is None else tuple(shape)
+    if len(shape) != len(dims) or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in shape):
+        raise ValueError(f"shape must be ({', '.join(dims)}) of {len(dims)} positive integers, got {shape!r}")
+    return shape, check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
+
+
 def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     """Time the CPU scans (float32) against a same-run copy of the same number of bytes.
 
@@ -98,12 +109,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     if backend == "cuda":
         given = {k: v for k, v in (("shape", shape), ("repeats", repeats)) if v is not None}
         return cuda_module("bench").bench_scan(**given, **kw)
-    if kw:
-        raise ValueError(f"bench_scan(backend='numba') takes shape and repeats only, got {sorted(kw)}")
-    shape = DEFAULT_SHAPE if shape is None else tuple(shape)
-    if len(shape) != 3 or not all(isinstance(s, (int, np.integer)) and s >= 1 for s in shape):
-        raise ValueError(f"shape must be (B, T, C) of three positive integers, got {shape!r}")
-    repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
+    shape, repeats = _cpu_shape_and_repeats("bench_scan", kw, shape, DEFAULT_SHAPE, ("B", "T", "C"), repeats)
 
     from . import _scan_numba, scan
 
@@ -169,12 +175,8 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
     if backend == "cuda":
         given = {k: v for k, v in (("repeats", repeats),) if v is not None}
         return cuda_module("bench").bench_window(**given, **kw)
-    if kw:
-        raise ValueError(f"bench_window(backend='numba') takes shape and repeats only, got {sorted(kw)}")
-    shape = WINDOW_SHAPE if shape is None else tuple(shape)
-    if len(shape) != 5 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in shape):
-        raise ValueError(f"shape must be (B, T, f, w, s) of five positive integers, got {shape!r}")
-    repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
+    shape, repeats = _cpu_shape_and_repeats("bench_window", kw, shape, WINDOW_SHAPE, ("B", "T", "f", "w", "s"),
+                                            repeats)
 
     from . import _window_numba
     from .cells import gril
@@ -256,14 +258,14 @@ def bench_step(repeats=None, batch=64):
     Returns one dict per row: name, seconds (per call), and for the ICL rows ``vs_all`` = (readout-all time) /
     (row time). The AdamW update and batch sampling are not included (``experiments.*`` report whole steps).
     "teacher-student, out=" is the same step with one reused buffer for the states (``gated_rnn.forward``'s
-    ``out=``, as ``experiments.teacher_student`` trains), ``vs_fresh`` = (fresh-array time) / (its time).
+    ``out=``, as ``experiments.zucchet.teacher_student`` trains), ``vs_fresh`` = (fresh-array time) / (its time).
     Three more rows split the teacher-student step, each with ``share`` (its fraction of the step): its two scan
     calls, its 15 BLAS products (both replayed by ``gated_rnn_parts`` in the same rounds), and the rest
     (elementwise gating, the finiteness checks, Python), the step's time minus the two.
     """
     from . import _speed
     from .cells import gated_rnn
-    from .experiments import icl
+    from .experiments.zucchet import icl
     from .tasks import icl_regression, lsa_teacher
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)

@@ -30,6 +30,12 @@ class Row(NamedTuple):
     seconds: float
     tolerance: float = TOLERANCE  # finite differences; SCAN_TOLERANCE for two methods' agreement
 
+    @classmethod
+    def worst_of(cls, name, errors, t0, n_params=0, tolerance=TOLERANCE):
+        """The row of the largest of ``errors`` ({where: relative error}), timed from ``t0``."""
+        worst = max(errors, key=errors.get)
+        return cls(name, n_params, errors[worst], worst, time.perf_counter() - t0, tolerance)
+
     @property
     def passed(self):
         return bool(self.max_rel_error <= self.tolerance)
@@ -45,9 +51,7 @@ def cell_rows(names=None, seed=0):
         for ex in module.examples(np.random.default_rng(seed)):
             t0 = time.perf_counter()
             errors = check_cell(module, ex, seed=seed)
-            worst = max(errors, key=errors.get)
-            rows.append(Row(f"{name}/{ex.name}", ex.n_params(), errors[worst], worst,
-                            time.perf_counter() - t0))
+            rows.append(Row.worst_of(f"{name}/{ex.name}", errors, t0, ex.n_params()))
     return rows
 
 
@@ -92,8 +96,7 @@ def scan_rows(seed=0, lengths=(1, 2, 3, 7, 64, 1000, 1025)):
 
     t0 = time.perf_counter()
     errors = check_function(forward, backward, params, None)
-    worst = max(errors, key=errors.get)
-    rows.append(Row("scan/backward-vs-finite-differences", 0, errors[worst], worst, time.perf_counter() - t0))
+    rows.append(Row.worst_of("scan/backward-vs-finite-differences", errors, t0))
 
     rows += _log_scan_rows(rng)
     return rows
@@ -115,9 +118,7 @@ def _log_scan_rows(rng):
     t0 = time.perf_counter()
     errors = {f"h {backend}": rel_error(np.exp(scan.log_scan(log_a, log_b, log_h0, backend)), ref)
               for backend in _CPU_LOG_BACKENDS}
-    worst = max(errors, key=errors.get)
-    rows.append(Row("scan/log-space-vs-linear", 0, errors[worst], worst, time.perf_counter() - t0,
-                    SCAN_TOLERANCE))
+    rows.append(Row.worst_of("scan/log-space-vs-linear", errors, t0, tolerance=SCAN_TOLERANCE))
 
     # Chain rule through h = exp(log h): a loss with dL/dh = dh has dL/dlog h = dh ⊙ h, and each log input
     # x gets dL/dlog x = x ⊙ dL/dx from the linear backward.
@@ -128,9 +129,7 @@ def _log_scan_rows(rng):
         grads = scan.log_scan_backward(log_a, log_b, log_h, dh * np.exp(log_h), log_h0, backend)
         for what, g, x, g_ref in zip(("dlog_a", "dlog_b", "dlog_h0"), grads, (a, b, h0), ref_grads):
             errors[f"{what} {backend}"] = rel_error(g, x * g_ref)
-    worst = max(errors, key=errors.get)
-    rows.append(Row("scan/log-space-backward-vs-linear", 0, errors[worst], worst, time.perf_counter() - t0,
-                    SCAN_TOLERANCE))
+    rows.append(Row.worst_of("scan/log-space-backward-vs-linear", errors, t0, tolerance=SCAN_TOLERANCE))
 
     t0 = time.perf_counter()
     errors = {}
@@ -145,9 +144,7 @@ def _log_scan_rows(rng):
 
         params = {"log_a": log_a.copy(), "log_b": log_b.copy(), "log_h0": log_h0.copy()}
         errors.update({f"{k} {backend}": e for k, e in check_function(forward, backward, params, None).items()})
-    worst = max(errors, key=errors.get)
-    rows.append(Row("scan/log-space-backward-vs-finite-differences", 0, errors[worst], worst,
-                    time.perf_counter() - t0))
+    rows.append(Row.worst_of("scan/log-space-backward-vs-finite-differences", errors, t0))
     return rows
 
 

@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-__all__ = ["rel_error", "numerical_gradient", "check_cell", "check_function", "TOLERANCE"]
+__all__ = ["rel_error", "numerical_gradient", "check_cell", "check_function", "backward_rel_errors", "TOLERANCE"]
 
 TOLERANCE = 1e-6  # max relative error accepted for a float64 backward (design card)
 
@@ -94,3 +94,12 @@ def check_cell(module, example, seed=0, eps=1e-6):
     """Gradient-check ``module`` (a registered cell) on one of its ``examples``; see ``check_function``."""
     return check_function(module.forward, module.backward, example.params, example.x, example.kwargs,
                           seed=seed, eps=eps)
+
+
+def backward_rel_errors(backward, params, cache_a, cache_b, dy):
+    """Two backward passes of one cell for the same dy, from the caches of two forwards that should agree (two
+    modes, two scans, with and without ``out=``): ``{"x": rel_error(dx_a, dx_b), name: rel_error of each
+    parameter's gradient}``; exactly 0 everywhere when the two are bit-identical."""
+    dx_a, grads_a = backward(params, cache_a, dy)
+    dx_b, grads_b = backward(params, cache_b, dy)
+    return {"x": rel_error(dx_a, dx_b), **{k: rel_error(grads_a[k], grads_b[k]) for k in params}}

@@ -3,6 +3,12 @@
     from minimal.sweep import run_sweep
     records = run_sweep(my_experiment.run_one, [cfg_a, cfg_b, ...], out_dir="data/zucchet/sweeps/fig4")
 
+An experiment that sweeps names its grid once, where its jobs and summary are defined, as a ``Sweep`` (a name,
+a grid of jobs, a summary); its ``finished`` and ``run`` are the Sweep's:
+
+    SWEEP = Sweep("arch", run_job, jobs, summarise, SWEEP_DIR / "architectures", Config, "architectures")
+    finished, run = SWEEP.finished, SWEEP.run
+
 A job is ``fn(config) -> dict`` (JSON-serialisable metrics). ``fn`` must be a module-level function (dask
 pickles it to the workers); ``config`` a dataclass or a dict of plain values. Each job is named by a stable
 hash of (fn's import path, config), so the same job always maps to the same file
@@ -27,21 +33,22 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import math
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
 from tqdm import tqdm
 
 from ._atomic import atomic_write
-from .validate import InputError, check_positive_int
+from .validate import InputError, check_config, check_positive_int
 
-__all__ = ["run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
+__all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
            "finite_or_nan", "check_scheduler", "SweepError", "SCHEDULER_PROTOCOLS"]
 
 SCHEDULER_PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx", "inproc")  # dask's comm protocols
@@ -284,3 +291,65 @@ def finite_or_nan(x):
     """float(x), with inf mapped to nan (JSON has neither; ``json`` writes NaN, which it reads back)."""
     x = float(x)
     return x if math.isfinite(x) else float("nan")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SweepConfig:
+    """Where a sweeping experiment's grid runs: the fields its ``Sweep`` reads besides ``n_workers`` (which each
+    grid sets beside its own fields). An experiment's ``Config`` extends it; these fields are keyword-only, so
+    the grid's own fields keep their positions. Every field of the subclass is checked by its own name, before
+    any work (``validate.check_config``, rules from the defaults)."""
+    scheduler: Optional[str] = None    # "tcp://host:port" to run on a running dask cluster; None: a LocalCluster
+    processes: bool = True             # LocalCluster workers as processes (False: threads, as the tests run them)
+    sweep_dir: Optional[str] = None    # the job files' folder; None: the Sweep's own, under data/<work>/sweeps
+
+    __post_init__ = check_config
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A sweeping experiment: a grid of jobs, run by ``run_sweep``, and the summary of their records.
+
+    Fields:
+        name: prefix of the job files, ``<folder>/<name>-<job_key>.json`` (part of every committed file's name).
+        job: module-level function job config -> dict of metrics (one grid point; dask pickles it by name).
+        jobs: ``jobs(config) -> [job config, ...]``, the grid of an experiment ``Config``.
+        summarise: ``summarise(records)`` or ``summarise(records, config) -> dict``, the experiment's result.
+        folder: where the job files go unless ``config.sweep_dir`` names another folder.
+        Config: the experiment's config class; ``Config()`` (the paper grid) is used when config is None.
+        desc: the progress bar's label.
+    A ``Config`` is a ``SweepConfig`` with its grid's fields and ``n_workers`` (see ``run_sweep``).
+    """
+    name: str
+    job: Callable
+    jobs: Callable
+    summarise: Callable
+    folder: Path
+    Config: type
+    desc: str = "sweep"
+
+    def dir(self, config):
+        """The folder of ``config``'s job files: ``config.sweep_dir`` if set, else ``folder``."""
+        return Path(config.sweep_dir) if config.sweep_dir else Path(self.folder)
+
+    def finished(self, config=None):
+        """True if every job of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
+        config = self.Config() if config is None else config
+        return all_on_disk(self.job, self.jobs(config), self.dir(config), name=self.name)
+
+    def record(self, job_config, config=None):
+        """The record of one job if its file is on disk and readable (in ``config``'s folder), else None."""
+        folder = self.dir(self.Config() if config is None else config)
+        return _read_record(job_path(folder, self.job, job_config, name=self.name))[0]
+
+    def run(self, config=None, out_dir=None, progress=True):
+        """Run (or resume) the grid through dask and summarise it; returns the summary with the sweep's timing
+        (``with_sweep_summary``), also written to ``out_dir/summary.json`` when out_dir is given."""
+        config = self.Config() if config is None else config
+        t0 = time.perf_counter()
+        records = run_sweep(self.job, self.jobs(config), self.dir(config), name=self.name,
+                            scheduler=config.scheduler, n_workers=config.n_workers, processes=config.processes,
+                            progress=progress, desc=self.desc)
+        takes_config = len(inspect.signature(self.summarise).parameters) > 1
+        result = self.summarise(records, config) if takes_config else self.summarise(records)
+        return with_sweep_summary(result, records, time.perf_counter() - t0, out_dir)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from minimal.cells import gru, lstm
-from minimal.experiments import architectures as A
-from minimal.experiments import hidden_size as HS
+from minimal.experiments.zucchet import architectures as A
+from minimal.experiments.zucchet import hidden_size as HS
 from minimal.gradcheck import TOLERANCE, check_function
 
 

@@ -3,19 +3,12 @@ import numpy as np
 import pytest
 
 from minimal.cells import lsa, softmax_attention as sa
-from minimal.gradcheck import TOLERANCE, check_cell, rel_error
+from minimal.gradcheck import backward_rel_errors, rel_error
 
 MODULES = {"lsa": lsa, "softmax_attention": sa}
-CASES = [(name, i) for name, mod in MODULES.items() for i in range(len(mod.examples(np.random.default_rng(0))))]
 
 
-@pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])
-def test_backward_matches_finite_differences(name, i):
-    module = MODULES[name]
-    ex = module.examples(np.random.default_rng(0))[i]
-    errors = check_cell(module, ex)
-    assert set(errors) == {"x"} | set(ex.params)
-    assert max(errors.values()) <= TOLERANCE, errors
+# The float64 gradient checks and the float32 check of every example: tests/test_registry.py.
 
 
 def test_examples_cover_T1_and_an_odd_T_in_every_mode():
@@ -35,12 +28,8 @@ def test_lsa_parallel_form_equals_recurrent_form(rng, D_k, D_v):
     y_par, c_par = lsa.forward(params, x)
     y_rec, c_rec = lsa.forward(params, x, mode="recurrent")
     assert rel_error(y_rec, y_par) <= 1e-12
-    dy = rng.standard_normal(y_par.shape)
-    dx_par, g_par = lsa.backward(params, c_par, dy)
-    dx_rec, g_rec = lsa.backward(params, c_rec, dy)
-    assert rel_error(dx_rec, dx_par) <= 1e-12
-    for key in params:
-        assert rel_error(g_rec[key], g_par[key]) <= 1e-12
+    errors = backward_rel_errors(lsa.backward, params, c_rec, c_par, rng.standard_normal(y_par.shape))
+    assert max(errors.values()) <= 1e-12, errors
 
 
 def test_lsa_step_by_step_equals_forward_and_state_is_sum_of_outer_products(rng):
@@ -212,18 +201,6 @@ def test_softmax_attention_checks_params_and_state(rng):
         sa.step_forward(params, state, x)
     with pytest.raises(ValueError, match=r"^state.K must have the params' dtype float64, got float32"):
         sa.step_forward(params, sa.KVState(state.K.astype(np.float32), state.V), x[:, 1])
-
-
-@pytest.mark.parametrize("name,i", CASES, ids=[f"{n}-{i}" for n, i in CASES])
-def test_float32_stays_float32(name, i):
-    # Training runs in float32 (TOOLING-NOTES): no constant may silently promote to float64.
-    module = MODULES[name]
-    ex = module.examples(np.random.default_rng(0))[i]
-    params = {k: p.astype(np.float32) for k, p in ex.params.items()}
-    y, cache = module.forward(params, ex.x.astype(np.float32), **ex.kwargs)
-    dx, grads = module.backward(params, cache, np.ones_like(y))
-    assert y.dtype == dx.dtype == np.float32
-    assert all(g.dtype == np.float32 for g in grads.values())
 
 
 # --- overflow (issue 12) ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+from _fakes import fake_experiment
 
 from minimal.__main__ import main
 
@@ -102,34 +103,11 @@ def test_bench_step_refuses_the_cuda_backend(capsys):
     assert "CPU" in capsys.readouterr().err
 
 
-def _fake_experiment(done=None, **attrs):
-    """A stand-in experiment module: Config(size=10), quick() size 1, run returns {"size": size}; ``done``
-    (None: no ``finished``) says whether the full grid is on disk."""
-    import types
-    from dataclasses import dataclass
-
-    @dataclass
-    class Config:
-        size: int = 10
-
-        @classmethod
-        def quick(cls):
-            return cls(size=1)
-
-    def run(config, out_dir=None, progress=True):
-        return {"size": config.size}
-
-    mod = types.SimpleNamespace(Config=Config, PAPER={"size": 10}, run=run, **attrs)
-    if done is not None:
-        mod.finished = lambda config: done and config == Config()
-    return mod
-
-
 def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monkeypatch):
     """--quick runs the quick Config, except for a sweep whose full grid is all on disk (nothing to train)."""
     from minimal import reproduce as R
 
-    fake = _fake_experiment
+    fake = fake_experiment
     monkeypatch.setattr(R, "experiments", lambda work: {"plain": fake(None), "todo": fake(False), "done": fake(True)})
     res = R.reproduce("zucchet", quick=True, out_dir=tmp_path, progress=False)
     assert {k: (v["metrics"]["size"], v["mode"]) for k, v in res.items()} == {
@@ -146,7 +124,7 @@ def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeyp
 
     from minimal import data, reproduce as R
 
-    saving, silent = _fake_experiment(SAVE_METRICS=True), _fake_experiment()
+    saving, silent = fake_experiment(SAVE_METRICS=True), fake_experiment()
     monkeypatch.setattr(R, "experiments", lambda work: {"saving": saving, "silent": silent})
     monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "data")   # the repository's data/, whatever the cwd
     monkeypatch.chdir(tmp_path)

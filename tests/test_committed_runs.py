@@ -158,7 +158,7 @@ def _first_edge(steps, n_points):
 
 
 def test_teacher_student_first_steps(monkeypatch):
-    from minimal.experiments import teacher_student as ts
+    from minimal.experiments.zucchet import teacher_student as ts
 
     _, _, losses, _ = ts.load_weights(_needs(data_path("zucchet", "teacher_student_full.npz")))
     got = _first_steps(monkeypatch, ts, 40)
@@ -168,7 +168,7 @@ def test_teacher_student_first_steps(monkeypatch):
 
 
 def test_icl_first_curve_point(monkeypatch):
-    from minimal.experiments import icl
+    from minimal.experiments.zucchet import icl
 
     _, meta = icl.load_weights(_needs(data_path("zucchet", "icl_full.npz")))
     cfg = icl.Config(**meta["config"])
@@ -181,7 +181,7 @@ def test_icl_first_curve_point(monkeypatch):
 
 @pytest.mark.parametrize("task,arch,hidden,layers", [("teacher", "lru_in_skip", 8, 1), ("icl", "gru", 4, 1)])
 def test_architecture_sweep_jobs_first_curve_point(monkeypatch, task, arch, hidden, layers):
-    from minimal.experiments import architectures as A
+    from minimal.experiments.zucchet import architectures as A
 
     job = next(j for j in A.jobs(A.Config()) if (j.task, j.arch, j.hidden, j.layers) == (task, arch, hidden, layers))
     record = json.loads(_needs(job_path(A.SWEEP_DIR / "architectures", A.run_job, job, name="arch")).read_text())

@@ -47,12 +47,19 @@ def test_gated_rnn_construction_has_d2_kv_neurons_at_lam_1_and_d_queries_at_lam_
     assert c.params["D"].shape == (d, d * d)
 
 
+def _run_construction(rng, build, d, B, T):
+    """Attention weights p (d x d), inputs x (B, T, d), the construction c = build(W_V, W_K, W_Q) and the cache
+    of its gated RNN run on x̃ = [x; 1]."""
+    p = _attention(rng, d)
+    x = rng.standard_normal((B, T, d))
+    c = build(*_weights(p))
+    _, cache = gated_rnn.forward(c.params, C.append_one(x), lam=c.lam)
+    return p, x, c, cache
+
+
 def test_kv_neurons_hold_the_fast_weight_matrix_and_query_neurons_the_query(rng):
     d, T = 3, 6
-    p = _attention(rng, d)
-    x = rng.standard_normal((2, T, d))
-    c = C.lsa_to_gated_rnn(*_weights(p))
-    _, cache = gated_rnn.forward(c.params, C.append_one(x), lam=c.lam)
+    p, x, c, cache = _run_construction(rng, C.lsa_to_gated_rnn, d, 2, T)
     _, lsa_cache = lsa.forward(p, x, mode="recurrent")
     np.testing.assert_allclose(cache.h[..., :d * d], lsa_cache.W.reshape(2, T, d * d), rtol=0, atol=1e-12)
     np.testing.assert_allclose(cache.h[..., d * d:], lsa_cache.q, rtol=0, atol=1e-12)
@@ -95,10 +102,7 @@ def test_compact_construction_needs_no_inverse_when_keys_equal_values(rng):
 
 def test_compact_kv_neurons_hold_the_symmetric_value_matrix(rng):
     d, T = 3, 5
-    p = _attention(rng, d)
-    x = rng.standard_normal((1, T, d))
-    c = C.lsa_to_gated_rnn_compact(*_weights(p))
-    _, cache = gated_rnn.forward(c.params, C.append_one(x), lam=c.lam)
+    p, x, c, cache = _run_construction(rng, C.lsa_to_gated_rnn_compact, d, 1, T)
     v = x @ p["W_V"].T
     S = np.einsum("ti,tj->ij", v[0], v[0])
     np.testing.assert_allclose(cache.h[0, -1, :c.n_kv], S[np.triu_indices(d)], rtol=0, atol=1e-12)

@@ -7,7 +7,7 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from minimal.experiments import architectures as A, hidden_size as HS, icl, icl_seeds, teacher_student as TS
+from minimal.experiments.zucchet import architectures as A, hidden_size as HS, icl, icl_seeds, teacher_student as TS
 from minimal.experiments.gril import (ablations as GA, classification as GC, comparison as GCmp, model as GM,
                                       multistep as GMS, regression as GR)
 from minimal.experiments.minrnn import param_counts as MP, runtime as MR, selective_copy as MS, shakespeare as MSh

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from minimal.analysis import gd
-from minimal.experiments import icl
+from minimal.experiments.zucchet import icl
 from minimal.gradcheck import TOLERANCE, numerical_gradient, rel_error
 from minimal.tasks import icl_regression as task
 
@@ -286,7 +286,7 @@ def test_speed_knobs_change_thread_count_not_numbers():
 
 
 def test_paper_seeds_summarise_table2_over_seeds(tmp_path, monkeypatch):
-    from minimal.experiments import icl_seeds
+    from minimal.experiments.zucchet import icl_seeds
     monkeypatch.setattr(icl_seeds.tempfile, "gettempdir", lambda: str(tmp_path))   # the training checkpoints
     config = icl_seeds.Config(seeds=(0, 1), steps=40, processes=False, sweep_dir=str(tmp_path))
     assert [j["lam_param"] for j in icl_seeds.jobs(config)] == ["nu", "nu"]

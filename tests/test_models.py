@@ -5,7 +5,7 @@ import pytest
 
 from minimal import models
 from minimal.cells import gated_rnn, gru, lru, lstm
-from minimal.experiments import architectures as A
+from minimal.experiments.zucchet import architectures as A
 from minimal.gradcheck import TOLERANCE, check_function
 from minimal.layers import linear
 from minimal.models import Layer, Residual

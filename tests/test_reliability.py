@@ -347,7 +347,7 @@ def test_a_wrong_shaped_gril_weight_is_blamed_on_the_file_not_the_input(committe
 
 @pytest.mark.parametrize("name", ["icl_full.npz", "teacher_student_full.npz"])
 def test_truncated_zucchet_weights_name_the_file_and_the_command(committed_copy, name):
-    from minimal.experiments import icl, teacher_student
+    from minimal.experiments.zucchet import icl, teacher_student
     npz, = committed_copy("zucchet", name)
     _truncate(npz)
     load = icl.load_weights if name.startswith("icl") else teacher_student.load_weights

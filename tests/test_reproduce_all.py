@@ -1,9 +1,9 @@
 """`python -m minimal reproduce all`: every work in turn into OUT/WORK, then OUT/index.md linking them."""
 import types
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _fakes import fake_experiment
 
 from minimal import reproduce as R
 from minimal import reproduce_all as RA
@@ -12,26 +12,13 @@ from minimal.__main__ import main
 
 def _fake_work(work, fail=False):
     """One fake experiment per work; its plot writes one PNG."""
-    @dataclass
-    class Config:
-        size: int = 10
-
-        @classmethod
-        def quick(cls):
-            return cls(size=1)
-
-    def run(config, out_dir=None, progress=True):
-        if fail:
-            raise RuntimeError(f"{work} broke")
-        return {"size": config.size}
-
     def plot(metrics, out_dir):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         path = Path(out_dir) / f"{work}_fig.png"
         path.write_bytes(b"\x89PNG")
         return [path]
 
-    return {"exp": types.SimpleNamespace(Config=Config, PAPER={"size": 10}, run=run, plot=plot)}
+    return {"exp": fake_experiment(error=f"{work} broke" if fail else None, plot=plot)}
 
 
 def test_reproduce_all_runs_every_work_and_links_each_result_and_figure(tmp_path, monkeypatch):

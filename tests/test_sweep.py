@@ -159,3 +159,36 @@ def test_an_unreadable_job_file_is_recomputed_with_a_warning_naming_it(tmp_path,
     assert again[0] == first[0]  # the readable file was loaded, not rewritten
     assert json.loads(bad.read_text()) == again[1]
     assert sweep.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
+
+
+@dataclasses.dataclass
+class Grid:
+    """An experiment Config as ``Sweep`` reads it: the grid's values and where and how to run it."""
+    a_values: tuple = (1, 2)
+    scheduler: object = None
+    n_workers: int = 1
+    processes: bool = False
+    sweep_dir: object = None
+
+
+def grid_jobs(config):
+    return [Cfg(a) for a in config.a_values]
+
+
+def test_a_sweep_runs_its_grid_once_then_is_finished_and_summarises_with_or_without_its_config(tmp_path, log):
+    folder = tmp_path / "grid"
+    by_records = sweep.Sweep("sq", square_job, grid_jobs, lambda records: {"n": len(records)}, folder, Grid)
+    by_config = sweep.Sweep("sq", square_job, grid_jobs,
+                            lambda records, config: {"a": [r["config"]["a"] for r in records],
+                                                     "values": list(config.a_values)}, folder, Grid)
+    assert not by_records.finished() and by_records.record(Cfg(1)) is None
+    summary = by_records.run(Grid(), out_dir=tmp_path / "out", progress=False)
+    assert summary["n"] == summary["n_jobs"] == 2
+    assert json.loads((tmp_path / "out" / "summary.json").read_text()) == summary
+    assert sorted(p.name.split("-")[0] for p in folder.glob("*.json")) == ["sq", "sq"]
+    assert by_records.finished() and not by_records.finished(Grid(a_values=(1, 3)))
+    assert by_config.run(Grid(), progress=False)["a"] == [1, 2]           # loaded: nothing trained again
+    assert calls(log) == [1, 2]
+    assert by_records.record(Cfg(2))["result"]["square"] == 2.0
+    elsewhere = Grid(sweep_dir=str(tmp_path / "elsewhere"))
+    assert by_records.dir(elsewhere) == tmp_path / "elsewhere" and not by_records.finished(elsewhere)

@@ -9,7 +9,7 @@ import pytest
 
 from minimal import constructions
 from minimal.cells import gated_rnn, lsa
-from minimal.experiments import teacher_student as ts
+from minimal.experiments.zucchet import teacher_student as ts
 from minimal.tasks import lsa_teacher
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from scipy.special import expit
 
 from .. import scan
-from ..validate import InputError, OverflowInputError, check_array, check_choice, check_finite_result, overflow_error
+from ..validate import (InputError, OverflowInputError, check_array, check_choice, check_finite_result,
+                        check_grad_dtype, check_positive_int, overflow_error)
 from ._contract import Example
 
 MODES = ("sequential", "parallel")
@@ -86,6 +87,21 @@ def uniform_gates(rng, D, H, gates, scale, bias, recurrent):
     return params
 
 
+def input_gates_init(rng, gates, d_in, d_hidden, bias):
+    """A min cell's params: W_n (H, D) and, with ``bias``, b_n (H,) for each gate n, U(−1/√D, 1/√D) as for a
+    default linear layer (no recurrent U_n: the gates read the input only); float64."""
+    D = check_positive_int("d_in", d_in)
+    H = check_positive_int("d_hidden", d_hidden)
+    return uniform_gates(rng, D, H, gates, 1.0 / np.sqrt(D), bias, recurrent=False)
+
+
+def input_gates_n_params(gates, d_in, d_hidden, bias):
+    """len(gates) H D weights plus len(gates) H biases if ``bias``."""
+    D = check_positive_int("d_in", d_in)
+    H = check_positive_int("d_hidden", d_hidden)
+    return len(gates) * H * (D + (1 if bias else 0))
+
+
 def check_gate_params(params, gates, recurrent):
     """Validate the keys, shapes and dtypes of W_n (H, D), U_n (H, H) if ``recurrent``, and optional b_n (H,);
     every array must have the dtype of the first gate's W. Returns (D, H, dtype)."""
@@ -141,6 +157,20 @@ def check_input(name, x, D, dtype, ndim):
     return x
 
 
+def check_recurrent_input(params, gates, x):
+    """A GRU / LSTM forward's params (W_n, U_n, b_n for each of ``gates``) and x (B, T, D) of their dtype,
+    checked by name; returns (B, T, H, dtype)."""
+    D, H, dtype = check_gate_params(params, gates, recurrent=True)
+    check_input("x", x, D, dtype, ndim=3)
+    return x.shape[0], x.shape[1], H, dtype
+
+
+def check_dy(dy, h, params):
+    """A backward's dy = dL/dh: the shape (B, T, H) of the states h and the params' dtype."""
+    check_array("dy", dy, h.shape, names=("B", "T", "H"))
+    check_grad_dtype("dy", dy, params)
+
+
 def check_state(name, s, B, H, dtype, *, zeros_if_none=False, log_space=False):
     """A state (B, H) of the params' dtype, returned as given; None stays None, or becomes zeros (B, H) with
     ``zeros_if_none``. With ``log_space`` it must be positive, since log s enters the log scan."""
@@ -168,6 +198,27 @@ def check_method(method, mode, log_space):
     if method is not None and (mode == "sequential" or log_space):
         raise InputError(f"method {method!r} picks the scan of the vanilla parallel mode, which mode={mode!r}, "
                          f"log_space={log_space} does not run: pass method=None")
+
+
+def check_forward(params, gates, x, h0, mode, log_space, method, backend, out):
+    """A min cell's ``forward`` arguments, each checked by its name before any work: params with input-only
+    ``gates``, x (B, T, D), the flags, method, h0 (B, H) or None (> 0 in log space), out. Returns (H, h0)."""
+    D, H, dtype = check_gate_params(params, gates, recurrent=False)
+    check_input("x", x, D, dtype, ndim=3)
+    check_flags(mode, log_space)
+    check_method(method, mode, log_space)
+    h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
+    check_out(out, x, H, mode, backend)
+    return H, h0
+
+
+def check_step(params, gates, x_t, h_prev, log_space):
+    """A min cell's ``step_forward`` arguments: x_t (B, D), h_prev (B, H) of the params' dtype. No sign check on
+    h_prev: the step itself is defined for any h_{t−1}; only the log scan needs h0 > 0."""
+    D, H, dtype = check_gate_params(params, gates, recurrent=False)
+    check_input("x_t", x_t, D, dtype, ndim=2)
+    check_flags("sequential", log_space)
+    check_state("h_prev", h_prev, x_t.shape[0], H, dtype)
 
 
 def guarded_backward(body, params, cache, dy):
@@ -213,6 +264,44 @@ def step_loop(step_forward, params, x, h0, H, log_space):
     return h
 
 
+def fused(backend):
+    """Whether a min cell's parallel mode runs its gates fused (``minimal._gates_numba``): every backend but
+    "numpy", whose parallel mode keeps the NumPy formulas as the reference the fused pass is tested against."""
+    return backend != "numpy"
+
+
+def parallel_scan(a, b, h0, log_space, method, backend, out=None):
+    """The parallel mode's recurrence: ``linear_scan`` of (a, b), or in log space ``log_scan`` of (log a, log b)
+    passed as (a, b). Returns (h, log_h), log_h None when vanilla."""
+    if log_space:
+        log_h, h = log_scan(a, b, h0, backend, out)
+        return h, log_h
+    return linear_scan(a, b, h0, method, backend, out), None
+
+
+def parallel_scan_backward(a, b, log_h, h, h0, dh, log_space, method, backend):
+    """(da, db) of ``parallel_scan`` given dh = dL/dh (in log space: dL/dlog a, dL/dlog b)."""
+    if log_space:
+        return log_scan_backward(a, b, log_h, h, h0, dh, backend)
+    return linear_scan_backward(a, h, dh, h0, method, backend)
+
+
+def bptt(a, h, h0, dh):
+    """The sequential mode's adjoint of h_t = a_t ⊙ h_{t−1} + b_t (h, a: (B, T, H); h0 (B, H) or None), one step
+    at a time in reverse, independent of the scans. Returns (da, db): da_t = g_t ⊙ h_{t−1}, db_t = g_t, where
+    g_t = dL/dh_t in total (dh_t plus what reaches h_t through h_{t+1})."""
+    B, T, H = h.shape
+    da, db = np.empty_like(h), np.empty_like(h)
+    carry = np.zeros((B, H), h.dtype)                   # dL/dh_t through h_{t+1}
+    for t in reversed(range(T)):
+        h_prev = h[:, t - 1] if t > 0 else (np.zeros_like(carry) if h0 is None else h0)
+        d = dh[:, t] + carry
+        da[:, t] = d * h_prev
+        db[:, t] = d
+        carry = d * a[:, t]
+    return da, db
+
+
 # backend=None leaves the choice to minimal.scan; the log scan has no method. One helper for every cell.
 _scan_kwargs = scan.scan_kwargs
 
@@ -255,6 +344,19 @@ def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):
     log_h0 = None if h0 is None else np.log(h0)
     dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dh * h, log_h0, **_scan_kwargs(None, backend))
     return dlog_a, dlog_b
+
+
+def recurrent_examples(init, rng, states):
+    """The GRU and LSTM gradient-check cases: T = 1, odd T with the initial ``states`` (names, e.g. ("h0", "c0"))
+    given, T = 3 without biases; float64, B = 2, D = 2, H = 3."""
+    out = []
+    B, D, H = 2, 2, 3
+    for name, T, given, bias in [("T1", 1, False, True), ("-".join(("T5",) + tuple(states)), 5, True, True),
+                                 ("T3-no-bias", 3, False, False)]:
+        params = init(rng, D, H, bias=bias)
+        kwargs = {s: rng.standard_normal((B, H)) for s in states} if given else {}
+        out.append(Example(name, params, rng.standard_normal((B, T, D)), kwargs))
+    return out
 
 
 def min_rnn_examples(init, rng):

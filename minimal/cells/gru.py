@@ -29,10 +29,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int, check_grad_dtype
-from ._contract import Example
-from ._gates import (check_gate_params, check_input, check_state, split_gates, stack_gates, stacked_projection,
-                     uniform_gates, weight_grad)
+from ..validate import check_array, check_positive_int
+from ._gates import (check_dy, check_gate_params, check_input, check_recurrent_input, check_state,
+                     recurrent_examples, split_gates, stack_gates, stacked_projection, uniform_gates,
+                     weight_grad)
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "n_params", "GATES"]
 
@@ -159,9 +159,7 @@ def forward(params, x, h0=None):
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    D, H, dtype = check_gate_params(params, GATES, recurrent=True)
-    check_input("x", x, D, dtype, ndim=3)
-    B, T, _ = x.shape
+    B, T, H, dtype = check_recurrent_input(params, GATES, x)
     h0 = check_state("h0", h0, B, H, dtype, zeros_if_none=True)
     W, b, U_zr, U_h = _stacked(params)
     p = x @ W.T + b                                     # (B, T, 3H) input projections of every step
@@ -181,8 +179,7 @@ def backward(params, cache, dy):
         dx: (B, T, D); grads: dict with the keys of params.
     """
     x, h0, gates, rh, h = cache
-    check_array("dy", dy, h.shape, names=("B", "T", "H"))
-    check_grad_dtype("dy", dy, params)
+    check_dy(dy, h, params)
     W, _, U_zr, U_h = _stacked(params)
     B, T, H = h.shape
     da = np.empty_like(gates)                           # (B, T, 3H)
@@ -200,11 +197,4 @@ def backward(params, cache, dy):
 
 def examples(rng):
     """Tiny float64 cases: T = 1, odd T, a given initial state, no biases."""
-    out = []
-    B, D, H = 2, 2, 3
-    for name, T, state, bias in [("T1", 1, False, True), ("T5-h0", 5, True, True),
-                                 ("T3-no-bias", 3, False, False)]:
-        params = init(rng, D, H, bias=bias)
-        kwargs = {"h0": rng.standard_normal((B, H))} if state else {}
-        out.append(Example(name, params, rng.standard_normal((B, T, D)), kwargs))
-    return out
+    return recurrent_examples(init, rng, ("h0",))

@@ -25,6 +25,7 @@ import numpy as np
 from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
 from ._contract import Example
+from ._qkv import qkv_backward
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "MODES"]
 
@@ -166,20 +167,11 @@ def backward(params, cache, dy):
             dv[:, t] = np.einsum("bvk,bk->bv", G, k[:, t])
             dk[:, t] = np.einsum("bvk,bv->bk", G, v[:, t])
     # 0. q, k, v = W_Q x, W_K x, W_V x
-    grads = {"W_V": np.einsum("btv,btd->vd", dv, x),
-             "W_K": np.einsum("btk,btd->kd", dk, x),
-             "W_Q": np.einsum("btk,btd->kd", dq, x)}
-    dx = dq @ params["W_Q"] + dk @ params["W_K"] + dv @ params["W_V"]
-    check_finite_result("the gradients", (dx, *grads.values()), {"dy": dy, "x": x, **params})
-    return dx, grads
+    return qkv_backward(params, x, dq, dk, dv, dy)
 
 
 def examples(rng):
     """Tiny float64 cases in both modes: T = 1, odd T, rectangular D_k != D_v."""
-    out = []
-    for mode in MODES:
-        for name, B, T, D, D_k, D_v in [("T1", 2, 1, 3, None, None), ("T5", 2, 5, 3, None, None),
-                                        ("rect-T4", 1, 4, 3, 2, 4)]:
-            out.append(Example(f"{mode}-{name}", init(rng, D, D_k, D_v), rng.standard_normal((B, T, D)),
-                               {"mode": mode}))
-    return out
+    cases = [("T1", 2, 1, 3, None, None), ("T5", 2, 5, 3, None, None), ("rect-T4", 1, 4, 3, 2, 4)]
+    return [Example(f"{mode}-{name}", init(rng, D, D_k, D_v), rng.standard_normal((B, T, D)), {"mode": mode})
+            for mode in MODES for name, B, T, D, D_k, D_v in cases]

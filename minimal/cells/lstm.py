@@ -33,10 +33,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int, check_grad_dtype
-from ._contract import Example
-from ._gates import (check_gate_params, check_input, check_state, split_gates, stack_gates, stacked_projection,
-                     uniform_gates, weight_grad)
+from ..validate import check_array, check_positive_int
+from ._gates import (check_dy, check_gate_params, check_input, check_recurrent_input, check_state,
+                     recurrent_examples, split_gates, stack_gates, stacked_projection, uniform_gates,
+                     weight_grad)
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "n_params", "GATES"]
 
@@ -172,9 +172,7 @@ def forward(params, x, h0=None, c0=None):
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    D, H, dtype = check_gate_params(params, GATES, recurrent=True)
-    check_input("x", x, D, dtype, ndim=3)
-    B, T, _ = x.shape
+    B, T, H, dtype = check_recurrent_input(params, GATES, x)
     h0 = check_state("h0", h0, B, H, dtype, zeros_if_none=True)
     c0 = check_state("c0", c0, B, H, dtype, zeros_if_none=True)
     W, U, b = _stacked(params)
@@ -189,14 +187,10 @@ def forward(params, x, h0=None, c0=None):
 
 
 def backward(params, cache, dy):
-    """Backpropagation through time, given dy = dL/dh of shape (B, T, H).
-
-    Returns:
-        dx: (B, T, D); grads: dict with the keys of params.
-    """
+    """Backpropagation through time, through h and the cell state c, given dy = dL/dh (B, T, H); returns dx
+    (B, T, D) and grads with the keys of params."""
     x, h0, c0, gates, c, tanh_c, h = cache
-    check_array("dy", dy, h.shape, names=("B", "T", "H"))
-    check_grad_dtype("dy", dy, params)
+    check_dy(dy, h, params)
     W, U, _ = _stacked(params)
     T = x.shape[1]
     da = np.empty_like(gates)                           # (B, T, 4H)
@@ -215,11 +209,4 @@ def backward(params, cache, dy):
 
 def examples(rng):
     """Tiny float64 cases: T = 1, odd T, given initial states, no biases."""
-    out = []
-    B, D, H = 2, 2, 3
-    for name, T, states, bias in [("T1", 1, False, True), ("T5-h0-c0", 5, True, True),
-                                  ("T3-no-bias", 3, False, False)]:
-        params = init(rng, D, H, bias=bias)
-        kwargs = {"h0": rng.standard_normal((B, H)), "c0": rng.standard_normal((B, H))} if states else {}
-        out.append(Example(name, params, rng.standard_normal((B, T, D)), kwargs))
-    return out
+    return recurrent_examples(init, rng, ("h0", "c0"))

@@ -33,11 +33,11 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int, check_grad_dtype
 # App. B.3's g, log g and log σ live in _gates (minLSTM uses them too); they stay importable from here.
-from ._gates import (MODES, affine, affine_backward, check_flags, check_gate_params, check_input, check_method,
-                     check_out, check_state, dg, dlog_g, g, guarded_backward, linear_scan, linear_scan_backward, log_g,
-                     log_scan, log_scan_backward, log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
+from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forward, check_step, dg, dlog_g, fused, g,
+                     guarded_backward, input_gates_init, input_gates_n_params, linear_scan_backward, log_g,
+                     log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
+                     step_loop)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "g", "log_g",
            "dg", "dlog_g", "log_sigmoid", "MODES"]
@@ -48,9 +48,7 @@ GATES = ("z", "h")
 # --- parameters ---------------------------------------------------------------------------------------
 def n_params(d_in, d_hidden, bias=True):
     """Number of parameters: 2 H D weights (Linear_z, Linear_h) plus 2 H biases if ``bias``."""
-    d_in = check_positive_int("d_in", d_in)
-    H = check_positive_int("d_hidden", d_hidden)
-    return 2 * H * d_in + (2 * H if bias else 0)
+    return input_gates_n_params(GATES, d_in, d_hidden, bias)
 
 
 def init(rng, d_in, d_hidden, bias=True):
@@ -61,9 +59,7 @@ def init(rng, d_in, d_hidden, bias=True):
     Returns:
         dict "W_z", "W_h" (H, D) and, with ``bias``, "b_z", "b_h" (H,); float64.
     """
-    D = check_positive_int("d_in", d_in)
-    H = check_positive_int("d_hidden", d_hidden)
-    return uniform_gates(rng, D, H, GATES, 1.0 / np.sqrt(D), bias, recurrent=False)
+    return input_gates_init(rng, GATES, d_in, d_hidden, bias)
 
 
 # --- forward ------------------------------------------------------------------------------------------
@@ -80,12 +76,6 @@ class Cache(NamedTuple):
     log_space: bool
     method: str
     backend: str
-
-
-def _fused(backend):
-    """Whether the gates run fused (``minimal._gates_numba``): every backend but "numpy", whose parallel mode
-    keeps the NumPy formulas as the reference the fused pass is tested against."""
-    return backend != "numpy"
 
 
 def _fused_gates(k_z, k_h, log_space):
@@ -108,11 +98,8 @@ def _fused_backward(cache, dy):
 
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
     # the scan's coefficients recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
-    if log_space:
-        _, log_a, log_b, _ = _fused_gates(k_z, k_h, True)
-        d_a, d_b = log_scan_backward(log_a, log_b, log_h, h, h0, dy, backend)
-    else:
-        d_a, d_b = linear_scan_backward(1.0 - z, h, dy, h0, method, backend)
+    a, b = _fused_gates(k_z, k_h, True)[1:3] if log_space else (1.0 - z, None)
+    d_a, d_b = parallel_scan_backward(a, b, log_h, h, h0, dy, log_space, method, backend)
     dk_z, dk_h = np.empty_like(k_z), np.empty_like(k_z)
     _gates_numba.mingru_gates_backward(d_a.ravel(), d_b.ravel(), z.ravel(), k_h.ravel(), h_tilde.ravel(), log_space,
                                        dk_z.ravel(), dk_h.ravel())
@@ -127,11 +114,7 @@ def step_forward(params, x_t, h_prev, log_space=False):
     Returns:
         h_t: (B, H).
     """
-    D, H, dtype = check_gate_params(params, GATES, recurrent=False)
-    check_input("x_t", x_t, D, dtype, ndim=2)
-    check_flags("sequential", log_space)
-    # No sign check: the step itself is defined for any h_prev; only the log scan needs h0 > 0.
-    check_state("h_prev", h_prev, x_t.shape[0], H, dtype)
+    check_step(params, GATES, x_t, h_prev, log_space)
     z = expit(affine(params, x_t, "z"))
     k_h = affine(params, x_t, "h")
     h_tilde = g(k_h) if log_space else k_h
@@ -159,53 +142,29 @@ def forward(params, x, h0=None, mode="parallel", log_space=False, method=None, b
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    D, H, dtype = check_gate_params(params, GATES, recurrent=False)
-    check_input("x", x, D, dtype, ndim=3)
-    check_flags(mode, log_space)
-    check_method(method, mode, log_space)
-    h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
-    check_out(out, x, H, mode, backend)
+    H, h0 = check_forward(params, GATES, x, h0, mode, log_space, method, backend, out)
 
     k_z = affine(params, x, "z")                        # (B, T, H)
     k_h = affine(params, x, "h")                        # (B, T, H)
-    if mode == "parallel" and _fused(backend):
+    if mode == "parallel" and fused(backend):
         z, a, b, h_tilde = _fused_gates(k_z, k_h, log_space)
-        log_h = None
-        if log_space:
-            log_h, h = log_scan(a, b, h0, backend, out)
-        else:
-            h = linear_scan(a, b, h0, method, backend, out)
+        h, log_h = parallel_scan(a, b, h0, log_space, method, backend, out)
         return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
     z = expit(k_z)
     h_tilde = g(k_h) if log_space else k_h
-    log_h = None
     if mode == "sequential":
         # The states come from the step loop alone; the whole-sequence gates above are kept for backward.
-        h = step_loop(step_forward, params, x, h0, H, log_space)
+        h, log_h = step_loop(step_forward, params, x, h0, H, log_space), None
     elif not log_space:
-        h = linear_scan(1.0 - z, z * h_tilde, h0, method, backend, out)
+        h, log_h = parallel_scan(1.0 - z, z * h_tilde, h0, False, method, backend, out)
     else:
         log_a = log_sigmoid(-k_z)                       # log(1 − z) = −softplus(k_z)
         log_b = log_sigmoid(k_z) + log_g(k_h)           # log z + log g(k_h)
-        log_h, h = log_scan(log_a, log_b, h0, backend, out)
+        h, log_h = parallel_scan(log_a, log_b, h0, True, method, backend, out)
     return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
 
 
 # --- backward -----------------------------------------------------------------------------------------
-def _bptt(z, h_tilde, h, h0, dh):
-    """Sequential-mode adjoint, one step at a time in reverse; returns (dz, dh_tilde)."""
-    B, T, H = h.shape
-    dz, dh_tilde = np.empty_like(h), np.empty_like(h)
-    carry = np.zeros((B, H), h.dtype)                   # dL/dh_t through h_{t+1}
-    for t in reversed(range(T)):
-        h_prev = h[:, t - 1] if t > 0 else (np.zeros_like(carry) if h0 is None else h0)
-        d = dh[:, t] + carry
-        dz[:, t] = d * (h_tilde[:, t] - h_prev)
-        dh_tilde[:, t] = d * z[:, t]
-        carry = d * (1.0 - z[:, t])
-    return dz, dh_tilde
-
-
 def backward(params, cache, dy):
     """Gradients of a scalar loss L given dy = dL/dh of shape (B, T, H).
 
@@ -219,21 +178,17 @@ def backward(params, cache, dy):
 
 def _backward(params, cache, dy):
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
-    check_array("dy", dy, h.shape, names=("B", "T", "H"))
-    check_grad_dtype("dy", dy, params)
-    if mode == "parallel" and _fused(backend):
+    check_dy(dy, h, params)
+    if mode == "parallel" and fused(backend):
         dk_z, dk_h = _fused_backward(cache, dy)
         return affine_backward(params, x, {"z": dk_z, "h": dk_h})
-    # 3. the recurrence, as the mode ran it
-    if mode == "sequential":
-        dz, dh_tilde = _bptt(z, h_tilde, h, h0, dy)
-        dk_z = dz * z * (1.0 - z)
-        dk_h = dh_tilde * dg(k_h) if log_space else dh_tilde
-    elif not log_space:
-        da, db = linear_scan_backward(1.0 - z, h, dy, h0, method, backend)
-        # a = 1 − z, b = z ⊙ h̃
+    # 3. the recurrence, as the mode ran it: h_t = a_t ⊙ h_{t−1} + b_t with a = 1 − z, b = z ⊙ h̃
+    if mode == "sequential" or not log_space:
+        a = 1.0 - z
+        da, db = bptt(a, h, h0, dy) if mode == "sequential" else linear_scan_backward(a, h, dy, h0, method, backend)
         dk_z = (db * h_tilde - da) * z * (1.0 - z)
-        dk_h = db * z
+        dh_tilde = db * z
+        dk_h = dh_tilde * dg(k_h) if log_space else dh_tilde
     else:
         log_a = log_sigmoid(-k_z)                       # recomputed: cheaper than caching
         log_b = log_sigmoid(k_z) + log_g(k_h)

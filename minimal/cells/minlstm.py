@@ -36,11 +36,11 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from ..validate import check_array, check_positive_int, check_grad_dtype
 # Same paper as minGRU: the same input-only gates, checks and scans; g is App. B.3's positive candidate.
-from ._gates import (MODES, affine, affine_backward, check_flags, check_gate_params, check_input, check_method,
-                     check_out, check_state, dg, dlog_g, g, guarded_backward, linear_scan, linear_scan_backward, log_g,
-                     log_scan, log_scan_backward, log_sigmoid, min_rnn_examples, step_loop, uniform_gates)
+from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forward, check_step, dg, dlog_g, fused, g,
+                     guarded_backward, input_gates_init, input_gates_n_params, linear_scan_backward, log_g,
+                     log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
+                     step_loop)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates",
            "MODES"]
@@ -50,9 +50,7 @@ GATES = ("f", "i", "h")
 
 def n_params(d_in, d_hidden, bias=True):
     """Number of parameters: 3 H D weights (Linear_f, Linear_i, Linear_h) plus 3 H biases if ``bias``."""
-    d_in = check_positive_int("d_in", d_in)
-    H = check_positive_int("d_hidden", d_hidden)
-    return 3 * H * d_in + (3 * H if bias else 0)
+    return input_gates_n_params(GATES, d_in, d_hidden, bias)
 
 
 def init(rng, d_in, d_hidden, bias=True):
@@ -63,9 +61,7 @@ def init(rng, d_in, d_hidden, bias=True):
     Returns:
         dict "W_f", "W_i", "W_h" (H, D) and, with ``bias``, "b_f", "b_i", "b_h" (H,); float64.
     """
-    D = check_positive_int("d_in", d_in)
-    H = check_positive_int("d_hidden", d_hidden)
-    return uniform_gates(rng, D, H, GATES, 1.0 / np.sqrt(D), bias, recurrent=False)
+    return input_gates_init(rng, GATES, d_in, d_hidden, bias)
 
 
 def normalised_gates(k_f, k_i):
@@ -92,78 +88,44 @@ class Cache(NamedTuple):
 
 
 def step_forward(params, x_t, h_prev, log_space=False):
-    """One step of the sequential mode: h_t = f'_t ⊙ h_{t−1} + i'_t ⊙ h̃_t.
-
-    Args:
-        x_t: (B, D); h_prev: (B, H) the state h_{t−1}; log_space: use h̃_t = g(k_h) (App. B.3).
-    Returns:
-        h_t: (B, H).
-    """
-    D, H, dtype = check_gate_params(params, GATES, recurrent=False)
-    check_input("x_t", x_t, D, dtype, ndim=2)
-    check_flags("sequential", log_space)
-    # No sign check: the step itself is defined for any h_prev; only the log scan needs h0 > 0.
-    check_state("h_prev", h_prev, x_t.shape[0], H, dtype)
+    """One step of the sequential mode, h_t = f'_t ⊙ h_{t−1} + i'_t ⊙ h̃_t: x_t (B, D) and the state
+    h_prev = h_{t−1} (B, H) give h_t (B, H); ``log_space`` uses h̃_t = g(k_h) (App. B.3)."""
+    check_step(params, GATES, x_t, h_prev, log_space)
     f_n, i_n, _ = normalised_gates(affine(params, x_t, "f"), affine(params, x_t, "i"))
     k_h = affine(params, x_t, "h")
     return f_n * h_prev + i_n * (g(k_h) if log_space else k_h)
 
 
 def forward(params, x, h0=None, mode="parallel", log_space=False, method=None, backend=None, out=None):
-    """Run minLSTM over a sequence.
+    """Run minLSTM over a sequence; the arguments are ``mingru.forward``'s, with the same meaning.
 
     Args:
-        params: from ``init``.
-        x: (B, T, D) input.
-        h0: (B, H) initial state or None (zeros); must be > 0 when ``log_space``.
-        mode: "parallel" (gates at once + scan) or "sequential" (step loop).
-        log_space: the App. B.3 variant (positive candidate g, scan in log space in parallel mode).
-        method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode; ``backend`` also to
-            ``minimal.scan.log_scan`` in log-space parallel mode. method None is the scan's default, "auto": the
-            fastest for the backend, the sequential Numba loop on the CPU (one core gives the Blelloch tree no
-            parallelism to use: ``python -m minimal bench scan``); "blelloch" runs the parallel tree of the paper's
-            parallel mode, to the same values up to float rounding. A method where no such scan runs (sequential
-            mode, log space) is refused. None backend: the scan module's default ("numba").
-        out: None, or a (B, T, H) array of x's dtype that receives h in parallel mode (``linear_scan``'s
-            ``out=``; in log space, exp(log h) is written there). A training loop that passes one buffer every
-            step reuses its memory; the cache then holds ``out``, so run ``backward`` before writing it again.
+        params: from ``init``; x: (B, T, D) input; h0: (B, H) initial state or None (zeros), > 0 in log space;
+        mode: "parallel" (gates at once + scan) or "sequential" (step loop); log_space: the App. B.3 variant;
+        method, backend: the scans' (see ``mingru.forward``); out: None, or a (B, T, H) array that receives h
+            in parallel mode (run ``backward`` before writing it again).
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    D, H, dtype = check_gate_params(params, GATES, recurrent=False)
-    check_input("x", x, D, dtype, ndim=3)
-    check_flags(mode, log_space)
-    check_method(method, mode, log_space)
-    h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
-    check_out(out, x, H, mode, backend)
+    H, h0 = check_forward(params, GATES, x, h0, mode, log_space, method, backend, out)
 
     k_f, k_i, k_h = (affine(params, x, n) for n in GATES)     # (B, T, H) each
-    log_h = None
-    if mode == "parallel" and _fused(backend):
+    if mode == "parallel" and fused(backend):
         f_n, i_n, a, b, h_tilde = _fused_gates(k_f, k_i, k_h, log_space)
-        if log_space:
-            log_h, h = log_scan(a, b, h0, backend, out)
-        else:
-            h = linear_scan(f_n, b, h0, method, backend, out)
+        h, log_h = parallel_scan(a, b, h0, log_space, method, backend, out)
         return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
     f_n, i_n, delta = normalised_gates(k_f, k_i)
     h_tilde = g(k_h) if log_space else k_h
     if mode == "sequential":
         # The states come from the step loop alone; the whole-sequence gates above are kept for backward.
-        h = step_loop(step_forward, params, x, h0, H, log_space)
+        h, log_h = step_loop(step_forward, params, x, h0, H, log_space), None
     elif not log_space:
-        h = linear_scan(f_n, i_n * h_tilde, h0, method, backend, out)
+        h, log_h = parallel_scan(f_n, i_n * h_tilde, h0, False, method, backend, out)
     else:
         log_a = log_sigmoid(-delta)                     # log f' = −softplus(δ)
         log_b = log_sigmoid(delta) + log_g(k_h)         # log i' + log g(k_h)
-        log_h, h = log_scan(log_a, log_b, h0, backend, out)
+        h, log_h = parallel_scan(log_a, log_b, h0, True, method, backend, out)
     return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
-
-
-def _fused(backend):
-    """Whether the gates run fused (``minimal._gates_numba``): every backend but "numpy", whose parallel mode
-    keeps the NumPy formulas as the reference the fused pass is tested against."""
-    return backend != "numpy"
 
 
 def _fused_gates(k_f, k_i, k_h, log_space):
@@ -186,12 +148,9 @@ def _fused_backward(cache, dy):
     from .. import _gates_numba
 
     x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
-    if log_space:
-        # log a, log b recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
-        _, _, log_a, log_b, _ = _fused_gates(k_f, k_i, k_h, True)
-        d_a, d_b = log_scan_backward(log_a, log_b, log_h, h, h0, dy, backend)
-    else:
-        d_a, d_b = linear_scan_backward(f_n, h, dy, h0, method, backend)
+    # log a, log b recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
+    a, b = _fused_gates(k_f, k_i, k_h, True)[2:4] if log_space else (f_n, None)
+    d_a, d_b = parallel_scan_backward(a, b, log_h, h, h0, dy, log_space, method, backend)
     dk_f, dk_i, dk_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
     _gates_numba.minlstm_gates_backward(d_a.ravel(), d_b.ravel(), f_n.ravel(), i_n.ravel(), k_f.ravel(),
                                         k_i.ravel(), k_h.ravel(), log_space, dk_f.ravel(), dk_i.ravel(),
@@ -199,46 +158,23 @@ def _fused_backward(cache, dy):
     return dk_f, dk_i, dk_h
 
 
-def _bptt(f_n, i_n, h_tilde, h, h0, dh):
-    """Sequential-mode adjoint, one step at a time in reverse; returns (df', di', dh̃)."""
-    B, T, H = h.shape
-    df_n, di_n, dh_tilde = np.empty_like(h), np.empty_like(h), np.empty_like(h)
-    carry = np.zeros((B, H), h.dtype)                   # dL/dh_t through h_{t+1}
-    for t in reversed(range(T)):
-        h_prev = h[:, t - 1] if t > 0 else (np.zeros_like(carry) if h0 is None else h0)
-        d = dh[:, t] + carry
-        df_n[:, t] = d * h_prev
-        di_n[:, t] = d * h_tilde[:, t]
-        dh_tilde[:, t] = d * i_n[:, t]
-        carry = d * f_n[:, t]
-    return df_n, di_n, dh_tilde
-
-
 def backward(params, cache, dy):
-    """Gradients of a scalar loss L given dy = dL/dh of shape (B, T, H).
-
-    An overflow raises an OverflowInputError naming dy, x and the params (not the scan's arrays).
-
-    Returns:
-        dx: (B, T, D); grads: dict with the keys of params.
-    """
+    """dy = dL/dh (B, T, H) -> (dx (B, T, D), grads with the keys of params); an overflow is reported as by
+    ``mingru.backward`` (naming dy, x and the params)."""
     return guarded_backward(_backward, params, cache, dy)
 
 
 def _backward(params, cache, dy):
     x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
-    check_array("dy", dy, h.shape, names=("B", "T", "H"))
-    check_grad_dtype("dy", dy, params)
-    if mode == "parallel" and _fused(backend):
+    check_dy(dy, h, params)
+    if mode == "parallel" and fused(backend):
         dk_f, dk_i, dk_h = _fused_backward(cache, dy)
         return affine_backward(params, x, {"f": dk_f, "i": dk_i, "h": dk_h})
     # 4. the recurrence, as the mode ran it; the result is dL/dδ and dL/dk_h
     if mode == "sequential" or not log_space:
-        if mode == "sequential":
-            df_n, di_n, dh_tilde = _bptt(f_n, i_n, h_tilde, h, h0, dy)
-        else:
-            da, db = linear_scan_backward(f_n, h, dy, h0, method, backend)
-            df_n, di_n, dh_tilde = da, db * h_tilde, db * i_n     # a = f', b = i' ⊙ h̃
+        da, db = (bptt(f_n, h, h0, dy) if mode == "sequential"
+                  else linear_scan_backward(f_n, h, dy, h0, method, backend))
+        df_n, di_n, dh_tilde = da, db * h_tilde, db * i_n     # a = f', b = i' ⊙ h̃
         # f' = σ(−δ), i' = σ(δ): both have |derivative| f' i'
         ddelta = (di_n - df_n) * f_n * i_n
         dk_h = dh_tilde * dg(k_h) if log_space else dh_tilde

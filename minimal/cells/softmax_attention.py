@@ -46,6 +46,7 @@ import numpy as np
 from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
 from ._contract import Example
+from ._qkv import qkv_backward
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
 
@@ -267,12 +268,7 @@ def backward(params, cache, dy):
     dk = da.transpose(0, 2, 1) @ q
     dq, dk, dv = _merge(dq, h), _merge(dk, h), _merge(dv, h)
     # 0. q, k, v = W_Q x, W_K x, W_V x
-    grads["W_Q"] = np.einsum("btk,btd->kd", dq, x)
-    grads["W_K"] = np.einsum("btk,btd->kd", dk, x)
-    grads["W_V"] = np.einsum("btv,btd->vd", dv, x)
-    dx = dq @ params["W_Q"] + dk @ params["W_K"] + dv @ params["W_V"]
-    check_finite_result("the gradients", (dx, *grads.values()), {"dy": dy, "x": x, **params})
-    return dx, grads
+    return qkv_backward(params, x, dq, dk, dv, dy, grads)
 
 
 def examples(rng):

@@ -3,9 +3,10 @@ variant), ``run(config) -> dict`` and ``PAPER`` (the paper's numbers to compare 
 
 ``experiments(work)`` returns ``{name: module}``; ``python -m minimal reproduce WORK`` runs them.
 
-Layout: the Zucchet modules sit at the top of this package (their sweeps' job files are named by a hash of the
-job function's import path, so moving them would orphan the committed runs in ``data/zucchet/sweeps``); every
-later work has its own sub-package, ``experiments/gril/`` and ``experiments/minrnn/``.
+Layout: one sub-package per work, ``experiments/zucchet/``, ``experiments/gril/``, ``experiments/minrnn/``; shared
+here: ``notes`` (the results pages' texts) and ``_plotting``. A sweep's job files are named by a hash of the job
+function's import path (``minimal.sweep.job_key``): a job function that moves takes its committed files with it
+(their ``function`` field and name rewritten, as when the Zucchet modules moved here from the package's top).
 """
 from __future__ import annotations
 
@@ -26,12 +27,11 @@ _MODULES = {
 def experiments(work):
     """Return ``{name: module}`` for one work (e.g. ``"zucchet"``)."""
     check_choice("work", work, _MODULES)
-    prefix = "minimal.experiments." if work == "zucchet" else f"minimal.experiments.{work}."
-    return {name: importlib.import_module(prefix + name) for name in _MODULES[work]}
+    return {name: importlib.import_module(f"minimal.experiments.{work}.{name}") for name in _MODULES[work]}
 
 
-def write_metrics(metrics, out_dir):
-    """Write a run's metrics dict to ``out_dir/metrics.json`` (NumPy numbers as floats); nothing if out_dir is None."""
+def write_metrics(metrics, out_dir, file_name="metrics.json"):
+    """Write a run's metrics dict to ``out_dir/file_name`` (NumPy numbers as floats); nothing if out_dir is None."""
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
+        (Path(out_dir) / file_name).write_text(json.dumps(metrics, indent=2, default=float))

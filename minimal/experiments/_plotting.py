@@ -1,5 +1,8 @@
-"""Matplotlib for the experiments' ``plot`` functions: inline in a notebook, Agg (files only) elsewhere."""
+"""Matplotlib for the experiments' ``plot`` functions: inline in a notebook, Agg (files only) elsewhere; and the
+end every ``plot`` shares, ``save_figure``."""
 from __future__ import annotations
+
+from pathlib import Path
 
 _KEEP = ("agg", "module://matplotlib_inline.backend_inline")
 
@@ -13,3 +16,16 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig, out_dir, file_name, dpi=120, layout=True, **savefig_kw):
+    """Lay out ``fig`` (``tight_layout``, unless ``layout`` is False: the figure has its own), write it to
+    ``out_dir/file_name`` (folder created) with ``savefig_kw``, close it; returns the path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if layout:
+        fig.tight_layout()
+    path = out_dir / file_name
+    fig.savefig(path, dpi=dpi, **savefig_kw)
+    pyplot().close(fig)
+    return path

@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_dtype, check_keys, check_positive_int, check_grad_dtype
+from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int
+from . import linear
 
 __all__ = ["init", "forward", "backward", "step_forward", "init_buffer", "examples", "KERNEL_SIZE"]
 
@@ -36,16 +37,11 @@ def init(rng, C, k=KERNEL_SIZE):
     ``linear`` (PyTorch draws b like W)."""
     C = check_positive_int("C", C)
     k = check_positive_int("k", k)
-    s = 1.0 / np.sqrt(k)
-    return {"W": rng.uniform(-s, s, (k, C)), "b": np.zeros(C)}
+    return linear.init(rng, k, C)       # a (fan-in k) x C weight and a zero bias: the same draws
 
 
 def _check_params(params):
-    check_keys("params", params, ("W", "b"))
-    W = check_array("W", params["W"], ndim=2, names=("k", "C"))
-    check_array("b", params["b"], W.shape[1:], names=("C",))
-    check_dtype("b", params["b"], W.dtype)
-    return W.shape
+    return linear.check_params(params, names=("k", "C"))
 
 
 def forward(params, x):

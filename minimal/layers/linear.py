@@ -11,7 +11,7 @@ import numpy as np
 
 from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
 
-__all__ = ["init", "forward", "backward", "examples"]
+__all__ = ["init", "forward", "backward", "examples", "check_params"]
 
 
 class Cache(NamedTuple):
@@ -26,17 +26,20 @@ def init(rng, D_in, D_out):
     return {"W": rng.uniform(-s, s, (D_in, D_out)), "b": np.zeros(D_out)}
 
 
-def _check_params(params):
+def check_params(params, names=("D_in", "D_out")):
+    """W (D_in, D_out) and b (D_out,) of one dtype, named ``names`` in errors (``causal_conv``: ("k", "C"));
+    returns W's shape."""
     check_keys("params", params, ("W", "b"))
-    W = check_array("W", params["W"], ndim=2, names=("D_in", "D_out"))
-    check_array("b", params["b"], W.shape[1:], names=("D_out",))
+    W = check_array("W", params["W"], ndim=2, names=names)
+    check_array("b", params["b"], W.shape[1:], names=names[1:])
     common_dtype(params)
     return W.shape
 
 
+
 def forward(params, x):
     """y = x W + b. x: (..., D_in). Returns y (..., D_out) and the cache."""
-    D_in, _ = _check_params(params)
+    D_in, _ = check_params(params)
     check_array("x", x, min_ndim=1)
     check_dtype("x", x, params["W"].dtype)
     if x.shape[-1] != D_in:
@@ -46,7 +49,7 @@ def forward(params, x):
 
 def backward(params, cache, dy):
     """dy: (..., D_out). Returns dx (..., D_in) and {W: (D_in, D_out), b: (D_out,)}."""
-    _check_params(params)
+    check_params(params)
     x = cache.x
     check_array("dy", dy, x.shape[:-1] + params["b"].shape)
     check_grad_dtype("dy", dy, params)

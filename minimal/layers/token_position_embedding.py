@@ -2,8 +2,10 @@
 
     y[b, t] = E[x[b, t]] + P[t]          t = 0 .. T-1 < T_max
 
-(nanoGPT ``model.py``: ``tok_emb = wte(idx); pos_emb = wpe(pos); x = drop(tok_emb + pos_emb)``). P has one row per
-position the model was built for; a sequence longer than T_max has no positional row and is refused.
+(nanoGPT ``model.py``: ``tok_emb = wte(idx); pos_emb = wpe(pos); x = drop(tok_emb + pos_emb)``): the lookup of
+``layers.embedding`` followed by the learned positional embedding of ``layers.positional``, composed here (their
+forward and backward, never re-implemented). P has one row per position the model was built for; a sequence
+longer than T_max has no positional row and is refused.
 
 Shapes: x (B, T) integer token ids in [0, V); E (V, D); P (T_max, D); y (B, T, D). The input is not
 differentiable, so ``backward`` returns dx = None. ``step_forward`` embeds one token at a given position (RNN-mode
@@ -15,7 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_grad_dtype, check_keys, check_positive_int
+from ..validate import check_array, check_keys, check_positive_int
+from . import embedding, positional
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "POSITION_STD"]
 
@@ -23,64 +26,51 @@ POSITION_STD = 0.02   # nanoGPT's init of wpe (and of every weight); E keeps ``e
 
 
 class Cache(NamedTuple):
-    x: np.ndarray  # (B, T) token ids
-    V: int         # vocabulary size, for the shape of dE
-    T_max: int     # rows of P, for the shape of dP
+    embedding: embedding.Cache     # the token ids and V
+    positional: positional.Cache   # T and T_max
 
 
 def init(rng, V, D, T_max):
     """E (V, D) with entries N(0, 1) (as ``layers.embedding``), P (T_max, D) with entries N(0, 0.02²)."""
-    V = check_positive_int("V", V)
-    D = check_positive_int("D", D)
+    V, D = check_positive_int("V", V), check_positive_int("D", D)
     T_max = check_positive_int("T_max", T_max)
-    return {"E": rng.standard_normal((V, D)), "P": POSITION_STD * rng.standard_normal((T_max, D))}
+    return embedding.init(rng, V, D) | positional.init(rng, T_max, D, std=POSITION_STD)
 
 
-def _check_params(params):
+def _split(params):
+    """({"E": E}, {"P": P}) for the two layers, after checking that E (V, D) and P (T_max, D) share D."""
     check_keys("params", params, ("E", "P"))
     E = check_array("E", params["E"], ndim=2, names=("V", "D"))
     check_array("P", params["P"], (None, E.shape[1]), names=("T_max", "D"))
-    return E.shape[0], params["P"].shape[0]
-
-
-def _check_ids(x, V):
-    if x.size and (x.min() < 0 or x.max() >= V):
-        raise ValueError(f"x must hold token ids in [0, V={V}), got values in [{x.min()}, {x.max()}]")
+    return {"E": params["E"]}, {"P": params["P"]}
 
 
 def forward(params, x):
     """x: (B, T) integer ids, T <= T_max. Returns y (B, T, D) = E[x] + P[:T] and the cache."""
-    V, T_max = _check_params(params)
-    check_array("x", x, (None, None), names=("B", "T"), kind="i")
-    _check_ids(x, V)
-    if x.shape[1] > T_max:
-        raise ValueError(f"x has T = {x.shape[1]} positions, but the positional embedding P has T_max = {T_max} "
-                         f"rows: feed at most {T_max} tokens (a learned position exists only up to T_max)")
-    return params["E"][x] + params["P"][:x.shape[1]], Cache(x, V, T_max)
+    E, P = _split(params)
+    e, cache_e = embedding.forward(E, x)
+    y, cache_p = positional.forward(P, e)
+    return y, Cache(cache_e, cache_p)
 
 
 def backward(params, cache, dy):
     """dy: (B, T, D). Returns (None, {E: (V, D), P: (T_max, D)}): each row of E collects the dy of every position
     that used it; row t of P the dy of position t summed over the batch (rows from T on: zero)."""
-    _check_params(params)
-    check_array("dy", dy, cache.x.shape + params["E"].shape[1:], names=("B", "T", "D"))
-    check_grad_dtype("dy", dy, params)
-    dE = np.zeros((cache.V, dy.shape[-1]), dtype=dy.dtype)
-    np.add.at(dE, cache.x, dy)  # unbuffered: repeated ids accumulate
-    dP = np.zeros((cache.T_max, dy.shape[-1]), dtype=dy.dtype)
-    dP[:dy.shape[1]] = dy.sum(axis=0)
-    return None, {"E": dE, "P": dP}
+    E, P = _split(params)
+    de, grads_p = positional.backward(P, cache.positional, dy)
+    _, grads_e = embedding.backward(E, cache.embedding, de)
+    return None, grads_e | grads_p
 
 
 def step_forward(params, tokens, t):
     """Embed one token per sequence at position t (0-based): tokens (B,) ids. Returns (B, D)."""
-    V, T_max = _check_params(params)
+    E, P = _split(params)
     check_array("tokens", tokens, (None,), names=("B",), kind="i")
-    _check_ids(tokens, V)
+    T_max = P["P"].shape[0]
     if not (isinstance(t, (int, np.integer)) and 0 <= t < T_max):
         raise ValueError(f"t must be a position in [0, T_max={T_max}), got {t!r}: the learned positional "
                          f"embedding has no row past T_max")
-    return params["E"][tokens] + params["P"][t]
+    return embedding.forward(E, tokens[:, None])[0][:, 0] + P["P"][t]
 
 
 def examples(rng):

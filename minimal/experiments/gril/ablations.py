@@ -33,20 +33,16 @@ Glossary: f input size, n_o target size, N examples.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
-from .._plotting import pyplot
+from .._plotting import pyplot, save_figure
 from ...data import data_path
-from ...sweep import all_on_disk, run_sweep, with_sweep_summary
-from ...validate import check_config
+from ...sweep import Sweep, SweepConfig
 from . import model as M
 
-__all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "SWEEP_DIR"]
+__all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "SWEEP", "SWEEP_DIR"]
 
 SWEEP_DIR = data_path("gril", "sweeps")
 
@@ -60,7 +56,7 @@ PAPER = {
 
 
 @dataclass
-class Config:
+class Config(SweepConfig):
     seeds: tuple = (0, 1, 2)                   # ours: 3 seeds (App. C.2: 5), for one core's CPU time
     variants: tuple = M.VARIANTS
     targets: tuple = ("scalar", "multivariate")
@@ -71,12 +67,6 @@ class Config:
                                                # predictor, ``model``; they sit there from the start)
     lr: float = 1e-2                           # ours
     n_workers: int = 1
-    scheduler: Optional[str] = None
-    processes: bool = True
-    sweep_dir: Optional[str] = None            # default data/gril/sweeps/ablations
-
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
 
     @classmethod
     def quick(cls):
@@ -141,31 +131,14 @@ def summarise(records, config: Config):
     return out
 
 
-def _sweep_dir(config):
-    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "ablations"
-
-
-def finished(config: Config = None):
-    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
-    config = Config() if config is None else config
-    return all_on_disk(M.run_job, jobs(config), _sweep_dir(config), name="gril")
-
-
-def run(config: Config = None, out_dir=None, progress=True):
-    """Run (or resume) the sweep through dask; returns ``summarise``'s dict (+ timing)."""
-    config = Config() if config is None else config
-    t0 = time.perf_counter()
-    records = run_sweep(M.run_job, jobs(config), _sweep_dir(config), name="gril", scheduler=config.scheduler,
-                        n_workers=config.n_workers, processes=config.processes, progress=progress,
-                        desc="GRIL ablations")
-    return with_sweep_summary(summarise(records, config), records, time.perf_counter() - t0, out_dir)
+# job files data/gril/sweeps/ablations/gril-<job_key>.json (``model.run_job``; comparison reads its gril_1 rows)
+SWEEP = Sweep("gril", M.run_job, jobs, summarise, SWEEP_DIR / "ablations", Config, desc="GRIL ablations")
+finished, run = SWEEP.finished, SWEEP.run
 
 
 def plot(result, out_dir):
     """Tables 5-6 as bars (loss / zero predictor, mean ± std) and Fig. 2C (loss vs f, GRIL and GD)."""
     plt = pyplot()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
     width = 0.38
     for i, target in enumerate(("scalar", "multivariate")):
@@ -182,8 +155,4 @@ def plot(result, out_dir):
     b.plot(result["dims_f"], result["dims_loss_gd"], "x--", label="one GD step (η*)")
     b.set(xlabel="input size f", ylabel="query loss", title="Fig. 2C: loss across f")
     b.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "ablations.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "ablations.png")]

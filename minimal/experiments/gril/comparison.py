@@ -75,25 +75,23 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
-from .._plotting import pyplot
+from .._plotting import pyplot, save_figure
 from ... import _speed, models
 from ...analysis import gril_gd
 from ...data import data_path
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
-from ...sweep import _read_record, all_on_disk, finite_or_nan, job_path, run_sweep, with_sweep_summary
+from ...sweep import Sweep, SweepConfig, finite_or_nan
 from ...tasks import gril_regression
 from ...train import NonFiniteLossError, train
-from ...validate import check_choice, check_config
-from . import model as M
+from ...validate import check_choice
+from . import ablations, model as M
 
 __all__ = ["MODELS", "STAND_IN", "Job", "Config", "PAPER", "spec", "predict", "loss_and_grads", "run_job", "jobs",
-           "summarise", "finished", "run", "plot", "SWEEP_DIR"]
+           "summarise", "finished", "run", "plot", "SWEEP", "SWEEP_DIR"]
 
 MODELS = ("lsa_1", "lsa_2", "softmax_2", "gated_rnn_1", "gated_rnn_2", "lru_1", "lru_2", "mingru_1", "mingru_2",
           "gril_1")
@@ -229,7 +227,7 @@ def run_job(job: Job):
     if job.model == "gril_1":
         # the same model.Job as the ablation sweep's full multivariate run of this seed: read its job file if
         # that sweep has run (identical code and config, so identical numbers), else train it here
-        rec, _ = _read_record(job_path(SWEEP_DIR / "ablations", M.run_job, _gril_job(job), name="gril"))
+        rec = ablations.SWEEP.record(_gril_job(job))
         t0 = time.perf_counter()
         out = rec["result"] if rec is not None else M.run_job(_gril_job(job))
         seconds = rec["seconds"] if rec is not None else time.perf_counter() - t0
@@ -271,7 +269,7 @@ def run_job(job: Job):
 
 # ------------------------------------------------------------------------------------------------ the sweep
 @dataclass
-class Config:
+class Config(SweepConfig):
     models: tuple = ("lsa_1", "lsa_2", "softmax_2", "gated_rnn_1", "lru_1", "mingru_1", "gril_1")  # ours: one
                                                 # layer per recurrent stand-in (MODELS has two-layer ones too)
     targets: tuple = ("multivariate",)          # Fig. 6 / Table 3 (App. B.2), the target with the paper's numbers
@@ -285,12 +283,6 @@ class Config:
     d_model: int = 32                           # ours (paper: 32-128)
     hidden: int = 64                            # ours (paper: 32-128)
     n_workers: int = 1                          # dask LocalCluster workers (these machines: ~1 core)
-    scheduler: Optional[str] = None             # "tcp://host:port" to run on a real dask cluster
-    processes: bool = True                      # LocalCluster workers as processes (False: threads, tests)
-    sweep_dir: Optional[str] = None             # default data/gril/sweeps/comparison
-
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
 
     @classmethod
     def quick(cls):
@@ -357,32 +349,15 @@ def summarise(records):
     return out
 
 
-def _sweep_dir(config):
-    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "comparison"
-
-
-def finished(config: Config = None):
-    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
-    config = Config() if config is None else config
-    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="cmp")
-
-
-def run(config: Config = None, out_dir=None, progress=True):
-    """Run (or resume) the sweep through dask; returns ``summarise``'s dict (+ timing)."""
-    config = Config() if config is None else config
-    t0 = time.perf_counter()
-    records = run_sweep(run_job, jobs(config), _sweep_dir(config), name="cmp", scheduler=config.scheduler,
-                        n_workers=config.n_workers, processes=config.processes, progress=progress,
-                        desc="GRIL comparison")
-    return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
+# job files data/gril/sweeps/comparison/cmp-<job_key>.json
+SWEEP = Sweep("cmp", run_job, jobs, summarise, SWEEP_DIR / "comparison", Config, desc="GRIL comparison")
+finished, run = SWEEP.finished, SWEEP.run
 
 
 def plot(result, out_dir):
     """Fig. 3C / 6 as bars: loss / zero predictor per model and target, one GD step as a line, the paper's
     Table 3 baselines (as ratios to its zero predictor) as crosses on their stand-ins."""
     plt = pyplot()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     targets = [t for t in ("scalar", "multivariate") if f"{t}_gd" in result]
     fig, axes = plt.subplots(1, max(1, len(targets)), figsize=(6 * max(1, len(targets)), 3.8), squeeze=False)
     for ax, target in zip(axes[0], targets):
@@ -404,8 +379,4 @@ def plot(result, out_dir):
         ax.set(xlabel="model (the paper's model it stands in for)", ylabel="loss / zero predictor",
                title=f"{target}: Fig. {'3C' if target == 'scalar' else '6'}")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out_dir / "comparison.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "comparison.png")]

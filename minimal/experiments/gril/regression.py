@@ -44,12 +44,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from .. import write_metrics
-from .._plotting import pyplot
+from .._plotting import pyplot, save_figure
 from ... import constructions_gril
 from ...analysis import gril_gd
 from ...data import check_saved_shapes, data_path, load_groups, save_groups
@@ -244,8 +243,6 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
 def plot(metrics, out_dir):
     """Fig. 2A (training curve vs GD), 2D (rescaling) and 2E (the trained Q beside the construction's)."""
     plt = pyplot()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(13, 3.6))
     curve = np.asarray(metrics["train_curve"])
     steps = np.linspace(0, metrics["config"]["steps"], len(curve))
@@ -267,8 +264,4 @@ def plot(metrics, out_dir):
     c.set(title="Fig. 2E: trained Q / Q[1,0]", xticks=range(3), yticks=range(3), xlabel="column j",
           ylabel="row i")
     fig.colorbar(im, ax=c)
-    fig.tight_layout()
-    path = out_dir / "regression.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "regression.png")]

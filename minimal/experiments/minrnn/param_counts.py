@@ -27,6 +27,7 @@ import numpy as np
 
 from ...cells import gru, lstm, mingru, minlstm
 from ...validate import check_config
+from .. import write_metrics
 
 __all__ = ["Config", "PAPER", "run", "plot", "table", "count", "closed_form"]
 
@@ -88,12 +89,7 @@ def run(config: Config = None, out_dir=None, progress=True):
         if progress:
             print(f"alpha={alpha}: minGRU {metrics[f'mingru_pct_alpha{alpha}']:.1f} % of GRU, "
                   f"minLSTM {metrics[f'minlstm_pct_alpha{alpha}']:.1f} % of LSTM", flush=True)
-    if out_dir is not None:
-        import json
-        from pathlib import Path
-
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "param_counts.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(metrics, out_dir, "param_counts.json")
     return metrics
 
 
@@ -111,9 +107,7 @@ def table(metrics, alphas=(1, 2, 3, 4)):
 
 def plot(metrics, out_dir):
     """Bar chart of the percentages against the paper's; returns [png path]."""
-    from pathlib import Path
-
-    from .._plotting import pyplot
+    from .._plotting import pyplot, save_figure
 
     plt = pyplot()
     alphas = sorted({int(k.rsplit("alpha", 1)[1]) for k in metrics if k.startswith("mingru_pct_alpha")})
@@ -129,10 +123,4 @@ def plot(metrics, out_dir):
     ax.set_ylabel("% of the traditional cell's parameters")
     ax.set_xlabel("expansion α (d_h = α d_x)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "param_counts.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "param_counts.png")]

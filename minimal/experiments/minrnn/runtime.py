@@ -50,16 +50,15 @@ Glossary: B batch, T sequence length, D input features, H hidden units.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from ... import _speed
 from ...validate import check_config
 from ...cells import gru, lstm, mingru, minlstm
+from .. import write_metrics
 
 __all__ = ["Config", "PAPER", "MODELS", "run", "plot", "train_step", "cache_nbytes", "make_model"]
 
@@ -187,16 +186,13 @@ def run(config: Config = None, out_dir=None, progress=True):
             metrics[f"mem_ratio_{name}_{base}"] = nbytes[name][-1] / nbytes[base][-1]
     for name in models:
         metrics[f"ms_{name}_T{Ts[-1]}"] = times[name][-1]
-    if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "runtime.json").write_text(json.dumps(metrics, indent=2))
+    write_metrics(metrics, out_dir, "runtime.json")
     return metrics
 
 
 def plot(metrics, out_dir):
     """Fig. 1's three panels, ours: time vs T, speedup vs T (log-log), cache MiB vs T. Returns [png path]."""
-    from .._plotting import pyplot
+    from .._plotting import pyplot, save_figure
 
     plt = pyplot()
     Ts = metrics["T"]
@@ -221,10 +217,4 @@ def plot(metrics, out_dir):
         ax.set_xlabel("sequence length T")
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "runtime.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, out_dir, "runtime.png")]

@@ -75,7 +75,7 @@ from ...data import data_path
 from ...layers import cross_entropy
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
-from ...sweep import all_on_disk, run_sweep, with_sweep_summary
+from ...sweep import Sweep
 from ...tasks import selective_copy as task
 from ...train import train
 from ...validate import check_config
@@ -293,24 +293,10 @@ def summarise(records):
     return out
 
 
-def _sweep_dir(config):
-    return Path(config.sweep_dir) if config.sweep_dir else SWEEP_DIR / "selective_copy"
-
-
-def finished(config: Config = None):
-    """True if every run of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
-    config = Config() if config is None else config
-    return all_on_disk(run_job, jobs(config), _sweep_dir(config), name="selective_copy")
-
-
-def run(config: Config = None, out_dir=None, progress=True):
-    """Run (or resume) the sweep; returns ``summarise``'s dict (+ timing)."""
-    config = Config() if config is None else config
-    t0 = time.perf_counter()
-    records = run_sweep(run_job, jobs(config), _sweep_dir(config), name="selective_copy",
-                        scheduler=config.scheduler, n_workers=config.n_workers, processes=config.processes,
-                        progress=progress, desc="selective copying")
-    return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
+# job files data/minrnn/sweeps/selective_copy/selective_copy-<job_key>.json
+SWEEP = Sweep("selective_copy", run_job, jobs, summarise, SWEEP_DIR / "selective_copy", Config,
+              desc="selective copying")
+finished, run = SWEEP.finished, SWEEP.run
 
 
 def plot(result, out_dir):
