@@ -122,6 +122,24 @@ def test_softmax_weights_are_a_causal_distribution(rng):
     assert np.all(c.P[:, ~causal] == 0) and np.all(c.P[:, causal] > 0)
 
 
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 1e-6)])
+@pytest.mark.parametrize("T", [1, 2, 7, 33])
+def test_fused_causal_softmax_and_its_backward_equal_the_numpy_formulas(rng, dtype, tol, T):
+    from minimal.cells import _softmax_numba
+
+    q, k = (3.0 * rng.standard_normal((5, T, 4)).astype(dtype) for _ in range(2))
+    scale = 1.0 / np.sqrt(4.0)
+    P = q @ k.transpose(0, 2, 1)
+    _softmax_numba.causal_softmax_(P, scale)
+    ref = sa._weights(q, k, scale)
+    assert P.dtype == dtype and np.abs(P - ref).max() <= tol
+    assert np.all(P[:, ~np.tri(T, dtype=bool)] == 0)
+    G = rng.standard_normal((5, T, T)).astype(dtype)
+    dA = scale * ref * (G - np.sum(ref * G, axis=2, keepdims=True))      # d/dA of softmax(scale A), masked
+    _softmax_numba.causal_softmax_backward_(P, G, scale)
+    assert np.abs(G - dA).max() <= tol * np.abs(dA).max()
+
+
 @pytest.mark.parametrize("mode", sa.MODES)
 def test_softmax_with_zero_queries_averages_the_values(rng, mode):
     # q = 0 makes every score 0: uniform attention, o_t = mean_{s<=t} v_s; at t = 1, o_1 = v_1.

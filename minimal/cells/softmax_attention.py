@@ -45,6 +45,7 @@ import numpy as np
 
 from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
+from . import _softmax_numba
 from ._contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
@@ -100,6 +101,25 @@ def _check_params(params):
 
 def _project(params, x):
     return x @ params["W_Q"].T, x @ params["W_K"].T, x @ params["W_V"].T
+
+
+def _stacked(params):
+    """[W_Q; W_K; W_V]: (2 D_k + D_v, D), one matrix for the three projections."""
+    return np.concatenate([params["W_Q"], params["W_K"], params["W_V"]])
+
+
+def _project_heads(params, x, h):
+    """q, k, v = x W_Q^T, x W_K^T, x W_V^T split into heads, (B h, T, d) each (as ``_split``), from one matmul
+    and one copy into head-major layout."""
+    B, T, D = x.shape
+    D_k, D_v = params["W_Q"].shape[0], params["W_V"].shape[0]
+    qkv = x.reshape(B * T, D) @ _stacked(params).T                # (B T, 2 D_k + D_v)
+    if D_k != D_v:
+        q, k, v = qkv[:, :D_k], qkv[:, D_k:2 * D_k], qkv[:, 2 * D_k:]
+        return tuple(_split(a.reshape(B, T, -1), h) for a in (q, k, v))
+    d = D_k // h
+    heads = np.ascontiguousarray(qkv.reshape(B, T, 3, h, d).transpose(2, 0, 3, 1, 4))   # (3, B, h, T, d)
+    return tuple(heads[i].reshape(B * h, T, d) for i in range(3))
 
 
 def _check_heads(n_heads, D_k, D_v):
@@ -216,11 +236,12 @@ def forward(params, x, mode="parallel", n_heads=1):
     check_dtype("x", x, dtype)
     check_choice("mode", mode, MODES)
     h = _check_heads(n_heads, params["W_Q"].shape[0], params["W_V"].shape[0])
-    q, k, v = (_split(a, h) for a in _project(params, x))     # (B h, T, d) each
+    q, k, v = _project_heads(params, x, h)                    # (B h, T, d) each
     T = x.shape[1]
     scale = 1.0 / math.sqrt(k.shape[2])
     if mode == "parallel":
-        P = _weights(q, k, scale)  # (B, T, T)
+        P = q @ k.transpose(0, 2, 1)                          # (B h, T, T) scores, then P in place
+        _softmax_numba.causal_softmax_(P, scale)              # = _weights(q, k, scale), one pass a row
         o = P @ v
     else:
         # The state after step t is the prefix (k[:, :t+1], v[:, :t+1]); step_forward builds it by appending.
@@ -245,12 +266,13 @@ def backward(params, cache, dy):
         InputError: dy of the wrong shape, or too large for the dtype (a gradient would be inf), naming it.
     """
     x, q, k, v, P, o, h = cache
+    B, T, D = x.shape
     grads = {}
     # 3. y = W_O o
     if "W_O" in params:
         check_array("dy", dy, o.shape[:2] + params["W_O"].shape[:1], names=("B", "T", "D_out"))
         check_grad_dtype("dy", dy, params)
-        grads["W_O"] = np.einsum("bty,btv->yv", dy, o)
+        grads["W_O"] = dy.reshape(B * T, -1).T @ o.reshape(B * T, -1)
         do = dy @ params["W_O"]
     else:
         check_array("dy", dy, o.shape, names=("B", "T", "D_v"))
@@ -259,20 +281,27 @@ def backward(params, cache, dy):
     do = _split(do, h)                                        # per head, (B h, T, d_v)
     # 2. o = P v
     dP = do @ v.transpose(0, 2, 1)
-    dv = P.transpose(0, 2, 1) @ do
-    # 1. P = softmax(a) row-wise; masked entries have P = 0, so they get no gradient.
-    da = P * (dP - np.sum(P * dP, axis=2, keepdims=True))
-    da /= math.sqrt(k.shape[2])  # a = q k^T / sqrt(D_k)
-    dq = da @ k
-    dk = da.transpose(0, 2, 1) @ q
-    dq, dk, dv = _merge(dq, h), _merge(dk, h), _merge(dv, h)
-    # 0. q, k, v = W_Q x, W_K x, W_V x
-    grads["W_Q"] = np.einsum("btk,btd->kd", dq, x)
-    grads["W_K"] = np.einsum("btk,btd->kd", dk, x)
-    grads["W_V"] = np.einsum("btv,btd->vd", dv, x)
-    dx = dq @ params["W_Q"] + dk @ params["W_K"] + dv @ params["W_V"]
+    # 1. P = softmax(a) row-wise, a = q k^T / sqrt(d); masked entries have P = 0, so they get no gradient.
+    _softmax_numba.causal_softmax_backward_(P, dP, 1.0 / math.sqrt(k.shape[2]))   # dP <- dL/d(q k^T)
+    # dq, dk, dv written per head into one (3, B, h, T, d) array, merged once for one matmul each below
+    d_k, d_v = q.shape[2], v.shape[2]
+    if d_k == d_v:
+        dqkv = np.empty((3, B * h, T, d_k), q.dtype)
+        np.matmul(dP, k, out=dqkv[0])
+        np.matmul(dP.transpose(0, 2, 1), q, out=dqkv[1])
+        np.matmul(P.transpose(0, 2, 1), do, out=dqkv[2])
+        dcat = dqkv.reshape(3, B, h, T, d_k).transpose(1, 3, 0, 2, 4).reshape(B * T, 3 * h * d_k)
+    else:
+        dcat = np.concatenate([_merge(dP @ k, h), _merge(dP.transpose(0, 2, 1) @ q, h),
+                               _merge(P.transpose(0, 2, 1) @ do, h)], axis=2).reshape(B * T, -1)
+    # 0. [q k v] = x [W_Q; W_K; W_V]^T
+    W = _stacked(params)                                      # (2 D_k + D_v, D)
+    dW = dcat.T @ x.reshape(B * T, D)
+    D_k = params["W_Q"].shape[0]
+    grads["W_Q"], grads["W_K"], grads["W_V"] = dW[:D_k], dW[D_k:2 * D_k], dW[2 * D_k:]
+    dx = (dcat @ W).reshape(B, T, D)
     check_finite_result("the gradients", (dx, *grads.values()), {"dy": dy, "x": x, **params})
-    return dx, grads
+    return dx, {k_: grads[k_] for k_ in params}
 
 
 def examples(rng):
