@@ -32,6 +32,10 @@ D_k / h and D_v / h features; each head attends on its own with scale 1/sqrt(D_k
 concatenated (in head order) before W_O. The params are those of one head (W_Q's rows are the heads' rows, head
 by head), so ``n_heads`` is a forward keyword, not a parameter; n_heads = 1 is the single-head form above.
 
+Parallel mode computes q, k, v with one matmul by [W_Q; W_K; W_V] and the causal softmax (and, in ``backward``,
+its vector-Jacobian product) in one compiled pass a row (``cells._softmax_numba``); ``_weights`` is the NumPy
+form it is tested against.
+
 Glossary: B batch, T time, D input features, D_k key/query features, D_v value features, D_out output features.
 Weights act on column vectors: W_Q (D_k, D), W_K (D_k, D), W_V (D_v, D), W_O (D_out, D_v).
 """
