@@ -24,7 +24,7 @@ same spells of load); each row reports its minimum over the rounds.
 Torch (optional; never a dependency of ``minimal``): each model is first run in float64 by both, from the same
 parameters on the same batch with dropout off, and the losses and every gradient are compared (``max_rel``: the
 largest |g_torch - g_ours| / max|g_ours| over the gradients); a model whose torch twin differs by more than
-``EQUAL_TOL`` gets no ratio. The recurrence in torch comes in the versions a torch user would write: vanilla as
+``EQUAL_TOL`` gets no ratio. The last measured table, with its command, is ``bench/results/train_cpu_<date>.txt``. The recurrence in torch comes in the versions a torch user would write: vanilla as
 a Python loop under autograd ("loop") and as a ``torch.autograd.Function`` with a hand-written reverse-time scan
 ("scan Function"); log space as Heinsen's closed form with ``torch.logcumsumexp`` ("Heinsen"); attention as
 ``F.scaled_dot_product_attention`` ("sdpa"). ``ratio`` = our step's time / the fastest torch version's: below 1
