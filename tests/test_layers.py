@@ -334,3 +334,20 @@ def test_layernorm_compiled_pass_equals_the_numpy_formulas(dtype, tol, shape):
     for got, want in ((dx, dx_ref), (g["gamma"], g_ref["gamma"]), (g["beta"], g_ref["beta"])):
         assert got.dtype == dtype and got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_embedding_backward_is_np_add_at_bit_for_bit(dtype):
+    from minimal.layers import embedding, token_position_embedding as tpe
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 7, (16, 33))                     # many repeated ids
+    dy = rng.standard_normal((16, 33, 5)).astype(dtype)
+    p = {k: v.astype(dtype) for k, v in tpe.init(rng, 7, 5, 40).items()}
+    want = np.zeros((7, 5), dtype)
+    np.add.at(want, x, dy)
+    for mod, params in ((embedding, {"E": p["E"]}), (tpe, p)):
+        _, c = mod.forward(params, x)
+        _, g = mod.backward(params, c, dy)
+        assert g["E"].dtype == dtype
+        np.testing.assert_array_equal(g["E"], want)
