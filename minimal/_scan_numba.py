@@ -87,35 +87,41 @@ def _all_zero(bad):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc"})
 def sequential_backward(a, h, dh, h0):
     """Reverse-time adjoint in one pass. a, h, dh: (B, T, C); h0: (B, C). Returns (da, db, dh0, finite).
 
     g_t = dh_t + a_{t+1} g_{t+1}; db_t = g_t; da_t = g_t h_{t-1} (h_{-1} = h0); dh0 = a_0 g_0.
     ``finite``: whether every input and output is finite, read off the outputs (module docstring).
+
+    The flag is one scalar sum of 0 * (each output) and 0 * h[:, T-1] (``_flag_row``), reassociated
+    (``fastmath`` "reassoc", the only flag: a NaN or inf still makes the sum NaN) so that it vectorises; a
+    (C,) accumulator array written in the same loop as da and db kept the loop scalar (10x the time at
+    (64, 32, 192): 2.1 against 0.21 ms). The recurrence has one add per element, so the outputs are those of
+    the strict order.
     """
     B, T, C = a.shape
     da = np.empty_like(a)
     db = np.empty_like(a)
     dh0 = np.empty_like(h0)
-    bad = np.zeros(C, dtype=np.float64)
+    acc = 0.0
     for i in range(B):
-        _flag_row(h, i, bad)
         for c in range(C):
             db[i, T - 1, c] = dh[i, T - 1, c]
-        for t in range(T - 1, 0, -1):
+        for t in range(T - 2, -1, -1):
             for c in range(C):
-                if t < T - 1:
-                    db[i, t, c] = dh[i, t, c] + a[i, t + 1, c] * db[i, t + 1, c]
-                da[i, t, c] = db[i, t, c] * h[i, t - 1, c]
-                bad[c] += 0.0 * da[i, t, c] + 0.0 * db[i, t, c]
+                db[i, t, c] = dh[i, t, c] + a[i, t + 1, c] * db[i, t + 1, c]
+        for t in range(1, T):
+            for c in range(C):
+                x = db[i, t, c] * h[i, t - 1, c]
+                da[i, t, c] = x
+                acc += 0.0 * x + 0.0 * db[i, t, c]
         for c in range(C):
-            if T > 1:
-                db[i, 0, c] = dh[i, 0, c] + a[i, 1, c] * db[i, 1, c]
-            da[i, 0, c] = db[i, 0, c] * h0[i, c]
+            x = db[i, 0, c] * h0[i, c]
+            da[i, 0, c] = x
             dh0[i, c] = a[i, 0, c] * db[i, 0, c]
-            bad[c] += 0.0 * da[i, 0, c] + 0.0 * db[i, 0, c] + 0.0 * dh0[i, c]
-    return da, db, dh0, _all_zero(bad)
+            acc += 0.0 * x + 0.0 * db[i, 0, c] + 0.0 * dh0[i, c] + 0.0 * h[i, T - 1, c]
+    return da, db, dh0, acc == 0.0
 
 
 # ---------------------------------------------------------------------------------------------------------

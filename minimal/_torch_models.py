@@ -118,8 +118,10 @@ def _block(P, x, model, version, dropout):
     u = _ln(_sub(P, "rnn_ln."), x)
     R = _sub(P, "rnn.")
     if model.kind == "attention":
-        q, k, v = (F.linear(u, R[f"W_{n}"]) for n in "QKV")
-        h = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        B, T, _ = u.shape
+        n = model.meta.get("n_heads", 1)                 # heads: (B, T, h d) -> (B, h, T, d)
+        q, k, v = (F.linear(u, R[f"W_{c}"]).reshape(B, T, n, -1).transpose(1, 2) for c in "QKV")
+        h = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, -1)
     else:
         h = cell(R, u, model.kind, model.log_space, version)
     x = x + F.dropout(_lin(_sub(P, "rnn_out."), h), dropout)
@@ -140,6 +142,8 @@ def loss(P, batch, model, version, dropout):
     inputs, targets = batch
     L = model.meta["depth"]
     x = F.embedding(inputs, P["0.E"])
+    if "0.P" in P:                                       # learned positions (the Transformer)
+        x = x + P["0.P"][:inputs.shape[1]]
     for i in range(1, L + 1):
         if model.family == "selective_copy":
             u = _ln(_sub(P, f"{i}.0."), x)

@@ -5,11 +5,12 @@ A step is what ``minimal.train`` runs: forward and loss, backward, clipping of t
 one AdamW update (``minimal.optim``), on one fixed batch (sampling is not timed). Models, with the shapes of
 their experiments' Configs (imported, so the rows follow the experiments):
 
-    selective copy  minGRU / minLSTM x2 and x3   ``experiments.minrnn.selective_copy``: Job() (D 32, H 192, T 32,
-                                                 B 64); the cells in the space the Job trains in
+    selective copy  minGRU / minLSTM x2 and x3, vanilla and log space   ``experiments.minrnn.selective_copy``:
+                    Job() (D 32, H 192, T 32, B 64) with ``log_space`` False (Table 1's vanilla grid) and True
     Shakespeare     minGRU / minLSTM, vanilla and log space, and the Transformer   ``experiments.minrnn.
                     shakespeare``: Config() (D 64, 3 blocks, T 128, B 16, dropout 0.1); the model its ``spec``
-                    builds, the log-space rows with ``log_space=True`` in each block's forward
+                    builds, each block's ``log_space`` set to the row's form; the Transformer with its
+                    ``N_HEADS`` heads and learned positions for T_max = Config.T
 
 Parts: "forward" (forward and loss), "backward" (the gradients), "update" (clip and AdamW), timed inside each step;
 and "cell", the forward and backward of one block's recurrent cell alone on that block's input shape (for the
@@ -23,7 +24,7 @@ same spells of load); each row reports its minimum over the rounds.
 Torch (optional; never a dependency of ``minimal``): each model is first run in float64 by both, from the same
 parameters on the same batch with dropout off, and the losses and every gradient are compared (``max_rel``: the
 largest |g_torch - g_ours| / max|g_ours| over the gradients); a model whose torch twin differs by more than
-``EQUAL_TOL`` gets no ratio. The recurrence in torch comes in the versions a torch user would write: vanilla as
+``EQUAL_TOL`` gets no ratio. The last measured table, with its command, is ``bench/results/train_cpu_<date>.txt``. The recurrence in torch comes in the versions a torch user would write: vanilla as
 a Python loop under autograd ("loop") and as a ``torch.autograd.Function`` with a hand-written reverse-time scan
 ("scan Function"); log space as Heinsen's closed form with ``torch.logcumsumexp`` ("Heinsen"); attention as
 ``F.scaled_dot_product_attention`` ("sdpa"). ``ratio`` = our step's time / the fastest torch version's: below 1
@@ -59,12 +60,11 @@ class Model(NamedTuple):
 
 
 # --- the models -------------------------------------------------------------------------------------------------
-def _selective_copy(kind, depth, dtype="float32"):
+def _selective_copy(kind, depth, log_space, dtype="float32"):
     from .experiments.minrnn import selective_copy as S
     from .tasks import selective_copy as task
 
-    job = S.Job(kind=kind, depth=depth, dtype=dtype)
-    log_space = bool(getattr(job, "log_space", False))
+    job = S.Job(kind=kind, depth=depth, dtype=dtype, log_space=log_space)
     params = S.init_params(np.random.default_rng(0), job)
     b = task.sample(np.random.default_rng(1), job.batch, job.T, job.n_data, job.vocab)
 
@@ -79,17 +79,14 @@ def _selective_copy(kind, depth, dtype="float32"):
 
 def _shakespeare_spec(kind, V, config, log_space, dropout, rng):
     """The experiment's own stack (``shakespeare.spec``), in training mode; log space set in each block."""
-    import inspect
-
     from .experiments.minrnn import shakespeare as Sh
 
     kw = dict(expansion=config.expansion, kernel=config.kernel, dropout=dropout, rng=rng, train=True)
-    if "log_space" in inspect.signature(Sh.spec).parameters:
-        return Sh.spec(kind, V, config.D, config.n_layers, log_space=log_space, **kw)
+    if kind == "attention":
+        return Sh.spec(kind, V, config.D, config.n_layers, T_max=config.T, **kw)   # T_max: ``Sh.init_lm``'s
     spec = Sh.spec(kind, V, config.D, config.n_layers, **kw)
-    if not log_space:
-        return spec
-    return tuple(e._replace(forward={**e.forward, "log_space": True}) if getattr(e, "name", "") == "min_block"
+    # The block's form (vanilla or log space) set explicitly, whatever the kind name's default.
+    return tuple(e._replace(forward={**e.forward, "log_space": log_space}) if getattr(e, "name", "") == "min_block"
                  else e for e in spec)
 
 
@@ -116,12 +113,14 @@ def _shakespeare(kind, log_space, dtype="float32"):
     return Model(f"Shakespeare {name}" + (" log" if log_space else ""), "shakespeare", kind, log_space, params,
                  (np.ascontiguousarray(x), np.ascontiguousarray(y)), loss_and_grads, config.dropout,
                  {"depth": config.n_layers, "D": config.D, "H": config.expansion * config.D, "T": config.T,
-                  "B": config.batch, "V": V, "kernel": config.kernel})
+                  "B": config.batch, "V": V, "kernel": config.kernel,
+                  "n_heads": getattr(Sh, "N_HEADS", 1) if kind == "attention" else 1})
 
 
 def models(quick=False, dtype="float32"):
-    """Every model the course trains (module docstring); ``quick``: one of each family."""
-    out = [_selective_copy(k, d, dtype) for k in ("mingru", "minlstm") for d in ((2,) if quick else (2, 3))]
+    """Every model the course trains (module docstring); ``quick``: a few of each family."""
+    out = [_selective_copy(k, d, ls, dtype) for ls in ((False,) if quick else (False, True))
+           for k in ("mingru", "minlstm") for d in ((2,) if quick else (2, 3))]
     combos = [("mingru", False), ("minlstm", True)] if quick else [
         ("mingru", False), ("minlstm", False), ("mingru", True), ("minlstm", True), ("attention", False)]
     out += [_shakespeare(k, ls, dtype) for k, ls in combos]

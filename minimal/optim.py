@@ -134,6 +134,9 @@ def adamw_step(params, grads, state: AdamWState, lr, beta1=0.9, beta2=0.999, eps
         FloatingPointError: the new moments or params are not finite (finite grads too large for the dtype);
             nothing is returned, so no overflowed state can be kept.
     """
+    fast = _adamw_step_fused(params, grads, state, lr, beta1, beta2, eps, weight_decay, decay_mask)
+    if fast is not None:
+        return fast
     _check_params(params)
     _check_like("grads", grads, params)
     if not isinstance(state, AdamWState):
@@ -162,6 +165,48 @@ def adamw_step(params, grads, state: AdamWState, lr, beta1=0.9, beta2=0.999, eps
                 step = step + weight_decay * p  # decoupled: uses θ_{t-1}, bypasses the moments
             new_params[k] = p - lr * step
         _check_finite_update(k, g, m[k], v[k], new_params[k], lr)
+    return new_params, AdamWState(step=t, m=m, v=v)
+
+
+def _adamw_step_fused(params, grads, state, lr, beta1, beta2, eps, weight_decay, decay_mask):
+    """``adamw_step`` in one compiled pass a parameter (``minimal._adamw_numba``, bit-identical), or None where
+    that pass does not apply (a dtype other than float32/float64, a non-contiguous array) or anything is off: a
+    non-finite input or result, or any argument the checks of ``adamw_step`` would refuse, which then runs the
+    NumPy lines and raises its own named error. The checks here are those of shape, dtype and keys; finiteness
+    comes out of the pass itself."""
+    try:
+        if not (isinstance(params, Mapping) and params and isinstance(grads, Mapping) and isinstance(state,
+                AdamWState) and set(grads) == set(params) == set(state.m) == set(state.v)):
+            return None
+        check_positive_int("state.step", state.step, minimum=0)
+        lr = _check_scalar("lr", lr, 0.0)
+        beta1 = _check_scalar("beta1", beta1, 0.0, 1.0, high_open=True)
+        beta2 = _check_scalar("beta2", beta2, 0.0, 1.0, high_open=True)
+        eps = _check_scalar("eps", eps, 0.0, low_open=True)
+        weight_decay = _check_scalar("weight_decay", weight_decay, 0.0)
+        mask = _resolve_mask(decay_mask, params)
+    except ValueError:
+        return None
+    from ._adamw_numba import adamw_update
+
+    t = state.step + 1
+    c1, c2 = 1.0 - beta1 ** t, 1.0 - beta2 ** t
+    scalars = {}
+    new_params, m, v = {}, {}, {}
+    for k, p in params.items():
+        arrays = (p, grads[k], state.m[k], state.v[k])
+        if not all(isinstance(a, np.ndarray) and a.dtype == p.dtype and a.shape == p.shape
+                   and a.flags.c_contiguous for a in arrays) or p.dtype not in (np.float32, np.float64):
+            return None
+        if p.dtype not in scalars:   # Python floats rounded to the dtype, as NumPy's weak scalars are
+            scalars[p.dtype] = np.array([beta1, 1.0 - beta1, beta2, 1.0 - beta2, c1, c2, eps, weight_decay, lr],
+                                        dtype=p.dtype)
+        new_p, new_m, new_v = np.empty_like(p), np.empty_like(p), np.empty_like(p)
+        flat = [a.reshape(-1) for a in arrays]
+        if not adamw_update(*flat, scalars[p.dtype], bool(mask[k] and weight_decay > 0.0),
+                            new_p.reshape(-1), new_m.reshape(-1), new_v.reshape(-1)):
+            return None
+        new_params[k], m[k], v[k] = new_p, new_m, new_v
     return new_params, AdamWState(step=t, m=m, v=v)
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from minimal.cells import lsa, softmax_attention as sa
-from minimal.gradcheck import backward_rel_errors, rel_error
+from minimal.gradcheck import TOLERANCE, backward_rel_errors, check_cell, rel_error
 
 MODULES = {"lsa": lsa, "softmax_attention": sa}
 
@@ -109,6 +109,39 @@ def test_softmax_weights_are_a_causal_distribution(rng):
     np.testing.assert_allclose(c.P.sum(axis=2), 1.0, rtol=0, atol=1e-15)
     causal = np.tri(6, dtype=bool)
     assert np.all(c.P[:, ~causal] == 0) and np.all(c.P[:, causal] > 0)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3])
+def test_causal_products_by_row_blocks_match_finite_differences_and_one_block(monkeypatch, block):
+    """The examples' T (<= 5) fit in one block of ``_BLOCK`` queries: with blocks of 1-3 every product runs in
+    several blocks (a ragged last one included), and the gradients still match finite differences."""
+    base = [sa.forward(ex.params, ex.x, **ex.kwargs) for ex in sa.examples(np.random.default_rng(0))]
+    monkeypatch.setattr(sa, "_BLOCK", block)
+    for ex, (y1, c1) in zip(sa.examples(np.random.default_rng(0)), base):
+        y, c = sa.forward(ex.params, ex.x, **ex.kwargs)
+        assert rel_error(y, y1) <= 1e-13
+        dy = np.random.default_rng(1).standard_normal(y.shape)
+        (dx, g), (dx1, g1) = sa.backward(ex.params, c, dy), sa.backward(ex.params, c1, dy)
+        assert rel_error(dx, dx1) <= 1e-13 and all(rel_error(g[k], g1[k]) <= 1e-13 for k in g)
+        assert max(check_cell(sa, ex).values()) <= TOLERANCE
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 1e-6)])
+@pytest.mark.parametrize("T", [1, 2, 7, 33])
+def test_fused_causal_softmax_and_its_backward_equal_the_numpy_formulas(rng, dtype, tol, T):
+    from minimal.cells import _softmax_numba
+
+    q, k = (3.0 * rng.standard_normal((5, T, 4)).astype(dtype) for _ in range(2))
+    scale = 1.0 / np.sqrt(4.0)
+    P = q @ k.transpose(0, 2, 1)
+    _softmax_numba.causal_softmax_(P, scale)
+    ref = sa._weights(q, k, scale)
+    assert P.dtype == dtype and np.abs(P - ref).max() <= tol
+    assert np.all(P[:, ~np.tri(T, dtype=bool)] == 0)
+    G = rng.standard_normal((5, T, T)).astype(dtype)
+    dA = scale * ref * (G - np.sum(ref * G, axis=2, keepdims=True))      # d/dA of softmax(scale A), masked
+    _softmax_numba.causal_softmax_backward_(P, G, scale)
+    assert np.abs(G - dA).max() <= tol * np.abs(dA).max()
 
 
 @pytest.mark.parametrize("mode", sa.MODES)

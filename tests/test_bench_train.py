@@ -71,13 +71,14 @@ def test_every_model_is_built_from_its_experiment():
     from minimal.experiments.minrnn import shakespeare as Sh
 
     ms = {m.name: m for m in bt.models()}
-    assert len(ms) == 9
+    assert len(ms) == 13
     sc = next(m for m in ms.values() if m.family == "selective_copy")
     assert sc.meta["D"] == S.Job().D and sc.meta["T"] == S.Job().T and sc.meta["B"] == S.Job().batch
     lm = next(m for m in ms.values() if m.family == "shakespeare")
     assert (lm.meta["D"], lm.meta["T"], lm.meta["B"]) == (Sh.Config().D, Sh.Config().T, Sh.Config().batch)
     assert lm.dropout == Sh.Config().dropout
     assert [m.log_space for m in ms.values() if m.family == "shakespeare"] == [False, False, True, True, False]
+    assert [m.log_space for m in ms.values() if m.family == "selective_copy"] == [False] * 4 + [True] * 4
     for m in ms.values():
         assert all(v.dtype == np.float32 for v in m.params.values())
 

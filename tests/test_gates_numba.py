@@ -29,19 +29,27 @@ def test_fused_gates_equal_the_numpy_formulas_in_float64(rng, scale):
     atols = (3.3e-308, 3.3e-308, 4e-15 * scale, 4e-15 * scale, 3.3e-308)
     for got, want, atol in zip((f_n, i_n, a, b, h_tilde), _numpy_gates(k_f, k_i, k_h), atols):
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=atol)
+    # vanilla: f' = C / (A + C), i' = A / (A + C) (no δ); the δ form's own rounding, a few ulp of terms of size
+    # ~scale in δ, is its relative error in f' and i'
     f_v, i_v, a_v, b_v, h_v = minlstm._fused_gates(k_f, k_i, k_h, False)
-    np.testing.assert_array_equal(f_v, f_n)
+    rtol = max(1e-14, 4e-15 * scale)
+    for got, want in ((f_v, f_n), (i_v, i_n), (b_v, i_n * k_h)):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=3.3e-308)
+    np.testing.assert_allclose(f_v + i_v, 1.0, rtol=0, atol=3e-16)
     assert a_v is f_v and h_v is k_h
-    np.testing.assert_allclose(b_v, i_n * k_h, rtol=1e-15)
 
 
-def test_the_delta_form_stays_exact_when_both_gates_underflow():
+def test_the_normalised_gates_stay_exact_when_both_gates_underflow():
     # σ(-800) underflows to 0 in float64: f / (f + i) would be 0 / 0; δ = softplus(800) - softplus(801) = -1
     k_f, k_i, k_h = np.array([-800.0]), np.array([-801.0]), np.array([0.3])
     f_n, i_n, a, b, _ = minlstm._fused_gates(k_f, k_i, k_h, True)
     np.testing.assert_allclose(f_n, 1 / (1 + np.exp(-1.0)), rtol=1e-15)
     np.testing.assert_allclose(i_n, 1 / (1 + np.exp(1.0)), rtol=1e-15)
     np.testing.assert_allclose(a, -np.log1p(np.exp(-1.0)), rtol=1e-15)
+    f_v, i_v, _, b_v, _ = minlstm._fused_gates(k_f, k_i, k_h, False)      # vanilla: C / (A + C), both scaled
+    np.testing.assert_allclose(f_v, 1 / (1 + np.exp(-1.0)), rtol=1e-15)
+    np.testing.assert_allclose(i_v, 1 / (1 + np.exp(1.0)), rtol=1e-15)
+    np.testing.assert_allclose(b_v, 0.3 / (1 + np.exp(1.0)), rtol=1e-15)
 
 
 @pytest.mark.parametrize("scale", [1.0, 30.0, 800.0])

@@ -291,3 +291,42 @@ def test_params_must_have_exactly_the_layers_keys_like_the_cells(rng, module, in
             module.forward(bad, x)
         with pytest.raises(ValueError, match=rf"^params must have the keys \[.*\]: {what}$"):
             module.backward(bad, cache, y)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 2e-6)])
+@pytest.mark.parametrize("shape", [(2, 3, 4), (5, 1, 7), (3, 5), (64, 32)])
+def test_layernorm_compiled_pass_equals_the_numpy_formulas(dtype, tol, shape):
+    from minimal.layers import layernorm
+
+    rng = np.random.default_rng(0)
+    D = shape[-1]
+    params = {"gamma": (1.0 + 0.5 * rng.standard_normal(D)).astype(dtype), "beta": rng.standard_normal(D).astype(dtype)}
+    x = (3.0 + 2.0 * rng.standard_normal(shape)).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    y, c = layernorm.forward(params, x)
+    y_ref, c_ref = layernorm._forward_numpy(params, x)
+    for got, want in ((y, y_ref), (c.xhat, c_ref.xhat), (c.inv_std, c_ref.inv_std)):
+        assert got.dtype == dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    dx, g = layernorm.backward(params, c, dy)
+    dx_ref, g_ref = layernorm._backward_numpy(params, c_ref, dy)
+    for got, want in ((dx, dx_ref), (g["gamma"], g_ref["gamma"]), (g["beta"], g_ref["beta"])):
+        assert got.dtype == dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_embedding_backward_is_np_add_at_bit_for_bit(dtype):
+    from minimal.layers import embedding, token_position_embedding as tpe
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 7, (16, 33))                     # many repeated ids
+    dy = rng.standard_normal((16, 33, 5)).astype(dtype)
+    p = {k: v.astype(dtype) for k, v in tpe.init(rng, 7, 5, 40).items()}
+    want = np.zeros((7, 5), dtype)
+    np.add.at(want, x, dy)
+    for mod, params in ((embedding, {"E": p["E"]}), (tpe, p)):
+        _, c = mod.forward(params, x)
+        _, g = mod.backward(params, c, dy)
+        assert g["E"].dtype == dtype
+        np.testing.assert_array_equal(g["E"], want)

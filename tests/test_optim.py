@@ -241,3 +241,41 @@ def test_moments_that_overflow_are_an_error_not_an_inf_state():
     new, state = adamw_step({k: p.astype(np.float64) for k, p in params.items()}, big,
                             adamw_init(big), 1e-3)
     assert all(np.all(np.isfinite(a)) for a in (*new.values(), *state.v.values()))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_compiled_adamw_pass_is_bit_identical_to_the_numpy_lines(monkeypatch, dtype):
+    from minimal import optim
+
+    rng = np.random.default_rng(0)
+    params = {"W": rng.standard_normal((5, 3)).astype(dtype), "b": rng.standard_normal(3).astype(dtype),
+              "nu_log": rng.standard_normal(4).astype(dtype)}          # nu_log: not decayed
+    zero = {k: np.zeros_like(v) for k, v in params.items()}
+    assert optim._adamw_step_fused(params, zero, optim.adamw_init(params), 0.01, 0.9, 0.999, 1e-8, 0.1,
+                                   None) is not None                  # the compiled pass does run here
+    runs = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(optim, "_adamw_step_fused", lambda *a: None)
+        p, state = dict(params), optim.adamw_init(params)
+        for t in range(4):
+            grads = {k: (np.random.default_rng(t).standard_normal(v.shape) * 10.0 ** (t - 2)).astype(dtype)
+                     for k, v in p.items()}
+            p, state = optim.adamw_step(p, grads, state, lr=0.01 * (t + 1), weight_decay=0.1)
+        runs.append((p, state))
+    (p1, s1), (p2, s2) = runs
+    for k in params:
+        for a, b in ((p1[k], p2[k]), (s1.m[k], s2.m[k]), (s1.v[k], s2.v[k])):
+            assert a.dtype == dtype
+            np.testing.assert_array_equal(a, b)
+
+
+def test_the_compiled_adamw_pass_leaves_bad_inputs_to_the_named_errors():
+    from minimal import optim
+
+    params = {"W": np.ones(3, np.float32)}
+    state = optim.adamw_init(params)
+    with pytest.raises(ValueError, match="grads"):
+        optim.adamw_step(params, {"W": np.array([1.0, np.nan, 0.0], np.float32)}, state, lr=0.1)
+    with pytest.raises(FloatingPointError, match="second moment"):
+        optim.adamw_step(params, {"W": np.full(3, 1e30, np.float32)}, state, lr=0.1)

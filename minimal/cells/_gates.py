@@ -238,19 +238,26 @@ def guarded_backward(body, params, cache, dy):
 def affine(params, x, n):
     """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H)."""
     k = x @ params[f"W_{n}"].T
-    return k + params[f"b_{n}"] if f"b_{n}" in params else k
+    if f"b_{n}" in params:
+        k += params[f"b_{n}"]           # in place: no second (..., H) array
+    return k
 
 
 def affine_backward(params, x, dk):
     """Backward of k_n = Linear_n(x) for the gates n in ``dk`` ({n: dL/dk_n (B, T, H)}), in that order.
     Returns dx (B, T, D) = Σ_n dk_n W_n and the grads of W_n, b_n, with the keys of params."""
-    grads, dx = {}, np.zeros_like(x)
+    grads, dx = {}, None
+    x2 = x.reshape(-1, x.shape[-1])
     for n, dk_n in dk.items():
-        grads[f"W_{n}"] = weight_grad(dk_n, x)
+        dk2 = dk_n.reshape(-1, dk_n.shape[-1])       # (B T, H): one matrix product each, not B batched ones
+        grads[f"W_{n}"] = dk2.T @ x2
         if f"b_{n}" in params:
-            grads[f"b_{n}"] = dk_n.sum(axis=(0, 1))
-        dx += dk_n @ params[f"W_{n}"]
-    return dx, {k: grads[k] for k in params}
+            grads[f"b_{n}"] = dk2.sum(axis=0)
+        if dx is None:
+            dx = dk2 @ params[f"W_{n}"]
+        else:
+            dx += dk2 @ params[f"W_{n}"]
+    return dx.reshape(x.shape), {k: grads[k] for k in params}
 
 
 def step_loop(step_forward, params, x, h0, H, log_space):

@@ -1,5 +1,5 @@
 """The projections every attention cell starts from, q_t = W_Q x_t, k_t = W_K x_t, v_t = W_V x_t (weights act on
-column vectors: W_Q, W_K (D_k, D), W_V (D_v, D); x (B, T, D)), backward: step 0 of ``lsa`` and ``softmax_attention``."""
+column vectors: W_Q, W_K (D_k, D), W_V (D_v, D); x (B, T, D)), backward: step 0 of ``lsa`` (``softmax_attention`` does it as one stacked product)."""
 from __future__ import annotations
 
 import numpy as np

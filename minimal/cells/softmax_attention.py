@@ -32,6 +32,10 @@ D_k / h and D_v / h features; each head attends on its own with scale 1/sqrt(D_k
 concatenated (in head order) before W_O. The params are those of one head (W_Q's rows are the heads' rows, head
 by head), so ``n_heads`` is a forward keyword, not a parameter; n_heads = 1 is the single-head form above.
 
+Parallel mode computes q, k, v with one matmul by [W_Q; W_K; W_V] and the causal softmax (and, in ``backward``,
+its vector-Jacobian product) in one compiled pass a row (``cells._softmax_numba``); ``_weights`` is the NumPy
+form it is tested against.
+
 Glossary: B batch, T time, D input features, D_k key/query features, D_v value features, D_out output features.
 Weights act on column vectors: W_Q (D_k, D), W_K (D_k, D), W_V (D_v, D), W_O (D_out, D_v).
 """
@@ -45,8 +49,8 @@ import numpy as np
 
 from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
+from . import _softmax_numba
 from ._contract import Example
-from ._qkv import qkv_backward
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
 
@@ -103,6 +107,25 @@ def _project(params, x):
     return x @ params["W_Q"].T, x @ params["W_K"].T, x @ params["W_V"].T
 
 
+def _stacked(params):
+    """[W_Q; W_K; W_V]: (2 D_k + D_v, D), one matrix for the three projections."""
+    return np.concatenate([params["W_Q"], params["W_K"], params["W_V"]])
+
+
+def _project_heads(params, x, h):
+    """q, k, v = x W_Q^T, x W_K^T, x W_V^T split into heads, (B h, T, d) each (as ``_split``), from one matmul
+    and one copy into head-major layout."""
+    B, T, D = x.shape
+    D_k, D_v = params["W_Q"].shape[0], params["W_V"].shape[0]
+    qkv = x.reshape(B * T, D) @ _stacked(params).T                # (B T, 2 D_k + D_v)
+    if D_k != D_v:
+        q, k, v = qkv[:, :D_k], qkv[:, D_k:2 * D_k], qkv[:, 2 * D_k:]
+        return tuple(_split(a.reshape(B, T, -1), h) for a in (q, k, v))
+    d = D_k // h
+    heads = np.ascontiguousarray(qkv.reshape(B, T, 3, h, d).transpose(2, 0, 3, 1, 4))   # (3, B, h, T, d)
+    return tuple(heads[i].reshape(B * h, T, d) for i in range(3))
+
+
 def _check_heads(n_heads, D_k, D_v):
     n_heads = check_positive_int("n_heads", n_heads)
     if D_k % n_heads or D_v % n_heads:
@@ -120,6 +143,40 @@ def _merge(a, h):
     """(B h, T, d) -> (B, T, h d), the inverse of ``_split``."""
     Bh, T, d = a.shape
     return a.reshape(Bh // h, h, T, d).transpose(0, 2, 1, 3).reshape(Bh // h, T, h * d)
+
+
+# Causal products by row blocks of _BLOCK queries: block [r0, r1) reads keys [0, r1) only, so the products skip
+# most of the masked upper triangle (3/8 of the work at T = 128), each block still one BLAS call per head.
+_BLOCK = 32
+
+
+def _blocks(T):
+    return [(r0, min(r0 + _BLOCK, T)) for r0 in range(0, T, _BLOCK)]
+
+
+def _causal_scores(q, k):
+    """a @ b^T on and below the diagonal: (N, T, d) and (N, T, d) -> (N, T, T); entries above the diagonal that
+    no block reaches are left unset (the fused softmax and its backward read only s <= t and zero the rest)."""
+    N, T, _ = q.shape
+    S = np.empty((N, T, T), dtype=np.result_type(q, k))
+    for r0, r1 in _blocks(T):
+        np.matmul(q[:, r0:r1], k[:, :r1].transpose(0, 2, 1), out=S[:, r0:r1, :r1])
+    return S
+
+
+def _causal_apply(P, v, out):
+    """out = P @ v for P (N, T, T) zero above the diagonal, v (N, T, d)."""
+    for r0, r1 in _blocks(P.shape[1]):
+        np.matmul(P[:, r0:r1, :r1], v[:, :r1], out=out[:, r0:r1])
+    return out
+
+
+def _causal_apply_t(P, x, out):
+    """out = P^T @ x for P (N, T, T) zero above the diagonal, x (N, T, d): column block [c0, c1) of P^T reads
+    rows t >= c0 only."""
+    for c0, c1 in _blocks(P.shape[1]):
+        np.matmul(P[:, c0:, c0:c1].transpose(0, 2, 1), x[:, c0:], out=out[:, c0:c1])
+    return out
 
 
 # The two forms below are also the bodies of ``minimal.kernels.softmax_attention_parallel`` / ``_rnn``, which
@@ -217,12 +274,13 @@ def forward(params, x, mode="parallel", n_heads=1):
     check_dtype("x", x, dtype)
     check_choice("mode", mode, MODES)
     h = _check_heads(n_heads, params["W_Q"].shape[0], params["W_V"].shape[0])
-    q, k, v = (_split(a, h) for a in _project(params, x))     # (B h, T, d) each
+    q, k, v = _project_heads(params, x, h)                    # (B h, T, d) each
     T = x.shape[1]
     scale = 1.0 / math.sqrt(k.shape[2])
     if mode == "parallel":
-        P = _weights(q, k, scale)  # (B, T, T)
-        o = P @ v
+        P = _causal_scores(q, k)                              # (B h, T, T) scores, then P in place
+        _softmax_numba.causal_softmax_(P, scale)              # = _weights(q, k, scale), one pass a row
+        o = _causal_apply(P, v, np.empty(q.shape[:2] + v.shape[2:], dtype=np.result_type(P, v)))
     else:
         # The state after step t is the prefix (k[:, :t+1], v[:, :t+1]); step_forward builds it by appending.
         P = np.zeros((q.shape[0], T, T), dtype=q.dtype)
@@ -246,12 +304,13 @@ def backward(params, cache, dy):
         InputError: dy of the wrong shape, or too large for the dtype (a gradient would be inf), naming it.
     """
     x, q, k, v, P, o, h = cache
+    B, T, D = x.shape
     grads = {}
     # 3. y = W_O o
     if "W_O" in params:
         check_array("dy", dy, o.shape[:2] + params["W_O"].shape[:1], names=("B", "T", "D_out"))
         check_grad_dtype("dy", dy, params)
-        grads["W_O"] = np.einsum("bty,btv->yv", dy, o)
+        grads["W_O"] = dy.reshape(B * T, -1).T @ o.reshape(B * T, -1)
         do = dy @ params["W_O"]
     else:
         check_array("dy", dy, o.shape, names=("B", "T", "D_v"))
@@ -259,16 +318,29 @@ def backward(params, cache, dy):
         do = dy
     do = _split(do, h)                                        # per head, (B h, T, d_v)
     # 2. o = P v
-    dP = do @ v.transpose(0, 2, 1)
-    dv = P.transpose(0, 2, 1) @ do
-    # 1. P = softmax(a) row-wise; masked entries have P = 0, so they get no gradient.
-    da = P * (dP - np.sum(P * dP, axis=2, keepdims=True))
-    da /= math.sqrt(k.shape[2])  # a = q k^T / sqrt(D_k)
-    dq = da @ k
-    dk = da.transpose(0, 2, 1) @ q
-    dq, dk, dv = _merge(dq, h), _merge(dk, h), _merge(dv, h)
-    # 0. q, k, v = W_Q x, W_K x, W_V x
-    return qkv_backward(params, x, dq, dk, dv, dy, grads)
+    dP = _causal_scores(do, v)                                # dL/dP on and below the diagonal
+    # 1. P = softmax(a) row-wise, a = q k^T / sqrt(d); masked entries have P = 0, so they get no gradient.
+    _softmax_numba.causal_softmax_backward_(P, dP, 1.0 / math.sqrt(k.shape[2]))   # dP <- dL/d(q k^T)
+    # dq, dk, dv written per head into one (3, B, h, T, d) array, merged once for one matmul each below
+    d_k, d_v = q.shape[2], v.shape[2]
+    if d_k == d_v:
+        dqkv = np.empty((3, B * h, T, d_k), q.dtype)
+        _causal_apply(dP, k, dqkv[0])
+        _causal_apply_t(dP, q, dqkv[1])
+        _causal_apply_t(P, do, dqkv[2])
+        dcat = dqkv.reshape(3, B, h, T, d_k).transpose(1, 3, 0, 2, 4).reshape(B * T, 3 * h * d_k)
+    else:
+        dcat = np.concatenate([_merge(_causal_apply(dP, k, np.empty_like(q)), h),
+                               _merge(_causal_apply_t(dP, q, np.empty_like(k)), h),
+                               _merge(_causal_apply_t(P, do, np.empty_like(v)), h)], axis=2).reshape(B * T, -1)
+    # 0. [q k v] = x [W_Q; W_K; W_V]^T
+    W = _stacked(params)                                      # (2 D_k + D_v, D)
+    dW = dcat.T @ x.reshape(B * T, D)
+    D_k = params["W_Q"].shape[0]
+    grads["W_Q"], grads["W_K"], grads["W_V"] = dW[:D_k], dW[D_k:2 * D_k], dW[2 * D_k:]
+    dx = (dcat @ W).reshape(B, T, D)
+    check_finite_result("the gradients", (dx, *grads.values()), {"dy": dy, "x": x, **params})
+    return dx, {k_: grads[k_] for k_ in params}
 
 
 def examples(rng):

@@ -44,7 +44,9 @@ def backward(params, cache, dy):
     check_array("dy", dy, cache.x.shape + params["E"].shape[1:], names=("B", "T", "D"))
     check_grad_dtype("dy", dy, params)
     dE = np.zeros((cache.V, dy.shape[-1]), dtype=dy.dtype)
-    np.add.at(dE, cache.x, dy)  # unbuffered: repeated ids accumulate
+    # unbuffered: repeated ids accumulate (the additions of np.add.at(dE, cache.x, dy), in its order, compiled)
+    from ._embedding_numba import scatter_add_rows
+    scatter_add_rows(dE, np.ascontiguousarray(cache.x).reshape(-1), np.ascontiguousarray(dy).reshape(-1, dE.shape[1]))
     return None, {"E": dE}
 
 

@@ -4,7 +4,9 @@
     y  = gamma ⊙ xhat + beta
 
 Shapes: x (..., D); gamma, beta (D,); y (..., D). sigma^2 is the biased (1/D) variance; eps keeps the
-division finite for a constant input and is a fixed setting, not a parameter.
+division finite for a constant input and is a fixed setting, not a parameter. Forward and backward run in one
+compiled pass a row (``_layernorm_numba``, sums in float64); ``_forward_numpy`` / ``_backward_numpy`` are the
+NumPy formulas they are tested against.
 """
 from __future__ import annotations
 
@@ -41,11 +43,25 @@ def forward(params, x, eps=EPS):
         raise ValueError(f"x must have shape (..., D={gamma.shape[0]}), got shape {x.shape}")
     if isinstance(eps, bool) or not isinstance(eps, (float, int, np.floating)) or not eps > 0:
         raise ValueError(f"eps must be a positive number, got {eps!r}")
+    if x.dtype.kind != "f":
+        return _forward_numpy(params, x, eps)
+    from ._layernorm_numba import layernorm_forward
+
+    D = gamma.shape[0]
+    x2 = np.ascontiguousarray(x).reshape(-1, D)
+    y, xhat = np.empty_like(x2), np.empty_like(x2)
+    inv_std = np.empty(x2.shape[0], x.dtype)
+    layernorm_forward(x2, gamma, params["beta"], float(eps), y, xhat, inv_std)
+    return y.reshape(x.shape), Cache(xhat.reshape(x.shape), inv_std.reshape(x.shape[:-1] + (1,)))
+
+
+def _forward_numpy(params, x, eps=EPS):
+    """``forward``'s formulas in NumPy (no checks): the reference the compiled pass is tested against."""
     mu = x.mean(axis=-1, keepdims=True)
     xc = x - mu
     inv_std = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
     xhat = xc * inv_std
-    return gamma * xhat + params["beta"], Cache(xhat, inv_std)
+    return params["gamma"] * xhat + params["beta"], Cache(xhat, inv_std)
 
 
 def backward(params, cache, dy):
@@ -54,6 +70,22 @@ def backward(params, cache, dy):
     xhat, inv_std = cache
     check_array("dy", dy, xhat.shape)
     check_grad_dtype("dy", dy, params)
+    if xhat.dtype.kind == "f" and dy.dtype == xhat.dtype:
+        from ._layernorm_numba import layernorm_backward
+
+        D = xhat.shape[-1]
+        gamma = params["gamma"]
+        dx = np.empty(xhat.shape, xhat.dtype)
+        dgamma, dbeta = np.empty(D), np.empty(D)                  # float64 sums
+        layernorm_backward(np.ascontiguousarray(dy).reshape(-1, D), np.ascontiguousarray(xhat).reshape(-1, D),
+                           np.ascontiguousarray(inv_std).reshape(-1), gamma, dx.reshape(-1, D), dgamma, dbeta)
+        return dx, {"gamma": dgamma.astype(gamma.dtype), "beta": dbeta.astype(gamma.dtype)}
+    return _backward_numpy(params, cache, dy)
+
+
+def _backward_numpy(params, cache, dy):
+    """``backward``'s formulas in NumPy (no checks): the reference the compiled pass is tested against."""
+    xhat, inv_std = cache
     D = xhat.shape[-1]
     # 2. y = gamma ⊙ xhat + beta
     grads = {"gamma": (dy * xhat).reshape(-1, D).sum(axis=0), "beta": dy.reshape(-1, D).sum(axis=0)}

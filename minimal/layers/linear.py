@@ -44,7 +44,9 @@ def forward(params, x):
     check_dtype("x", x, params["W"].dtype)
     if x.shape[-1] != D_in:
         raise ValueError(f"x must have shape (..., D_in={D_in}), got shape {x.shape}")
-    return x @ params["W"] + params["b"], Cache(x)
+    y = x @ params["W"]
+    y += params["b"]            # in place: no second output array
+    return y, Cache(x)
 
 
 def backward(params, cache, dy):
@@ -56,7 +58,8 @@ def backward(params, cache, dy):
     # 1. y = x W + b: every leading index is one more sample of the same map.
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])
-    return dy @ params["W"].T, {"W": x2.T @ dy2, "b": dy2.sum(axis=0)}
+    dx = (dy2 @ params["W"].T).reshape(x.shape)       # one matrix product, not one per leading index
+    return dx, {"W": x2.T @ dy2, "b": dy2.sum(axis=0)}
 
 
 def examples(rng):
