@@ -6,7 +6,8 @@ import pytest
 
 from minimal.cells import REGISTRY
 from minimal.gradcheck import rel_error
-from minimal.layers import causal_conv, cross_entropy, embedding, glu, layernorm, linear, mlp, mse, positional, residual
+from minimal.layers import causal_conv, cross_entropy, embedding, glu, layernorm, linear, mlp, mse, positional
+from minimal.cells import residual
 
 LAYERS = ("linear", "glu", "mlp", "layernorm", "embedding", "positional", "residual", "cross_entropy", "mse")
 # The float64 gradient check of every layer's examples: tests/test_registry.py.

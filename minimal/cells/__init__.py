@@ -2,7 +2,7 @@
 
 ``REGISTRY`` maps a module's short name (``"lsa"``, ``"gated_rnn"``, ``"linear"``, ...) to the module.
 It holds every public module of ``minimal.cells`` (recurrent cells, attention) and ``minimal.layers``
-(building blocks). Each must implement the contract in ``minimal.cells._contract``; a module that does
+(building blocks). Each must implement the contract in ``minimal.contract``; a module that does
 not is an import error, never silently skipped.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import importlib
 import pkgutil
 
 from ..validate import check_choice
-from ._contract import REQUIRED, Example
+from ..contract import REQUIRED, Example
 
 __all__ = ["REGISTRY", "Example", "get"]
 

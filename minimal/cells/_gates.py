@@ -21,7 +21,7 @@ from scipy.special import expit
 from .. import scan
 from ..validate import (InputError, OverflowInputError, check_array, check_choice, check_finite_result,
                         check_grad_dtype, check_positive_int, overflow_error)
-from ._contract import Example
+from ..contract import Example
 
 MODES = ("sequential", "parallel")
 

@@ -48,7 +48,7 @@ import numpy as np
 from .. import scan
 from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype, overflow_error, OverflowInputError
-from ._contract import Example
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu",
            "nu_from_lam", "dlam_dnu", "RECURRENCES", "READOUTS"]

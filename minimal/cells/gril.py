@@ -51,7 +51,7 @@ import numpy as np
 from ..scan import cuda_module, linear_scan, linear_scan_backward, scan_kwargs, sequential_scan
 from ..validate import InputError, OverflowInputError, check_array, check_choice, check_dtype, check_grad_dtype, \
     check_finite_result, check_positive_int, common_dtype, overflow_error
-from ._contract import Example
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "window",
            "window_backward", "n_windows", "gril_forward_reference", "MODES"]

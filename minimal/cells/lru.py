@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype, check_grad_dtype
-from ._contract import Example
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "complex_scan", "lambda_of",
            "VARIANTS", "METHODS"]

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
-from ._contract import Example
+from ..contract import Example
 from ._qkv import qkv_backward
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "MODES"]

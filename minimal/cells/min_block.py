@@ -48,7 +48,7 @@ import numpy as np
 from ..layers import causal_conv, dropout, layernorm, linear, mlp
 from ..validate import check_array, check_choice, check_dtype, check_grad_dtype, check_positive_int, common_dtype
 from . import gru, lstm, mingru, minlstm, softmax_attention
-from ._contract import Example
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KINDS", "BlockState"]
 

@@ -50,7 +50,7 @@ import numpy as np
 from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
 from . import _softmax_numba
-from ._contract import Example
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int
 from . import linear
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "init_buffer", "examples", "KERNEL_SIZE"]
 
@@ -100,7 +101,6 @@ def step_forward(params, buffer, x_t):
 
 def examples(rng):
     """T = 1, odd T longer than k, T shorter than k, and k = 1 (a per-channel scale)."""
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     def params(C, k):
         return init(rng, C, k) | {"b": rng.standard_normal(C)}

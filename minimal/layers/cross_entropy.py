@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "examples"]
 
@@ -62,7 +63,6 @@ def backward(params, cache, dy):
 
 
 def examples(rng):
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     return [Example("BTV-T3", {}, rng.standard_normal((2, 3, 5)), {"targets": rng.integers(0, 5, (2, 3))}),
             Example("BTV-T1", {}, 3.0 * rng.standard_normal((2, 1, 4)), {"targets": np.array([[3], [0]])}),

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "check_rate", "examples"]
 
@@ -76,7 +77,6 @@ def backward(params, cache, dy):
 def examples(rng):
     """Seeded masks (so that every forward of a gradient check draws the same), T = 1 and odd T, and the
     evaluation-mode identity."""
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     return [Example("rate0.5-T5", {}, rng.standard_normal((2, 5, 3)), {"rate": 0.5, "rng": 1}),
             Example("rate0.2-T1", {}, rng.standard_normal((3, 1, 4)), {"rate": 0.2, "rng": 2}),

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array, check_keys, check_positive_int, check_grad_dtype
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "examples"]
 
@@ -52,7 +53,6 @@ def backward(params, cache, dy):
 
 def examples(rng):
     """Repeated ids (the accumulation), T = 1, odd T, and a vocabulary entry that is never used."""
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     return [Example("T5-repeats", init(rng, 4, 3), np.array([[0, 2, 2, 1, 0], [3, 3, 3, 1, 2]])),
             Example("T1", init(rng, 5, 2), np.array([[4], [0], [4]])),

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "examples", "sigmoid"]
 
@@ -82,7 +83,6 @@ def _with_random_biases(rng, params):
 
 
 def examples(rng):
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     return [Example("BTD-T3", _with_random_biases(rng, init(rng, 3, 2)), rng.standard_normal((2, 3, 3))),
             Example("BTD-T1", _with_random_biases(rng, init(rng, 2, 4)), rng.standard_normal((2, 1, 2))),

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "examples", "EPS"]
 
@@ -102,7 +103,6 @@ def _random(rng, D):
 
 
 def examples(rng):
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     # eps = 1e-5 next to unit-scale inputs; a larger eps in one case so that it visibly enters the gradient.
     return [Example("BTD-T3", _random(rng, 4), rng.standard_normal((2, 3, 4))),

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "examples", "check_params"]
 
@@ -64,7 +65,6 @@ def backward(params, cache, dy):
 
 def examples(rng):
     """A (B, T, D) sequence input, a T = 1 input with an odd T elsewhere, and a plain (N, D) matrix."""
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     return [Example("BTD-T3", init(rng, 3, 2) | {"b": rng.standard_normal(2)}, rng.standard_normal((2, 3, 3))),
             Example("BTD-T1", init(rng, 4, 3) | {"b": rng.standard_normal(3)}, rng.standard_normal((2, 1, 4))),

@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "examples"]
 
@@ -56,7 +57,6 @@ def backward(params, cache, dy):
 
 def examples(rng):
     """T = T_max, a shorter sequence (rows of P left unused), and T = 1."""
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     return [Example("T4-full", init(rng, 4, 3, std=1.0), rng.standard_normal((2, 4, 3))),
             Example("T3-of-5", init(rng, 5, 2, std=1.0), rng.standard_normal((3, 3, 2))),

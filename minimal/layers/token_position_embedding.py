@@ -19,6 +19,7 @@ import numpy as np
 
 from ..validate import check_array, check_keys, check_positive_int
 from . import embedding, positional
+from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "POSITION_STD"]
 
@@ -75,7 +76,6 @@ def step_forward(params, tokens, t):
 
 def examples(rng):
     """Repeated ids, T = 1, T = T_max, a position row and a vocabulary entry that are never used."""
-    from ..cells import Example  # not at the top: the registry imports this module while it is built
 
     return [Example("T5-repeats", init(rng, 4, 3, 6), np.array([[0, 2, 2, 1, 0], [3, 3, 3, 1, 2]])),
             Example("T1", init(rng, 5, 2, 3), np.array([[4], [0], [4]])),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..contract import Example
 from ..validate import check_array
 
 __all__ = ["init", "forward", "backward", "examples"]
@@ -21,8 +22,7 @@ class Cache(NamedTuple):
 
 
 def _module(inner):
-    # Imported here: the registry imports this module while it is being built.
-    from ..cells import REGISTRY
+    from . import REGISTRY   # here, not at the top: the registry imports this module while it is built
 
     allowed = sorted(set(REGISTRY) - {"residual"})
     if not isinstance(inner, str) or inner not in allowed:
@@ -53,8 +53,8 @@ def backward(params, cache, dy):
 
 
 def examples(rng):
-    from ..cells import Example, lsa  # not at the top: the registry imports this module while it is built
-    from . import mlp
+    from . import lsa
+    from ..layers import mlp
 
     return [Example("mlp-T3", mlp.init(rng, 3, 4) | {"b_2": rng.standard_normal(3)},
                     rng.standard_normal((2, 3, 3)), {"inner": "mlp"}),
