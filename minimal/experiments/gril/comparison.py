@@ -52,8 +52,8 @@ Differs from the paper:
       Adam(W) at 1e-4 / 2e-4, steps not given); 1,000 steps for the attention models (CPU time: three seeds of
       the seven models had to fit in about half an hour of a shared core; their curves say whether they were
       still falling), 400 for the recurrent
-      stand-ins (their 4,000-step training curves at U(-1, 1) sat at the zero predictor from the first 200-step
-      mean on, so the remaining steps bought nothing), GRIL 3,000 (``ablations``' runs, whose job files it reads);
+      stand-ins (CPU time; their committed training curves stay at the zero predictor from start to end, so
+      whether many more steps would leave it is not measured here), GRIL 3,000 (``ablations``' runs, whose job files it reads);
       3 seeds (the paper: 5), each with its own training batches and evaluation set.
     - The full grid is the multivariate task (Fig. 6 / Table 3, where the paper gives numbers) with one layer per
       recurrent stand-in: 7 runs. The scalar task (Fig. 3C) and the two-layer stand-ins are in ``MODELS`` and run
@@ -275,8 +275,7 @@ class Config(SweepConfig):
     targets: tuple = ("multivariate",)          # Fig. 6 / Table 3 (App. B.2), the target with the paper's numbers
     seeds: tuple = (0, 1, 2)                    # ours: 3 seeds (App. C: 5), data drawn per seed
     steps: int = 1_000                          # ours (CPU time): the attention models
-    steps_recurrent: int = 400                  # ours: the recurrent stand-ins (their 4,000-step curves at U(-1, 1)
-                                                # sat at the zero predictor from the first 200-step mean on)
+    steps_recurrent: int = 400                  # ours: the recurrent stand-ins (CPU time; module docstring)
     steps_gril: int = 3_000                     # ours (as ablations, whose job files it reuses)
     lr: float = 3e-3                            # ours (stacks)
     lr_gril: float = 1e-2                       # ours (as ablations)
