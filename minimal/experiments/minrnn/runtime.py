@@ -35,9 +35,9 @@ Differs from the paper:
   (64 x H) matmuls and a dozen NumPy calls per step (Python and call overhead dominate those at H = 32), so it is
   a constant-ish factor of a few, not a growing one. The log-space variants pay for exp / log over every
   element (``minimal.cells._gates.log_sigmoid``) and are slower than the vanilla ones, and than the GRU / LSTM
-  loops. The committed ``runtime_full.json`` times the cells as they were when it was made (its command is in
-  ``minimal.data.COMMANDS``); the cells' later speed work (fused gate passes) is not in it, and rerunning that
-  command times the current code.
+  loops. The committed ``runtime_full.json`` times the cells as they were when it was made (``python -m
+  minimal reproduce minrnn --full --only runtime`` writes it); the cells' later speed work (fused gate passes)
+  is not in it, and rerunning that command times the current code.
 - Sizes: the paper states only the batch (64) for Fig. 1; we use D = H = 32 (α = 1) so that the largest caches
   (T = 4096: 64 x 4096 x 32 float32 = 32 MiB per array) and a full run stay within a few CPU minutes; a larger H
   makes minGRU's elementwise work grow in proportion while the GRU's per-step overhead does not, lowering the
