@@ -85,6 +85,9 @@ __all__ = ["Config", "Job", "PAPER", "KINDS", "SWEEP_DIR", "spec", "init_params"
 
 KINDS = ("mingru", "minlstm", "gru", "lstm")
 SWEEP_DIR = data_path("minrnn", "sweeps")
+# what the committed pairing grids hold (Config.vanilla_400, Config.log_space_1500; module docstring)
+VANILLA_400_KINDS, VANILLA_400_DEPTHS = ("mingru", "minlstm"), (1, 2, 3)
+LOG_SPACE_1500_DEPTHS = (1, 2)
 
 PAPER = {  # Table 1 (Sec. 4.1): accuracy (%) mean ± std on selective copying, by model and number of layers
     "mingru_1": 37.0, "mingru_2": 96.8, "mingru_3": 99.5,
@@ -214,15 +217,17 @@ def run_job(job: Job):
 @dataclass
 class Config:
     """The grid: ``kinds`` x ``depths`` x ``seeds`` x ``log_space``, plus ``reference_kinds`` (vanilla: a GRU or
-    LSTM has no log-space form) at ``reference_depth``.
+    LSTM has no log-space form) at ``reference_depth``, plus (``with_table1_vanilla``) the jobs of
+    ``table1_vanilla()``.
 
-    The default is the committed comparison of log space with vanilla (minGRU, 1 and 2 layers, 3 seeds, 400 steps;
-    module docstring); ``table1_vanilla()`` is the vanilla sweep of Table 1's whole grid at 1,500 steps, and
-    ``with_table1_vanilla`` adds its jobs to a grid."""
-    kinds: tuple = ("mingru",)                # Table 1 has minLSTM too: see the module docstring
-    depths: tuple = (1, 2)                    # Table 1: 1, 2, 3
+    The default is Table 1's grid in log space, the form the paper trains (minGRU and minLSTM at 1, 2, 3 layers,
+    3 seeds, 400 steps), with the vanilla Table 1 grid at 1,500 steps added; ``vanilla_400()`` and
+    ``log_space_1500()`` are the committed runs that pair each form with the other at the same number of steps
+    (module docstring)."""
+    kinds: tuple = ("mingru", "minlstm")      # Table 1
+    depths: tuple = (1, 2, 3)                 # Table 1
     seeds: tuple = (0, 1, 2)                  # ours (the paper does not say)
-    log_space: tuple = (True, False)          # App. B.3 (the paper's form) and the vanilla cells beside it
+    log_space: tuple = (True,)                # App. B.3: the paper's form; (False,): the vanilla cells
     reference_kinds: tuple = ()               # ours: the traditional cells, gates on h_{t-1}
     reference_depth: int = 1
     steps: int = 400
@@ -234,7 +239,7 @@ class Config:
     scheduler: Optional[str] = None
     processes: bool = True
     sweep_dir: Optional[str] = None           # default data/minrnn/sweeps/selective_copy
-    with_table1_vanilla: bool = False         # add the jobs of table1_vanilla()
+    with_table1_vanilla: bool = True          # add the jobs of table1_vanilla()
 
     # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
     __post_init__ = check_config
@@ -251,6 +256,18 @@ class Config:
         LSTM, 3 seeds, 1,500 steps (committed; ~2 CPU hours at two jobs at a time)."""
         return cls(kinds=("mingru", "minlstm"), depths=(1, 2, 3), log_space=(False,),
                    reference_kinds=("gru", "lstm"), steps=1_500, n_workers=2, with_table1_vanilla=False)
+
+    @classmethod
+    def vanilla_400(cls):
+        """The vanilla cells at the default's 400 steps, beside its log-space runs (committed)."""
+        return cls(kinds=VANILLA_400_KINDS, depths=VANILLA_400_DEPTHS, log_space=(False,), steps=400,
+                   with_table1_vanilla=False)
+
+    @classmethod
+    def log_space_1500(cls):
+        """Log space at table1_vanilla()'s 1,500 steps, beside its vanilla runs: minGRU (committed)."""
+        return cls(kinds=("mingru",), depths=LOG_SPACE_1500_DEPTHS, log_space=(True,), steps=1_500,
+                   with_table1_vanilla=False)
 
 
 def jobs(config: Config):
