@@ -330,8 +330,9 @@ def run(config: Config = None, out_dir=None, progress=True):
     return with_sweep_summary(summarise(records), records, time.perf_counter() - t0, out_dir)
 
 
-def plot(result, out_dir):
-    """Accuracy vs depth per kind (mean ± std over seeds), the paper's Table 1 beside it. Returns [png path]."""
+def plot(result, out_dir, title="Selective copying vs depth (Table 1)", name="selective_copy"):
+    """Accuracy vs depth per kind (mean ± std over seeds), the paper's Table 1 beside it; saved as
+    ``out_dir/<name>.png``. Returns [png path]."""
     plt = _plotting.pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for i, kind in enumerate(("mingru", "minlstm")):
@@ -349,12 +350,12 @@ def plot(result, out_dir):
             ax.errorbar([int(key.split("_")[1]) - 0.1], [result[key]], [result[f"{key}_std"]], fmt="s",
                         color=f"C{2 + j}", capsize=3, label=f"{kind} (ours)")
     ax.set(xlabel="layers", ylabel="accuracy on data tokens (%)", xticks=(1, 2, 3), ylim=(0, 102),
-           title="Selective copying vs depth (Table 1)")
+           title=title)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "selective_copy.png"
+    path = out / f"{name}.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return [path]
