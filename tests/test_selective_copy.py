@@ -97,10 +97,14 @@ def test_registered_and_grid():
     jobs = S.jobs(S.Config())
     table1 = S.jobs(S.Config.table1_vanilla())
     assert len(table1) == 2 * 3 * 3 + 2 * 3 and not any(j.log_space for j in table1)
-    assert len(jobs) == 2 * 3 * 2 and len(set(jobs)) == len(jobs)             # 2 depths x 3 seeds x 2 forms
-    assert sum(j.log_space for j in jobs) == 6 and not set(table1) & set(jobs)
-    both = S.jobs(S.Config(with_table1_vanilla=True))
-    assert len(both) == len(jobs) + len(table1) and set(table1) <= set(both)
+    log1500 = S.jobs(S.Config.log_space_1500())
+    assert len(log1500) == 2 * 3 * 3 and all(j.log_space and j.steps == 1500 for j in log1500)  # 2 cells x 3 depths x 3 seeds
+    assert jobs == log1500 + table1 and len(set(jobs)) == len(jobs)                          # the default adds Table 1
+    assert {j.steps for j in table1} == {1500}                                                # like with like
+    log400, van400 = S.jobs(S.Config.log_space_400()), S.jobs(S.Config.vanilla_400())
+    assert len(log400) == len(van400) == len(log1500) and not (set(log400) | set(van400)) & set(jobs)
+    assert all(j.log_space and j.steps == 400 for j in log400) and not any(j.log_space for j in van400)
+    assert {(j.kind, j.depth, j.seed) for j in van400} == {(j.kind, j.depth, j.seed) for j in log400}
     assert set(S.PAPER) >= {"mingru_1", "mingru_2", "mingru_3", "minlstm_1", "minlstm_2", "minlstm_3"}
     assert S.PAPER["mingru_2_vanilla"] == S.PAPER["mingru_2"] and S.PAPER["minlstm_1_vanilla_std"] == 2.0
 

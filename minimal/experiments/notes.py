@@ -43,6 +43,15 @@ def _zucchet_steps(paper_steps):
                 f"{paper_steps}); see the experiment's differences from the paper below.")
     return note
 
+def _sc_vanilla_steps(config):
+    """The steps of a selective-copying run's vanilla rows: those of ``Config.table1_vanilla()`` when the run adds
+    that grid (the default), else the run's own."""
+    if config.get("with_table1_vanilla") and False not in config.get("log_space", ()):
+        from .minrnn.selective_copy import Config
+        return f"{Config.table1_vanilla().steps:,}"
+    return config.get("steps", "?")
+
+
 PAGES = {
     "zucchet.teacher_student": {
         "QUICK_UNREACHABLE": ("loss", "kv_score", "q_score", "poly_distance", "hidden_removed", "gates_removed",
@@ -162,12 +171,17 @@ PAGES = {
     "minrnn.selective_copy": {
         "METRICS": {"<cell>_<layers>": "token accuracy (%) at the marker positions on fixed evaluation sequences, "
                                        "mean ± std over seeds (Table 1)"},
-        "BETTER": {"*_2": "higher", "*_3": "higher"},
+        "BETTER": {"*_2": "higher", "*_3": "higher", "*_2_vanilla": "higher", "*_3_vanilla": "higher"},
         "QUICK_UNREACHABLE": ("mingru_*", "minlstm_*"),
         "NOTES": {
+            "*_vanilla": lambda c, m: "the vanilla cells (h̃ = Linear_h(x); the paper trains the log-space form, "
+                                      f"App. B.3) at {_sc_vanilla_steps(c)} steps, T = {c.get('T', '?')} (the "
+                                      "paper: up to 400,000 steps at T = 4096); seeds and their spread as in the "
+                                      "row.",
             "*_1": lambda c, m: f"our task is shorter (T = {c.get('T', '?')}, {c.get('n_data', '?')} data tokens; "
-                                "the paper: T = 4096, 16): one layer recalls more of fewer, less diluted tokens. "
-                                "The claim is the gap between one layer and two.",
+                                f"the paper: T = 4096, 16) and the run trains {c.get('steps', '?')} steps (the "
+                                "paper: up to 400,000): one layer's accuracy depends on both. The claim is the gap "
+                                "between one layer and two.",
             "*": lambda c, m: f"{c.get('steps', '?')} steps at T = {c.get('T', '?')} (the paper: up to 400,000 at "
                               "T = 4096); seeds and their spread as in the row.",
         },
