@@ -90,6 +90,14 @@ def _check_scalar(name, value, low, high=math.inf, low_open=False, high_open=Fal
     return float(value)
 
 
+def _check_hyperparameters(lr, beta1, beta2, eps, weight_decay):
+    """lr >= 0, beta1 and beta2 in [0, 1), eps > 0, weight_decay >= 0 as floats; a ValueError names the first
+    that is not."""
+    return (_check_scalar("lr", lr, 0.0), _check_scalar("beta1", beta1, 0.0, 1.0, high_open=True),
+            _check_scalar("beta2", beta2, 0.0, 1.0, high_open=True), _check_scalar("eps", eps, 0.0, low_open=True),
+            _check_scalar("weight_decay", weight_decay, 0.0))
+
+
 def _resolve_mask(decay_mask: DecayMask, params) -> dict:
     if decay_mask is None:
         decay_mask = default_decay_mask
@@ -144,11 +152,7 @@ def adamw_step(params, grads, state: AdamWState, lr, beta1=0.9, beta2=0.999, eps
     check_positive_int("state.step", state.step, minimum=0)
     _check_like("state.m", state.m, params)
     _check_like("state.v", state.v, params)
-    lr = _check_scalar("lr", lr, 0.0)
-    beta1 = _check_scalar("beta1", beta1, 0.0, 1.0, high_open=True)
-    beta2 = _check_scalar("beta2", beta2, 0.0, 1.0, high_open=True)
-    eps = _check_scalar("eps", eps, 0.0, low_open=True)
-    weight_decay = _check_scalar("weight_decay", weight_decay, 0.0)
+    lr, beta1, beta2, eps, weight_decay = _check_hyperparameters(lr, beta1, beta2, eps, weight_decay)
     mask = _resolve_mask(decay_mask, params)
 
     t = state.step + 1
@@ -179,11 +183,7 @@ def _adamw_step_fused(params, grads, state, lr, beta1, beta2, eps, weight_decay,
                 AdamWState) and set(grads) == set(params) == set(state.m) == set(state.v)):
             return None
         check_positive_int("state.step", state.step, minimum=0)
-        lr = _check_scalar("lr", lr, 0.0)
-        beta1 = _check_scalar("beta1", beta1, 0.0, 1.0, high_open=True)
-        beta2 = _check_scalar("beta2", beta2, 0.0, 1.0, high_open=True)
-        eps = _check_scalar("eps", eps, 0.0, low_open=True)
-        weight_decay = _check_scalar("weight_decay", weight_decay, 0.0)
+        lr, beta1, beta2, eps, weight_decay = _check_hyperparameters(lr, beta1, beta2, eps, weight_decay)
         mask = _resolve_mask(decay_mask, params)
     except ValueError:
         return None
