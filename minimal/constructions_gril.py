@@ -36,6 +36,14 @@ one [x_N, y_N, x_{N+1}] holding the query. ``minimal.analysis.gril_gd`` holds th
    state now holds +∇ (the window carries the residual, not the target), so β = -η: o = -η Z φ_{N+1} is the
    change of the query logits after one step of size η on the summed loss (Prop. 4.3's -η/t is the mean loss).
 
+5. Two attention layers (not in the paper: the baseline of ``experiments.gril.comparison``), ``attention_gd``: the
+   comparison's ``lsa_2`` stack (linear embedding, learned positions, x + LSA(x), LSA, linear readout) at width
+   d = 2f + T, T = 2N + 1, computes one GD step exactly. The embedding puts the token in slots [0, f) and the
+   positions one-hot in [2f, 2f + T); the first layer's query at a y token (odd t) is the previous position,
+   its key the position and its value the token moved to slots [f, 2f): each y_i token now also holds x_i. The
+   second layer scores s against the query token by (slots [f, 2f) of s) . x_{N+1} = x_i . x_{N+1} at y tokens
+   and 0 elsewhere, with values (η/N) y_i: o_N = (η/N) Σ_i y_i x_i^T x_{N+1}, the GD prediction.
+
 Glossary: B tasks, N context pairs, f token size (= input size), n_o target size, d feature size, K logits,
 L layers, η (eta) step size, l2 the L2 penalty weight; e_j the j-th unit vector of R^3 (window column j).
 """
@@ -52,7 +60,7 @@ from .validate import InputError, check_array, check_positive_int
 
 __all__ = ["GRILConstruction", "MultiStepGD", "CEAccumulation", "one_step_gd", "gril_predict", "scalar_context",
            "scalar_maps", "scalar_ssm_forward", "gd_heads", "multi_step_gd_forward", "ce_gd", "ce_accumulate",
-           "n_params", "WINDOW", "STRIDE"]
+           "n_params", "attention_gd", "attention_gd_spec", "WINDOW", "STRIDE"]
 
 WINDOW, STRIDE = gril_regression.N_WINDOW, gril_regression.STRIDE  # 3, 2: the window [x_t, y_t, x_{t+1}]
 
@@ -261,3 +269,51 @@ def n_params(construction_or_params):
     """Number of parameter entries of a GRIL block: Q (9) + q (3) + β (1) + A (f²) = f² + 13."""
     params = getattr(construction_or_params, "params", construction_or_params)
     return int(sum(np.size(p) for p in params.values()))
+
+
+# --------------------------------------------------------------------------------- 5. two attention layers
+def attention_gd_spec(f, N):
+    """The ``minimal.models`` spec that ``attention_gd`` fills: ``experiments.gril.comparison.spec`` of "lsa_2"
+    with ``positional=True`` at d_model = 2f + 2N + 1 (its init scales left out: every weight is set)."""
+    from .models import Layer, Residual
+
+    f, N = check_positive_int("f", f), check_positive_int("N", N)
+    d, T = 2 * f + 2 * N + 1, 2 * N + 1
+    lsa = Layer("lsa", {"D": d}, {}, {})
+    return (Layer("linear", {"D_in": f, "D_out": d}), Layer("positional", {"T_max": T, "D": d}), Residual((lsa,)),
+            lsa, Layer("linear", {"D_in": d, "D_out": f}))
+
+
+def attention_gd(f, N, eta):
+    """Weights for ``attention_gd_spec(f, N)`` that compute one GD step from 0 (module docstring, item 5).
+
+    Args:
+        f: token size; N: context pairs; eta: step size η (the prediction is (η/N) Σ_i y_i x_i^T x_{N+1}).
+    Returns:
+        (spec, params): ``models.forward(params, tokens, spec, readout="last")[0][:, 0, :n_o]`` on
+        ``gril_regression`` tokens equals ``gril_gd.gd_predict(X, Y, eta)``.
+    """
+    spec = attention_gd_spec(f, N)
+    eta = _eta(eta)
+    d, T = 2 * f + 2 * N + 1, 2 * N + 1
+    x_slots, c_slots, p_slots = np.arange(f), f + np.arange(f), 2 * f + np.arange(T)
+    E = np.zeros((f, d))
+    E[np.arange(f), x_slots] = 1.0                      # token -> slots [0, f)
+    P = np.zeros((T, d))
+    P[np.arange(T), p_slots] = 1.0                      # position t -> slot 2f + t
+    # layer 1: at a y token (odd t) attend to position t - 1 only, and copy its token into slots [f, 2f)
+    K1, Q1, V1 = np.zeros((d, d)), np.zeros((d, d)), np.zeros((d, d))
+    K1[np.arange(T), p_slots] = 1.0                     # k_s = e_s
+    odd = np.arange(1, T, 2)
+    Q1[odd - 1, p_slots[odd]] = 1.0                     # q_t = e_{t-1} at odd t, 0 at even t
+    V1[c_slots, x_slots] = 1.0                          # v_s = token of s, in slots [f, 2f)
+    # layer 2: score x_i . x_{N+1} (the copied x at y tokens, 0 at x tokens), value (η/N) y_i
+    K2, Q2, V2 = np.zeros((d, d)), np.zeros((d, d)), np.zeros((d, d))
+    K2[np.arange(f), c_slots] = 1.0
+    Q2[np.arange(f), x_slots] = 1.0
+    V2[x_slots, x_slots] = eta / N
+    R = np.zeros((d, f))
+    R[x_slots, np.arange(f)] = 1.0                      # readout: slots [0, f)
+    params = {"0.W": E, "0.b": np.zeros(d), "1.P": P, "2.0.W_V": V1, "2.0.W_K": K1, "2.0.W_Q": Q1,
+              "3.W_V": V2, "3.W_K": K2, "3.W_Q": Q2, "4.W": R, "4.b": np.zeros(f)}
+    return spec, params

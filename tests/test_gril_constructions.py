@@ -239,3 +239,45 @@ def test_the_constructions_read_their_states_from_the_cuda_path_too(rng):
     W0 = np.zeros((2, 4, 3))
     acc = CG.ce_accumulate(c.X, G.ce_residual(c.X, c.Y[:, :3], W0), backend="cuda")
     assert rel_error(acc.Z.transpose(0, 2, 1), G.ce_gradient(c.X, c.Y[:, :3], W0)) <= EXACT
+
+
+# ===================================================================== 5. two attention layers (the baseline's stack)
+@pytest.mark.parametrize("f,N,n_o", SIZES, ids=SIZE_IDS)
+def test_two_lsa_layers_compute_one_gd_step_exactly(rng, f, N, n_o):
+    from minimal import models
+
+    t = _tasks(rng, f, N, n_o)
+    eta = 0.7
+    spec, params = CG.attention_gd(f, N, eta)
+    y = models.forward(params, t.tokens, spec, readout="last")[0][:, 0, :n_o]
+    np.testing.assert_allclose(y, G.gd_predict(t.X, t.Y, eta), rtol=0, atol=EXACT)
+
+
+def test_the_attention_construction_fills_the_comparisons_lsa_2_stack():
+    """Same parameter names and shapes as ``comparison.spec`` of lsa_2 at d_model = 2f + 2N + 1."""
+    from minimal import models
+    from minimal.experiments.gril import comparison as CMP
+
+    f, N = 10, 10
+    spec, params = CG.attention_gd(f, N, 1.0)
+    ref = models.init(np.random.default_rng(0), CMP.spec(CMP.Job(model="lsa_2", f=f, N=N, d_model=2 * f + 2 * N + 1)))
+    assert {k: v.shape for k, v in params.items()} == {k: v.shape for k, v in ref.items()}
+    assert [getattr(e, "name", None) for e in spec] == [getattr(e, "name", None) for e in CMP.spec(
+        CMP.Job(model="lsa_2", d_model=2 * f + 2 * N + 1))]
+
+
+def test_the_attention_construction_at_the_comparisons_size_scores_one_gd_step():
+    """f = N = n_o = 10 at η*, on the comparison's seed-0 evaluation set: GD's loss to float64 precision (issue 31:
+    1.8e-15, 0.2039)."""
+    from minimal import models
+    from minimal.experiments.gril import comparison as CMP, model as M
+
+    eta = G.eta_star(10, 10)
+    spec, params = CG.attention_gd(10, 10, eta)
+    t = M.eval_tasks(CMP._gril_job(CMP.Job(model="lsa_2", n_out=10, seed=0)))
+    y = models.forward(params, t.tokens, spec, readout="last")[0][:, 0, :10]
+    gd = G.gd_predict(t.X, t.Y, eta)
+    assert np.max(np.abs(y - gd)) <= EXACT
+    loss = tasks.query_loss(y, t.Y[:, -1])[0]
+    assert loss == pytest.approx(tasks.query_loss(gd, t.Y[:, -1])[0], abs=1e-12)
+    assert round(loss, 4) == 0.2039
