@@ -92,6 +92,12 @@ PAGES = {
             "newton_over_gd": "with N = f noiseless examples one undamped Newton step solves the least-squares "
                               "problem exactly (loss ~0); the paper names no damping, and a damped step spans "
                               "every value between 0 and GD's: the paper's 0.114 is not derivable from its text.",
+            "newton_loss": "a closed form computed from the tasks (no training): one undamped Newton step solves "
+                           "the N = f noiseless least-squares problem exactly (loss ~0); the paper names no "
+                           "damping, and its 0.114 is not derivable from its text.",
+            "ridge_loss": "a closed form computed from the tasks (no training): one unit-ridge step at the paper's "
+                          "x ~ U(-1/2, 1/2); 0.114 fits this reading only at x ~ U(-1, 1) (measurements: ridge over "
+                          "gd at a1), a scale the paper's losses are not stated at.",
             "gd_over_zero": _gril_scale, "scalar_gril_over_zero": _gril_scale,
             "*": lambda c, m: f"trained {_steps(c, m)} steps (the paper: up to 300,000 at lr 1e-4).",
         },

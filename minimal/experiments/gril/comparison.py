@@ -14,13 +14,13 @@ Models (``MODELS``; "_L" is the number of layers), built as ``minimal.models`` s
                      LSA), linear d_model -> f                                         paper: "Linear SA", 1 / 2 layers
     softmax_2        the same with softmax attention (``cells.softmax_attention``, one head, D_k = D_v =
                      d_model, output projection W_O)                                  paper: the two-layer transformer
-    gated_rnn_L      +LP: linear f -> d_model, L pre-LN residual blocks x + RNN(LN(x)) with the gated diagonal
-                     linear RNN of Zucchet Eq. 2 (``cells.gated_rnn``, H neurons), linear d_model -> f
-                                                                                       stands in for S5
+    gated_rnn_L      linear f -> d_model, L pre-LN residual blocks x + RNN(LN(x)) with the gated diagonal
+                     linear RNN of Zucchet Eq. 2 (``cells.gated_rnn``, H neurons), linear d_model -> f (the
+                     input / output projections every stack has, as App. B.3's S5)     stands in for S5
     lru_L            the same blocks with the LRU and input gating (``cells.lru``, variant in_out, H/2 complex
-                     states)                                                           stands in for Griffin (+LP)
+                     states)                                                           stands in for Griffin
     mingru_L         the same blocks with minGRU (``cells.mingru``, H states) and a linear map H -> d_model
-                                                                                       stands in for Mamba (+LP)
+                                                                                       stands in for Mamba
     gril_1           the trained one-layer GRIL, ``model.run_job(model.Job(variant="full"))``
 
 Positions. The tokens x_1, y_1, x_2, ... carry no mark of which are inputs and which targets. Without the positional

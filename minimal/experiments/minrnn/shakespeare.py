@@ -166,6 +166,52 @@ class Config:
                    kinds=("mingru", "mingru_vanilla", "attention"), sample_chars=200)
 
 
+# --- CPU time per training step ---------------------------------------------------------------------------------
+STEP_CPU = data_path("minrnn", "shakespeare_step_cpu.json")
+PAPER_SIZE = {"D": 384, "batch": 64, "T": 256, "n_layers": 3}   # App. C.2; T: nanoGPT shakespeare_char's block
+
+
+def step_cpu_seconds(kind, D, batch, T, n_layers=3, steps=2, seed=0):
+    """CPU seconds (``time.process_time``: this process only, so other load on the machine does not count) of one
+    training step, forward + backward + AdamW, at one size: the mean of ``steps`` timed steps after one untimed."""
+    from ...optim import adamw_init, adamw_step
+
+    _speed.tune()
+    data = char_lm.load()
+    rng = np.random.default_rng(seed)
+    params = init_lm(rng, kind, len(data.vocab), D, n_layers, T_max=T)
+    state = adamw_init(params)
+    times = []
+    for i in range(steps + 1):
+        c0 = time.process_time()
+        _, grads = lm_loss_and_grads(params, char_lm.sample_batch(data.train, batch, T, rng), kind, 0.1, rng)
+        params, state = adamw_step(params, grads, state, 1e-3)
+        if i:
+            times.append(time.process_time() - c0)
+    return float(np.mean(times))
+
+
+def write_step_cpu(path=STEP_CPU, kinds=("mingru", "minlstm", "attention", "mingru_vanilla"), steps=2):
+    """Measure ``step_cpu_seconds`` at ``Config()``'s size and at the paper's (``PAPER_SIZE``) for each kind and
+    write them with the machine's load to ``path`` (``python -c "from minimal.experiments.minrnn import shakespeare
+    as S; S.write_step_cpu()"``)."""
+    import os
+    import platform
+
+    c = Config()
+    out = {"config": {"D": c.D, "batch": c.batch, "T": c.T, "n_layers": c.n_layers}, "paper_size": PAPER_SIZE,
+           "steps_timed": steps, "machine": platform.processor() or platform.machine(),
+           "load_average": os.getloadavg()[0], "config_size": {}, "paper": {}}
+    for kind in kinds:
+        out["config_size"][kind] = step_cpu_seconds(kind, c.D, c.batch, c.T, c.n_layers, steps)
+        out["paper"][kind] = step_cpu_seconds(kind, PAPER_SIZE["D"], PAPER_SIZE["batch"], PAPER_SIZE["T"],
+                                              PAPER_SIZE["n_layers"], steps)
+    out["paper_cpu_hours_5000_steps"] = {k: 5000 * v / 3600 for k, v in out["paper"].items()}
+    with atomic_write(path, "w") as f:
+        json.dump(out, f, indent=1)
+    return out
+
+
 # --- weights --------------------------------------------------------------------------------------------------
 def save_weights(path, params_by_kind):
     """Write {kind: params} atomically as ``<kind>/<name>`` arrays (``minimal.data.save_groups``)."""
