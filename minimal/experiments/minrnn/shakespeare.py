@@ -76,6 +76,7 @@ from .shakespeare_model import (KINDS, N_HEADS, T_MAX, base_kind, evaluate, gene
                                 lm_forward, lm_loss_and_grads, spec, state_nbytes, step_logits)
 
 __all__ = ["Config", "PAPER", "KINDS", "N_HEADS", "base_kind", "is_log_space", "run", "plot", "table", "summarise",
+           "seed_curves", "across_seeds", "step_cpu_seconds", "write_step_cpu", "STEP_CPU", "PAPER_SIZE",
            "spec", "init_lm", "lm_forward", "lm_loss_and_grads", "evaluate", "step_logits", "generate",
            "state_nbytes", "save_weights",
            "load_weights", "load_curves", "WEIGHTS", "CURVES", "SMALL_WEIGHTS", "SMALL_CURVES", "VANILLA_WEIGHTS",
@@ -362,6 +363,36 @@ def summarise(out):
             out[f"final_ratio_{kind}_to_transformer"] = r["final_test_loss"] / ref_final
             r["claim_holds"] = bool(r["best_test_loss"] <= (1 + CLAIM) * ref)
             out[f"steps_ratio_attention_to_{kind}"] = m["attention"]["steps_to_best"] / r["steps_to_best"]
+    return out
+
+
+def seed_curves(seeds=(0, 1, 2)):
+    """The committed full-Config runs, one metrics dict per seed that is on disk: seed 0 is ``CURVES`` (with the
+    weights), seed s > 0 ``data/minrnn/shakespeare_full_seed<s>.json`` (curves only)."""
+    paths = {s: CURVES if s == 0 else data_path("minrnn", f"shakespeare_full_seed{s}.json") for s in seeds}
+    return {s: load_curves(p) for s, p in paths.items() if Path(p).exists()}
+
+
+def across_seeds(runs):
+    """Per model over seeds (``runs``: {seed: run metrics}): best test loss, steps to best, and the ratios to the
+    Transformer (``summarise``'s), each as the per-seed list, its mean and its standard deviation; the number of
+    seeds whose best is the run's last evaluation ("best_at_last_eval_seeds": still improving when the run ended)."""
+    out = {"seeds": sorted(runs)}
+    kinds = sorted(set.intersection(*(set(r["models"]) for r in runs.values()))) if runs else []
+    for kind in kinds:
+        per = [runs[s]["models"][kind] for s in sorted(runs)]
+        for name, vals in (("test_loss", [m["best_test_loss"] for m in per]),
+                           ("steps_to_best", [m["steps_to_best"] for m in per])):
+            out[f"{name}_{kind}_seeds"] = vals
+            out[f"{name}_{kind}"] = float(np.mean(vals))
+            out[f"{name}_{kind}_std"] = float(np.std(vals))
+        out[f"best_at_last_eval_{kind}_seeds"] = sum(m["steps_to_best"] == max(m["curve_steps"]) for m in per)
+        for key in (f"ratio_{kind}_to_transformer", f"steps_ratio_attention_to_{kind}"):
+            vals = [runs[s].get(key) for s in sorted(runs)]
+            if all(v is not None for v in vals):
+                out[f"{key}_seeds"] = vals
+                out[key] = float(np.mean(vals))
+                out[f"{key}_std"] = float(np.std(vals))
     return out
 
 
