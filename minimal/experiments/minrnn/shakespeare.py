@@ -15,15 +15,27 @@ model is evaluated (dropout off) on a fixed subset of test windows; "best test l
 from those evaluations, as the paper reports its best; the end of the run is also evaluated on every test window.
 
 Committed runs (``data/minrnn/``), each with the command that makes it:
-    - ``shakespeare_small.{npz,json}``: ``run(Config.small(), save_weights_path=SMALL_WEIGHTS)``: log-space minGRU
-      and minLSTM, vanilla minGRU and the Transformer at D = 32, T = 64, 400 steps, evaluated every 25 steps;
-    - ``shakespeare_vanilla.{npz,json}``: vanilla minGRU and minLSTM at the full Config (D = 64, 2,400 steps),
-      ``run(Config(kinds=("mingru_vanilla", "minlstm_vanilla"), eval_every=100))``: evaluated every 100 steps
-      (evaluation draws no random numbers, so the training is the same as with eval_every = 25). Its
-      "earlier_transformer" is the first Transformer of that run (one head, no positions, the convolution).
-    The full Config with the log-space models and the Transformer (``python -m minimal reproduce minrnn --full
-    --only shakespeare``, writing ``shakespeare_full.{npz,json}``) was not run: on the shared CPU it was measured
-    at ~2.9 s a step per model (load average ~20), hours for 3 x 2,400 steps.
+    - ``shakespeare_full.{npz,json}``: the full ``Config()`` (D = 64, T = 128, batch 16, 2,400 steps, evaluated
+      every 25 steps), seed 0, log-space minGRU and minLSTM, vanilla minGRU and the Transformer: ``run(Config(),
+      save_weights_path=WEIGHTS)`` (we ran each model in its own process, ``Config(kinds=(kind,))``, and merged
+      the outputs: every model draws from its own Generator, so the result is the same);
+      ``shakespeare_full_seed<s>.json``: the same at ``Config(seed=s)``, curves only (``seed_curves``,
+      ``across_seeds``);
+    - ``shakespeare_small.{npz,json}``: ``run(Config.small(), save_weights_path=SMALL_WEIGHTS)``: the same four
+      models at D = 32, T = 64, 400 steps, evaluated every 25 steps (the quick one the notebook's exercises use);
+    - ``shakespeare_vanilla.{npz,json}``: vanilla minGRU and minLSTM at the full Config, evaluated every 100
+      steps, ``run(Config(kinds=("mingru_vanilla", "minlstm_vanilla"), eval_every=100))`` (evaluation draws no
+      random numbers, so its minGRU trains as the full run's). Its "earlier_transformer" is the first
+      Transformer of that run (one head, no positions, the convolution).
+    - ``shakespeare_step_cpu.json``: CPU seconds per training step (``write_step_cpu``: ``time.process_time`` of
+      forward + backward + AdamW, so other load on the machine is not counted) at Config()'s size and at the
+      paper's (D = 384, batch 64, T = 256, 3 layers).
+
+Time. At Config() a training step costs 0.06-0.09 CPU-s (the Transformer and vanilla minGRU 0.06, log-space
+minGRU 0.09, minLSTM 0.09; ``shakespeare_step_cpu.json``): the four models' 2,400 steps take about 12 CPU-minutes,
+plus the evaluations. At the paper's size a step costs 8.6 (Transformer), 9.7 (vanilla minGRU), 11.1 (minGRU) and
+14.7 (minLSTM) CPU-s: 5,000 steps are 12-20 CPU-hours per model, about 48 for minGRU, minLSTM and the
+Transformer: out of reach of this project's CPUs.
 
 Differs from the paper (App. C.2 trains D = 384, B = 64, 5,000 steps on a GPU and gives no context length or
 parameter count; we have one shared CPU core):
@@ -124,7 +136,7 @@ class Config:
     n_layers: int = 3             # App. C.2: three layers
     T: int = T_MAX                # ours (nanoGPT shakespeare_char: block size 256; the paper does not say)
     batch: int = 16               # ours (App. C.2: 64)
-    steps: int = 2400             # ours (App. C.2: 5,000); 0.3-0.7 s a step per model on one loaded CPU core
+    steps: int = 2400             # ours (App. C.2: 5,000); 0.06-0.09 CPU-s a step per model (``STEP_CPU``)
     lr: float = 3e-3              # ours, the cosine's peak (App. C.2: 1e-3, and no schedule for this task): a
                                   # choice for short runs, not a measured optimum
     final_lr: float = 1e-4        # ours: the cosine's floor at the last step
@@ -138,7 +150,7 @@ class Config:
     eval_every: int = 25          # as the paper (App. C.2: "evaluated every 25 steps")
     eval_windows: int = 64        # ours: the fixed test subset (64 x 128 = 8,192 targets) evaluated every
                                   # eval_every steps
-    kinds: tuple = ("mingru", "minlstm", "attention")   # KINDS: add "mingru_vanilla" / "minlstm_vanilla"
+    kinds: tuple = ("mingru", "minlstm", "attention", "mingru_vanilla")   # KINDS (also "minlstm_vanilla")
     sample_chars: int = 300       # characters generated from each trained model (the Transformer: at most
                                   # T - 1, the positions its learned embedding has)
     seed: int = 0
