@@ -14,7 +14,8 @@ Covered: GRIL's multi-step run (``data/gril/multistep_full.json``: the two-layer
 run (``classification_full.json``: the softmax model without feature map, 400 steps), one job of GRIL's model
 comparison sweep (``sweeps/comparison``: the one-layer LSA stand-in, 200 steps), and minRNN's Shakespeare runs
 (``data/minrnn/shakespeare_vanilla.json``: the vanilla minGRU's first 48 steps; ``shakespeare_small.json``: the
-Transformer's and the log-space minGRU's first 8; and each one's test loss at step 0).
+Transformer's and the log-space minGRU's first 8; ``shakespeare_full.json``: the Transformer's and the log-space
+minLSTM's first 48; and each one's test loss at step 0).
 Zucchet: the teacher-student run (``data/zucchet/teacher_student_full.npz`` stores every step's loss: the first 40
 steps), the ICL run (``icl_full.npz``: the first of its 200 curve means, 4,800 steps) and two jobs of the
 architecture sweep (a teacher-student LRU In-Skip job, an ICL GRU job: the first of their 40 curve points). They
@@ -148,6 +149,13 @@ def test_minrnn_shakespeare_vanilla_mingru(monkeypatch):
 @pytest.mark.parametrize("kind", ["attention", "mingru"])
 def test_minrnn_shakespeare_small(monkeypatch, kind):
     _replay_shakespeare(monkeypatch, "shakespeare_small.json", kind)
+
+
+@pytest.mark.parametrize("kind", ["attention", "minlstm"])
+def test_minrnn_shakespeare_full(monkeypatch, kind):
+    if not data_path("minrnn", "shakespeare_full.json").exists():
+        pytest.skip("shakespeare_full.json is not committed here")
+    _replay_shakespeare(monkeypatch, "shakespeare_full.json", kind)
 
 
 # --- Zucchet ------------------------------------------------------------------------------------------

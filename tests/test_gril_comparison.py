@@ -150,3 +150,31 @@ def test_each_seed_draws_its_own_data_and_gril_reuses_the_ablation_runs():
     assert len(C.Config().seeds) >= 3 and all(j.x_scale == gril_regression.X_SCALE for j in jobs)
     ablation_jobs = set(A.jobs(A.Config()))
     assert all(C._gril_job(j) in ablation_jobs for j in jobs if j.model == "gril_1")
+
+
+def test_the_committed_scalar_runs_say_what_the_docstring_says():
+    """The numbers the module docstring quotes for the scalar task (Fig. 3C) come from the committed job files."""
+    if not C.finished(C.Config()):
+        pytest.skip("the comparison grid is not committed here")
+    out = C.run(C.Config(), progress=False)
+    assert out["scalar_softmax_2_plateau_steps_seeds"] == [15000, 23000]
+    assert [round(x["result"]["over_zero"], 2) for x in _scalar_records("softmax_2")] == [0.72, 0.92]
+    assert [round(x["result"]["over_gd"], 2) for x in _scalar_records("softmax_2")] == [1.46, 1.90]
+    assert [round(v, 3) for v in out["scalar_softmax_2_eval_drop_last_tenth_seeds"]] == [0.005, 0.003]
+    for m in ("lsa_1", "lsa_2"):
+        assert out[f"scalar_{m}_left_zero_predictor_seeds"] == 0 and out[f"scalar_{m}_seeds"] == 2
+        assert all(abs(loss / x["result"]["eval_curve_zero"] - 1) < 0.003
+                   for x in _scalar_records(m) for _, loss in x["result"]["eval_curve"])
+        assert abs(out[f"scalar_{m}_over_zero"] - 1) < 1e-4
+    assert all(out[f"scalar_{m}_at_zero_predictor"] for m in ("gated_rnn_1", "lru_1", "mingru_1"))
+    assert round(out["scalar_gril_1_over_zero"], 2) == 0.49 and round(out["scalar_gril_1_over_gd"], 2) == 1.00
+    assert out["scalar_gril_1_beats_one_layer_recurrent"] and out["scalar_softmax_2_closest_non_recurrent"]
+    assert all(out[f"multivariate_{f}_best_at_zero_predictor"] for f in ("gated_rnn", "lru", "mingru"))
+
+
+def _scalar_records(model):
+    from minimal.sweep import load_records
+
+    recs = [r for r in load_records(C.SWEEP_DIR / "comparison", name="cmp")
+            if r["config"]["model"] == model and r["config"]["n_out"] == 1]
+    return sorted(recs, key=lambda r: r["config"]["seed"])
