@@ -20,9 +20,14 @@
         every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md with each work's
         matches / close / differs, linking their results and figures (DIR: results of the current folder).
         Progress bars only on a terminal. The fourth work, kernel, is its notebook alone (nothing to reproduce).
-    python -m minimal course student OUT [--force]
-        the student edition of the notebooks: solutions stripped, exercise outputs cleared (see minimal.course);
-        refuses to overwrite a file that differs from what it writes unless --force.
+    python -m minimal course student OUT [--update | --force]
+        the student edition of the notebooks: solutions stripped, exercise outputs cleared, a student README
+        (see minimal.course); over an earlier edition it refuses files that differ unless --update (rewrites the
+        lessons the student has not edited and writes an edited one's new version beside it as NAME.new.ipynb;
+        never deletes) or --force (overwrites).
+    python -m minimal course release OUT [--lesson NAME ...]
+        an nbgrader course directory: source/ with nbgrader metadata made from the solution marks, release/ by
+        `nbgrader generate_assignment`, rubric.json (see minimal.assignments and notebooks/INSTRUCTOR.md).
     python -m minimal course html OUT [--mathjax-url URL]
         the executed notebooks as HTML pages with an index page from notebooks/README.md, the syllabus
         (MathJax from a local copy when installed: works offline).
@@ -136,6 +141,7 @@ def _progress(args):
 
 def _course(args):
     import time
+    from pathlib import Path
 
     from . import course, nbtidy
 
@@ -153,7 +159,16 @@ def _course(args):
     out, notes = args.out[0], []
     t0 = time.perf_counter()
     if args.what == "student":
-        written = course.student(out, force=args.force)
+        written = course.student(out, force=args.force, update=args.update, notes=notes)
+    elif args.what == "release":
+        from . import assignments
+
+        rubrics = assignments.release(out, names=[n if n.endswith(".ipynb") else n + ".ipynb"
+                                                  for n in args.lesson] if args.lesson else None)
+        for lesson, r in rubrics.items():
+            notes.append(f"{lesson}: {r['total']} points" + (f" (no check: {', '.join(r['ungraded'])})"
+                                                              if r["ungraded"] else ""))
+        written = sorted(Path(out).glob("release/*/*.ipynb"))
     elif args.what == "html":
         written = course.html(out, mathjax_url=args.mathjax_url, notes=notes)
     else:
@@ -161,7 +176,7 @@ def _course(args):
     for note in notes:
         print(note)
     print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.1f} s"
-          + (f"; open {written[0]}" if args.what != "student" else ""))
+          + (f"; open {written[0]}" if args.what in ("html", "slides") and written else ""))
     return 0
 
 
@@ -200,10 +215,16 @@ def build_parser():
                    help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
     p.set_defaults(func=_reproduce)
 
-    p = sub.add_parser("course", help="the course: student edition, HTML site, slides; tidy committed notebooks")
-    p.add_argument("what", choices=["student", "html", "slides", "tidy"])
+    p = sub.add_parser("course", help="the course: student edition, nbgrader release, HTML site, slides; tidy "
+                                            "committed notebooks")
+    p.add_argument("what", choices=["student", "release", "html", "slides", "tidy"])
     p.add_argument("out", nargs="+", help="output folder (tidy: the notebook files)")
-    p.add_argument("--force", action="store_true", help="student: overwrite files that differ (a student's work)")
+    edit = p.add_mutually_exclusive_group()
+    edit.add_argument("--force", action="store_true", help="student: overwrite files that differ (a student's work)")
+    edit.add_argument("--update", action="store_true",
+                      help="student: rewrite the lessons not edited since the last edition; an edited one's new "
+                           "version goes beside it (NAME.new.ipynb); nothing is deleted")
+    p.add_argument("--lesson", nargs="+", metavar="NAME", help="release: only these lessons (file names)")
     p.add_argument("--mathjax-url", help="html, slides: MathJax 2 to load (default: a local copy, else its CDN)")
     p.add_argument("--reveal", help="slides: a reveal.js 4 folder (default: $MINIMAL_REVEAL_JS, "
                                     "node_modules/reveal.js, else its CDN)")

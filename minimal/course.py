@@ -49,9 +49,11 @@ __all__ = ["NOTEBOOKS", "SOLUTION_TAG", "BEGIN", "END", "lessons", "title", "exe
            "slides"]
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+PACKAGED = Path(__file__).resolve().parent / "_course"   # a wheel's student edition (setup.py writes it at build)
 SYLLABUS = "README.md"
 SOLUTION_TAG = "solution"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"   # nbgrader's hidden checks
 NOT_DONE = "not done yet"
 CODE_STUB = f'# YOUR CODE HERE\nraise NotImplementedError("{NOT_DONE}")'
 RAISES = "raises-exception"   # the cell tag that lets nbclient and JupyterLab's Run All go past an error
@@ -142,6 +144,29 @@ def _strip(source, stub):
     return "\n".join(out)
 
 
+def _drop_hidden(source):
+    """``source`` without its BEGIN .. END HIDDEN TESTS regions (markers included): checks that would give the
+    answer away, which nbgrader runs when it autogrades and the student edition leaves out."""
+    if HIDDEN_BEGIN not in source:
+        return source
+    out, inside = [], False
+    for line in source.splitlines():
+        marker = line.strip()
+        if marker == HIDDEN_BEGIN:
+            if inside:
+                raise ValueError(f"nested {HIDDEN_BEGIN!r}")
+            inside = True
+        elif marker == HIDDEN_END:
+            if not inside:
+                raise ValueError(f"{HIDDEN_END!r} without {HIDDEN_BEGIN!r}")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{HIDDEN_BEGIN!r} without {HIDDEN_END!r}")
+    return "\n".join(out)
+
+
 def _scaffold(source):
     """The lines of a student cell that are neither the stub nor blank nor comments: what the student is given."""
     stub = {line.strip() for line in CODE_STUB.splitlines()}
@@ -165,6 +190,7 @@ class ClearSolutions(Preprocessor):
                 else:
                     cell.source = _strip(cell.source, TEXT_STUB)
             if cell.cell_type == "code":
+                cell.source = _drop_hidden(cell.source)
                 if exercise is not None or _is_solution(cell):
                     cell.outputs, cell.execution_count = [], None
                 tags = cell.metadata.setdefault("tags", [])
@@ -194,30 +220,129 @@ def _read(path):
     return nbformat.read(path, as_version=4)
 
 
-def _write_checked(files, force):
-    """Write ``{path: text}``; refuse (naming them) files that exist and differ from what would be written."""
-    changed = [p for p, text in files.items() if p.exists() and p.read_text(encoding="utf-8") != text]
-    if changed and not force:
-        raise InputError("refusing to overwrite files that differ from what this command writes (edited by hand?): "
-                         + ", ".join(str(p) for p in changed) + "; move them away or pass --force")
+MANIFEST = ".minimal-course.json"     # in a student folder: the hash of every file the last edition wrote
+
+
+def _sha(text):
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _beside(path, manifest):
+    """Where an edited lesson's new version goes: ``NAME.new.ipynb`` (``NAME.new-2.ipynb``, ... when that name is
+    taken by a file the student edited)."""
+    k = 1
+    while True:
+        cand = path.with_name(f"{path.stem}.new{'' if k == 1 else f'-{k}'}{path.suffix}")
+        if not cand.exists() or manifest.get(cand.name) == _sha(cand.read_text(encoding="utf-8")):
+            return cand
+        k += 1
+
+
+def _write_edition(out, files, force=False, update=False, notes=None):
+    """Write ``{path: text}`` into the folder ``out`` and record what was written in ``out/MANIFEST``.
+
+    A file that exists and differs from what would be written is *edited* when it also differs from what the last
+    edition wrote there (the manifest; with no manifest, every differing file counts as edited). An unedited file is
+    rewritten with ``update`` (or ``force``); an edited one is kept as it is and, with ``update``, the new version is
+    written beside it (``NAME.new.ipynb``); with ``force`` it is overwritten; with neither, nothing is written and
+    the differing files are named in an InputError. Nothing is ever deleted. ``notes`` receives a line per file
+    kept. Returns the paths written."""
+    import json
+
+    notes = [] if notes is None else notes
+    mpath = out / MANIFEST
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath.is_file() else {}
+    except ValueError:
+        manifest = {}
+    plan, refused = {}, []
     for p, text in files.items():
-        if not p.exists() or p.read_text(encoding="utf-8") != text:
-            p.write_text(text, encoding="utf-8")
-    return list(files)
+        if not p.exists():
+            plan[p] = text
+            continue
+        now = p.read_text(encoding="utf-8")
+        if now == text:
+            continue
+        edited = manifest.get(p.name) != _sha(now)
+        if force or (update and not edited):
+            plan[p] = text
+        elif update:
+            other = _beside(p, manifest)
+            plan[other] = text
+            notes.append(f"{p.name} was edited: kept as it is, its new version written beside it as {other.name}")
+        else:
+            refused.append((p, edited))
+    if refused:
+        raise InputError("refusing to overwrite files that differ from what this command writes: "
+                         + ", ".join(f"{p} ({'edited' if e else 'an older edition'})" for p, e in refused)
+                         + "; --update rewrites the unedited ones and writes an edited one's new version beside it "
+                           "(NAME.new.ipynb), --force overwrites them all")
+    for p, text in plan.items():
+        p.write_text(text, encoding="utf-8")
+        manifest[p.name] = _sha(text)
+    for p, text in files.items():       # files already as this edition writes them belong to it too
+        if p not in plan and p.exists() and p.read_text(encoding="utf-8") == text:
+            manifest[p.name] = _sha(text)
+    mpath.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return list(plan)
 
 
-def student(out_dir, notebooks=None, force=False):
-    """Write the student edition of every lesson, and the syllabus, to ``out_dir``; returns the paths. A file
-    already there that differs from what would be written (a student's work) is refused unless ``force``."""
-    src = _notebooks_dir(notebooks)
+STUDENT_INTRO = """# The course: recurrent networks and attention, derived and checked
+
+Fifteen lessons, one notebook each, from "attention is an RNN" to three papers that build on it. Every lesson
+derives one result step by step (an equation, a few lines of code, the library's version, an asserted number) and
+ends with exercises for you to work.
+
+**Set up.** Install the package with its notebook extra (`pip install "minimal[notebooks]"`, or the wheel your
+instructor gives you: `pip install "minimal-0.1.0-py3-none-any.whl[notebooks]"`) and check it:
+`python -m minimal check` (exit code 0 when every check passes). Then run `jupyter lab` in this folder and open
+this file. The lessons load the data they need from the installed package; nothing is downloaded.
+
+**The exercises.** Each lesson closes with 3-5 exercises: *predict, then run* (write your prediction into the cell
+before you run the check), *change a parameter and explain*, and *derive a missing step*. Where an answer is
+expected you find `# YOUR CODE HERE` / `raise NotImplementedError("not done yet")` (code) or "YOUR ANSWER HERE"
+(text): replace them with your answer. A check after an answer says in words what it expected when it fails.
+*Run > Run All Cells* goes past an unfinished exercise to the end of the lesson. Keep your work in this folder: a
+new edition of the course never overwrites a lesson you have edited (its new version is put beside it, as
+`NAME.new.ipynb`).
+
+**Times.** *read* is working through the lesson's text and code, exercises not included; *ex.* is the number of
+exercises (5-15 minutes each); *run* is the time to execute every cell on one core of a shared machine.
+"""
+STUDENT_SECTIONS = ("Part I", "Part II", "Part III", "Part IV", "What each lesson teaches", "The papers")
+
+
+def student_readme(syllabus):
+    """The student edition's README: ``STUDENT_INTRO``, then the syllabus's lesson tables, what each lesson teaches
+    and the papers (``STUDENT_SECTIONS``); the instructor's text (how to build the editions, the session plan, the
+    grading, set-up for the instructor) is left out."""
+    parts = [STUDENT_INTRO]
+    for block in re.split(r"(?m)^(?=## )", syllabus):
+        if block.startswith("## ") and block[3:].startswith(STUDENT_SECTIONS):
+            parts.append(block.rstrip() + "\n")
+    return "\n".join(parts)
+
+
+def student(out_dir, notebooks=None, force=False, update=False, notes=None):
+    """Write the student edition of every lesson, and its README (``student_readme``), to ``out_dir``; returns the
+    paths written. Over an earlier edition (``_write_edition``) a file that differs is refused unless ``update``
+    (unedited files rewritten, an edited lesson's new version written beside it) or ``force`` (overwrite). In an
+    installed package without ``notebooks/`` the edition packaged in the wheel (``PACKAGED``) is copied."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"out_dir must be a folder, got the file {str(out)!r}")
+    if notebooks is None and not (NOTEBOOKS / SYLLABUS).is_file() and (PACKAGED / SYLLABUS).is_file():
+        files = {out / p.name: p.read_text(encoding="utf-8") for p in sorted(PACKAGED.iterdir())
+                 if p.name == SYLLABUS or p.suffix == ".ipynb"}
+    else:
+        src = _notebooks_dir(notebooks)
+        files = {out / SYLLABUS: student_readme((src / SYLLABUS).read_text(encoding="utf-8"))}
+        for name in lessons(src):
+            files[out / name] = nbformat.writes(student_notebook(_read(src / name))) + "\n"
     out.mkdir(parents=True, exist_ok=True)
-    files = {out / SYLLABUS: (src / SYLLABUS).read_text(encoding="utf-8")}
-    for name in lessons(src):
-        files[out / name] = nbformat.writes(student_notebook(_read(src / name))) + "\n"
-    return _write_checked(files, force)
+    return _write_edition(out, files, force=force, update=update, notes=notes)
 
 
 # --- the site ------------------------------------------------------------------------------------------------
