@@ -234,13 +234,18 @@ def _sha(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _beside(path, manifest):
+def _beside(path, text, manifest):
     """Where an edited lesson's new version goes: ``NAME.new.ipynb`` (``NAME.new-2.ipynb``, ... when that name is
-    taken by a file the student edited)."""
+    taken by a file the student edited); None when one of them already holds ``text``."""
     k = 1
     while True:
         cand = path.with_name(f"{path.stem}.new{'' if k == 1 else f'-{k}'}{path.suffix}")
-        if not cand.exists() or manifest.get(cand.name) == _sha(cand.read_text(encoding="utf-8")):
+        if not cand.exists():
+            return cand
+        now = cand.read_text(encoding="utf-8")
+        if now == text:
+            return None
+        if manifest.get(cand.name) == _sha(now):
             return cand
         k += 1
 
@@ -274,7 +279,9 @@ def _write_edition(out, files, force=False, update=False, notes=None):
         if force or (update and not edited):
             plan[p] = text
         elif update:
-            other = _beside(p, manifest)
+            other = _beside(p, text, manifest)
+            if other is None:
+                continue
             plan[other] = text
             notes.append(f"{p.name} was edited: kept as it is, its new version written beside it as {other.name}")
         else:
