@@ -33,7 +33,8 @@ import nbformat
 from . import course
 from .validate import InputError
 
-__all__ = ["POINTS", "HIDDEN_BEGIN", "HIDDEN_END", "source_notebook", "rubric", "release", "submit",
+__all__ = ["POINTS", "HIDDEN_BEGIN", "HIDDEN_END", "source_notebook", "rubric", "release", "submit", "autograde",
+           "scores", "cell_scores", "lesson_id",
            "nbgrader_available"]
 
 POINTS = 10                       # per exercise that has a check, split over its test cells
@@ -228,3 +229,14 @@ def scores(root, lesson):
     with Gradebook(f"sqlite:///{Path(root).resolve() / 'gradebook.db'}") as gb:
         a = gb.find_assignment(lesson)
         return {s.student.id: (s.score, s.max_score) for s in a.submissions}
+
+
+def cell_scores(root, lesson, student):
+    """``{grade_id: (score, max_score)}`` of every graded cell of one submission (a written answer not graded
+    yet: score None)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{Path(root).resolve() / 'gradebook.db'}") as gb:
+        nb = gb.find_submission_notebook(lesson, lesson, student)
+        return {g.name: (g.score if g.score is not None or g.auto_score is None else g.auto_score, g.max_score)
+                for g in nb.grades}
