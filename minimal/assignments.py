@@ -187,7 +187,10 @@ def release(out_dir, notebooks=None, names=None, generate=True):
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / name)
         rubrics[lesson_id(name)] = rubric(nb)
-    (root / "rubric.json").write_text(json.dumps(rubrics, indent=1) + "\n", encoding="utf-8")
+    path = root / "rubric.json"         # a release of some lessons keeps the others' entries
+    merged = {**(json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}), **rubrics}
+    path.write_text(json.dumps({k: merged[k] for k in map(lesson_id, order) if k in merged}, indent=1) + "\n",
+                    encoding="utf-8")
     if generate:     # one nbgrader run for them all: its start-up is seconds
         _nbgrader(["generate_assignment", next(iter(rubrics)) if len(rubrics) == 1 else "*", "--force"], root)
     return rubrics

@@ -458,8 +458,13 @@ def _mathjax_for(out, mathjax_url, notes):
     return url
 
 
+GUIDE = "INSTRUCTOR.md"       # the instructor's guide beside the syllabus: a page of the site too
+
+
 def _page(name):
-    return "index.html" if name == SYLLABUS else name[:-len(".ipynb")] + ".html"
+    if name == SYLLABUS:
+        return "index.html"
+    return "instructor.html" if name == GUIDE else name[:-len(".ipynb")] + ".html"
 
 
 def _site_links(text):
@@ -469,7 +474,7 @@ def _site_links(text):
         path, sep, anchor = target.partition("#")
         if "/" in path or "://" in target:
             return m.group(0)
-        if path.endswith(".ipynb") or path == SYLLABUS:
+        if path.endswith(".ipynb") or path in (SYLLABUS, GUIDE):
             return f"]({_page(path)}{sep}{anchor})"
         return m.group(0)
     return _LINK.sub(sub, text)
@@ -502,6 +507,12 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None):
     body, _ = exporter.from_notebook_node(index, resources={"metadata": {"name": "minimal: the course"}})
     written = [out / "index.html"]
     written[0].write_text(body, encoding="utf-8")
+    if (src / GUIDE).is_file():
+        guide = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+            "[Course syllabus](index.html)\n\n" + _site_links((src / GUIDE).read_text(encoding="utf-8")))])
+        body, _ = exporter.from_notebook_node(guide, resources={"metadata": {"name": "minimal: running the course"}})
+        written.append(out / _page(GUIDE))
+        written[-1].write_text(body, encoding="utf-8")
 
     for i, name in enumerate(order):
         nb = copy.deepcopy(books[name])

@@ -286,7 +286,7 @@ def _relative(link):
 def test_html_site_has_every_page_and_every_relative_link_resolves(tmp_path):
     assert main(["course", "html", str(tmp_path)]) == 0
     pages = sorted(p.name for p in tmp_path.glob("*.html"))
-    assert pages == sorted(["index.html"] + [n.replace(".ipynb", ".html") for n in NOTEBOOKS])
+    assert pages == sorted(["index.html", "instructor.html"] + [n.replace(".ipynb", ".html") for n in NOTEBOOKS])
     linked = {}
     for page in pages:
         text = (tmp_path / page).read_text(encoding="utf-8")
