@@ -31,8 +31,9 @@
     python -m minimal course html OUT [--mathjax-url URL]
         the executed notebooks as HTML pages with an index page from notebooks/README.md, the syllabus
         (MathJax from a local copy when installed: works offline).
-    python -m minimal course slides OUT [--reveal DIR] [--mathjax-url URL]
-        one reveal.js deck per lesson (a slide per section).
+    python -m minimal course slides OUT [--reveal DIR | --reveal-cdn] [--mathjax-url URL]
+        one reveal.js deck per lesson (a slide per section, sub-slides of a screen); reveal.js copied next to the
+        decks (a local one, else reveal.js 4.6.1 fetched once from the npm registry with npm pack): works offline.
     python -m minimal course tidy [--check] NOTEBOOK...
         drop execution timestamps and timing text from committed notebooks (see minimal.nbtidy).
 """
@@ -172,7 +173,8 @@ def _course(args):
     elif args.what == "html":
         written = course.html(out, mathjax_url=args.mathjax_url, notes=notes)
     else:
-        written = course.slides(out, mathjax_url=args.mathjax_url, reveal=args.reveal, notes=notes)
+        written = course.slides(out, mathjax_url=args.mathjax_url, reveal=args.reveal, notes=notes,
+                                cdn=args.reveal_cdn)
     for note in notes:
         print(note)
     print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.1f} s"
@@ -227,7 +229,8 @@ def build_parser():
     p.add_argument("--lesson", nargs="+", metavar="NAME", help="release: only these lessons (file names)")
     p.add_argument("--mathjax-url", help="html, slides: MathJax 2 to load (default: a local copy, else its CDN)")
     p.add_argument("--reveal", help="slides: a reveal.js 4 folder (default: $MINIMAL_REVEAL_JS, "
-                                    "node_modules/reveal.js, else its CDN)")
+                                    "node_modules/reveal.js, else 4.6.1 from the npm registry, kept in ~/.cache/minimal)")
+    p.add_argument("--reveal-cdn", action="store_true", help="slides: load reveal.js from its CDN (online only)")
     p.add_argument("--check", action="store_true", help="tidy: only report; exit code 1 if a notebook needs it")
     p.set_defaults(func=_course)
     return parser

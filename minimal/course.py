@@ -29,8 +29,10 @@ the syllabus. Nothing is executed: the pages show the committed outputs. MathJax
 is installed (``local_mathjax``: PyPI's ``jupyter-server-mathjax``, which the ``[notebooks]`` extra brings, copied
 next to the pages; else Debian's ``libjs-mathjax``), else from its CDN with a printed note; require.js, jQuery and
 mermaid, which the pages do not use, are not loaded. ``slides(out)`` writes one reveal.js deck per lesson
-(nbconvert's ``SlidesExporter``, a slide per section), with reveal.js copied from a local folder when there is one
-(``local_reveal``). ``python -m minimal course tidy`` is ``minimal.nbtidy``.
+(nbconvert's ``SlidesExporter``, a slide per section, split into sub-slides of about a screen, links to other
+lessons leading to their decks and no other relative link), with reveal.js copied next to the decks from a local
+folder (``local_reveal``) or fetched once from the npm registry (``fetch_reveal``): offline by default, a CDN only
+when asked. ``python -m minimal course tidy`` is ``minimal.nbtidy``.
 """
 from __future__ import annotations
 
@@ -391,6 +393,11 @@ details.solution > summary { cursor: pointer; color: #2a5f75; font-weight: bold;
 # nbconvert's reveal template loads reveal.js through require.js and jQuery from CDNs: load it with plain scripts
 _SLIDES = """{%- extends 'reveal/index.html.j2' -%}""" + _NO_CDN + """
 {% block footer_js %}
+<style>
+/* a wide display equation scrolls sideways inside its slide instead of being clipped at the slide's edge */
+.reveal .MathJax_Display, .reveal .MathJax_SVG_Display, .reveal .MathJax_CHTML { max-width: 100%; }
+.reveal .MathJax_Display { overflow-x: auto; overflow-y: hidden; }
+</style>
 <script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
 <script src="{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"></script>
 <script>
@@ -414,7 +421,7 @@ Reveal.on("slidechanged", function (e) {
 """
 MATHJAX_CDN = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"
 DEBIAN_MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")
-REVEAL_CDN = "https://unpkg.com/reveal.js@4.0.2"
+REVEAL_CDN = "https://unpkg.com/reveal.js@4.6.1"
 
 
 def local_mathjax():
@@ -433,16 +440,56 @@ def local_mathjax():
     return None, None, "no local MathJax (pip install jupyter-server-mathjax, or apt-get install libjs-mathjax)"
 
 
+REVEAL_VERSION = "4.6.1"
+REVEAL_CACHE = Path.home() / ".cache" / "minimal" / f"reveal.js-{REVEAL_VERSION}"
+
+
 def local_reveal(reveal=None):
     """A local reveal.js 4 (a folder with ``dist/reveal.js``): ``reveal``, else ``$MINIMAL_REVEAL_JS``, else
-    ``node_modules/reveal.js`` of the repository (``npm install reveal.js@4``); None if there is none."""
+    ``node_modules/reveal.js`` of the repository, else the copy ``fetch_reveal`` keeps in ``REVEAL_CACHE``; None if
+    there is none."""
     import os
-    for cand in (reveal, os.environ.get("MINIMAL_REVEAL_JS"), NOTEBOOKS.parent / "node_modules" / "reveal.js"):
+    for cand in (reveal, os.environ.get("MINIMAL_REVEAL_JS"), NOTEBOOKS.parent / "node_modules" / "reveal.js",
+                 REVEAL_CACHE):
         if cand and (Path(cand) / "dist" / "reveal.js").is_file():
             return Path(cand)
     if reveal is not None:
         raise InputError(f"reveal must be a reveal.js folder holding dist/reveal.js, got {str(reveal)!r}")
     return None
+
+
+def fetch_reveal(cache=None):
+    """reveal.js ``REVEAL_VERSION`` from the npm registry (``npm pack``, npm's own client), unpacked into ``cache``
+    (default ``REVEAL_CACHE``) once; returns the folder. An InputError says what to do where npm or the registry
+    cannot be reached."""
+    import shutil as sh
+    import subprocess
+    import tarfile
+    import tempfile
+
+    cache = Path(cache) if cache is not None else REVEAL_CACHE
+    if (cache / "dist" / "reveal.js").is_file():
+        return cache
+    npm = sh.which("npm")
+    if npm is None:
+        raise InputError("slides need reveal.js: no npm to fetch it with (install npm, or give --reveal DIR, a "
+                         "reveal.js 4 folder; --reveal-cdn loads it from a CDN, online only)")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = subprocess.run([npm, "pack", "-q", f"reveal.js@{REVEAL_VERSION}"], cwd=tmp, capture_output=True,
+                             text=True, timeout=300)
+        packed = list(Path(tmp).glob("reveal.js-*.tgz"))
+        if run.returncode != 0 or not packed:
+            raise InputError(f"npm pack reveal.js@{REVEAL_VERSION} failed ({run.stderr.strip()[-300:]}); give "
+                             f"--reveal DIR, a reveal.js 4 folder, or --reveal-cdn (online only)")
+        part = Path(tmp) / "unpacked"
+        with tarfile.open(packed[0]) as tar:
+            tar.extractall(part, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(part)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        staged = cache.with_name(cache.name + ".part")
+        sh.rmtree(staged, ignore_errors=True)
+        sh.copytree(part / "package", staged)
+        staged.rename(cache)
+    return cache
 
 
 def _mathjax_for(out, mathjax_url, notes):
@@ -532,43 +579,119 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None):
     return written
 
 
-def slide_notebook(nb):
+SCREEN_LINES = 20    # what fits one slide (reveal's 700 px high here): ~20 lines of text or code
+
+
+def _cell_lines(cell):
+    """A rough height of a cell on a slide, in lines: wrapped text and code, text outputs, ~14 lines a figure."""
+    wrap = lambda text: sum(1 + len(line) // 100 for line in text.splitlines())   # noqa: E731
+    n = wrap(cell.source) + (1 if cell.cell_type == "code" else 0)
+    for out in cell.get("outputs", []):
+        data = out.get("data", {})
+        if any(k.startswith("image/") for k in data):
+            n += 14
+        elif out.get("output_type") == "stream":
+            n += wrap(out.get("text", ""))
+        elif "text/plain" in data:
+            n += wrap(data["text/plain"])
+    return n
+
+
+def _slide_links(text, decks):
+    """Links to notebooks -> links to their decks (``decks``: the lessons whose deck is written beside this one);
+    other relative links (the syllabus, a lesson without a deck, a file) -> their text: a deck has no dead link."""
+    def sub(m):
+        label, target = m.group(1), m.group(2)
+        if "://" in target or target.startswith(("#", "mailto:")):
+            return m.group(0)
+        path, sep, anchor = target.partition("#")
+        if path in decks:
+            return f"[{label}]({path[:-len('.ipynb')]}.slides.html{sep}{anchor})"
+        return label
+    return re.sub(r"(?<!!)\[([^\]]*)\]\(([^)\s]+?)\)", sub, text)
+
+
+def _paragraphs(cell):
+    """A markdown cell taller than a screen, cut at its blank lines (never inside a ``$$`` block or a code fence)
+    into cells that a sub-slide each can hold; other cells unchanged."""
+    if cell.cell_type != "markdown" or _cell_lines(cell) <= SCREEN_LINES:
+        return [cell]
+    parts, cur = [], []
+    for block in cell.source.split("\n\n"):
+        cur.append(block)
+        text = "\n\n".join(cur)
+        if text.count("$$") % 2 == 0 and text.count("```") % 2 == 0:
+            parts.append(text)
+            cur = []
+    if cur:
+        parts.append("\n\n".join(cur))
+    out, acc = [], []
+    for part in parts:                       # regroup into pieces of at most a screen
+        if acc and sum(1 + len(line) // 100 for line in "\n\n".join(acc + [part]).splitlines()) > SCREEN_LINES:
+            out.append("\n\n".join(acc))
+            acc = []
+        acc.append(part)
+    out.append("\n\n".join(acc))
+    cells = []
+    for k, text in enumerate(out):
+        c = copy.deepcopy(cell)
+        c.source = text
+        if k and "id" in c:
+            c["id"] = f"{cell['id']}-{k}"[:64]
+        cells.append(c)
+    return cells
+
+
+def slide_notebook(nb, decks=()):
     """A copy of ``nb`` with reveal.js slide metadata: a new slide at each ``##`` section, a sub-slide (below it)
-    at each ``###``, fragments for nothing else; solutions are left out of the slides."""
+    at each ``###`` and wherever the cells so far would overflow one screen (``SCREEN_LINES``); solutions are left
+    out of the slides; links to lessons lead to their decks (``decks``) and other relative links become text."""
     nb = copy.deepcopy(nb)
+    nb.cells = [piece for cell in nb.cells for piece in _paragraphs(cell)]
+    used = 0
     for cell in nb.cells:
         level, _ = _heading(cell)
         kind = "skip" if _is_solution(cell) else {1: "slide", 2: "slide", 3: "subslide"}.get(level, "-")
+        if kind != "skip":
+            lines = _cell_lines(cell)
+            if kind == "-" and used and used + lines > SCREEN_LINES:
+                kind = "subslide"
+            used = lines if kind != "-" else used + lines
         cell.metadata["slideshow"] = {"slide_type": kind}
+        if cell.cell_type == "markdown":
+            cell.source = _slide_links(cell.source, set(decks))
     return nb
 
 
-def slides(out_dir, notebooks=None, mathjax_url=None, reveal=None, notes=None, names=None):
-    """Write ``NAME.slides.html`` for every lesson into ``out_dir`` (nbconvert's reveal.js exporter, one slide per
-    section; ``names``: only these lessons); returns the paths. reveal.js and MathJax are copied next to the slides when found locally
-    (``local_reveal``, ``local_mathjax``), else taken from their CDNs with a line in ``notes`` saying so."""
+def slides(out_dir, notebooks=None, mathjax_url=None, reveal=None, notes=None, names=None, cdn=False):
+    """Write ``NAME.slides.html`` for every lesson into ``out_dir`` (nbconvert's reveal.js exporter, a slide per
+    section, sub-slides that fit a screen; ``names``: only these lessons); returns the paths. reveal.js is copied
+    next to the slides from a local folder (``local_reveal``), else fetched once from the npm registry
+    (``fetch_reveal``); ``cdn`` loads it from its CDN instead (online only). MathJax: ``local_mathjax``. ``notes``
+    receives a line saying where each came from."""
     src = _notebooks_dir(notebooks)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     notes = [] if notes is None else notes
-    folder = local_reveal(reveal)
-    if folder is None:
+    order = lessons(src)
+    unknown = sorted(set(names or ()) - set(order))
+    if unknown:
+        raise InputError(f"names must be lessons of the syllabus, got {unknown}")
+    if cdn:
         prefix = REVEAL_CDN
-        notes.append("reveal.js from its CDN: the slides need the network (npm install reveal.js@4, or --reveal)")
+        notes.append("reveal.js from its CDN (--reveal-cdn): the slides need the network")
     else:
+        folder = local_reveal(reveal) or fetch_reveal()
         prefix = "reveal.js"
         for part in ("dist", "plugin"):
             shutil.copytree(folder / part, out / prefix / part, dirs_exist_ok=True)
         notes.append(f"reveal.js from {folder} (works offline)")
     exporter = _exporter(_mathjax_for(out, mathjax_url, notes), template=_SLIDES, kind="SlidesExporter",
                          reveal_url_prefix=prefix, reveal_theme="white")   # "simple" imports Google fonts
-    order = lessons(src)
-    unknown = sorted(set(names or ()) - set(order))
-    if unknown:
-        raise InputError(f"names must be lessons of the syllabus, got {unknown}")
+    chosen = order if names is None else [n for n in order if n in names]
     written = []
-    for name in (order if names is None else [n for n in order if n in names]):
-        nb = slide_notebook(_read(src / name))
+    for name in chosen:
+        nb = slide_notebook(_read(src / name), decks=chosen)
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title(nb)}})
         path = out / (name[:-len(".ipynb")] + ".slides.html")
         path.write_text(body, encoding="utf-8")
