@@ -13,6 +13,13 @@ instructor's save rewrite a hundred lines:
 result), keeping figures and every other line. A lesson should not print durations in the first place (a re-run
 prints them again): the check is what keeps the committed text clean. A lesson whose subject is a measurement
 (a timing table it discusses) tags those cells ``timing`` (``TIMING_TAG``): their text is kept and not reported.
+
+A third thing changes from one machine to another: the digits of a number at float-rounding level (the error of
+an exact identity, a construction's residual, analytic against finite-difference gradients). They differ with the
+CPU, the BLAS kernel and the thread count, so a lesson prints such a number as the bound its assert checks
+(``< 1e-12``), never with its digits. ``rounding_digits(nb)`` lists every stored number below ``TINY`` printed
+with its digits rather than as a bound; ``tidy`` cannot fix that (the lesson's code must print the bound), so it
+is reported apart from ``problems``.
 """
 from __future__ import annotations
 
@@ -21,12 +28,16 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["IGNORE", "TIMING_TAG", "DURATION", "problems", "tidy", "tidy_files"]
+__all__ = ["IGNORE", "TIMING_TAG", "DURATION", "TINY", "problems", "rounding_digits", "tidy", "tidy_files"]
 
 IGNORE = "NBVAL_IGNORE_OUTPUT"
 TIMING_TAG = "timing"       # a cell whose printed durations are the lesson's content
 # a number followed by a unit of time: "14 s", "167.3 ms", "2.5e-3 s", "12.2 min", "(9 s)", "1,500 µs"
 DURATION = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:e-?\d+)?\s?(?:ns|µs|us|ms|s|sec|seconds|min|minutes|h)\b")
+TINY = 1e-8   # below this, a printed number is at or near float64 rounding for the quantities the lessons check
+# a number in scientific notation, with what stands before it on its line: a bound ("< 1e-12") is allowed
+_SCI = re.compile(r"(?P<pre>[^\n]{0,8})(?<![\w.])(?P<num>\d+(?:\.\d+)?[eE][-+]?\d+)")
+_BOUND = re.compile(r"(<|<=|≤|>|>=|≥|\bbelow|\bunder|\bwithin|\bto|\bthan)\s*$")
 
 
 def _text(output):
@@ -54,6 +65,30 @@ def problems(nb):
                 for line in (text or "").splitlines():
                     if DURATION.search(line):
                         out.append((i, f"timing text in a stored output: {line.strip()[:80]!r}"))
+    return out
+
+
+def _all_text(output):
+    """Every text a reader sees in a stored output: a stream, or a result's plain text / Markdown."""
+    if output.output_type == "stream":
+        return output.text
+    if output.output_type in ("execute_result", "display_data"):
+        return "\n".join(str(output.data.get(k, "")) for k in ("text/plain", "text/markdown"))
+    return ""
+
+
+def rounding_digits(nb):
+    """``[(cell index, number, its line)]``: every stored number smaller than ``TINY`` in magnitude (and not
+    zero) printed in scientific notation other than as a bound (after ``<``, ``<=``, ``≤``, ``>``, ``>=``,
+    ``≥``, "below", "under", "within", "to" or "than")."""
+    out = []
+    for i, cell in enumerate(nb.cells):
+        for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            for line in _all_text(o).splitlines():
+                for m in _SCI.finditer(line):
+                    value = abs(float(m["num"]))
+                    if 0 < value < TINY and not _BOUND.search(m["pre"]):
+                        out.append((i, m["num"], line.strip()[:100]))
     return out
 
 

@@ -1,0 +1,43 @@
+"""Stored notebook outputs hold on any machine: no number at float-rounding level is stored with its digits.
+
+Strict nbval compares every stored output with a fresh run. The digits of a rounding-level number (3.0e-16 here,
+1.5e-16 under another BLAS kernel) differ between CPUs, so a lesson prints the bound its assert checks instead;
+this test scans every stored output of every lesson so that a new cell cannot bring such digits back."""
+import nbformat
+import pytest
+
+from minimal import course, nbtidy
+
+NOTEBOOKS = sorted(p.name for p in course.NOTEBOOKS.glob("*.ipynb"))
+
+
+def _nb(*texts):
+    cell = nbformat.v4.new_code_cell("print(err)")
+    cell.outputs = [nbformat.v4.new_output("stream", text=t) for t in texts]
+    return nbformat.v4.new_notebook(cells=[cell])
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_no_stored_output_prints_the_digits_of_a_rounding_level_number(name):
+    found = nbtidy.rounding_digits(nbformat.read(course.NOTEBOOKS / name, as_version=4))
+    assert found == [], f"{name}: print the bound the assert checks instead of these digits: {found}"
+
+
+@pytest.mark.parametrize("text", ["parallel vs recurrent: 3.0e-16\n", "KV score 7e-30\n", "{'x': '3e-10'}\n",
+                                  "best error 4E-09 at eps = 1e-4\n", "residual -2.2e-16\n"])
+def test_the_scan_finds_digits_below_the_threshold(text):
+    assert len(nbtidy.rounding_digits(_nb(text))) == 1
+
+
+@pytest.mark.parametrize("text", ["relative error < 1e-12\n", "agree to <= 1e-12\n", "error ≤ 1e-13\n",
+                                  "fit error below 1e-12: True\n", "equals gril.forward to 1e-12\n",
+                                  "lr 3e-3, eps 1e-06\n", "exactly 0.0e+00\n", "loss 0.2039\n", "2.5e+06 steps\n"])
+def test_bounds_zeros_and_ordinary_numbers_pass(text):
+    assert nbtidy.rounding_digits(_nb(text)) == []
+
+
+def test_markdown_shown_by_a_cell_is_scanned_too():
+    cell = nbformat.v4.new_code_cell("display(Markdown(s))")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": "| error | 1.1e-16 |",
+                                                                 "text/plain": "<IPython.core.display.Markdown>"})]
+    assert [n for _, n, _ in nbtidy.rounding_digits(nbformat.v4.new_notebook(cells=[cell]))] == ["1.1e-16"]
