@@ -583,13 +583,13 @@ SCREEN_LINES = 20    # what fits one slide (reveal's 700 px high here): ~20 line
 
 
 def _cell_lines(cell):
-    """A rough height of a cell on a slide, in lines: wrapped text and code, text outputs, ~14 lines a figure."""
+    """A rough height of a cell on a slide, in lines: wrapped text and code, text outputs, ~18 lines a figure."""
     wrap = lambda text: sum(1 + len(line) // 100 for line in text.splitlines())   # noqa: E731
     n = wrap(cell.source) + (1 if cell.cell_type == "code" else 0)
     for out in cell.get("outputs", []):
         data = out.get("data", {})
         if any(k.startswith("image/") for k in data):
-            n += 14
+            n += 18
         elif out.get("output_type") == "stream":
             n += wrap(out.get("text", ""))
         elif "text/plain" in data:
