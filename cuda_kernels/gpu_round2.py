@@ -12,9 +12,9 @@ launch overhead counts, as a caller sees it), float32, outputs preallocated and 
 ``dst.copy_(src)``), torch.cumsum (1-D, same n) and torch's Heinsen log scan; ``launch floor``: an empty
 numba kernel timed the same way, the host's cost of one launch, which bounds the small shapes.
 
-Window phases: one call's kernels, each between two CUDA events recorded around its launch (numba's
-``_LaunchConfiguration.__call__`` wrapped for the measurement), beside the call's total; the difference is host
-time between launches. A variant that raises is written as a row with ``error`` and the run goes on.
+Phases (window kernels, and v4 at its defaults at each scan shape): one call's kernels, each between two CUDA
+events recorded around its launch (numba's ``_LaunchConfiguration.__call__`` wrapped for the measurement), beside
+the call's total; the difference is host time around and between launches. A variant that raises is written as a row with ``error`` and the run goes on.
 ``--tiny`` is a dry run of the plumbing at a few hundred elements (also in the simulator).
 """
 from __future__ import annotations
@@ -169,6 +169,17 @@ def scan_round(out_dir, tiny=False):
                       lambda: cs.linear_scan_backward(a, h, dh, None, "lookback", block=block, steps_per_thread=K,
                                                       out=grads, workspace=ws), timer, bwd_b, CB, tag,
                       method="lookback", block=block, steps_per_thread=K)
+        if not numba.config.ENABLE_CUDASIM:   # where v4's time goes: its kernel between events vs the whole call
+            for name, fn in (("v4 forward", lambda: cs.linear_scan(a, b, None, "lookback", out=out_h, workspace=ws)),
+                             ("v4 backward", lambda: cs.linear_scan_backward(a, h, dh, None, "lookback", out=grads,
+                                                                             workspace=ws))):
+                try:
+                    total, phases = _phases(fn)
+                    write({"name": f"phases: {name}", "seconds": total / 1e3, "total_ms": total,
+                           "kernels": [{"kernel": k, "grid": gd, "block": bd, "ms": ms} for k, gd, bd, ms in phases],
+                           "kernels_ms": sum(p[3] for p in phases), **tag})
+                except Exception as e:  # noqa: BLE001
+                    write(_error_row(f"phases: {name}", e, tag))
         if not tiny:   # check v4 against v2 on this shape (the default configuration), forward and backward
             try:
                 ref_h = cs.linear_scan(a, b, None, "blelloch").copy_to_host()
@@ -348,6 +359,9 @@ def tables(out_dir):
         for n, r in d.items():
             if n.startswith("v") and "error" not in r and "vs_copy" in r:
                 lines.append(f"  {shape} {n}: {frac(r)} ({us(r)})")
+            elif n.startswith("phases:"):
+                ks = ", ".join(f"{k['kernel']} {k['ms'] * 1e3:.1f} us" for k in r["kernels"])
+                lines.append(f"  {shape} {n} (defaults): call {r['total_ms'] * 1e3:.1f} us, kernels: {ks}")
             elif n.startswith("v4 vs v2"):
                 lines.append(f"  {shape} {n}: forward {r.get('forward', math.nan):.2e}, "
                              f"backward da {r.get('backward_da', math.nan):.2e}")

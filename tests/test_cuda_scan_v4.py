@@ -162,3 +162,34 @@ def test_lookback_v4_large_problems_on_the_gpu(shape, dtype, kw):
     ws = cs.Workspace()
     for shuffle in (True, True, False):
         check_forward_backward(a, b, h0, dh, dtype, shuffle=shuffle, workspace=ws, **kw)
+
+
+def test_round2_table_reads_the_rows_it_wrote(tmp_path):
+    """``python -m cuda_kernels.gpu_round2 table``: the issue's rows from the scan and window rows as the GPU run
+    writes them (fake numbers): the best v4 row per case, its goal, the phases, the failed variants."""
+    import json
+
+    from cuda_kernels import bench, gpu_round2 as g2
+
+    def row(name, shape, seconds, copy_s, **extra):
+        return dict(bench.make_row(name, seconds, 10, copy_s), shape=list(shape), dtype="float32", **extra)
+
+    few, one = g2.FEW256, g2.ONE
+    rows = [row("torch.cumsum (1-D, same n)", few, 1.0, 0.7),
+            row("v2 Blelloch forward (preallocated)", few, 4.0, 1.0, method="blelloch"),
+            row("v4 look-back forward (preallocated) block=256 K=32", few, 1.2, 1.0, vs_torch_copy=0.7),
+            row("v4 look-back forward (preallocated) block=256 K=8", few, 2.0, 1.0),
+            row("v4 look-back forward (preallocated) block=256 K=16", one, 2e-4, 1e-4),
+            row("torch Heinsen log scan (1-D)", one, 1e-4, 1e-4),
+            {"name": "phases: v4 forward", "seconds": 2e-4, "total_ms": 0.2, "kernels_ms": 0.05, "shape": list(one),
+             "kernels": [{"kernel": "scan", "grid": "(256, 1, 1)", "block": "(1, 256, 1)", "ms": 0.05}]},
+            {"name": "v4 look-back backward (preallocated) block=256 K=16", "seconds": float("nan"),
+             "shape": list(one), "error": "boom"}]
+    (tmp_path / "scan_rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = g2.tables(str(tmp_path))
+    assert ("| few channels (1, 1048576, 256) forward | v4 look-back forward (preallocated) block=256 K=32: 0.833 | "
+            "0.700 (1200000.0 us) | torch.cumsum 0.700 | - | >= 0.8 and >= torch.cumsum | yes |") in text
+    assert "| one channel (1, 1048576, 1) forward | v4 look-back forward (preallocated) block=256 K=16" in text
+    assert "time <= torch Heinsen | no |" in text
+    assert "phases: v4 forward (defaults): call 200.0 us, kernels: scan 50.0 us" in text
+    assert "1 failed variant(s)" in text and "boom" in text
