@@ -47,7 +47,32 @@ __all__ = ["Tolerance", "VERDICTS", "verdict", "judge", "printed_match", "render
 _TIMING_WORDS = ("seconds", "ms_per_step", "_ms", "wall", "time_", "tokens_per_s", "steps_per_s")
 _ORDER = {"matches": 0, "close": 1, "differs": 2, "n/a": 3}
 BETTER, QUICK = "better than the paper", "not reached by a quick run"
+NO_NOTE = "no note"   # what a non-matching row without a note shows (tests/test_report.py fails on it)
 VERDICTS = ("matches", "close", "differs", BETTER, QUICK, "n/a")   # the order of counts and summaries
+
+# The one definition of the verdict words: every results page, the index and the README print it as it stands here
+# (tests/test_report.py checks the README against it).
+VOCABULARY = (
+    ("matches", "our number is within the row's first tolerance of the paper's, or equal to it at the precision "
+                "the paper prints (33.33 matches 33)."),
+    ("close", "outside the first tolerance, within the second."),
+    ("differs", "outside both tolerances."),
+    (BETTER, "outside the first tolerance on the side the paper counts as better (a lower loss, a higher "
+             "accuracy); the row's note says what made it so, such as an easier task, which is not a claim of a "
+             "better model."),
+    (QUICK, "a quick run's row outside the first tolerance that its experiment declares beyond a quick run's "
+            "reach; the full run is judged by the same tolerances."),
+    ("n/a", "no number to compare."),
+)
+TOLERANCE_RULE = ("Tolerances: ±5% (matches) / ±25% (close) of the paper's number unless the row names another; a "
+                  "paper number gets the same tolerance in every experiment of a work that reports it. Every row "
+                  "that does not match has a note on its work's page that says why, and the lesson (notebook) "
+                  "that shows it.")
+
+
+def vocabulary_markdown():
+    """The verdict words and the tolerance rule as Markdown: one bullet per word, then the rule."""
+    return "\n".join([*(f"- **{word}**: {text}" for word, text in VOCABULARY), "", TOLERANCE_RULE])
 
 
 class Tolerance(NamedTuple):
@@ -140,10 +165,11 @@ def verdict(paper, ours, tol=None):
 
 
 def _lookup(table, key):
-    """``table[key]``, else the first pattern of ``table`` (fnmatch, e.g. "test_loss_*") that ``key`` matches."""
+    """``table[key]``, else the first pattern of ``table`` (fnmatch, e.g. "test_loss_*"; a placeholder such as
+    "<cell>" stands for any text, as "*" does) that ``key`` matches."""
     if key in table:
         return table[key]
-    return next((v for k, v in table.items() if fnmatch.fnmatchcase(key, k)), None)
+    return next((v for k, v in table.items() if fnmatch.fnmatchcase(key, re.sub(r"<[^<>]+>", "*", k))), None)
 
 
 def _better(paper, ours, direction):
@@ -174,8 +200,10 @@ def _fmt(v):
         return "nan" if math.isnan(v) else f"{v:.4g}"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    # a cell of a Markdown table: one line, no column separator (a vocabulary starts with "\n")
-    return str(v).encode("unicode_escape").decode("ascii").replace("|", "\\|")
+    # a cell of a Markdown table: one line, no column separator (a vocabulary starts with "\n"); printable
+    # characters such as λ stay as they are
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(v))
+    return text.replace("|", "\\|")
 
 
 def reader_name(key):
@@ -234,6 +262,21 @@ def _note(meta, key, metrics, mode):
     return text(_config(meta.mod, metrics, mode), metrics) if callable(text) else text
 
 
+def lesson(meta, key):
+    """The lesson (notebook) that shows why ``key`` comes out as it does: the experiment's ``LESSON``, a string
+    or {key pattern: string}; None when it names none."""
+    got = meta.get("LESSON", None)
+    return _lookup(got, key) if isinstance(got, dict) else got
+
+
+def _explained(note, where):
+    """A non-matching row's note with its lesson: "why. Shown in `notebooks/...`."."""
+    if not note:
+        return NO_NOTE
+    note = note.rstrip()
+    return note + ("" if note.endswith(".") else ".") + (f" Shown in `notebooks/{where}`." if where else "")
+
+
 def rows(results, modules, work=""):
     """Per paper-comparable metric: (experiment, key, paper text, ours text, verdict, tolerance, mode, note)."""
     out = []
@@ -251,8 +294,11 @@ def rows(results, modules, work=""):
             sk = _spread_key(key, metrics)
             p_spread = paper.get(sk) if sk else paper.get(f"{key}_std")
             n = metrics.get(f"{key}_seeds")
+            note = _note(meta, key, metrics, mode)
+            if v != "matches":
+                note = _explained(note, lesson(meta, key))
             out.append((name, key, _with_spread(paper[key], p_spread), _with_spread(ours, metrics.get(sk), n), v,
-                        tol.describe(), mode, _note(meta, key, metrics, mode)))
+                        tol.describe(), mode, note))
     return out
 
 
@@ -294,9 +340,16 @@ def _measurements(work, results, modules):
             d = _lookup(defs, key)
             row = f"| {reader_name(key)} | `{key}` | {_fmt(ours)} | {_fmt(d) if d else ''} |"
             (times if is_timing(key) else other).append(row)
-        times.append(f"| wall time of the experiment (s) | | {res['seconds']:.1f} | |")
+        loaded = res.get("mode", "").startswith("full, all runs on disk")
+        if loaded:
+            header = ("Timings: the rows but the last were recorded by the committed runs under `data/` when they "
+                      "were trained (their machine and load); the last is this run's, which loaded them:")
+            times.append(f"| wall time of this run, loading the committed runs (s) | | {res['seconds']:.1f} | |")
+        else:
+            header = "Timings (this run, on this machine):"
+            times.append(f"| wall time of the experiment (s) | | {res['seconds']:.1f} | |")
         parts += [f"## {name} ({res.get('mode', '')})", "", "| measure | key | ours | definition |",
-                  "|---|---|---|---|", *other, "", "Timings (this machine, this run):", "",
+                  "|---|---|---|---|", *other, "", header, "",
                   "| measure | key | ours | definition |", "|---|---|---|---|", *times, ""]
     return "\n".join(parts)
 
@@ -312,17 +365,13 @@ def render(work, quick, results, modules, out_dir=".", measurements="measurement
             "|---|---|---|---|---|---|---|"]
     comp += [f"| {n} | {k} | {p} | {o} | {v} | {t} | {m} |" for n, k, p, o, v, t, m, _ in table]
     parts = [title, "",
-             f"Paper-comparable metrics: {summary(counts)}. A verdict compares our number with the paper's under "
-             "the tolerance in its row, or at the precision the paper prints it (33.33 matches 33); a spread "
-             "(± one standard deviation over seeds) stands beside its mean. \"better than the paper\": outside "
-             "the tolerance, on the good side. \"not reached by a quick run\": the experiment ran its quick "
-             "configuration, which is not expected to reach this number (next sections). \"run\" says whether "
-             "the experiment ran its quick configuration, its full one, or loaded a full run committed under "
-             "`data/`.", "",
+             f"Paper-comparable metrics: {summary(counts)}. A spread (± one standard deviation over seeds) stands "
+             "beside its mean; \"run\" says whether the experiment ran its quick configuration, its full one, or "
+             "loaded a full run committed under `data/`. The verdicts:", "", vocabulary_markdown(), "",
              "## Paper-comparable results", "", *comp, "", "## Notes on the verdicts", ""]
     noted = [(n, k, v, note) for n, k, _, _, v, _, _, note in table if v != "matches"]
     for n, k, v, note in noted:
-        parts.append(f"- `{n}.{k}` ({v}): {note or 'no note; see the experiment differences below.'}")
+        parts.append(f"- `{n}.{k}` ({v}): {note or NO_NOTE}")
     if not noted:
         parts.append("Every paper-comparable metric matches.")
     parts += ["", "How each experiment differs from the paper (from its module's docstring):", ""]

@@ -119,9 +119,9 @@ PAPER = {
     "loss_gril1": 0.206,                 # Table 7: trained GRIL 0.206 ± 0.001 (ours: the scalar-step L = 1 model)
     "loss_zero": 0.414,                  # Table 6: the ablated models, which predict zero
 }
-# "matches" only at the paper's printed digits (``report.printed_match``), "close" within 5%
-TOLERANCE = {k: Tolerance("rel", 0.0, 0.05) for k in ("loss_gd1", "loss_gril1", "loss_zero")}
-TOLERANCE["gril2_over_gd2"] = Tolerance("rel", 0.05, 0.25, printed=False)       # a claim, not a printed 1.0
+# Table 7's absolute losses keep the report's default (±5% / ±25%), as in ``regression``, ``ablations`` and
+# ``comparison``: one tolerance for the same paper number across a work (``minimal.report.TOLERANCE_RULE``)
+TOLERANCE = {"gril2_over_gd2": Tolerance("rel", 0.05, 0.25, printed=False)}      # a claim, not a printed 1.0
 TOLERANCE["sine_gril_over_gd_mlp"] = Tolerance("at_most", 0.0, 1.05, printed=False)   # claim <= 1: above, close
 METRICS = {
     "loss_gril2": "trained two-layer GRIL, 1/2 MSE per output on 10^4 fixed tasks (Fig. 3A; the paper prints no "
