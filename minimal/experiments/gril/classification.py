@@ -327,7 +327,8 @@ def plot(metrics, out_dir):
     under rescaled inputs. One colour per model in every panel; legends beside the panels."""
     plt = pyplot()
     colours = {"GRIL (φ)": "C0", "GRIL (no φ)": "C1"}
-    fig, axes = plt.subplots(2, 4, figsize=(17, 7), gridspec_kw={"width_ratios": (1.3, 0.7, 0.7, 1.3)})
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7), gridspec_kw={"width_ratios": (1.3, 0.6, 0.6, 1.3)},
+                             layout="constrained")
     for row, task in zip(axes, TASKS):
         p = task + "_"
         a, b, b2, c = row
@@ -348,7 +349,7 @@ def plot(metrics, out_dir):
             for i, v in enumerate(values):
                 ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=8)
             ax.set(xticks=[0, 1], xlim=(-0.6, 1.6), title=title, xlabel="model", ylabel=ylabel)
-            ax.set_xticklabels(names, fontsize=8)
+            ax.set_xticklabels([n.replace(" (", "\n(") for n in names], fontsize=8)
             ax.set_ylim(0, 1.15 * max(max(values), 1e-12) if "L2" in ylabel else 1.1)
             ax.title.set_fontsize(9)
         scales = sorted(metrics[p + "rescale"], key=float)
@@ -363,4 +364,4 @@ def plot(metrics, out_dir):
         c.set_xticks(xs, [f"{x:g}" for x in xs])
         c.xaxis.set_minor_locator(plt.NullLocator())
         legend_beside(c)
-    return [save_figure(fig, out_dir, "classification.png")]
+    return [save_figure(fig, out_dir, "classification.png", layout=False)]

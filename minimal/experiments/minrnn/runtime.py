@@ -191,11 +191,11 @@ def run(config: Config = None, out_dir=None, progress=True):
 
 
 # one look per model in every panel: a colour each (GRU family blue-ish, LSTM family red-ish), the log-space forms
-# dashed with open markers, so that lines that coincide (minLSTM and minGRU log) both stay visible
+# dashed with larger open markers, so that lines that coincide (minLSTM's and minGRU log's memory) both stay visible
 STYLE = {"gru": dict(color="C0", marker="s", ls="-", lw=2.2), "lstm": dict(color="C3", marker="D", ls="-", lw=2.2),
          "mingru": dict(color="C9", marker="o", ls="-"), "minlstm": dict(color="C1", marker="^", ls="-"),
-         "mingru_log": dict(color="C2", marker="o", ls="--", mfc="none"),
-         "minlstm_log": dict(color="C6", marker="^", ls="--", mfc="none")}
+         "mingru_log": dict(color="C2", marker="o", ls="--", mfc="none", ms=9),
+         "minlstm_log": dict(color="C6", marker="^", ls="--", mfc="none", ms=9)}
 PAPER_MARK = {"mingru": "*", "minlstm": "P"}   # the paper's speed-ups, in the colour of their minimal cell
 
 
@@ -210,7 +210,7 @@ def plot(metrics, out_dir):
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
 
     def style(name):
-        return dict(ms=5, **STYLE.get(name, {}))
+        return {"ms": 5, **STYLE.get(name, {})}
 
     for name, t in metrics["times_ms"].items():
         axes[0].plot(Ts, t, label=name, **style(name))

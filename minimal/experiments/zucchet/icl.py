@@ -446,6 +446,7 @@ def plot(result, out_dir):
     ax1.axhline(result["loss_gd"], color="k", ls="--", label=f"one GD step, η* (eval) {result['loss_gd']:.4f}")
     ax1.set_xlabel("step")
     ax1.set_ylabel("query loss")
+    ax1.set_title("training against one optimal GD step (Sec. 4.2)")
     legend_beside(ax1)
     k = np.arange(1, len(result["coef_x2_y1"]) + 1)
     ax2.bar(k, result["coef_x2_y1"], color="C1", label="trained RNN")
