@@ -224,7 +224,46 @@ class _Meta:
 
     def get(self, attr, default):
         v = getattr(self.mod, attr, None)
+        if attr == "METRICS":   # definitions add up: the module's first (its patterns looked up first), then
+            merged = dict(v or {})   # the page data's
+            for key, text in self.extra.get(attr, {}).items():
+                merged.setdefault(key, text)
+            return merged or default
         return self.extra.get(attr, default) if v is None else v
+
+
+# Definitions that hold for a key of every experiment (``measurements.md``), after the experiment's own METRICS;
+# "{base}" is the key without the pattern's suffix.
+GENERIC_METRICS = {
+    "*_std": "standard deviation over seeds of `{base}`",
+    "*_seeds": "seeds behind `{base}`",
+    "*_mean": "mean over seeds of `{base}`",
+    "*_n_params": "trainable parameters of `{base}`",
+    "*_diverged": "runs of `{base}` whose loss diverged (left out of its mean)",
+    "steps": "training steps of the run", "steps_trained": "training steps of the run",
+    "ms_per_step": "wall time per training step (ms)", "train_seconds": "wall time of the training (s)",
+    "sweep_seconds": "wall time of the sweep in this run (s): loading only, when every job is on disk",
+    "job_seconds_total": "sum of the sweep's job times (s)", "n_jobs": "jobs in the sweep",
+    "n_eval": "evaluation tasks (a fixed set, shared by every model of the experiment)",
+    "eta_star": "η*, the optimal size of one GD step from 0 (in closed form)",
+    "functional_*": "the same after functional pruning (a neuron removed when that leaves the loss unchanged)",
+    "construction_vs_gd_max_abs": "largest |difference| of the construction's and GD's predictions (exact: ~0)",
+    "*_seconds": "wall time (s)",
+    "*_over_*": "the ratio of the two quantities its name gives, `{a}` / `{b}`",
+}
+
+
+def definition(defs, key):
+    """``key``'s definition: the experiment's ``METRICS`` (``defs``), else ``GENERIC_METRICS``; None if neither."""
+    d = _lookup(defs, key)
+    if d:
+        return d
+    for pattern, text in GENERIC_METRICS.items():
+        if fnmatch.fnmatchcase(key, pattern):
+            a, _, b = key.partition("_over_")
+            base = key.rsplit("_", 2 if pattern in ("*_n_params",) else 1)[0]
+            return text.format(base=base, a=a, b=b)
+    return None
 
 
 def _spread_key(key, metrics):
@@ -270,11 +309,15 @@ def lesson(meta, key):
 
 
 def _explained(note, where):
-    """A non-matching row's note with its lesson: "why. Shown in `notebooks/...`."."""
+    """A non-matching row's note with its lesson: "why. Shown in `notebooks/NAME.ipynb` (Sec. 4.1)."."""
     if not note:
         return NO_NOTE
     note = note.rstrip()
-    return note + ("" if note.endswith(".") else ".") + (f" Shown in `notebooks/{where}`." if where else "")
+    note += "" if note.endswith(".") else "."
+    if not where:
+        return note
+    name, _, sections = where.partition(" ")
+    return f"{note} Shown in `notebooks/{name}`" + (f" {sections}." if sections else ".")
 
 
 def rows(results, modules, work=""):
@@ -337,13 +380,14 @@ def _measurements(work, results, modules):
                 continue
             if isinstance(ours, dict) or isinstance(ours, list) and len(ours) > 8:
                 continue
-            d = _lookup(defs, key)
+            d = definition(defs, key)
             row = f"| {reader_name(key)} | `{key}` | {_fmt(ours)} | {_fmt(d) if d else ''} |"
             (times if is_timing(key) else other).append(row)
         loaded = res.get("mode", "").startswith("full, all runs on disk")
         if loaded:
-            header = ("Timings: the rows but the last were recorded by the committed runs under `data/` when they "
-                      "were trained (their machine and load); the last is this run's, which loaded them:")
+            header = ("Timings: `sweep_seconds` and the last row are this run's, which loaded the committed runs "
+                      "under `data/`; the others were recorded by those runs when they were trained, on their "
+                      "machine and load:")
             times.append(f"| wall time of this run, loading the committed runs (s) | | {res['seconds']:.1f} | |")
         else:
             header = "Timings (this run, on this machine):"

@@ -213,4 +213,4 @@ def test_measurements_keep_greek_letters_and_say_whose_timings_they_are(tmp_path
     assert "| lam 0 | `lam_0` | 0.99 | the decay λ of neuron i |" in other
     run, sweep = other.split("## sweep")
     assert "Timings (this run, on this machine)" in run
-    assert "recorded by the committed runs" in sweep and "loading the committed runs (s) | | 0.2" in sweep
+    assert "recorded by those runs when they were trained" in sweep and "loading the committed runs (s) | | 0.2" in sweep
