@@ -57,8 +57,8 @@ def _sc_vanilla_steps(config):
     return config.get("steps", "?")
 
 
-_TS_WHY = ("the loss and the scores fall with training for orders of magnitude, and pruning finds fewer neurons "
-           "in use as they do; a quick run stops far above Table 1, the committed full run comes close to it.")
+_TS_WHY = ("the loss and the scores keep falling by orders of magnitude with training, and pruning finds fewer "
+           "neurons in use as they do, so a quick run stops far from Table 1's numbers.")
 _ICL_WHY = ("the loss and the one-token polynomial settle slowly; a quick run stops above one GD step's loss, with "
             "coefficients that have not reached η*.")
 _CLOSED = "a closed form evaluated on our fixed evaluation tasks, nothing trained"
