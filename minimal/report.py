@@ -5,8 +5,11 @@ Every work's page has the same sections, so a reader knows where to look:
 1. Paper-comparable results: every metric that has a paper value, the paper's number and ours (a spread, where
    one exists, beside its mean: ``0.209 ± 0.0012``), a verdict, the tolerance it used, and the run mode of its
    experiment (quick / full / full, loaded from disk).
+   Above it, the verdict words (``VOCABULARY``, the same on every page, the index and the README) and the
+   tolerance rule (``TOLERANCE_RULE``).
 2. Notes on the verdicts: for every row that is not a match, why (``minimal.experiments.notes`` or the module's
-   own ``NOTES``), then each experiment's "Differs from the paper" list, quoted from its docstring.
+   own ``NOTES``) and the lesson that shows it (``LESSON``), then each experiment's "Differs from the paper" list,
+   quoted from its docstring.
 3. What a quick run is expected to miss (each experiment's ``QUICK_MISSES``).
 4. Metric definitions (``METRICS``: key -> definition), then links to the figures and to ``measurements.md``:
    the metrics without a paper value and the timings, one table per experiment, named for a reader.
@@ -26,7 +29,8 @@ Then three refinements, in order:
                         gets a Tolerance with ``printed=False``: the tolerance alone decides.
     better              a "close" / "differs" row on the better side of the paper (the experiment's ``BETTER``:
                         key pattern -> "lower" / "higher"; "at_most" tolerances are lower-is-better) reads
-                        "better than the paper".
+                        "better than the paper"; an experiment declares BETTER only where the row's note says
+                        what made the number better (an easier task, not a better model).
     quick               in a quick run, a "close" / "differs" row the experiment declares out of a quick run's
                         reach (``QUICK_UNREACHABLE``) reads "not reached by a quick run", not "differs".
 Metadata is looked up on the experiment module first, then in ``minimal.experiments.notes`` (``notes.page``).

@@ -160,6 +160,8 @@ def test_every_row_that_may_not_match_has_a_note_that_says_why_and_names_its_les
             assert note and report.NO_NOTE not in note, (work, name, key)
             assert not _BELOW.search(note), (work, name, key, note)   # "slightly below 1" is fine
             assert not (closed and _STEP_COUNT.search(note)), (work, name, key, note)
+            better = report._lookup(meta.get("BETTER", {}), key)
+            assert not better or "better model" in note, (work, name, key, note)   # says what made it better
             row = report._explained(note, where)
             assert row.count(". ") + row.count("; ") <= 6 and f"notebooks/{where.split(' ')[0]}" in row
 

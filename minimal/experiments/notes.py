@@ -9,7 +9,8 @@ the same name takes precedence, so a module can carry its own page data:
                        config is the run's configuration as a dict (``metrics["config"]``, else the module's
                        ``Config`` of the run's mode) and metrics the run's metrics
     QUICK_UNREACHABLE  key patterns a quick run is not expected to reach (its verdict reads so, not "differs")
-    BETTER             key pattern -> "lower" or "higher": the side of the paper's number that is better
+    BETTER             key pattern -> "lower" or "higher": the side of the paper's number that is better; only
+                       where the row's note says what made a number better (its task, not a better model)
     METRICS            key (or pattern; "<name>" stands for any text) -> definition
     QUICK_MISSES       one paragraph: what a quick run is expected to miss
     LESSON             the notebook (and its sections) that shows why a row comes out as it does: a string, or
@@ -105,7 +106,6 @@ PAGES = {
                    "*": "zucchet_e_in_context_regression.ipynb (Sec. 2 and 4)"},
         "CLOSED_FORM": ("eta_star", "loss_gd"),
         "QUICK_UNREACHABLE": ("final_train_loss", "coef_x2_y1", "coef_x2_y1_mean", "residual_norm"),
-        "BETTER": {"final_train_loss": "lower", "residual_norm": "lower"},
         "NOTES": {
             "eta_star": "App. C.2's formula 1 / (σ_x² (T + d_x - 1/5)) evaluated at T = 12, d_x = 3: nothing trained.",
             "loss_gd": f"one GD step at η*, {_CLOSED}; it differs from the paper's by the sampling noise of a "
@@ -131,7 +131,6 @@ PAGES = {
         "CLOSED_FORM": ("loss_gd",),
         "QUICK_UNREACHABLE": ("coef_x2_y1_mean", "coef_over_eta_star", "residual_norm_mean",
                               "final_train_loss_mean", "seeds"),
-        "BETTER": {"residual_norm_mean": "lower", "final_train_loss_mean": "lower"},
         "NOTES": {
             "seeds": lambda c, m: f"we train {len(c.get('seeds', ())) or '?'} seeds (the paper: 4).",
             "loss_gd": f"one GD step at η*, {_CLOSED}; it differs from the paper's by the sampling noise of a "
@@ -189,8 +188,6 @@ PAGES = {
                     "construction_vs_gd_max_abs": "largest |difference| of the construction's and GD's predictions",
                     "ridge_over_gd": "one unit-ridge step's loss / one GD step's",
                     "n_eval": "evaluation tasks"},
-        # Newton's loss is a reference computation, not a trained model: lower is not "better" there
-        "BETTER": {"gril_over_gd": "lower", "scalar_gril_over_zero": "lower"},
         "NOTES": {
             "newton_*": "with N = f noiseless examples one undamped Newton step solves the least-squares problem "
                         "exactly (loss ~0), a closed form; the paper names no damping, and a damped step spans "
@@ -322,7 +319,6 @@ PAGES = {
     "minrnn.shakespeare": {
         "LESSON": "minrnn_d_shakespeare.ipynb (Sec. 3-4)",
         "QUICK_UNREACHABLE": ("test_loss_*", "steps_to_best_*", "ratio_*", "steps_ratio_*"),
-        "BETTER": {"test_loss_*": "lower"},
         "NOTES": {
             "test_loss_*": lambda c, m: f"our model is D = {c.get('D', '?')} wide with context {c.get('T', '?')}, "
                                         f"batch {c.get('batch', '?')}, {c.get('steps', '?')} steps; the paper's "
@@ -376,8 +372,8 @@ PAGES = {
             "*": lambda c, m: f"our task is easier, T = {c.get('T', '?')} with {c.get('n_data', '?')} data tokens "
                               f"(the paper: T = 4096 with 16), and trained shorter, {_steps(c, m)} steps (the paper: "
                               "up to 400,000), and log space still trails the vanilla cells at equal steps: an "
-                              "accuracy above the paper's comes from the easier task, one below from the shorter "
-                              "training, neither from a better or worse model.",
+                              "accuracy above the paper's comes from the easier task, not a better model, and one "
+                              "below it from the shorter training.",
         },
     },
 }
