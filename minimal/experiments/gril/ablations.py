@@ -53,6 +53,7 @@ PAPER = {
     "multivariate_no_window_over_full": 0.414 / 0.206, "multivariate_no_readout_over_full": 0.414 / 0.206,
     "scalar_no_window_over_full": 0.426 / 0.209, "scalar_no_readout_over_full": 0.426 / 0.209,
 }
+TOLERANCE = M.loss_tolerances(PAPER)   # the absolute losses, judged as in every GRIL experiment (model.py)
 
 
 @dataclass

@@ -78,6 +78,7 @@ PAPER = {
     "scalar_gril_over_zero": 0.209 / 0.426,
     "pred_cos": 1.0,                      # Fig. 2B: "near-perfect alignment"
 }
+TOLERANCE = M.loss_tolerances(PAPER)      # the absolute losses, judged as in every GRIL experiment (model.py)
 
 METRICS = {
     "loss": "trained GRIL, multivariate (n_o = f = 10), 1/2 MSE per output on 10^4 tasks at x ~ U(-1/2, 1/2)",
