@@ -217,7 +217,7 @@ def build_parser():
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")
-    p.add_argument("work", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
+    p.add_argument("work", metavar="WORK", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
                                 "work is its notebook alone, notebooks/kernel_attention_is_an_rnn.ipynb")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
