@@ -34,25 +34,11 @@ from ... import _speed
 from ...analysis import gril_gd
 from ...cells import gril
 from ...optim import cosine_schedule
-from ...report import Tolerance
 from ...tasks import gril_regression
 from ...train import train
 
-# The paper's absolute losses (Tables 5-7, printed to three digits with spreads of 0.001-0.002) are judged alike in
-# every experiment that reports one (regression, ablations, multistep, comparison): "matches" only when ours rounds
-# to the printed digits, "close" within 5% (our 10^4 evaluation tasks carry about 1% of sampling noise).
-LOSS_TOLERANCE = Tolerance("rel", 0.0, 0.05)
-
-
-def loss_tolerances(paper):
-    """{key: LOSS_TOLERANCE} for every absolute loss of a ``PAPER`` dict: a float the paper prints (no ratio, whose
-    key has "_over_", and no claim encoded as 1.0)."""
-    return {k: LOSS_TOLERANCE for k, v in paper.items()
-            if isinstance(v, float) and "_over_" not in k and v != 1.0}
-
 __all__ = ["VARIANTS", "window_of", "init_params", "predict", "predict_backward", "loss_and_grads",
-           "state_readout_forward", "state_readout_backward", "head_forward", "head_backward", "Job", "eval_tasks", "train_job", "run_job",
-           "LOSS_TOLERANCE", "loss_tolerances"]
+           "state_readout_forward", "state_readout_backward", "head_forward", "head_backward", "Job", "eval_tasks", "train_job", "run_job"]
 
 VARIANTS = ("full", "no_window", "no_readout", "neither")
 CELL = {"method": "sequential", "backend": "numpy"}   # T' = N windows: a Python loop of 10 steps is fastest here
