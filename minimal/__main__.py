@@ -1,4 +1,4 @@
-"""Command line: ``python -m minimal {check,bench,reproduce,course} ...``.
+"""Command line: python -m minimal {check,bench,reproduce,course} ...
 
     python -m minimal check [--only NAME ...] [--no-scans]
         gradient check of every registered cell and the scan equivalence checks; exit code 1 on any failure.
@@ -44,8 +44,8 @@ def _check(args):
     from .cells import REGISTRY
 
     for name in args.only or ():
-        check_choice("only", name, REGISTRY)
-    check_positive_int("seed", args.seed, minimum=0)
+        check_choice("--only", name, REGISTRY)
+    check_positive_int("--seed", args.seed, minimum=0)
     print("checking every cell's gradients and every scan (a first run compiles the Numba kernels: about 35 s)...",
           file=sys.stderr, flush=True)
     rows = check.run(names=args.only, seed=args.seed, scans=not args.no_scans)
@@ -56,6 +56,10 @@ def _check(args):
 def _bench(args):
     from . import bench
 
+    if args.size is not None:   # checked here to name the flag; the library checks its own argument again
+        check_positive_int("--size", args.size, minimum=2 if args.what == "scan" else 4)
+    if args.repeats is not None:
+        check_positive_int("--repeats", args.repeats)
     try:
         if args.what == "train":
             from . import bench_train
@@ -110,6 +114,15 @@ def _say_bench(what, args, shape):
 
 
 def _reproduce(args):
+    from .experiments import _MODULES, experiments
+
+    # the CLI's own choices: the works with experiments, "all", and "kernel" (which says it is a notebook)
+    check_choice("WORK", args.work, [*_MODULES, "all", "kernel"])
+    if args.only and args.work in _MODULES:
+        names = experiments(args.work)
+        unknown = sorted(set(args.only) - set(names))
+        if unknown:
+            raise InputError(f"--only must name experiments of {args.work!r} {sorted(names)}, got {unknown}")
     if args.work == "kernel":
         raise InputError("the kernel work has nothing to reproduce: its notebook computes everything live; run it "
                          "with `jupyter lab notebooks/kernel_attention_is_an_rnn.ipynb` or `python -m pytest --nbval "
@@ -165,6 +178,21 @@ def _course(args):
     return 0
 
 
+BENCH_HELP = """Speed, as ratios measured in one run on this machine. The four benchmarks:
+
+  scan     the linear recurrence h_t = a_t h_{t-1} + b_t: the NumPy loop, the Numba sequential, Blelloch and
+           log-space kernels and the public calls, as ratios to a same-run memory copy of the same bytes (CPU:
+           minutes, peak about 2.4 GB at the default T = 4096; --backend cuda: the numba.cuda kernels on a GPU)
+  window   GRIL's windowed cross-product block: the fused Numba kernels against the NumPy path and a memory copy
+           (CPU: about 2 minutes, peak about 3.5 GB at T = 16385; --backend cuda: cuda_kernels.bench on a GPU)
+  step     the gated RNN's forward + backward on the Zucchet tasks' shapes; the ICL readout "all" against
+           "last"; time in scans vs BLAS vs the rest (CPU)
+  train    one training step (forward, loss, backward, clip, AdamW) of every model the course trains; with
+           PyTorch installed, the same models in torch beside them, checked equal in float64 first (CPU)
+
+--quick runs a seconds-sized problem; --size T sets scan's / window's time steps on the CPU."""
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m minimal", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -176,8 +204,9 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_check)
 
-    p = sub.add_parser("bench", help="speed, as ratios measured in one run")
-    p.add_argument("what", choices=["scan", "window", "step", "train"])
+    p = sub.add_parser("bench", help="speed, as ratios measured in one run",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, description=BENCH_HELP)
+    p.add_argument("what", choices=["scan", "window", "step", "train"], help="the benchmark (above)")
     p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
     p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
     p.add_argument("--size", type=int, metavar="T",
@@ -188,7 +217,7 @@ def build_parser():
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")
-    p.add_argument("work", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
+    p.add_argument("work", metavar="WORK", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
                                 "work is its notebook alone, notebooks/kernel_attention_is_an_rnn.ipynb")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")

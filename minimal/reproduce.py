@@ -10,9 +10,9 @@ weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments who
 ``data/`` (``minimal.data.data_path``), whatever the current folder.
 
 Each experiment's entry is written to ``OUT/NAME/result.json`` as soon as it finishes; ``results.json`` and
-``results.md`` are then rebuilt from every such file in ``OUT`` under a lock (``OUT/.results.lock``), so that
-``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder at the same time lose none
-of each other's results.
+``results.md`` are then rebuilt from every such file in ``OUT`` under a lock on the folder ``OUT`` itself (no lock
+file is left behind), so that ``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder
+at the same time lose none of each other's results.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import dataclasses
 import fcntl
 import inspect
 import json
+import os
 import time
 from pathlib import Path
 
@@ -79,26 +80,30 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
 
 def _merge(work, quick, out, results, every, markdown=False):
     """Rebuild ``out/results.json`` (and with ``markdown`` ``out/results.md`` and ``out/measurements.md``, returning
-    the page's {verdict: count}) from every experiment's ``out/NAME/result.json`` (``every``: the work's {name: module}), this run's ``results`` taking
-    precedence, under an exclusive lock on ``out/.results.lock``: every run writes its own files first, so the
-    last to take the lock sees them all."""
-    with open(out / ".results.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            merged = {}
-            for name in every:
-                if name in results:
-                    merged[name] = results[name]
-                elif (out / name / "result.json").is_file():
-                    try:
-                        merged[name] = json.loads((out / name / "result.json").read_text())
-                    except json.JSONDecodeError:
-                        print(f"warning: {out / name / 'result.json'} is not valid JSON; left out of results",
-                              flush=True)
-            with atomic_write(out / "results.json", "w") as fh:
-                fh.write(json.dumps(merged, indent=2, default=float))
-            if not markdown:
-                return None
-            return report.write(work, quick, merged, {n: every[n] for n in merged}, out)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    the page's {verdict: count}) from every experiment's ``out/NAME/result.json`` (``every``: the work's
+    {name: module}), this run's ``results`` taking precedence, under an exclusive lock on the folder ``out`` itself
+    (``flock`` on its descriptor, so no lock file is left behind; an earlier version's empty ``out/.results.lock``
+    is removed): every run writes its own files first, so the last to take the lock sees them all."""
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        stale = out / ".results.lock"
+        if stale.is_file() and stale.stat().st_size == 0:
+            stale.unlink()
+        merged = {}
+        for name in every:
+            if name in results:
+                merged[name] = results[name]
+            elif (out / name / "result.json").is_file():
+                try:
+                    merged[name] = json.loads((out / name / "result.json").read_text())
+                except json.JSONDecodeError:
+                    print(f"warning: {out / name / 'result.json'} is not valid JSON; left out of results",
+                          flush=True)
+        with atomic_write(out / "results.json", "w") as fh:
+            fh.write(json.dumps(merged, indent=2, default=float))
+        if not markdown:
+            return None
+        return report.write(work, quick, merged, {n: every[n] for n in merged}, out)
+    finally:
+        os.close(fd)   # closing the descriptor releases the lock
