@@ -1,0 +1,71 @@
+"""Hostile-user checks, round 3 (issue 32), beside tests/test_reliability.py: one section per finding. Sweeps that
+never hang or silently retrain (a scheduler address that is not one, a damaged committed job file, the dashboard's
+interface), compiled paths that refuse what they cannot compute, generation that refuses bad token ids and takes a
+seed, and command lines that name the broken file or argument."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- 3. an empty batch through softmax attention with an output projection --------------------------------------
+
+@pytest.mark.parametrize("sizes", [dict(D=4), dict(D=4, D_k=2, D_v=4, D_out=3)], ids=["square", "rectangular"])
+@pytest.mark.parametrize("n_heads", [1, 2])
+@pytest.mark.parametrize("W_O", [True, False], ids=["W_O", "no-W_O"])
+def test_softmax_attention_runs_an_empty_batch_with_or_without_W_O(sizes, n_heads, W_O):
+    from minimal.cells import softmax_attention as S
+
+    sizes = sizes if W_O else {k: v for k, v in sizes.items() if k != "D_out"}
+    params = S.init(np.random.default_rng(0), output_projection=W_O, **sizes)
+    y, cache = S.forward(params, np.zeros((0, 5, 4)), n_heads=n_heads)
+    dx, grads = S.backward(params, cache, np.zeros_like(y))
+    assert y.shape[:2] == (0, 5) and dx.shape == (0, 5, 4)
+    assert sorted(grads) == sorted(params)
+    assert all(grads[k].shape == params[k].shape and not grads[k].any() for k in params)
+
+
+# --- 5, 6. generation: bad token ids are refused by name in every model; rng takes a seed -----------------------
+
+@pytest.fixture(scope="module")
+def tiny_lms():
+    from minimal.experiments.minrnn import shakespeare_model as M
+    return M, {k: M.init_lm(np.random.default_rng(3), k, 5, 8, 1) for k in M.KINDS}
+
+
+@pytest.mark.parametrize("kind", ["mingru", "minlstm", "attention", "mingru_vanilla", "minlstm_vanilla"])
+@pytest.mark.parametrize("tokens, what", [(np.array([-1]), "tokens must hold ids in [0, V = 5), got values in [-1"),
+                                          (np.array([5]), "tokens must hold ids in [0, V = 5), got values in [5"),
+                                          (np.array([1.0]), "tokens must have an integer dtype, got float64"),
+                                          (np.array([[1]]), "tokens must have shape (B)")],
+                         ids=["minus-one", "V", "float", "2-d"])
+def test_step_logits_refuses_a_token_id_outside_the_vocabulary_in_every_model(tiny_lms, kind, tokens, what):
+    M, params = tiny_lms
+    with pytest.raises(ValueError) as e:
+        M.step_logits(params[kind], None, tokens, kind)
+    assert str(e.value).startswith(what)
+    z, _ = M.step_logits(params[kind], None, np.array([4, 0]), kind)    # the last id and the first still work
+    assert z.shape == (2, 5)
+
+
+@pytest.mark.parametrize("kind", ["mingru", "attention"])
+def test_generate_takes_a_seed_as_train_does_and_refuses_other_rngs_by_name(tiny_lms, kind):
+    M, params = tiny_lms
+    by_seed = M.generate(params[kind], kind, np.array([1, 2]), 5, 0)
+    by_generator = M.generate(params[kind], kind, np.array([1, 2]), 5, np.random.default_rng(0))
+    assert by_seed.tolist() == by_generator.tolist()
+    for bad in (-1, 1.5, "0", True):
+        with pytest.raises(ValueError, match=r"^rng must be a numpy.random.Generator or a seed \(int >= 0\), got"):
+            M.generate(params[kind], kind, np.array([1]), 3, bad)
+    assert M.generate(params[kind], kind, np.array([1]), 3, None, temperature=0).shape == (3,)   # greedy: no rng
