@@ -63,7 +63,10 @@ def _bench(args):
             if args.backend == "cuda":
                 print("error: bench train runs on the CPU; drop --backend cuda", file=sys.stderr)
                 return 2
-            rows = bench_train.bench_train(repeats=args.repeats or (3 if args.quick else None), quick=args.quick,
+            if args.repeats is not None:   # 0 is refused, not read as "the default" (``args.repeats or ...`` did)
+                check_positive_int("--repeats", args.repeats)
+            repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
+            rows = bench_train.bench_train(repeats=repeats, quick=args.quick,
                                            torch=not args.no_torch, log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))
             return 0

@@ -69,3 +69,70 @@ def test_generate_takes_a_seed_as_train_does_and_refuses_other_rngs_by_name(tiny
         with pytest.raises(ValueError, match=r"^rng must be a numpy.random.Generator or a seed \(int >= 0\), got"):
             M.generate(params[kind], kind, np.array([1]), 3, bad)
     assert M.generate(params[kind], kind, np.array([1]), 3, None, temperature=0).shape == (3,)   # greedy: no rng
+
+
+# --- 7, 8. `course student` names the notebook (and the cell) it cannot convert ---------------------------------
+
+@pytest.fixture
+def notebooks_copy(tmp_path, monkeypatch):
+    """A copy of notebooks/ that `course student` reads instead of the committed one."""
+    from minimal import course
+
+    src = tmp_path / "notebooks"
+    shutil.copytree(ROOT / "notebooks", src, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    monkeypatch.setattr(course, "NOTEBOOKS", src)
+    return src
+
+
+def test_course_student_names_the_notebook_with_a_merge_conflict(notebooks_copy, tmp_path, capsys):
+    from minimal.__main__ import main
+
+    broken = notebooks_copy / "minrnn_c_selective_copy.ipynb"
+    lines = broken.read_text().splitlines(keepends=True)
+    lines[40:41] = ["<<<<<<< HEAD\n", lines[40], "=======\n", lines[40], ">>>>>>> other-branch\n"]
+    broken.write_text("".join(lines))
+    assert main(["course", "student", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: notebook ")
+    assert f"{str(broken)!r} holds a git merge conflict (a '<<<<<<<' marker at line 41)" in err
+
+
+def test_course_student_names_the_notebook_and_cell_missing_an_end_solution(notebooks_copy, tmp_path, capsys):
+    import nbformat
+    from minimal.__main__ import main
+
+    broken = notebooks_copy / "gril_b_constructions.ipynb"
+    nb = nbformat.read(broken, as_version=4)
+    i = next(i for i, c in enumerate(nb.cells) if "### END SOLUTION" in c.source)
+    nb.cells[i].source = nb.cells[i].source.replace("### END SOLUTION", "")
+    nbformat.write(nb, broken)
+    assert main(["course", "student", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: notebook {str(broken)!r}: cell {i} (code, ")
+    assert "'### BEGIN SOLUTION' without '### END SOLUTION'" in err
+
+
+def test_course_tidy_of_a_missing_notebook_is_a_one_line_error(tmp_path, capsys):
+    from minimal.__main__ import main
+
+    assert main(["course", "tidy", "--check", "nope.ipynb"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: NOTEBOOK must be a notebook file (.ipynb) that exists, got 'nope.ipynb'\n"
+    (tmp_path / "bad.ipynb").write_text('{"cells": [')
+    assert main(["course", "tidy", "--check", str(tmp_path / "bad.ipynb")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: notebook {str(tmp_path / 'bad.ipynb')!r} is not a readable notebook (")
+    assert err.count("\n") == 1
+
+
+# --- 10. `bench train --repeats 0` ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("repeats", ["0", "-1"])
+def test_bench_train_refuses_zero_or_negative_repeats(monkeypatch, capsys, repeats):
+    from minimal import bench_train
+    from minimal.__main__ import main
+
+    monkeypatch.setattr(bench_train, "bench_train", lambda **kw: pytest.fail("the benchmark ran"))
+    assert main(["bench", "train", "--quick", "--no-torch", "--repeats", repeats]) == 2
+    assert capsys.readouterr().err == f"error: --repeats must be an integer >= 1, got {repeats}\n"
