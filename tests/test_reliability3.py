@@ -136,3 +136,44 @@ def test_bench_train_refuses_zero_or_negative_repeats(monkeypatch, capsys, repea
     monkeypatch.setattr(bench_train, "bench_train", lambda **kw: pytest.fail("the benchmark ran"))
     assert main(["bench", "train", "--quick", "--no-torch", "--repeats", repeats]) == 2
     assert capsys.readouterr().err == f"error: --repeats must be an integer >= 1, got {repeats}\n"
+
+
+# --- 4. float16: one rule for every compiled path, refused by name at the input checks --------------------------
+
+def _registry_examples():
+    from minimal.cells import REGISTRY
+    rng = np.random.default_rng(0)
+    for name, mod in sorted(REGISTRY.items()):
+        for ex in mod.examples(rng):
+            yield pytest.param(mod, ex, id=f"{name}-{ex.name}")
+
+
+def _as16(tree):
+    if isinstance(tree, np.ndarray) and tree.dtype.kind == "f":
+        return tree.astype(np.float16)
+    if isinstance(tree, dict):
+        return {k: _as16(v) for k, v in tree.items()}
+    return tree
+
+
+@pytest.mark.parametrize("mod, ex", list(_registry_examples()))
+def test_every_cell_and_layer_refuses_float16_by_name_before_any_kernel(mod, ex):
+    """float16 passed the checks and then crashed inside Numba (LayerNorm, attention, the embedding's backward) with
+    ``NotImplementedError: float16``: every cell and layer now refuses it at its input checks, naming the array."""
+    params, x, kw = _as16(ex.params), _as16(ex.x), _as16(ex.kwargs)
+    if not any(isinstance(v, np.ndarray) and v.dtype == np.float16 for v in (*params.values(), x, *kw.values())):
+        pytest.skip("no float array to make float16")
+    with pytest.raises(ValueError, match=r"^[\w.]+ must be float32 or float64 \(.*\), got float16"):
+        mod.forward(params, x, **kw)
+
+
+def test_adamw_refuses_float16_params_by_name_as_the_scan_does():
+    from minimal import scan
+    from minimal.optim import adamw_init, adamw_step
+
+    params = {"W": np.ones((3, 2), np.float16)}
+    with pytest.raises(ValueError, match=r"^params\['W'\] must be float32 or float64 \(.*\), got float16"):
+        adamw_step(params, {"W": np.ones((3, 2), np.float16)}, adamw_init(params), lr=1e-3)
+    a = np.full((1, 4, 2), 0.5, np.float16)
+    with pytest.raises(ValueError, match=r"^a must be float32 or float64"):
+        scan.linear_scan(a, a)
