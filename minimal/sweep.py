@@ -49,7 +49,8 @@ from ._atomic import atomic_write
 from .validate import InputError, check_config, check_positive_int
 
 __all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
-           "finite_or_nan", "check_scheduler", "SweepError", "SCHEDULER_PROTOCOLS"]
+           "finite_or_nan", "check_scheduler", "SweepError", "SchedulerUnreachable",
+           "SCHEDULER_PROTOCOLS"]
 
 SCHEDULER_PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx", "inproc")  # dask's comm protocols
 
@@ -198,18 +199,75 @@ def check_scheduler(scheduler):
     return scheduler
 
 
-def _client(scheduler, n_workers, threads_per_worker, processes):
+class SchedulerUnreachable(InputError):
+    """``scheduler`` did not answer as a dask scheduler within the connect timeout (nothing listens there, a
+    dashboard's web port, a silent listener, a worker's address); the message names the address."""
+
+
+_SCHEDULER_HINT = ("a scheduler address is the one `dask scheduler` prints as 'Scheduler at: tcp://HOST:PORT' "
+                   "(port 8786 by default; 8787 is its dashboard, a web page)")
+
+
+def _probe_scheduler(scheduler, timeout):
+    """Connect to ``scheduler``, do dask's handshake and ask its identity, all within ``timeout`` seconds.
+
+    dask's own ``Client(address, timeout=...)`` bounds only the TCP connect: against a listener that accepts and
+    never answers the protocol (a dashboard's HTTP port, a silent socket) it waited for the handshake forever.
+    The probe runs on a fresh event loop in a thread of its own, so it works inside Jupyter's running loop too.
+
+    Raises:
+        SchedulerUnreachable: naming the address, the timeout, what went wrong and what an address looks like.
+    """
+    import asyncio
+    import concurrent.futures
+
+    from distributed.comm import connect
+
+    async def identity():
+        comm = await connect(scheduler, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sweep-probe")
+    try:
+        # wait_for bounds the whole probe; the outer result() is a backstop should the loop itself not return
+        info = pool.submit(asyncio.run, asyncio.wait_for(identity(), timeout)).result(timeout + 5)
+    except (asyncio.TimeoutError, TimeoutError, concurrent.futures.TimeoutError):
+        why = f"no dask handshake within {timeout:g} s"
+    except Exception as e:  # noqa: BLE001 - OSError (refused, unreachable), CommClosedError, a garbled reply ...
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'closed'}"
+    else:
+        kind = info.get("type") if isinstance(info, dict) else None
+        why = None if kind == "Scheduler" else (f"it answered as a dask {kind}, not a scheduler" if kind else
+                                                 f"it answered {str(info)[:80]!r}, not as a dask scheduler")
+    finally:
+        pool.shutdown(wait=False)
+    if why is not None:
+        raise SchedulerUnreachable(f"scheduler {scheduler!r} did not answer as a dask scheduler ({why}); "
+                                   f"{_SCHEDULER_HINT}; connect_timeout sets how long to wait")
+
+
+def _client(scheduler, n_workers, threads_per_worker, processes, connect_timeout=30.0):
     from distributed import Client, LocalCluster  # imported here: importing dask is slow, most users never sweep
 
     if scheduler is not None:
-        return Client(check_scheduler(scheduler)), None
+        if not check_scheduler(scheduler).startswith("inproc://"):   # inproc: this process's own, nothing to ask
+            _probe_scheduler(scheduler, connect_timeout)
+        return Client(scheduler, timeout=connect_timeout), None
+    # the scheduler, its dashboard and the workers listen on the loopback interface only: a library should not
+    # open a port to the network on a user's machine unless asked (a running cluster is what ``scheduler`` is for)
+    # (processes=False: in-process comms, no port but the dashboard's; any free port: sweeps may share a machine)
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                           dashboard_address=":0")  # any free port: several sweeps may share a machine
+                           dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                           **({"host": "127.0.0.1"} if processes else {}))
     return Client(cluster), cluster
 
 
 def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=None, n_workers=1,
-              threads_per_worker=1, processes=True, progress=True, desc="sweep"):
+              threads_per_worker=1, processes=True, progress=True, desc="sweep", connect_timeout=30.0):
     """Run ``fn(config)`` for every config not yet on disk; return all records in the order of ``configs``.
 
     Args:
@@ -217,16 +275,24 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
         configs: dataclass instances or dicts (duplicates are run once).
         out_dir: folder for the job files (created).
         name: file-name prefix (default fn's name).
-        scheduler: None (a LocalCluster for this call) or a running scheduler's address "tcp://host:port".
+        scheduler: None (a LocalCluster for this call, listening on 127.0.0.1 only, its dashboard too) or a
+            running scheduler's address "tcp://host:port".
         n_workers, threads_per_worker, processes: the LocalCluster's shape (ignored with ``scheduler``).
         progress: show a tqdm bar over the jobs still to run. desc: its label.
+        connect_timeout: seconds (> 0) that ``scheduler`` has to answer dask's handshake as a scheduler; only
+            asked when there is a job to run.
     Returns:
         list of records ``{"function", "config", "result", "seconds"}``, one per config.
     Raises:
         SweepError: after every other job finished and was written, if some jobs raised.
+        SchedulerUnreachable: ``scheduler`` did not answer as a dask scheduler within ``connect_timeout``.
         ValueError: a bad argument, naming it.
     """
     _fn_name(fn)
+    check_scheduler(scheduler)
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) \
+            or not math.isfinite(connect_timeout) or connect_timeout <= 0:
+        raise InputError(f"connect_timeout must be a finite number of seconds > 0, got {connect_timeout!r}")
     configs = list(configs)
     n_workers = check_positive_int("n_workers", n_workers)
     threads_per_worker = check_positive_int("threads_per_worker", threads_per_worker)
@@ -247,7 +313,7 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
         todo[path] = config
     failures = {}
     if todo:
-        client, cluster = _client(scheduler, n_workers, threads_per_worker, processes)
+        client, cluster = _client(scheduler, n_workers, threads_per_worker, processes, float(connect_timeout))
         try:
             from distributed import as_completed
 
@@ -302,6 +368,7 @@ class SweepConfig:
     scheduler: Optional[str] = None    # "tcp://host:port" to run on a running dask cluster; None: a LocalCluster
     processes: bool = True             # LocalCluster workers as processes (False: threads, as the tests run them)
     sweep_dir: Optional[str] = None    # the job files' folder; None: the Sweep's own, under data/<work>/sweeps
+    connect_timeout: float = 30.0      # seconds a ``scheduler`` has to answer as a dask scheduler
 
     __post_init__ = check_config
 
@@ -349,7 +416,8 @@ class Sweep:
         t0 = time.perf_counter()
         records = run_sweep(self.job, self.jobs(config), self.dir(config), name=self.name,
                             scheduler=config.scheduler, n_workers=config.n_workers, processes=config.processes,
-                            progress=progress, desc=self.desc)
+                            progress=progress, desc=self.desc,
+                            connect_timeout=getattr(config, "connect_timeout", 30.0))
         takes_config = len(inspect.signature(self.summarise).parameters) > 1
         result = self.summarise(records, config) if takes_config else self.summarise(records)
         return with_sweep_summary(result, records, time.perf_counter() - t0, out_dir)

@@ -177,3 +177,183 @@ def test_adamw_refuses_float16_params_by_name_as_the_scan_does():
     a = np.full((1, 4, 2), 0.5, np.float16)
     with pytest.raises(ValueError, match=r"^a must be float32 or float64"):
         scan.linear_scan(a, a)
+
+
+# --- 1. a scheduler address that does not answer the dask protocol; the dashboard's interface --------------------
+# A real scheduler and worker, each its own process (the `dask scheduler` / `dask worker` command lines, run as
+# `python -m distributed.cli...` with this interpreter), on 127.0.0.1; started once for the section, each wait
+# bounded, both stopped by pid.
+
+def cube_job(config):
+    """A sweep job the worker imports from this file (PYTHONPATH carries tests/)."""
+    return {"cube": config["a"] ** 3, "pid": os.getpid()}
+
+
+def listening_job(config):
+    """The addresses that the sweep's process tree (the test's process and its children, less the pids in
+    ``config["others"]``, started before the sweep) listens on."""
+    import psutil
+
+    root = psutil.Process(config["root"])
+    found = set()
+    for proc in [root, *root.children(recursive=True)]:
+        if proc.pid in config["others"]:
+            continue
+        try:
+            found |= {c.laddr.ip for c in proc.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+        except psutil.Error:
+            pass
+    return {"addresses": sorted(found)}
+
+
+def _wait_for(what, ready, proc, seconds):
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited with {proc.returncode} before it was ready")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} was not ready within {seconds} s")
+        time.sleep(0.2)
+
+
+def _stop(proc):
+    """SIGTERM, then SIGKILL after 10 s, by the pid we started (the worker's session: its nanny's children too)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """{"scheduler": "tcp://127.0.0.1:PORT", "dashboard": port, "worker_pid": pid}: a `dask scheduler` and a
+    `dask worker` (no nanny, one thread), separate processes on 127.0.0.1."""
+    folder = tmp_path_factory.mktemp("dask")
+    info_file = folder / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "OMP_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    log = open(folder / "scheduler.log", "w")
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--dashboard-address", "127.0.0.1:0", "--scheduler-file",
+                                  str(info_file)], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True)
+    worker = None
+    try:
+        _wait_for("dask scheduler", lambda: info_file.is_file() and info_file.stat().st_size > 0, scheduler, 60)
+        info = json.loads(info_file.read_text())
+        wlog = open(folder / "worker.log", "w")   # (--no-dashboard would still serve HTTP on 0.0.0.0)
+        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+                                   str(info_file), "--host", "127.0.0.1", "--nthreads", "1", "--no-nanny",
+                                   "--dashboard-address", "127.0.0.1:0"], stdout=wlog, stderr=subprocess.STDOUT, env=env,
+                                  start_new_session=True)
+        _wait_for("dask worker", lambda: "Registered to" in (folder / "worker.log").read_text(), worker, 60)
+        yield {"scheduler": info["address"], "dashboard": info["services"]["dashboard"], "worker_pid": worker.pid}
+    finally:
+        for proc in (worker, scheduler):
+            if proc is not None:
+                _stop(proc)
+
+
+def _bounded(call, seconds):
+    """Run ``call()`` in a daemon thread; return ("raised", exception) / ("returned", value), or fail the test if
+    it is still running after ``seconds`` (the hang the bug was)."""
+    import threading
+
+    out = {}
+
+    def target():
+        try:
+            out["returned"] = call()
+        except BaseException as e:  # noqa: BLE001
+            out["raised"] = e
+    thread = threading.Thread(target=target, daemon=True)
+    t0 = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"still waiting after {seconds} s")
+    return (*out.items(),)[0] + (time.monotonic() - t0,)
+
+
+def test_a_sweep_on_a_real_scheduler_and_worker_gives_the_local_results(dask_cluster, tmp_path):
+    from minimal.sweep import run_sweep
+
+    configs = [{"a": a} for a in (2, 3, 5)]
+    kind, records, _ = _bounded(lambda: run_sweep(cube_job, configs, tmp_path / "remote", progress=False,
+                                                  scheduler=dask_cluster["scheduler"], connect_timeout=10), 90)
+    assert kind == "returned", records
+    assert [r["result"]["cube"] for r in records] == [8, 27, 125]
+    assert {r["result"]["pid"] for r in records} == {dask_cluster["worker_pid"]}   # ran in the worker process
+    local = run_sweep(cube_job, configs, tmp_path / "local", progress=False, processes=False)
+    assert [r["result"]["cube"] for r in local] == [8, 27, 125]
+
+
+@pytest.mark.parametrize("listener", ["dashboard", "silent"])
+def test_a_scheduler_address_that_is_not_a_dask_scheduler_fails_in_seconds_naming_it(dask_cluster, tmp_path,
+                                                                                      listener):
+    """The dashboard's port (8787 instead of 8786) of a live scheduler, and a socket that accepts and never
+    answers, hung ``run_sweep`` forever; now they fail after connect_timeout with the address and the hint."""
+    from minimal.sweep import SchedulerUnreachable, run_sweep
+
+    silent = socket.socket()
+    try:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = dask_cluster["dashboard"] if listener == "dashboard" else silent.getsockname()[1]
+        address = f"tcp://127.0.0.1:{port}"
+        kind, error, seconds = _bounded(lambda: run_sweep(cube_job, [{"a": 1}], tmp_path, progress=False,
+                                                          scheduler=address, connect_timeout=2), 40)
+    finally:
+        silent.close()
+    assert kind == "raised" and isinstance(error, SchedulerUnreachable), error
+    assert seconds < 30
+    assert str(error).startswith(f"scheduler {address!r} did not answer as a dask scheduler (")
+    assert "'Scheduler at: tcp://HOST:PORT' (port 8786 by default; 8787 is its dashboard" in str(error)
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_reproduce_with_the_dashboard_port_is_a_one_line_error(dask_cluster, tmp_path, monkeypatch, capsys):
+    """Through the command line: `reproduce ... --scheduler tcp://HOST:DASHBOARD` ends with `error: ...`, exit 2."""
+    from minimal import reproduce as R
+    from minimal.__main__ import main
+    from minimal.sweep import Sweep, SweepConfig
+    import dataclasses
+    import types
+
+    @dataclasses.dataclass
+    class Config(SweepConfig):
+        n_workers: int = 1
+        connect_timeout: float = 2.0
+
+        @classmethod
+        def quick(cls):
+            return cls()
+
+    grid = Sweep("cube", cube_job, lambda c: [{"a": 1}], lambda records: {"n": len(records)}, tmp_path / "sweep",
+                 Config)
+    monkeypatch.setattr(R, "experiments", lambda work: {"cube": types.SimpleNamespace(
+        Config=Config, PAPER={}, run=grid.run, finished=grid.finished, SWEEP=grid)})
+    address = f"tcp://127.0.0.1:{dask_cluster['dashboard']}"
+    kind, code, _ = _bounded(lambda: main(["reproduce", "gril", "--scheduler", address, "--out",
+                                           str(tmp_path / "out"), "--no-progress"]), 40)
+    assert (kind, code) == ("returned", 2)
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: scheduler {address!r} did not answer as a dask scheduler (") and err.count("\n") == 1
+
+
+def test_a_local_sweep_listens_on_127_0_0_1_only_dashboard_included(tmp_path):
+    """The LocalCluster of a sweep served its dashboard on every interface (dashboard_address=":0")."""
+    import psutil
+    from minimal.sweep import run_sweep
+
+    others = [p.pid for p in psutil.Process().children(recursive=True)]   # e.g. the dask_cluster fixture's
+    for processes in (False, True):
+        record, = run_sweep(listening_job, [{"root": os.getpid(), "processes": processes, "others": others}], tmp_path,
+                            progress=False, processes=processes)
+        addresses = record["result"]["addresses"]
+        assert addresses and set(addresses) == {"127.0.0.1"}, (processes, addresses)
