@@ -25,9 +25,17 @@ the others finish first, then ``run_sweep`` raises ``SweepError`` listing the fa
 
 Scheduling: ``scheduler=None`` starts a ``distributed.LocalCluster`` for the sweep (``n_workers`` worker
 processes with ``threads_per_worker`` threads each; the default, one worker with one thread, suits these
-~1-core machines); ``scheduler="tcp://host:port"`` connects to a running cluster instead (workers there
-must be able to import ``minimal``). ``processes=False`` runs the workers as threads of this process
-(fast start-up; what the tests use).
+~1-core machines), listening on 127.0.0.1 only, its dashboard included; ``scheduler="tcp://host:port"``
+connects to a running cluster instead (workers there must be able to import ``minimal``), after asking it
+dask's handshake within ``connect_timeout`` seconds (default 30): an address that does not answer as a
+scheduler (its dashboard's port, a silent listener) raises ``SchedulerUnreachable`` naming it instead of
+waiting forever. ``processes=False`` runs the workers as threads of this process (fast start-up; what the
+tests use).
+
+Committed grids: a ``Sweep``'s ``folder`` (under ``data/<work>/sweeps``) holds the committed job files. The
+experiment's quick grid (``Config.quick()``) never writes there: its files go to ``Sweep.quick_folder()``, a
+per-user cache, unless ``sweep_dir`` names a folder. ``Sweep.unreadable`` lists a grid's damaged and missing
+files (``reproduce`` recomputes a damaged job of an otherwise complete committed grid, naming the file).
 """
 from __future__ import annotations
 
@@ -395,9 +403,41 @@ class Sweep:
     Config: type
     desc: str = "sweep"
 
+    def is_quick(self, config):
+        """True if ``config``'s grid is the experiment's quick grid (``Config.quick()``'s jobs, whatever the
+        scheduler fields): a smoke run whose job files must not mix with the committed ones."""
+        quick = getattr(self.Config, "quick", None)
+        if quick is None:
+            return False
+        key = lambda jobs: sorted(job_key(self.job, j) for j in jobs)   # noqa: E731
+        return key(self.jobs(config)) == key(self.jobs(quick()))
+
+    def quick_folder(self):
+        """Where the quick grid's job files go unless ``sweep_dir`` says: a per-user cache
+        (``$XDG_CACHE_HOME`` or ``~/.cache``)/minimal/quick-sweeps/<name>, never the committed ``folder``."""
+        import os
+
+        cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        return Path(cache) / "minimal" / "quick-sweeps" / self.name
+
     def dir(self, config):
-        """The folder of ``config``'s job files: ``config.sweep_dir`` if set, else ``folder``."""
-        return Path(config.sweep_dir) if config.sweep_dir else Path(self.folder)
+        """The folder of ``config``'s job files: ``config.sweep_dir`` if set; else ``quick_folder()`` for the quick
+        grid (``is_quick``: quick-run files never go into a committed sweep folder); else ``folder``."""
+        if config.sweep_dir:
+            return Path(config.sweep_dir)
+        return self.quick_folder() if self.is_quick(config) else Path(self.folder)
+
+    def unreadable(self, config=None):
+        """``(damaged, missing)``: the job files of ``config``'s grid (default ``Config()``) that exist but do not
+        read as records (truncated, garbage, a merge conflict), and those that do not exist."""
+        config = self.Config() if config is None else config
+        damaged, missing = [], []
+        for j in self.jobs(config):
+            path = job_path(self.dir(config), self.job, j, name=self.name)
+            why = _read_record(path)[1]
+            if why is not None and path not in damaged and path not in missing:
+                (missing if why == "missing" else damaged).append(path)
+        return damaged, missing
 
     def finished(self, config=None):
         """True if every job of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""

@@ -357,3 +357,93 @@ def test_a_local_sweep_listens_on_127_0_0_1_only_dashboard_included(tmp_path):
                             progress=False, processes=processes)
         addresses = record["result"]["addresses"]
         assert addresses and set(addresses) == {"127.0.0.1"}, (processes, addresses)
+
+
+# --- 2. a damaged committed sweep file: named, that job alone recomputed at the committed config -----------------
+
+def logged_job(config):
+    """A sweep job that appends its ``a`` to $SWEEP_TEST_LOG (counts real calls)."""
+    with open(os.environ["SWEEP_TEST_LOG"], "a") as f:
+        f.write(f"{config['a']}:{config['steps']}\n")
+    return {"value": config["a"] * config["steps"]}
+
+
+@pytest.fixture
+def committed_grid(tmp_path, monkeypatch):
+    """A sweeping experiment (a real ``Sweep``) whose full grid, steps 1500 at a = 1..4, is all on disk in its
+    'committed' folder; its quick grid is steps 300 at a = 1, 2. ``reproduce`` sees only this experiment."""
+    import dataclasses
+    import types
+
+    from minimal import reproduce as R
+    from minimal.sweep import Sweep, SweepConfig
+
+    @dataclasses.dataclass
+    class Config(SweepConfig):
+        a_values: tuple = (1, 2, 3, 4)
+        steps: int = 1500
+        n_workers: int = 1
+        processes: bool = False
+
+        @classmethod
+        def quick(cls):
+            return cls(a_values=(1, 2), steps=300)
+
+    grid = Sweep("grid", logged_job, lambda c: [{"a": a, "steps": c.steps} for a in c.a_values],
+                 lambda records: {"values": [r["result"]["value"] for r in records]}, tmp_path / "committed", Config)
+    monkeypatch.setenv("SWEEP_TEST_LOG", str(tmp_path / "calls.log"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    grid.run(Config(), progress=False)
+    (tmp_path / "calls.log").write_text("")
+    mod = types.SimpleNamespace(Config=Config, PAPER={}, run=grid.run, finished=grid.finished, SWEEP=grid)
+    monkeypatch.setattr(R, "experiments", lambda work: {"grid": mod})
+    return grid, Config
+
+
+def test_a_damaged_committed_sweep_file_is_named_and_only_its_job_recomputed_at_the_committed_config(
+        committed_grid, tmp_path, capsys):
+    from minimal import reproduce as R
+    from minimal.sweep import job_path
+
+    grid, Config = committed_grid
+    folder = tmp_path / "committed"
+    before = sorted(p.name for p in folder.iterdir())
+    damaged = job_path(folder, logged_job, {"a": 3, "steps": 1500}, name="grid")
+    text = damaged.read_text()
+    damaged.write_text("<<<<<<< HEAD\n" + text + "=======\n" + text + ">>>>>>> other\n")
+    with pytest.warns(RuntimeWarning, match=f"sweep job file {damaged} is unreadable"):
+        results = R.reproduce("gril", quick=True, out_dir=tmp_path / "out", progress=False)
+    out = capsys.readouterr().out
+    assert f"warning: sweep job file {damaged} is unreadable" in out
+    assert "recomputing that job alone at the committed grid's config" in out
+    assert "(quick)" not in out and "(full, all runs on disk but 1 damaged, recomputed)" in out
+    assert (tmp_path / "calls.log").read_text().split() == ["3:1500"]             # that job alone, full config
+    assert results["grid"]["metrics"]["values"] == [1500, 3000, 4500, 6000]
+    assert sorted(p.name for p in folder.iterdir()) == before                     # no quick-run file written there
+    assert json.loads(damaged.read_text())["result"] == {"value": 4500}           # rewritten whole
+
+
+def test_a_quick_run_never_writes_into_the_committed_sweep_folder(committed_grid, tmp_path, capsys):
+    from minimal import reproduce as R
+    from minimal.sweep import job_path
+
+    grid, Config = committed_grid
+    folder = tmp_path / "committed"
+    job_path(folder, logged_job, {"a": 4, "steps": 1500}, name="grid").unlink()   # the full grid is incomplete
+    before = sorted(p.name for p in folder.iterdir())
+    results = R.reproduce("gril", quick=True, out_dir=tmp_path / "out", progress=False)
+    assert "== gril/grid (quick)" in capsys.readouterr().out
+    assert results["grid"]["metrics"]["values"] == [300, 600]
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert len(list((tmp_path / "cache" / "minimal" / "quick-sweeps" / "grid").glob("grid-*.json"))) == 2
+
+
+@pytest.mark.parametrize("module", ["zucchet.architectures", "zucchet.hidden_size", "zucchet.icl_seeds",
+                                    "gril.ablations", "gril.comparison", "minrnn.selective_copy"])
+def test_every_experiments_quick_grid_goes_outside_its_committed_sweep_folder(module):
+    import importlib
+
+    mod = importlib.import_module(f"minimal.experiments.{module}")
+    assert mod.SWEEP.dir(mod.Config()) == Path(mod.SWEEP.folder)
+    quick = mod.SWEEP.dir(mod.Config.quick())
+    assert ROOT / "data" not in quick.resolve().parents and quick != Path(mod.SWEEP.folder)
