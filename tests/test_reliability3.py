@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -249,8 +248,8 @@ def dask_cluster(tmp_path_factory):
         wlog = open(folder / "worker.log", "w")   # (--no-dashboard would still serve HTTP on 0.0.0.0)
         worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
                                    str(info_file), "--host", "127.0.0.1", "--nthreads", "1", "--no-nanny",
-                                   "--dashboard-address", "127.0.0.1:0"], stdout=wlog, stderr=subprocess.STDOUT, env=env,
-                                  start_new_session=True)
+                                   "--dashboard-address", "127.0.0.1:0"], stdout=wlog, stderr=subprocess.STDOUT,
+                                  env=env, start_new_session=True)
         _wait_for("dask worker", lambda: "Registered to" in (folder / "worker.log").read_text(), worker, 60)
         yield {"scheduler": info["address"], "dashboard": info["services"]["dashboard"], "worker_pid": worker.pid}
     finally:
