@@ -34,10 +34,11 @@ from .sweep import check_scheduler
 from .validate import InputError
 
 
-def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None):
+def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None, connect_timeout=None):
     """Run ``work``'s experiments (all, or those in ``only``); ``scheduler`` is a dask scheduler address
-    (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster. The address's format is
-    checked first, before any experiment runs (a bad one otherwise failed only at the first sweep)."""
+    (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster; ``connect_timeout`` (seconds,
+    None: the sweep's default, 30) how long it has to answer as one. The address's format is checked first,
+    before any experiment runs (a bad one otherwise failed only at the first sweep)."""
     check_scheduler(scheduler)
     mods = every = experiments(work)
     if only:
@@ -65,6 +66,8 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
                 config, mode = mod.Config(), f"full, all runs on disk but {len(damaged)} damaged, recomputed"
         if scheduler is not None and hasattr(config, "scheduler"):
             config = dataclasses.replace(config, scheduler=scheduler)
+        if connect_timeout is not None and hasattr(config, "connect_timeout"):
+            config = dataclasses.replace(config, connect_timeout=connect_timeout)
         print(f"== {work}/{name} ({mode})", flush=True)
         t0 = time.perf_counter()
         kw = {}

@@ -316,33 +316,24 @@ def test_a_scheduler_address_that_is_not_a_dask_scheduler_fails_in_seconds_namin
     assert not list(tmp_path.glob("*.json"))
 
 
-def test_reproduce_with_the_dashboard_port_is_a_one_line_error(dask_cluster, tmp_path, monkeypatch, capsys):
-    """Through the command line: `reproduce ... --scheduler tcp://HOST:DASHBOARD` ends with `error: ...`, exit 2."""
+def test_reproduce_with_the_dashboard_port_is_a_one_line_error_before_any_experiment(dask_cluster, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """Through the command line: `reproduce ... --scheduler tcp://HOST:DASHBOARD` ends with `error: ...`, exit 2,
+    in seconds and before any experiment runs (not at the first sweep, after the others have trained)."""
     from minimal import reproduce as R
     from minimal.__main__ import main
-    from minimal.sweep import Sweep, SweepConfig
-    import dataclasses
-    import types
 
-    @dataclasses.dataclass
-    class Config(SweepConfig):
-        n_workers: int = 1
-        connect_timeout: float = 2.0
-
-        @classmethod
-        def quick(cls):
-            return cls()
-
-    grid = Sweep("cube", cube_job, lambda c: [{"a": 1}], lambda records: {"n": len(records)}, tmp_path / "sweep",
-                 Config)
-    monkeypatch.setattr(R, "experiments", lambda work: {"cube": types.SimpleNamespace(
-        Config=Config, PAPER={}, run=grid.run, finished=grid.finished, SWEEP=grid)})
+    monkeypatch.setattr(R, "experiments", lambda work: pytest.fail("an experiment was looked up"))
     address = f"tcp://127.0.0.1:{dask_cluster['dashboard']}"
-    kind, code, _ = _bounded(lambda: main(["reproduce", "gril", "--scheduler", address, "--out",
-                                           str(tmp_path / "out"), "--no-progress"]), 40)
+    kind, code, _ = _bounded(lambda: main(["reproduce", "gril", "--scheduler", address, "--connect-timeout", "2",
+                                           "--out", str(tmp_path / "out"), "--no-progress"]), 40)
     assert (kind, code) == ("returned", 2)
     err = capsys.readouterr().err
     assert err.startswith(f"error: scheduler {address!r} did not answer as a dask scheduler (") and err.count("\n") == 1
+    for bad, what in ((["--connect-timeout", "0", "--scheduler", address], "--connect-timeout must be a finite"),
+                      (["--connect-timeout", "5"], "--connect-timeout goes with --scheduler")):
+        assert main(["reproduce", "gril", *bad]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {what}")
 
 
 def test_a_local_sweep_listens_on_127_0_0_1_only_dashboard_included(tmp_path):
