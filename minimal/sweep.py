@@ -230,9 +230,12 @@ def _probe_scheduler(scheduler, timeout):
     import concurrent.futures
 
     from distributed.comm import connect
+    from distributed.security import Security
+
+    args = Security().get_connection_args("client")   # what Client uses by default (tls:// from dask's config)
 
     async def identity():
-        comm = await connect(scheduler, timeout=timeout)
+        comm = await connect(scheduler, timeout=timeout, **args)
         try:
             await comm.write({"op": "identity", "reply": True})
             return await comm.read()

@@ -4,6 +4,7 @@ interface), compiled paths that refuse what they cannot compute, generation that
 seed, and command lines that name the broken file or argument."""
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -251,7 +252,9 @@ def dask_cluster(tmp_path_factory):
                                    "--dashboard-address", "127.0.0.1:0"], stdout=wlog, stderr=subprocess.STDOUT,
                                   env=env, start_new_session=True)
         _wait_for("dask worker", lambda: "Registered to" in (folder / "worker.log").read_text(), worker, 60)
-        yield {"scheduler": info["address"], "dashboard": info["services"]["dashboard"], "worker_pid": worker.pid}
+        worker_at = re.search(r"Start worker at:\s+(\S+)", (folder / "worker.log").read_text()).group(1)
+        yield {"scheduler": info["address"], "dashboard": info["services"]["dashboard"], "worker_pid": worker.pid,
+               "worker": worker_at}
     finally:
         for proc in (worker, scheduler):
             if proc is not None:
@@ -292,11 +295,12 @@ def test_a_sweep_on_a_real_scheduler_and_worker_gives_the_local_results(dask_clu
     assert [r["result"]["cube"] for r in local] == [8, 27, 125]
 
 
-@pytest.mark.parametrize("listener", ["dashboard", "silent"])
+@pytest.mark.parametrize("listener", ["dashboard", "silent", "worker"])
 def test_a_scheduler_address_that_is_not_a_dask_scheduler_fails_in_seconds_naming_it(dask_cluster, tmp_path,
                                                                                       listener):
     """The dashboard's port (8787 instead of 8786) of a live scheduler, and a socket that accepts and never
-    answers, hung ``run_sweep`` forever; now they fail after connect_timeout with the address and the hint."""
+    answers, hung ``run_sweep`` forever; now they fail after connect_timeout with the address and the hint (and a
+    worker's address, which answers dask's protocol, is named as a worker's)."""
     from minimal.sweep import SchedulerUnreachable, run_sweep
 
     silent = socket.socket()
@@ -304,7 +308,7 @@ def test_a_scheduler_address_that_is_not_a_dask_scheduler_fails_in_seconds_namin
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         port = dask_cluster["dashboard"] if listener == "dashboard" else silent.getsockname()[1]
-        address = f"tcp://127.0.0.1:{port}"
+        address = dask_cluster["worker"] if listener == "worker" else f"tcp://127.0.0.1:{port}"
         kind, error, seconds = _bounded(lambda: run_sweep(cube_job, [{"a": 1}], tmp_path, progress=False,
                                                           scheduler=address, connect_timeout=2), 40)
     finally:
@@ -313,6 +317,8 @@ def test_a_scheduler_address_that_is_not_a_dask_scheduler_fails_in_seconds_namin
     assert seconds < 30
     assert str(error).startswith(f"scheduler {address!r} did not answer as a dask scheduler (")
     assert "'Scheduler at: tcp://HOST:PORT' (port 8786 by default; 8787 is its dashboard" in str(error)
+    if listener == "worker":
+        assert "(it answered as a dask Worker, not a scheduler)" in str(error)
     assert not list(tmp_path.glob("*.json"))
 
 
