@@ -231,8 +231,8 @@ def _stop(proc):
 
 @pytest.fixture(scope="module")
 def dask_cluster(tmp_path_factory):
-    """{"scheduler": "tcp://127.0.0.1:PORT", "dashboard": port, "worker_pid": pid}: a `dask scheduler` and a
-    `dask worker` (no nanny, one thread), separate processes on 127.0.0.1."""
+    """{"scheduler": "tcp://127.0.0.1:PORT", "dashboard": port, "worker_pid": pid, "worker": its address}: a
+    `dask scheduler` and a `dask worker` (no nanny, one thread), separate processes on 127.0.0.1."""
     folder = tmp_path_factory.mktemp("dask")
     info_file = folder / "scheduler.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "OMP_NUM_THREADS": "1",
@@ -242,7 +242,7 @@ def dask_cluster(tmp_path_factory):
                                   "--port", "0", "--dashboard-address", "127.0.0.1:0", "--scheduler-file",
                                   str(info_file)], stdout=log, stderr=subprocess.STDOUT, env=env,
                                  start_new_session=True)
-    worker = None
+    worker, wlog = None, None
     try:
         _wait_for("dask scheduler", lambda: info_file.is_file() and info_file.stat().st_size > 0, scheduler, 60)
         info = json.loads(info_file.read_text())
@@ -259,6 +259,9 @@ def dask_cluster(tmp_path_factory):
         for proc in (worker, scheduler):
             if proc is not None:
                 _stop(proc)
+        for f in (wlog, log):
+            if f is not None:
+                f.close()
 
 
 def _bounded(call, seconds):
