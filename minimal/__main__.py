@@ -15,8 +15,10 @@
         one training step (forward, loss, backward, clip, AdamW) of every model the course trains, and with
         PyTorch installed the same models in torch beside them, checked equal in float64 first (minimal.bench_train).
     python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
-        run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
-    python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR]
+                                     [--connect-timeout SECONDS]
+        run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures. ADDR must answer as
+        a dask scheduler within SECONDS (default 30), asked before any experiment runs.
+    python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR] [--connect-timeout SECONDS]
         every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md with each work's
         matches / close / differs, linking their results and figures (DIR: results of the current folder).
         Progress bars only on a terminal. The fourth work, kernel, is its notebook alone (nothing to reproduce).
@@ -67,7 +69,10 @@ def _bench(args):
             if args.backend == "cuda":
                 print("error: bench train runs on the CPU; drop --backend cuda", file=sys.stderr)
                 return 2
-            rows = bench_train.bench_train(repeats=args.repeats or (3 if args.quick else None), quick=args.quick,
+            if args.repeats is not None:   # 0 is refused, not read as "the default" (``args.repeats or ...`` did)
+                check_positive_int("--repeats", args.repeats)
+            repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
+            rows = bench_train.bench_train(repeats=repeats, quick=args.quick,
                                            torch=not args.no_torch, log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))
             return 0
@@ -133,13 +138,18 @@ def _reproduce(args):
         if args.only:
             raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
                              "`python -m minimal reproduce WORK --only NAME ...`")
-        reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler)
+        reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler,
+                      **_timeout(args))
         return 0
     from .reproduce import reproduce
 
     reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=_progress(args),
-              scheduler=args.scheduler)
+              scheduler=args.scheduler, **_timeout(args))
     return 0
+
+
+def _timeout(args):
+    return {} if args.connect_timeout is None else {"connect_timeout": args.connect_timeout}
 
 
 def _progress(args):
@@ -227,6 +237,8 @@ def build_parser():
     p.add_argument("--no-progress", action="store_true", help="no progress bars (they show only on a terminal)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
+    p.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
+                   help="with --scheduler: seconds it has to answer as a dask scheduler (default 30)")
     p.set_defaults(func=_reproduce)
 
     p = sub.add_parser("course", help="the course: student edition, HTML site, slides; tidy committed notebooks")
@@ -258,9 +270,19 @@ def _check_out(out, name):
 def _check_reproduce(args):
     """--scheduler and --out, checked before any experiment runs: a bad address used to fail only at the first
     sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
-    from .sweep import check_scheduler
+    import math
+
+    from .sweep import _probe_scheduler, check_scheduler
 
     check_scheduler(args.scheduler)
+    if args.connect_timeout is not None:
+        if args.scheduler is None:
+            raise InputError("--connect-timeout goes with --scheduler (a LocalCluster needs no connect)")
+        if not (math.isfinite(args.connect_timeout) and args.connect_timeout > 0):
+            raise InputError(f"--connect-timeout must be a finite number of seconds > 0, got {args.connect_timeout}")
+    if args.scheduler is not None and not args.scheduler.startswith("inproc://"):
+        # ask it now, in seconds, rather than at the first sweep after the experiments before it have trained
+        _probe_scheduler(args.scheduler, args.connect_timeout or 30.0)
     if args.out is not None:
         _check_out(args.out, "--out")
 

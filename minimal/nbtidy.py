@@ -31,6 +31,8 @@ from pathlib import Path
 
 import nbformat
 
+from .validate import InputError
+
 __all__ = ["IGNORE", "TIMING_TAG", "DIGITS_HOLD", "DURATION", "TINY", "problems", "rounding_digits", "tidy",
            "tidy_files"]
 
@@ -127,14 +129,36 @@ def tidy(nb):
     return changes
 
 
+def read_notebook(path):
+    """``nbformat.read(path, as_version=4)``; a file that is not a readable notebook (a git merge conflict, a
+    truncated or hand-edited file, one that is not there) is an InputError naming the file and what is wrong,
+    not a traceback of nbformat's internals."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"notebook {str(path)!r} cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    conflict = re.search(r"^(<<<<<<<|=======$|>>>>>>>)", text, flags=re.M)
+    if conflict:
+        line = text.count("\n", 0, conflict.start()) + 1
+        raise InputError(f"notebook {str(path)!r} holds a git merge conflict (a {conflict.group(1)!r} marker at line "
+                         f"{line}); resolve it (e.g. `git checkout --theirs` or `--ours`, then re-run) and try again")
+    try:
+        return nbformat.reads(text, as_version=4)
+    except Exception as e:  # noqa: BLE001 - nbformat raises NotJSONError, ValidationError, KeyError, ...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise InputError(f"notebook {str(path)!r} is not a readable notebook ({type(e).__name__}"
+                         f"{': ' + first[:200] if first else ''})") from None
+
+
 def tidy_files(paths, check=False):
     """Tidy (or with ``check`` only report) each notebook file; returns ``{path: problems}`` of the files that
     had any (with ``check``, nothing is written)."""
     found = {}
     for path in map(Path, paths):
         if path.suffix != ".ipynb" or not path.is_file():
-            raise ValueError(f"paths must be notebook files (.ipynb), got {str(path)!r}")
-        nb = nbformat.read(path, as_version=4)
+            raise InputError(f"NOTEBOOK must be a notebook file (.ipynb) that exists, got {str(path)!r}")
+        nb = read_notebook(path)
         issues = problems(nb)
         if issues:
             found[path] = issues

@@ -106,9 +106,9 @@ def index_markdown(done, out_root, quick, seconds=None):
     return "\n".join(lines) + "\n"
 
 
-def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None):
+def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None, **kw):
     """Run every work (``WORKS``) into ``out_dir/<work>`` (default ``results``) and write ``out_dir/index.md``;
-    returns {work: reproduce()'s results}."""
+    returns {work: reproduce()'s results}. ``kw``: passed on to ``reproduce`` (``connect_timeout``)."""
     out = Path(out_dir or "results")
     out.mkdir(parents=True, exist_ok=True)
     done, seconds = {}, {}
@@ -117,7 +117,7 @@ def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None):
         print(f"==== {work}", flush=True)
         t1 = time.perf_counter()
         done[work] = _reproduce.reproduce(work, quick=quick, out_dir=out / work, progress=progress,
-                                          scheduler=scheduler)
+                                          scheduler=scheduler, **kw)
         seconds[work] = time.perf_counter() - t1   # the index shows the time this line prints
         with atomic_write(out / "index.md", "w") as fh:
             fh.write(index_markdown(done, out, quick, seconds))
