@@ -1,4 +1,4 @@
-"""Command line: ``python -m minimal {check,bench,reproduce,course} ...``.
+"""Command line: python -m minimal {check,bench,reproduce,course} ...
 
     python -m minimal check [--only NAME ...] [--no-scans]
         gradient check of every registered cell and the scan equivalence checks; exit code 1 on any failure.
@@ -15,8 +15,10 @@
         one training step (forward, loss, backward, clip, AdamW) of every model the course trains, and with
         PyTorch installed the same models in torch beside them, checked equal in float64 first (minimal.bench_train).
     python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
-        run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
-    python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR]
+                                     [--connect-timeout SECONDS]
+        run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures. ADDR must answer as
+        a dask scheduler within SECONDS (default 30), asked before any experiment runs.
+    python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR] [--connect-timeout SECONDS]
         every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md with each work's
         matches / close / differs, linking their results and figures (DIR: results of the current folder).
         Progress bars only on a terminal. The fourth work, kernel, is its notebook alone (nothing to reproduce).
@@ -50,8 +52,8 @@ def _check(args):
     from .cells import REGISTRY
 
     for name in args.only or ():
-        check_choice("only", name, REGISTRY)
-    check_positive_int("seed", args.seed, minimum=0)
+        check_choice("--only", name, REGISTRY)
+    check_positive_int("--seed", args.seed, minimum=0)
     print("checking every cell's gradients and every scan (a first run compiles the Numba kernels: about 35 s)...",
           file=sys.stderr, flush=True)
     rows = check.run(names=args.only, seed=args.seed, scans=not args.no_scans)
@@ -62,6 +64,10 @@ def _check(args):
 def _bench(args):
     from . import bench
 
+    if args.size is not None:   # checked here to name the flag; the library checks its own argument again
+        check_positive_int("--size", args.size, minimum=2 if args.what == "scan" else 4)
+    if args.repeats is not None:
+        check_positive_int("--repeats", args.repeats)
     try:
         if args.what == "train":
             from . import bench_train
@@ -69,7 +75,10 @@ def _bench(args):
             if args.backend == "cuda":
                 print("error: bench train runs on the CPU; drop --backend cuda", file=sys.stderr)
                 return 2
-            rows = bench_train.bench_train(repeats=args.repeats or (3 if args.quick else None), quick=args.quick,
+            if args.repeats is not None:   # 0 is refused, not read as "the default" (``args.repeats or ...`` did)
+                check_positive_int("--repeats", args.repeats)
+            repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
+            rows = bench_train.bench_train(repeats=repeats, quick=args.quick,
                                            torch=not args.no_torch, log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))
             return 0
@@ -116,6 +125,15 @@ def _say_bench(what, args, shape):
 
 
 def _reproduce(args):
+    from .experiments import _MODULES, experiments
+
+    # the CLI's own choices: the works with experiments, "all", and "kernel" (which says it is a notebook)
+    check_choice("WORK", args.work, [*_MODULES, "all", "kernel"])
+    if args.only and args.work in _MODULES:
+        names = experiments(args.work)
+        unknown = sorted(set(args.only) - set(names))
+        if unknown:
+            raise InputError(f"--only must name experiments of {args.work!r} {sorted(names)}, got {unknown}")
     if args.work == "kernel":
         raise InputError("the kernel work has nothing to reproduce: its notebook computes everything live; run it "
                          "with `jupyter lab notebooks/kernel_attention_is_an_rnn.ipynb` or `python -m pytest --nbval "
@@ -126,13 +144,18 @@ def _reproduce(args):
         if args.only:
             raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
                              "`python -m minimal reproduce WORK --only NAME ...`")
-        reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler)
+        reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler,
+                      **_timeout(args))
         return 0
     from .reproduce import reproduce
 
     reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=_progress(args),
-              scheduler=args.scheduler)
+              scheduler=args.scheduler, **_timeout(args))
     return 0
+
+
+def _timeout(args):
+    return {} if args.connect_timeout is None else {"connect_timeout": args.connect_timeout}
 
 
 def _progress(args):
@@ -182,6 +205,21 @@ def _course(args):
     return 0
 
 
+BENCH_HELP = """Speed, as ratios measured in one run on this machine. The four benchmarks:
+
+  scan     the linear recurrence h_t = a_t h_{t-1} + b_t: the NumPy loop, the Numba sequential, Blelloch and
+           log-space kernels and the public calls, as ratios to a same-run memory copy of the same bytes (CPU:
+           minutes, peak about 2.4 GB at the default T = 4096; --backend cuda: the numba.cuda kernels on a GPU)
+  window   GRIL's windowed cross-product block: the fused Numba kernels against the NumPy path and a memory copy
+           (CPU: about 2 minutes, peak about 3.5 GB at T = 16385; --backend cuda: cuda_kernels.bench on a GPU)
+  step     the gated RNN's forward + backward on the Zucchet tasks' shapes; the ICL readout "all" against
+           "last"; time in scans vs BLAS vs the rest (CPU)
+  train    one training step (forward, loss, backward, clip, AdamW) of every model the course trains; with
+           PyTorch installed, the same models in torch beside them, checked equal in float64 first (CPU)
+
+--quick runs a seconds-sized problem; --size T sets scan's / window's time steps on the CPU."""
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m minimal", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,8 +231,9 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_check)
 
-    p = sub.add_parser("bench", help="speed, as ratios measured in one run")
-    p.add_argument("what", choices=["scan", "window", "step", "train"])
+    p = sub.add_parser("bench", help="speed, as ratios measured in one run",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, description=BENCH_HELP)
+    p.add_argument("what", choices=["scan", "window", "step", "train"], help="the benchmark (above)")
     p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
     p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
     p.add_argument("--size", type=int, metavar="T",
@@ -205,7 +244,7 @@ def build_parser():
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")
-    p.add_argument("work", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
+    p.add_argument("work", metavar="WORK", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
                                 "work is its notebook alone, notebooks/kernel_attention_is_an_rnn.ipynb")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
@@ -215,6 +254,8 @@ def build_parser():
     p.add_argument("--no-progress", action="store_true", help="no progress bars (they show only on a terminal)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
+    p.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
+                   help="with --scheduler: seconds it has to answer as a dask scheduler (default 30)")
     p.set_defaults(func=_reproduce)
 
     p = sub.add_parser("course", help="the course: student edition, nbgrader release, HTML site, slides; tidy "
@@ -253,9 +294,19 @@ def _check_out(out, name):
 def _check_reproduce(args):
     """--scheduler and --out, checked before any experiment runs: a bad address used to fail only at the first
     sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
-    from .sweep import check_scheduler
+    import math
+
+    from .sweep import _probe_scheduler, check_scheduler
 
     check_scheduler(args.scheduler)
+    if args.connect_timeout is not None:
+        if args.scheduler is None:
+            raise InputError("--connect-timeout goes with --scheduler (a LocalCluster needs no connect)")
+        if not (math.isfinite(args.connect_timeout) and args.connect_timeout > 0):
+            raise InputError(f"--connect-timeout must be a finite number of seconds > 0, got {args.connect_timeout}")
+    if args.scheduler is not None and not args.scheduler.startswith("inproc://"):
+        # ask it now, in seconds, rather than at the first sweep after the experiments before it have trained
+        _probe_scheduler(args.scheduler, args.connect_timeout or 30.0)
     if args.out is not None:
         _check_out(args.out, "--out")
 

@@ -189,13 +189,15 @@ class ClearSolutions(Preprocessor):
     def preprocess(self, nb, resources):
         owner = exercise_of(nb)
         stubbed = False
-        for cell, exercise in zip(nb.cells, owner):
+        for i, (cell, exercise) in enumerate(zip(nb.cells, owner)):
             if _is_solution(cell):
-                if cell.cell_type == "code":
-                    cell.source = _strip(cell.source, CODE_STUB)
-                    stubbed = True
-                else:
-                    cell.source = _strip(cell.source, TEXT_STUB)
+                try:
+                    cell.source = _strip(cell.source, CODE_STUB if cell.cell_type == "code" else TEXT_STUB)
+                except ValueError as e:   # unbalanced markers: say which cell, and where it is
+                    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+                    raise InputError(f"cell {i} ({cell.cell_type}, {exercise or 'outside the exercises'}, starting "
+                                     f"{first[:60]!r}): {e}; every {BEGIN!r} needs its {END!r}") from None
+                stubbed = stubbed or cell.cell_type == "code"
             if cell.cell_type == "code":
                 cell.source = _drop_hidden(cell.source)
                 if exercise is not None or _is_solution(cell):
@@ -224,7 +226,8 @@ def bare_stubs(nb):
 
 
 def _read(path):
-    return nbformat.read(path, as_version=4)
+    from .nbtidy import read_notebook   # an unreadable notebook is an InputError naming it
+    return read_notebook(path)
 
 
 MANIFEST = ".minimal-course.json"     # in a student folder: the hash of every file the last edition wrote
@@ -354,7 +357,10 @@ def student(out_dir, notebooks=None, force=False, update=False, notes=None):
         src = _notebooks_dir(notebooks)
         files = {out / SYLLABUS: student_readme((src / SYLLABUS).read_text(encoding="utf-8"))}
         for name in lessons(src):
-            files[out / name] = nbformat.writes(student_notebook(_read(src / name))) + "\n"
+            try:
+                files[out / name] = nbformat.writes(student_notebook(_read(src / name))) + "\n"
+            except InputError as e:   # a cell's unbalanced solution markers: name the notebook too
+                raise InputError(str(e) if str(src / name) in str(e) else f"notebook {str(src / name)!r}: {e}") from None
     out.mkdir(parents=True, exist_ok=True)
     return _write_edition(out, files, force=force, update=update, notes=notes)
 

@@ -78,7 +78,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._plotting import pyplot, save_figure
+from .._plotting import legend_beside, pyplot, save_figure
 from ... import _speed, models
 from ...analysis import gril_gd
 from ...data import data_path
@@ -89,6 +89,7 @@ from ...tasks import gril_regression
 from ...train import NonFiniteLossError, train
 from ...validate import check_choice
 from . import ablations, model as M
+from .tolerance import loss_tolerances
 
 __all__ = ["MODELS", "STAND_IN", "Job", "Config", "PAPER", "spec", "predict", "loss_and_grads", "run_job", "jobs",
            "summarise", "finished", "run", "plot", "SWEEP", "SWEEP_DIR"]
@@ -114,6 +115,7 @@ PAPER = {
     "multivariate_s5_loss": 0.426, "multivariate_mamba_loss": 0.4126, "multivariate_griffin_loss": 0.4114,
     "multivariate_gril_loss": 0.206,
 }
+TOLERANCE = loss_tolerances(PAPER)   # the absolute losses, judged as in every GRIL experiment (tolerance.py)
 
 
 def _family(model):
@@ -358,7 +360,7 @@ def plot(result, out_dir):
     Table 3 baselines (as ratios to its zero predictor) as crosses on their stand-ins."""
     plt = pyplot()
     targets = [t for t in ("scalar", "multivariate") if f"{t}_gd" in result]
-    fig, axes = plt.subplots(1, max(1, len(targets)), figsize=(6 * max(1, len(targets)), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(targets)), figsize=(7.5 * max(1, len(targets)), 4.2), squeeze=False)
     for ax, target in zip(axes[0], targets):
         names = [m for m in MODELS if f"{target}_{m}_over_zero" in result]
         x = np.arange(len(names))
@@ -366,16 +368,15 @@ def plot(result, out_dir):
         ax.axhline(result[f"{target}_gd"] / result[f"{target}_zero"], color="k", ls="--", lw=0.8,
                    label="one optimal GD step")
         ax.axhline(1.0, color="k", ls=":", lw=0.8, label="zero predictor")
-        if target == "multivariate":
-            labelled = False
-            for i, m in enumerate(names):
-                key = (f"multivariate_{m}_over_zero" if m == "gril_1"
-                       else f"multivariate_{_family(m)}_best_over_zero")
-                if key in PAPER:
-                    ax.plot(i, PAPER[key], "x", color="C3", ms=8, label=None if labelled else "paper (Tables 3, 6)")
-                    labelled = True
+        if target == "multivariate":   # the paper's numbers, one marker series (a single legend entry)
+            keys = [(i, f"multivariate_{m}_over_zero" if m == "gril_1"
+                     else f"multivariate_{_family(m)}_best_over_zero") for i, m in enumerate(names)]
+            keys = [(i, k) for i, k in keys if k in PAPER]
+            if keys:
+                ax.plot([i for i, _ in keys], [PAPER[k] for _, k in keys], "x", ls="none", color="C3", ms=8,
+                        label="paper (Tables 3, 6)")
         ax.set_xticks(x, [f"{m}\n({STAND_IN[_family(m)]})" for m in names], fontsize=7, rotation=30)
         ax.set(xlabel="model (the paper's model it stands in for)", ylabel="loss / zero predictor",
                title=f"{target}: Fig. {'3C' if target == 'scalar' else '6'}")
-        ax.legend(fontsize=7)
+        legend_beside(ax)
     return [save_figure(fig, out_dir, "comparison.png")]
