@@ -4,7 +4,8 @@ Depends on numpy and numba.cuda only (never on `minimal`). Tested in the numba.c
 (``NUMBA_ENABLE_CUDASIM=1``); see README.md in this folder.
 
     scan.linear_scan(a, b, h0=None, method="blelloch") -> h   (method: "sequential" v1, "blelloch" v2,
-                                                              "chunked" v3 in chunked.py, opt-in)
+                                                              "chunked" v3 in chunked.py, opt-in,
+                                                              "lookback" v4 in lookback.py, "auto")
     scan.linear_scan_backward(a, h, dh, h0=None, method="blelloch") -> (da, db, dh0)
     scan.log_linear_scan(log_a, log_b, log_h0=None) -> log h
     scan.log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None) -> (dlog_a, dlog_b, dlog_h0)

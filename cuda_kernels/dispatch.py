@@ -2,10 +2,10 @@
 
 Which kernel is fastest depends on the shape more than on anything else (``README.md``, measured table): with
 thousands of independent sequences (B x C) v1's one thread per channel already fills the GPU and reads each
-array once, while with few channels and long T only a tree over time (v2, v3) has the parallelism. So the
+array once, while with few channels and long T only a scan across time (v2, v3, v4) has the parallelism. So the
 choice is made from measurements, not by rule of thumb:
 
-    bash bench/gpu_check.sh                # OUT/scan_rows.jsonl (preallocated rows); gpu_check2.sh: v1_rows.jsonl
+    bash bench/gpu_round2.sh               # OUT/scan_rows.jsonl (preallocated rows of every version, v4 included)
     python -m cuda_kernels.bench dispatch ROWS.jsonl [MORE_ROWS.jsonl ...] [LOG.json]   # prints TABLE
 
 ``TABLE`` holds, for every benchmarked shape (B, T, C), the fastest method of each kind ("forward",
@@ -14,17 +14,16 @@ nearest to the caller's in (log2 T, log2 B C), the two axes of parallelism, and 
 versions with a timing can win.
 
 Sources (``derive_table``):
-- "forward" and "backward": the preallocated rows of the H200 GPU checks of 2026-11-26 (``SOURCES``: kernels
-  timed into reused outputs and a ``scan.Workspace``, no allocation in the timed call): ``bash
-  bench/gpu_check.sh`` (every version) and ``bash bench/gpu_check2.sh`` (v1 at K = 1, 4, 8 at the many-channel
-  shapes, the only run that timed v1's backward at K = 8). The rows of both runs are ranked by their fraction
-  of a device copy of the same bytes timed in the same run (``vs_copy``), so that a row of one run meets a row
-  of the other on the same footing. v1 counts only at the K the host functions use by default
-  (``V1_PREFETCH``: 8 forward and backward, the values of ``scan.DEFAULT_PREFETCH_FORWARD`` / ``_BACKWARD``);
-  v1 rows at another K, or with no K at the few-channel shapes (timed at K = 1 there), are not candidates.
-  Those runs timed the backward of v1 and v2 only, so v3's backward (which won 4 of the 9 backward cells of
-  the allocating run, ``LOG_SOURCE``) cannot win here until a run times it preallocated; the few-channel
-  backward is v2's until then.
+- "forward" and "backward": the preallocated rows of one H100 run of 2026-11-27 (``SOURCES`` =
+  ``ROUND2_SOURCE``, ``bash bench/gpu_round2.sh``, issue 35: kernels timed into reused outputs and a
+  ``scan.Workspace``, no allocation in the timed call): v1 at (8, 4096, 8192), v2, v3 (both carries) and v4 at
+  the few-channel shapes, v4 at its default (block, K) at (8, 4096, 8192). Rows are ranked by their fraction of
+  a device copy of the same bytes timed in the same run (``vs_copy``), so that rows of several runs would meet
+  on the same footing. v1 counts only at the K the host functions use by default (``V1_PREFETCH``: 8 forward
+  and backward), v4 only at its default (block, K) (``V4_CONFIG``: (256, 32) forward, (256, 16) backward).
+  v4 wins every few-channel cell (forward 0.71 / 0.66 of a copy at (1, 2^20, 256) / (1, 2^20, 16), backward
+  0.61 / 0.51, against v2's 0.25 / 0.22 and 0.33 / 0.31) and v1 the many-channel ones (0.94 / 0.88). The earlier
+  H200 checks (``SOURCE``, ``V1_SOURCE``) are kept as the measurements of the table before v4.
 - "log forward": the allocating rows of the H200 benchmark of 2026-11-26 (``LOG_SOURCE``,
   ``bench/results/scan_NVIDIA_H200.jsonl``, main at 7b70fef), the only log-space timings we have (v1 was
   timed there at K = 1, the default then; it wins every many-channel cell as it is).
@@ -37,7 +36,8 @@ from __future__ import annotations
 import json
 import math
 
-__all__ = ["TABLE", "SOURCE", "V1_SOURCE", "SOURCES", "LOG_SOURCE", "KINDS", "VARIANTS", "V1_PREFETCH", "choose",
+__all__ = ["TABLE", "SOURCE", "V1_SOURCE", "ROUND2_SOURCE", "SOURCES", "LOG_SOURCE", "KINDS", "VARIANTS", "V1_PREFETCH",
+           "V4_CONFIG", "choose",
            "table_from_rows", "table_from_preallocated_rows", "derive_table", "load_rows", "format_table"]
 
 KINDS = ("forward", "backward", "log forward")
@@ -48,23 +48,28 @@ VARIANTS = {
     "blelloch": {"method": "blelloch"},
     "chunked": {"method": "chunked"},
     "chunked lookback": {"method": "chunked", "carry": "lookback"},
+    "lookback": {"method": "lookback"},
 }
 
-SOURCE = "bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl"    # forward, backward: preallocated, float32
+SOURCE = "bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl"    # the H200 checks (the table before v4)
 V1_SOURCE = "bench/results/gpu_check2_H200_2026-11-26_v1_rows.jsonl"  # v1 at K = 1, 4, 8: preallocated, float32
-SOURCES = (SOURCE, V1_SOURCE)
+ROUND2_SOURCE = "bench/results/gpu_round2_H100_2026-11-27_scan_rows.jsonl"   # every version, v4 included (H100)
+SOURCES = (ROUND2_SOURCE,)   # forward, backward: preallocated, float32, one run
 LOG_SOURCE = "bench/results/scan_NVIDIA_H200.jsonl"                 # log forward: allocating, float32, 7b70fef
 V1_PREFETCH = {"forward": 8, "backward": 8}   # v1's default K (scan.DEFAULT_PREFETCH_FORWARD / _BACKWARD)
+# v4's default (block, K) (lookback.DEFAULT_BLOCK, lookback.DEFAULT_STEPS): "auto" runs v4 with them, so only
+# rows timed there compete
+V4_CONFIG = {"forward": (256, 32), "backward": (256, 16)}
 
 # (B, T, C): {kind: variant}, from SOURCES and LOG_SOURCE by derive_table (regenerate with
-# `python -m cuda_kernels.bench dispatch SOURCE V1_SOURCE LOG_SOURCE`).
+# `python -m cuda_kernels.bench dispatch ROUND2_SOURCE LOG_SOURCE`).
 TABLE = {
+    (1, 1048576, 256): {"forward": "lookback", "backward": "lookback", "log forward": "blelloch"},
+    (1, 1048576, 16): {"forward": "lookback", "backward": "lookback", "log forward": "chunked"},
+    (1, 1048576, 1): {"forward": "lookback", "backward": "lookback", "log forward": "chunked"},
     (8, 4096, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
-    (8, 1024, 8192): {"forward": "sequential", "backward": "sequential", "log forward": "sequential"},
-    (1, 1048576, 256): {"forward": "blelloch", "backward": "blelloch", "log forward": "blelloch"},
-    (1, 1048576, 16): {"forward": "blelloch", "backward": "blelloch", "log forward": "chunked"},
-    (1, 1048576, 1): {"forward": "chunked", "backward": "blelloch", "log forward": "chunked"},
     (1, 65536, 1): {"log forward": "blelloch"},
+    (8, 1024, 8192): {"log forward": "sequential"},
     (1, 1048576, 64): {"log forward": "chunked"},
     (1, 1048576, 4): {"log forward": "blelloch"},
     (1, 262144, 1): {"log forward": "blelloch"},
@@ -115,7 +120,7 @@ def table_from_preallocated_rows(rows, prefetch=None):
     ``cuda_kernels.gpu_check`` (named by their ``method`` / ``carry`` fields), possibly of several runs: the
     fastest is the row with the largest fraction of its run's copy of the same bytes (``vs_copy``). v1 rows
     count only at K = ``prefetch[kind]`` (default ``V1_PREFETCH``); a v1 row without a ``prefetch`` field was
-    timed at K = 1."""
+    timed at K = 1. v4 rows count only at its default (block, K), ``V4_CONFIG[kind]``."""
     prefetch = V1_PREFETCH if prefetch is None else prefetch
     best = {}
     for r in rows:
@@ -129,6 +134,8 @@ def table_from_preallocated_rows(rows, prefetch=None):
         if variant not in VARIANTS:
             continue
         if method == "sequential" and int(r.get("prefetch", 1)) != prefetch[kind]:
+            continue
+        if method == "lookback" and (int(r.get("block", -1)), int(r.get("steps_per_thread", -1))) != V4_CONFIG[kind]:
             continue
         if not math.isfinite(r.get("vs_copy", math.nan)):
             raise ValueError(f"row {name!r} at {r['shape']} has no fraction of a same-run copy (vs_copy): "

@@ -34,6 +34,10 @@ this module is the host side of v1 and v2 and the entry point of all three):
                      chunks in turn carrying the state, so that with enough channels one pass reads a, b and
                      writes h once; long sequences with few channels are split across blocks and joined
                      as in v2 (reduce-then-scan) or in one pass by decoupled look-back (``carry``).
+    v4 "lookback"    (``lookback.py``, opt-in) the single pass for few channels: one launch, one chunk per block,
+                     each thread's K steps loaded straight into registers, decoupled look-back with epoch flags
+                     and tile ids from ``blockIdx`` (no zeroing launches, no tile counter); takes
+                     ``steps_per_thread`` and ``shuffle`` as v3 does.
 
 Backward (vector-Jacobian product), the same kernels run in reverse time with the coefficient shifted:
     g_t = dh_t + a_{t+1} g_{t+1}  (g_{T+1} = 0),  dL/db_t = g_t,  dL/da_t = g_t h_{t-1},  dL/dh0 = a_1 g_1.
@@ -77,7 +81,7 @@ __all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear
            "DEFAULT_PREFETCH_BACKWARD",
            "REGISTERS_PER_BLOCK"]
 
-METHODS = ("sequential", "blelloch", "chunked")
+METHODS = ("sequential", "blelloch", "chunked", "lookback")
 DEFAULT_BLOCK = 256          # threads per block
 # v1's K, the steps of its inputs each thread loads ahead into registers (``prefetch``), from the H200 runs of
 # 2026-11-26 (float32, preallocated outputs, fraction of a same-run device copy of the same bytes at
@@ -181,8 +185,17 @@ def _check_prefetch(method, prefetch, default):
     return int(K)
 
 
-def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle, carry):
-    """v3's options as (K, chunks_per_block, shuffle, carry), or None for v1 / v2 (which take none of them)."""
+def _check_v3(method, dtype, block, steps_per_thread, chunks_per_block, shuffle, carry, kind="forward"):
+    """v3's options as (K, chunks_per_block, shuffle, carry), v4's as (K, shuffle), or None for v1 / v2 (which
+    take none of them)."""
+    if method == "lookback":
+        given = [k for k, v in (("chunks_per_block", chunks_per_block), ("carry", carry)) if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply to method='chunked', got method={method!r}")
+        from . import lookback
+
+        return lookback.check_options(block, steps_per_thread, shuffle,
+                                      "backward" if kind == "backward" else "forward")[1:]
     if method != "chunked":
         given = [k for k, v in (("steps_per_thread", steps_per_thread), ("chunks_per_block", chunks_per_block),
                                 ("shuffle", shuffle), ("carry", carry)) if v is not None]
@@ -205,7 +218,7 @@ def _prepare(kind, names, arrays, h0, out, out_names, method, block, v3_options,
     out = _check_out(out, out_names, (shape,) if len(out_names) == 1 else _grad_shapes(shape), dtype, on_device)
     method, carry = _resolve(method, shape, kind, v3_options, prefetch)
     v3 = _check_v3(method, dtype, block, v3_options["steps_per_thread"], v3_options["chunks_per_block"],
-                   v3_options["shuffle"], carry)
+                   v3_options["shuffle"], carry, kind)
     K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_BACKWARD if kind == "backward"
                          else DEFAULT_PREFETCH_FORWARD)
     _check_workspace(workspace)
@@ -237,6 +250,10 @@ def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=Non
         from . import chunked
 
         chunked.forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile, *v3, h=h, workspace=workspace)
+    elif method == "lookback":
+        from . import lookback
+
+        lookback.forward(op, a_d, b_d, h0_d, has_h0, block, *v3, h=h, workspace=workspace)
     else:
         _blelloch_forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile, h, workspace)
     if out is not None:
@@ -255,8 +272,11 @@ def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channe
         h0: (B, ...) or None.
         method: "sequential" (v1, one thread per channel), "blelloch" (v2, shared-memory tree scan),
             "chunked" (v3, ``chunked.py``: K steps per thread in registers, a warp-level combine; opt-in,
-            not yet measured on a GPU), or "auto": the benchmark's fastest version for the nearest benchmarked
-            shape (``dispatch.py``; then v3's keywords are refused).
+            not yet measured on a GPU), "lookback" (v4, ``lookback.py``: one launch, single pass by decoupled
+            look-back, K steps per thread in registers; takes steps_per_thread (default 32 forward, 16
+            backward) and shuffle; the channel tile is min(C, 32) rounded up to a power of two), or "auto":
+            the benchmark's fastest version for the nearest benchmarked shape (``dispatch.py``; then v3's and
+            v4's keywords are refused).
         block: threads per block for v2 and v3, a power of two in [2, 1024] (a v2 chunk is
             2 * block / channel_tile time steps, a v3 chunk steps_per_thread * block / channel_tile); small
             values exercise the multi-chunk path cheaply in the simulator.
@@ -318,6 +338,10 @@ def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None,
         from . import chunked
 
         return chunked.backward(a, h, dh, h0, has_h0, block, channel_tile, *v3, grads=grads, workspace=workspace)
+    if method == "lookback":
+        from . import lookback
+
+        return lookback.backward(a, h, dh, h0, has_h0, block, *v3, grads=grads, workspace=workspace)
     if method == "sequential":
         _, backward = _sequential_kernels(a.dtype, "linear", DEFAULT_PREFETCH_BACKWARD if K1 is None else K1)
         backward[-(-B * C // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a, h, dh, h0, has_h0, *grads)

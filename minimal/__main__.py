@@ -1,4 +1,4 @@
-"""Command line: ``python -m minimal {check,bench,reproduce,course} ...``.
+"""Command line: python -m minimal {check,bench,reproduce,course} ...
 
     python -m minimal check [--only NAME ...] [--no-scans]
         gradient check of every registered cell and the scan equivalence checks; exit code 1 on any failure.
@@ -15,19 +15,27 @@
         one training step (forward, loss, backward, clip, AdamW) of every model the course trains, and with
         PyTorch installed the same models in torch beside them, checked equal in float64 first (minimal.bench_train).
     python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
-        run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures.
-    python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR]
+                                     [--connect-timeout SECONDS]
+        run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures. ADDR must answer as
+        a dask scheduler within SECONDS (default 30), asked before any experiment runs.
+    python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR] [--connect-timeout SECONDS]
         every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md with each work's
         matches / close / differs, linking their results and figures (DIR: results of the current folder).
         Progress bars only on a terminal. The fourth work, kernel, is its notebook alone (nothing to reproduce).
-    python -m minimal course student OUT [--force]
-        the student edition of the notebooks: solutions stripped, exercise outputs cleared (see minimal.course);
-        refuses to overwrite a file that differs from what it writes unless --force.
+    python -m minimal course student OUT [--update | --force]
+        the student edition of the notebooks: solutions stripped, exercise outputs cleared, a student README
+        (see minimal.course); over an earlier edition it refuses files that differ unless --update (rewrites the
+        lessons the student has not edited and writes an edited one's new version beside it as NAME.new.ipynb;
+        never deletes) or --force (overwrites).
+    python -m minimal course release OUT [--lesson NAME ...]
+        an nbgrader course directory: source/ with nbgrader metadata made from the solution marks, release/ by
+        `nbgrader generate_assignment`, rubric.json (see minimal.assignments and notebooks/INSTRUCTOR.md).
     python -m minimal course html OUT [--mathjax-url URL]
         the executed notebooks as HTML pages with an index page from notebooks/README.md, the syllabus
         (MathJax from a local copy when installed: works offline).
-    python -m minimal course slides OUT [--reveal DIR] [--mathjax-url URL]
-        one reveal.js deck per lesson (a slide per section).
+    python -m minimal course slides OUT [--reveal DIR | --reveal-cdn] [--mathjax-url URL]
+        one reveal.js deck per lesson (a slide per section, sub-slides of a screen); reveal.js copied next to the
+        decks (a local one, else reveal.js 4.6.1 fetched once from the npm registry with npm pack): works offline.
     python -m minimal course tidy [--check] NOTEBOOK...
         drop execution timestamps and timing text from committed notebooks (see minimal.nbtidy).
 """
@@ -44,8 +52,8 @@ def _check(args):
     from .cells import REGISTRY
 
     for name in args.only or ():
-        check_choice("only", name, REGISTRY)
-    check_positive_int("seed", args.seed, minimum=0)
+        check_choice("--only", name, REGISTRY)
+    check_positive_int("--seed", args.seed, minimum=0)
     print("checking every cell's gradients and every scan (a first run compiles the Numba kernels: about 35 s)...",
           file=sys.stderr, flush=True)
     rows = check.run(names=args.only, seed=args.seed, scans=not args.no_scans)
@@ -56,6 +64,10 @@ def _check(args):
 def _bench(args):
     from . import bench
 
+    if args.size is not None:   # checked here to name the flag; the library checks its own argument again
+        check_positive_int("--size", args.size, minimum=2 if args.what == "scan" else 4)
+    if args.repeats is not None:
+        check_positive_int("--repeats", args.repeats)
     try:
         if args.what == "train":
             from . import bench_train
@@ -63,7 +75,10 @@ def _bench(args):
             if args.backend == "cuda":
                 print("error: bench train runs on the CPU; drop --backend cuda", file=sys.stderr)
                 return 2
-            rows = bench_train.bench_train(repeats=args.repeats or (3 if args.quick else None), quick=args.quick,
+            if args.repeats is not None:   # 0 is refused, not read as "the default" (``args.repeats or ...`` did)
+                check_positive_int("--repeats", args.repeats)
+            repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
+            rows = bench_train.bench_train(repeats=repeats, quick=args.quick,
                                            torch=not args.no_torch, log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))
             return 0
@@ -110,6 +125,15 @@ def _say_bench(what, args, shape):
 
 
 def _reproduce(args):
+    from .experiments import _MODULES, experiments
+
+    # the CLI's own choices: the works with experiments, "all", and "kernel" (which says it is a notebook)
+    check_choice("WORK", args.work, [*_MODULES, "all", "kernel"])
+    if args.only and args.work in _MODULES:
+        names = experiments(args.work)
+        unknown = sorted(set(args.only) - set(names))
+        if unknown:
+            raise InputError(f"--only must name experiments of {args.work!r} {sorted(names)}, got {unknown}")
     if args.work == "kernel":
         raise InputError("the kernel work has nothing to reproduce: its notebook computes everything live; run it "
                          "with `jupyter lab notebooks/kernel_attention_is_an_rnn.ipynb` or `python -m pytest --nbval "
@@ -120,13 +144,18 @@ def _reproduce(args):
         if args.only:
             raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
                              "`python -m minimal reproduce WORK --only NAME ...`")
-        reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler)
+        reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler,
+                      **_timeout(args))
         return 0
     from .reproduce import reproduce
 
     reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=_progress(args),
-              scheduler=args.scheduler)
+              scheduler=args.scheduler, **_timeout(args))
     return 0
+
+
+def _timeout(args):
+    return {} if args.connect_timeout is None else {"connect_timeout": args.connect_timeout}
 
 
 def _progress(args):
@@ -136,6 +165,7 @@ def _progress(args):
 
 def _course(args):
     import time
+    from pathlib import Path
 
     from . import course, nbtidy
 
@@ -153,16 +183,41 @@ def _course(args):
     out, notes = args.out[0], []
     t0 = time.perf_counter()
     if args.what == "student":
-        written = course.student(out, force=args.force)
+        written = course.student(out, force=args.force, update=args.update, notes=notes)
+    elif args.what == "release":
+        from . import assignments
+
+        rubrics = assignments.release(out, names=[n if n.endswith(".ipynb") else n + ".ipynb"
+                                                  for n in args.lesson] if args.lesson else None)
+        for lesson, r in rubrics.items():
+            notes.append(f"{lesson}: {r['total']} points" + (f" (no check: {', '.join(r['ungraded'])})"
+                                                              if r["ungraded"] else ""))
+        written = sorted(Path(out).glob("release/*/*.ipynb"))
     elif args.what == "html":
         written = course.html(out, mathjax_url=args.mathjax_url, notes=notes)
     else:
-        written = course.slides(out, mathjax_url=args.mathjax_url, reveal=args.reveal, notes=notes)
+        written = course.slides(out, mathjax_url=args.mathjax_url, reveal=args.reveal, notes=notes,
+                                cdn=args.reveal_cdn)
     for note in notes:
         print(note)
     print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.1f} s"
-          + (f"; open {written[0]}" if args.what != "student" else ""))
+          + (f"; open {written[0]}" if args.what in ("html", "slides") and written else ""))
     return 0
+
+
+BENCH_HELP = """Speed, as ratios measured in one run on this machine. The four benchmarks:
+
+  scan     the linear recurrence h_t = a_t h_{t-1} + b_t: the NumPy loop, the Numba sequential, Blelloch and
+           log-space kernels and the public calls, as ratios to a same-run memory copy of the same bytes (CPU:
+           minutes, peak about 2.4 GB at the default T = 4096; --backend cuda: the numba.cuda kernels on a GPU)
+  window   GRIL's windowed cross-product block: the fused Numba kernels against the NumPy path and a memory copy
+           (CPU: about 2 minutes, peak about 3.5 GB at T = 16385; --backend cuda: cuda_kernels.bench on a GPU)
+  step     the gated RNN's forward + backward on the Zucchet tasks' shapes; the ICL readout "all" against
+           "last"; time in scans vs BLAS vs the rest (CPU)
+  train    one training step (forward, loss, backward, clip, AdamW) of every model the course trains; with
+           PyTorch installed, the same models in torch beside them, checked equal in float64 first (CPU)
+
+--quick runs a seconds-sized problem; --size T sets scan's / window's time steps on the CPU."""
 
 
 def build_parser():
@@ -176,8 +231,9 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_check)
 
-    p = sub.add_parser("bench", help="speed, as ratios measured in one run")
-    p.add_argument("what", choices=["scan", "window", "step", "train"])
+    p = sub.add_parser("bench", help="speed, as ratios measured in one run",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, description=BENCH_HELP)
+    p.add_argument("what", choices=["scan", "window", "step", "train"], help="the benchmark (above)")
     p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
     p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
     p.add_argument("--size", type=int, metavar="T",
@@ -188,7 +244,7 @@ def build_parser():
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")
-    p.add_argument("work", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
+    p.add_argument("work", metavar="WORK", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
                                 "work is its notebook alone, notebooks/kernel_attention_is_an_rnn.ipynb")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
@@ -198,15 +254,24 @@ def build_parser():
     p.add_argument("--no-progress", action="store_true", help="no progress bars (they show only on a terminal)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
+    p.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
+                   help="with --scheduler: seconds it has to answer as a dask scheduler (default 30)")
     p.set_defaults(func=_reproduce)
 
-    p = sub.add_parser("course", help="the course: student edition, HTML site, slides; tidy committed notebooks")
-    p.add_argument("what", choices=["student", "html", "slides", "tidy"])
+    p = sub.add_parser("course", help="the course: student edition, nbgrader release, HTML site, slides; tidy "
+                                            "committed notebooks")
+    p.add_argument("what", choices=["student", "release", "html", "slides", "tidy"])
     p.add_argument("out", nargs="+", help="output folder (tidy: the notebook files)")
-    p.add_argument("--force", action="store_true", help="student: overwrite files that differ (a student's work)")
+    edit = p.add_mutually_exclusive_group()
+    edit.add_argument("--force", action="store_true", help="student: overwrite files that differ (a student's work)")
+    edit.add_argument("--update", action="store_true",
+                      help="student: rewrite the lessons not edited since the last edition; an edited one's new "
+                           "version goes beside it (NAME.new.ipynb); nothing is deleted")
+    p.add_argument("--lesson", nargs="+", metavar="NAME", help="release: only these lessons (file names)")
     p.add_argument("--mathjax-url", help="html, slides: MathJax 2 to load (default: a local copy, else its CDN)")
     p.add_argument("--reveal", help="slides: a reveal.js 4 folder (default: $MINIMAL_REVEAL_JS, "
-                                    "node_modules/reveal.js, else its CDN)")
+                                    "node_modules/reveal.js, else 4.6.1 from the npm registry, kept in ~/.cache/minimal)")
+    p.add_argument("--reveal-cdn", action="store_true", help="slides: load reveal.js from its CDN (online only)")
     p.add_argument("--check", action="store_true", help="tidy: only report; exit code 1 if a notebook needs it")
     p.set_defaults(func=_course)
     return parser
@@ -229,9 +294,19 @@ def _check_out(out, name):
 def _check_reproduce(args):
     """--scheduler and --out, checked before any experiment runs: a bad address used to fail only at the first
     sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
-    from .sweep import check_scheduler
+    import math
+
+    from .sweep import _probe_scheduler, check_scheduler
 
     check_scheduler(args.scheduler)
+    if args.connect_timeout is not None:
+        if args.scheduler is None:
+            raise InputError("--connect-timeout goes with --scheduler (a LocalCluster needs no connect)")
+        if not (math.isfinite(args.connect_timeout) and args.connect_timeout > 0):
+            raise InputError(f"--connect-timeout must be a finite number of seconds > 0, got {args.connect_timeout}")
+    if args.scheduler is not None and not args.scheduler.startswith("inproc://"):
+        # ask it now, in seconds, rather than at the first sweep after the experiments before it have trained
+        _probe_scheduler(args.scheduler, args.connect_timeout or 30.0)
     if args.out is not None:
         _check_out(args.out, "--out")
 

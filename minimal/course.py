@@ -29,8 +29,10 @@ the syllabus. Nothing is executed: the pages show the committed outputs. MathJax
 is installed (``local_mathjax``: PyPI's ``jupyter-server-mathjax``, which the ``[notebooks]`` extra brings, copied
 next to the pages; else Debian's ``libjs-mathjax``), else from its CDN with a printed note; require.js, jQuery and
 mermaid, which the pages do not use, are not loaded. ``slides(out)`` writes one reveal.js deck per lesson
-(nbconvert's ``SlidesExporter``, a slide per section), with reveal.js copied from a local folder when there is one
-(``local_reveal``). ``python -m minimal course tidy`` is ``minimal.nbtidy``.
+(nbconvert's ``SlidesExporter``, a slide per section, split into sub-slides of about a screen, links to other
+lessons leading to their decks and no other relative link), with reveal.js copied next to the decks from a local
+folder (``local_reveal``) or fetched once from the npm registry (``fetch_reveal``): offline by default, a CDN only
+when asked. ``python -m minimal course tidy`` is ``minimal.nbtidy``.
 """
 from __future__ import annotations
 
@@ -40,7 +42,12 @@ import shutil
 from pathlib import Path
 
 import nbformat
-from nbconvert.preprocessors import Preprocessor
+
+try:
+    from nbconvert.preprocessors import Preprocessor
+except ImportError:       # building a wheel (setup.py writes the student edition) needs nbformat alone
+    class Preprocessor:
+        pass
 
 from .validate import InputError
 
@@ -49,9 +56,11 @@ __all__ = ["NOTEBOOKS", "SOLUTION_TAG", "BEGIN", "END", "lessons", "title", "exe
            "slides"]
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+PACKAGED = Path(__file__).resolve().parent / "_course"   # a wheel's student edition (setup.py writes it at build)
 SYLLABUS = "README.md"
 SOLUTION_TAG = "solution"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"   # nbgrader's hidden checks
 NOT_DONE = "not done yet"
 CODE_STUB = f'# YOUR CODE HERE\nraise NotImplementedError("{NOT_DONE}")'
 RAISES = "raises-exception"   # the cell tag that lets nbclient and JupyterLab's Run All go past an error
@@ -142,6 +151,29 @@ def _strip(source, stub):
     return "\n".join(out)
 
 
+def _drop_hidden(source):
+    """``source`` without its BEGIN .. END HIDDEN TESTS regions (markers included): checks that would give the
+    answer away, which nbgrader runs when it autogrades and the student edition leaves out."""
+    if HIDDEN_BEGIN not in source:
+        return source
+    out, inside = [], False
+    for line in source.splitlines():
+        marker = line.strip()
+        if marker == HIDDEN_BEGIN:
+            if inside:
+                raise ValueError(f"nested {HIDDEN_BEGIN!r}")
+            inside = True
+        elif marker == HIDDEN_END:
+            if not inside:
+                raise ValueError(f"{HIDDEN_END!r} without {HIDDEN_BEGIN!r}")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{HIDDEN_BEGIN!r} without {HIDDEN_END!r}")
+    return "\n".join(out)
+
+
 def _scaffold(source):
     """The lines of a student cell that are neither the stub nor blank nor comments: what the student is given."""
     stub = {line.strip() for line in CODE_STUB.splitlines()}
@@ -157,14 +189,17 @@ class ClearSolutions(Preprocessor):
     def preprocess(self, nb, resources):
         owner = exercise_of(nb)
         stubbed = False
-        for cell, exercise in zip(nb.cells, owner):
+        for i, (cell, exercise) in enumerate(zip(nb.cells, owner)):
             if _is_solution(cell):
-                if cell.cell_type == "code":
-                    cell.source = _strip(cell.source, CODE_STUB)
-                    stubbed = True
-                else:
-                    cell.source = _strip(cell.source, TEXT_STUB)
+                try:
+                    cell.source = _strip(cell.source, CODE_STUB if cell.cell_type == "code" else TEXT_STUB)
+                except ValueError as e:   # unbalanced markers: say which cell, and where it is
+                    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+                    raise InputError(f"cell {i} ({cell.cell_type}, {exercise or 'outside the exercises'}, starting "
+                                     f"{first[:60]!r}): {e}; every {BEGIN!r} needs its {END!r}") from None
+                stubbed = stubbed or cell.cell_type == "code"
             if cell.cell_type == "code":
+                cell.source = _drop_hidden(cell.source)
                 if exercise is not None or _is_solution(cell):
                     cell.outputs, cell.execution_count = [], None
                 tags = cell.metadata.setdefault("tags", [])
@@ -191,33 +226,143 @@ def bare_stubs(nb):
 
 
 def _read(path):
-    return nbformat.read(path, as_version=4)
+    from .nbtidy import read_notebook   # an unreadable notebook is an InputError naming it
+    return read_notebook(path)
 
 
-def _write_checked(files, force):
-    """Write ``{path: text}``; refuse (naming them) files that exist and differ from what would be written."""
-    changed = [p for p, text in files.items() if p.exists() and p.read_text(encoding="utf-8") != text]
-    if changed and not force:
-        raise InputError("refusing to overwrite files that differ from what this command writes (edited by hand?): "
-                         + ", ".join(str(p) for p in changed) + "; move them away or pass --force")
+MANIFEST = ".minimal-course.json"     # in a student folder: the hash of every file the last edition wrote
+
+
+def _sha(text):
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _beside(path, text, manifest):
+    """Where an edited lesson's new version goes: ``NAME.new.ipynb`` (``NAME.new-2.ipynb``, ... when that name is
+    taken by a file the student edited); None when one of them already holds ``text``."""
+    k = 1
+    while True:
+        cand = path.with_name(f"{path.stem}.new{'' if k == 1 else f'-{k}'}{path.suffix}")
+        if not cand.exists():
+            return cand
+        now = cand.read_text(encoding="utf-8")
+        if now == text:
+            return None
+        if manifest.get(cand.name) == _sha(now):
+            return cand
+        k += 1
+
+
+def _write_edition(out, files, force=False, update=False, notes=None):
+    """Write ``{path: text}`` into the folder ``out`` and record what was written in ``out/MANIFEST``.
+
+    A file that exists and differs from what would be written is *edited* when it also differs from what the last
+    edition wrote there (the manifest; with no manifest, every differing file counts as edited). An unedited file is
+    rewritten with ``update`` (or ``force``); an edited one is kept as it is and, with ``update``, the new version is
+    written beside it (``NAME.new.ipynb``); with ``force`` it is overwritten; with neither, nothing is written and
+    the differing files are named in an InputError. Nothing is ever deleted. ``notes`` receives a line per file
+    kept. Returns the paths written."""
+    import json
+
+    notes = [] if notes is None else notes
+    mpath = out / MANIFEST
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath.is_file() else {}
+    except ValueError:
+        manifest = {}
+    plan, refused = {}, []
     for p, text in files.items():
-        if not p.exists() or p.read_text(encoding="utf-8") != text:
-            p.write_text(text, encoding="utf-8")
-    return list(files)
+        if not p.exists():
+            plan[p] = text
+            continue
+        now = p.read_text(encoding="utf-8")
+        if now == text:
+            continue
+        edited = manifest.get(p.name) != _sha(now)
+        if force or (update and not edited):
+            plan[p] = text
+        elif update:
+            other = _beside(p, text, manifest)
+            if other is None:
+                continue
+            plan[other] = text
+            notes.append(f"{p.name} was edited: kept as it is, its new version written beside it as {other.name}")
+        else:
+            refused.append((p, edited))
+    if refused:
+        raise InputError("refusing to overwrite files that differ from what this command writes: "
+                         + ", ".join(f"{p} ({'edited' if e else 'an older edition'})" for p, e in refused)
+                         + "; --update rewrites the unedited ones and writes an edited one's new version beside it "
+                           "(NAME.new.ipynb), --force overwrites them all")
+    for p, text in plan.items():
+        p.write_text(text, encoding="utf-8")
+        manifest[p.name] = _sha(text)
+    for p, text in files.items():       # files already as this edition writes them belong to it too
+        if p not in plan and p.exists() and p.read_text(encoding="utf-8") == text:
+            manifest[p.name] = _sha(text)
+    mpath.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return list(plan)
 
 
-def student(out_dir, notebooks=None, force=False):
-    """Write the student edition of every lesson, and the syllabus, to ``out_dir``; returns the paths. A file
-    already there that differs from what would be written (a student's work) is refused unless ``force``."""
-    src = _notebooks_dir(notebooks)
+STUDENT_INTRO = """# The course: recurrent networks and attention, derived and checked
+
+Fifteen lessons, one notebook each, from "attention is an RNN" to three papers that build on it. Every lesson
+derives one result step by step (an equation, a few lines of code, the library's version, an asserted number) and
+ends with exercises for you to work.
+
+**Set up.** Install the package with its notebook extra (`pip install "minimal[notebooks]"`, or the wheel your
+instructor gives you: `pip install "minimal-0.1.0-py3-none-any.whl[notebooks]"`) and check it:
+`python -m minimal check` (exit code 0 when every check passes). Then run `jupyter lab` in this folder and open
+this file. The lessons load the data they need from the installed package; nothing is downloaded.
+
+**The exercises.** Each lesson closes with 3-5 exercises: *predict, then run* (write your prediction into the cell
+before you run the check), *change a parameter and explain*, and *derive a missing step*. Where an answer is
+expected you find `# YOUR CODE HERE` / `raise NotImplementedError("not done yet")` (code) or "YOUR ANSWER HERE"
+(text): replace them with your answer. A check after an answer says in words what it expected when it fails.
+*Run > Run All Cells* goes past an unfinished exercise to the end of the lesson. Keep your work in this folder: a
+new edition of the course never overwrites a lesson you have edited (its new version is put beside it, as
+`NAME.new.ipynb`).
+
+**Times.** *read* is working through the lesson's text and code, exercises not included; *ex.* is the number of
+exercises (5-15 minutes each); *run* is the time to execute every cell on one core of a shared machine.
+"""
+STUDENT_SECTIONS = ("Part I", "Part II", "Part III", "Part IV", "What each lesson teaches", "The papers")
+
+
+def student_readme(syllabus):
+    """The student edition's README: ``STUDENT_INTRO``, then the syllabus's lesson tables, what each lesson teaches
+    and the papers (``STUDENT_SECTIONS``); the instructor's text (how to build the editions, the session plan, the
+    grading, set-up for the instructor) is left out."""
+    parts = [STUDENT_INTRO]
+    for block in re.split(r"(?m)^(?=## )", syllabus):
+        if block.startswith("## ") and block[3:].startswith(STUDENT_SECTIONS):
+            parts.append(block.rstrip() + "\n")
+    return "\n".join(parts)
+
+
+def student(out_dir, notebooks=None, force=False, update=False, notes=None):
+    """Write the student edition of every lesson, and its README (``student_readme``), to ``out_dir``; returns the
+    paths written. Over an earlier edition (``_write_edition``) a file that differs is refused unless ``update``
+    (unedited files rewritten, an edited lesson's new version written beside it) or ``force`` (overwrite). In an
+    installed package without ``notebooks/`` the edition packaged in the wheel (``PACKAGED``) is copied."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"out_dir must be a folder, got the file {str(out)!r}")
+    if notebooks is None and not (NOTEBOOKS / SYLLABUS).is_file() and (PACKAGED / SYLLABUS).is_file():
+        files = {out / p.name: p.read_text(encoding="utf-8") for p in sorted(PACKAGED.iterdir())
+                 if p.name == SYLLABUS or p.suffix == ".ipynb"}
+    else:
+        src = _notebooks_dir(notebooks)
+        files = {out / SYLLABUS: student_readme((src / SYLLABUS).read_text(encoding="utf-8"))}
+        for name in lessons(src):
+            try:
+                files[out / name] = nbformat.writes(student_notebook(_read(src / name))) + "\n"
+            except InputError as e:   # a cell's unbalanced solution markers: name the notebook too
+                raise InputError(str(e) if str(src / name) in str(e) else f"notebook {str(src / name)!r}: {e}") from None
     out.mkdir(parents=True, exist_ok=True)
-    files = {out / SYLLABUS: (src / SYLLABUS).read_text(encoding="utf-8")}
-    for name in lessons(src):
-        files[out / name] = nbformat.writes(student_notebook(_read(src / name))) + "\n"
-    return _write_checked(files, force)
+    return _write_edition(out, files, force=force, update=update, notes=notes)
 
 
 # --- the site ------------------------------------------------------------------------------------------------
@@ -254,6 +399,11 @@ details.solution > summary { cursor: pointer; color: #2a5f75; font-weight: bold;
 # nbconvert's reveal template loads reveal.js through require.js and jQuery from CDNs: load it with plain scripts
 _SLIDES = """{%- extends 'reveal/index.html.j2' -%}""" + _NO_CDN + """
 {% block footer_js %}
+<style>
+/* a wide display equation scrolls sideways inside its slide instead of being clipped at the slide's edge */
+.reveal .MathJax_Display, .reveal .MathJax_SVG_Display, .reveal .MathJax_CHTML { max-width: 100%; }
+.reveal .MathJax_Display { overflow-x: auto; overflow-y: hidden; }
+</style>
 <script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
 <script src="{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"></script>
 <script>
@@ -277,7 +427,7 @@ Reveal.on("slidechanged", function (e) {
 """
 MATHJAX_CDN = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"
 DEBIAN_MATHJAX = Path("/usr/share/javascript/mathjax/MathJax.js")
-REVEAL_CDN = "https://unpkg.com/reveal.js@4.0.2"
+REVEAL_CDN = "https://unpkg.com/reveal.js@4.6.1"
 
 
 def local_mathjax():
@@ -296,16 +446,56 @@ def local_mathjax():
     return None, None, "no local MathJax (pip install jupyter-server-mathjax, or apt-get install libjs-mathjax)"
 
 
+REVEAL_VERSION = "4.6.1"
+REVEAL_CACHE = Path.home() / ".cache" / "minimal" / f"reveal.js-{REVEAL_VERSION}"
+
+
 def local_reveal(reveal=None):
     """A local reveal.js 4 (a folder with ``dist/reveal.js``): ``reveal``, else ``$MINIMAL_REVEAL_JS``, else
-    ``node_modules/reveal.js`` of the repository (``npm install reveal.js@4``); None if there is none."""
+    ``node_modules/reveal.js`` of the repository, else the copy ``fetch_reveal`` keeps in ``REVEAL_CACHE``; None if
+    there is none."""
     import os
-    for cand in (reveal, os.environ.get("MINIMAL_REVEAL_JS"), NOTEBOOKS.parent / "node_modules" / "reveal.js"):
+    for cand in (reveal, os.environ.get("MINIMAL_REVEAL_JS"), NOTEBOOKS.parent / "node_modules" / "reveal.js",
+                 REVEAL_CACHE):
         if cand and (Path(cand) / "dist" / "reveal.js").is_file():
             return Path(cand)
     if reveal is not None:
         raise InputError(f"reveal must be a reveal.js folder holding dist/reveal.js, got {str(reveal)!r}")
     return None
+
+
+def fetch_reveal(cache=None):
+    """reveal.js ``REVEAL_VERSION`` from the npm registry (``npm pack``, npm's own client), unpacked into ``cache``
+    (default ``REVEAL_CACHE``) once; returns the folder. An InputError says what to do where npm or the registry
+    cannot be reached."""
+    import shutil as sh
+    import subprocess
+    import tarfile
+    import tempfile
+
+    cache = Path(cache) if cache is not None else REVEAL_CACHE
+    if (cache / "dist" / "reveal.js").is_file():
+        return cache
+    npm = sh.which("npm")
+    if npm is None:
+        raise InputError("slides need reveal.js: no npm to fetch it with (install npm, or give --reveal DIR, a "
+                         "reveal.js 4 folder; --reveal-cdn loads it from a CDN, online only)")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = subprocess.run([npm, "pack", "-q", f"reveal.js@{REVEAL_VERSION}"], cwd=tmp, capture_output=True,
+                             text=True, timeout=300)
+        packed = list(Path(tmp).glob("reveal.js-*.tgz"))
+        if run.returncode != 0 or not packed:
+            raise InputError(f"npm pack reveal.js@{REVEAL_VERSION} failed ({run.stderr.strip()[-300:]}); give "
+                             f"--reveal DIR, a reveal.js 4 folder, or --reveal-cdn (online only)")
+        part = Path(tmp) / "unpacked"
+        with tarfile.open(packed[0]) as tar:
+            tar.extractall(part, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(part)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        staged = cache.with_name(cache.name + ".part")
+        sh.rmtree(staged, ignore_errors=True)
+        sh.copytree(part / "package", staged)
+        staged.rename(cache)
+    return cache
 
 
 def _mathjax_for(out, mathjax_url, notes):
@@ -321,8 +511,13 @@ def _mathjax_for(out, mathjax_url, notes):
     return url
 
 
+GUIDE = "INSTRUCTOR.md"       # the instructor's guide beside the syllabus: a page of the site too
+
+
 def _page(name):
-    return "index.html" if name == SYLLABUS else name[:-len(".ipynb")] + ".html"
+    if name == SYLLABUS:
+        return "index.html"
+    return "instructor.html" if name == GUIDE else name[:-len(".ipynb")] + ".html"
 
 
 def _site_links(text):
@@ -332,7 +527,7 @@ def _site_links(text):
         path, sep, anchor = target.partition("#")
         if "/" in path or "://" in target:
             return m.group(0)
-        if path.endswith(".ipynb") or path == SYLLABUS:
+        if path.endswith(".ipynb") or path in (SYLLABUS, GUIDE):
             return f"]({_page(path)}{sep}{anchor})"
         return m.group(0)
     return _LINK.sub(sub, text)
@@ -365,6 +560,12 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None):
     body, _ = exporter.from_notebook_node(index, resources={"metadata": {"name": "minimal: the course"}})
     written = [out / "index.html"]
     written[0].write_text(body, encoding="utf-8")
+    if (src / GUIDE).is_file():
+        guide = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+            "[Course syllabus](index.html)\n\n" + _site_links((src / GUIDE).read_text(encoding="utf-8")))])
+        body, _ = exporter.from_notebook_node(guide, resources={"metadata": {"name": "minimal: running the course"}})
+        written.append(out / _page(GUIDE))
+        written[-1].write_text(body, encoding="utf-8")
 
     for i, name in enumerate(order):
         nb = copy.deepcopy(books[name])
@@ -384,43 +585,119 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None):
     return written
 
 
-def slide_notebook(nb):
+SCREEN_LINES = 20    # what fits one slide (reveal's 700 px high here): ~20 lines of text or code
+
+
+def _cell_lines(cell):
+    """A rough height of a cell on a slide, in lines: wrapped text and code, text outputs, ~18 lines a figure."""
+    wrap = lambda text: sum(1 + len(line) // 100 for line in text.splitlines())   # noqa: E731
+    n = wrap(cell.source) + (1 if cell.cell_type == "code" else 0)
+    for out in cell.get("outputs", []):
+        data = out.get("data", {})
+        if any(k.startswith("image/") for k in data):
+            n += 18
+        elif out.get("output_type") == "stream":
+            n += wrap(out.get("text", ""))
+        elif "text/plain" in data:
+            n += wrap(data["text/plain"])
+    return n
+
+
+def _slide_links(text, decks):
+    """Links to notebooks -> links to their decks (``decks``: the lessons whose deck is written beside this one);
+    other relative links (the syllabus, a lesson without a deck, a file) -> their text: a deck has no dead link."""
+    def sub(m):
+        label, target = m.group(1), m.group(2)
+        if "://" in target or target.startswith(("#", "mailto:")):
+            return m.group(0)
+        path, sep, anchor = target.partition("#")
+        if path in decks:
+            return f"[{label}]({path[:-len('.ipynb')]}.slides.html{sep}{anchor})"
+        return label
+    return re.sub(r"(?<!!)\[([^\]]*)\]\(([^)\s]+?)\)", sub, text)
+
+
+def _paragraphs(cell):
+    """A markdown cell taller than a screen, cut at its blank lines (never inside a ``$$`` block or a code fence)
+    into cells that a sub-slide each can hold; other cells unchanged."""
+    if cell.cell_type != "markdown" or _cell_lines(cell) <= SCREEN_LINES:
+        return [cell]
+    parts, cur = [], []
+    for block in cell.source.split("\n\n"):
+        cur.append(block)
+        text = "\n\n".join(cur)
+        if text.count("$$") % 2 == 0 and text.count("```") % 2 == 0:
+            parts.append(text)
+            cur = []
+    if cur:
+        parts.append("\n\n".join(cur))
+    out, acc = [], []
+    for part in parts:                       # regroup into pieces of at most a screen
+        if acc and sum(1 + len(line) // 100 for line in "\n\n".join(acc + [part]).splitlines()) > SCREEN_LINES:
+            out.append("\n\n".join(acc))
+            acc = []
+        acc.append(part)
+    out.append("\n\n".join(acc))
+    cells = []
+    for k, text in enumerate(out):
+        c = copy.deepcopy(cell)
+        c.source = text
+        if k and "id" in c:
+            c["id"] = f"{cell['id']}-{k}"[:64]
+        cells.append(c)
+    return cells
+
+
+def slide_notebook(nb, decks=()):
     """A copy of ``nb`` with reveal.js slide metadata: a new slide at each ``##`` section, a sub-slide (below it)
-    at each ``###``, fragments for nothing else; solutions are left out of the slides."""
+    at each ``###`` and wherever the cells so far would overflow one screen (``SCREEN_LINES``); solutions are left
+    out of the slides; links to lessons lead to their decks (``decks``) and other relative links become text."""
     nb = copy.deepcopy(nb)
+    nb.cells = [piece for cell in nb.cells for piece in _paragraphs(cell)]
+    used = 0
     for cell in nb.cells:
         level, _ = _heading(cell)
         kind = "skip" if _is_solution(cell) else {1: "slide", 2: "slide", 3: "subslide"}.get(level, "-")
+        if kind != "skip":
+            lines = _cell_lines(cell)
+            if kind == "-" and used and used + lines > SCREEN_LINES:
+                kind = "subslide"
+            used = lines if kind != "-" else used + lines
         cell.metadata["slideshow"] = {"slide_type": kind}
+        if cell.cell_type == "markdown":
+            cell.source = _slide_links(cell.source, set(decks))
     return nb
 
 
-def slides(out_dir, notebooks=None, mathjax_url=None, reveal=None, notes=None, names=None):
-    """Write ``NAME.slides.html`` for every lesson into ``out_dir`` (nbconvert's reveal.js exporter, one slide per
-    section; ``names``: only these lessons); returns the paths. reveal.js and MathJax are copied next to the slides when found locally
-    (``local_reveal``, ``local_mathjax``), else taken from their CDNs with a line in ``notes`` saying so."""
+def slides(out_dir, notebooks=None, mathjax_url=None, reveal=None, notes=None, names=None, cdn=False):
+    """Write ``NAME.slides.html`` for every lesson into ``out_dir`` (nbconvert's reveal.js exporter, a slide per
+    section, sub-slides that fit a screen; ``names``: only these lessons); returns the paths. reveal.js is copied
+    next to the slides from a local folder (``local_reveal``), else fetched once from the npm registry
+    (``fetch_reveal``); ``cdn`` loads it from its CDN instead (online only). MathJax: ``local_mathjax``. ``notes``
+    receives a line saying where each came from."""
     src = _notebooks_dir(notebooks)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     notes = [] if notes is None else notes
-    folder = local_reveal(reveal)
-    if folder is None:
+    order = lessons(src)
+    unknown = sorted(set(names or ()) - set(order))
+    if unknown:
+        raise InputError(f"names must be lessons of the syllabus, got {unknown}")
+    if cdn:
         prefix = REVEAL_CDN
-        notes.append("reveal.js from its CDN: the slides need the network (npm install reveal.js@4, or --reveal)")
+        notes.append("reveal.js from its CDN (--reveal-cdn): the slides need the network")
     else:
+        folder = local_reveal(reveal) or fetch_reveal()
         prefix = "reveal.js"
         for part in ("dist", "plugin"):
             shutil.copytree(folder / part, out / prefix / part, dirs_exist_ok=True)
         notes.append(f"reveal.js from {folder} (works offline)")
     exporter = _exporter(_mathjax_for(out, mathjax_url, notes), template=_SLIDES, kind="SlidesExporter",
                          reveal_url_prefix=prefix, reveal_theme="white")   # "simple" imports Google fonts
-    order = lessons(src)
-    unknown = sorted(set(names or ()) - set(order))
-    if unknown:
-        raise InputError(f"names must be lessons of the syllabus, got {unknown}")
+    chosen = order if names is None else [n for n in order if n in names]
     written = []
-    for name in (order if names is None else [n for n in order if n in names]):
-        nb = slide_notebook(_read(src / name))
+    for name in chosen:
+        nb = slide_notebook(_read(src / name), decks=chosen)
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title(nb)}})
         path = out / (name[:-len(".ipynb")] + ".slides.html")
         path.write_text(body, encoding="utf-8")

@@ -2,8 +2,10 @@
 
 Notebooks run in ``notebooks/``, the CLI in the repository root, and the package may be imported from either; all
 of them find the data through ``data_path``, which is anchored at this package's location, not the working
-directory. Trained weights of several models share one ``.npz`` (``save_groups`` / ``load_groups``). (An installed, non-editable copy of the package has no ``data/`` beside it: ``data_path(...,
-must_exist=True)`` then says so instead of letting a caller retrain silently.)
+directory. Trained weights of several models share one ``.npz`` (``save_groups`` / ``load_groups``). A wheel carries
+the same files as package data, ``minimal/_data`` (setup.py maps ``data/`` there), and ``DATA_ROOT`` is that folder
+when it exists: the lessons run from a plain ``pip install``. Where neither is there, ``data_path(...,
+must_exist=True)`` says so instead of letting a caller retrain silently.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from ._atomic import atomic_write
 __all__ = ["DATA_ROOT", "data_path", "save_groups", "load_groups", "regenerate_command", "read_npz", "load_json",
            "check_saved_shapes"]
 
-DATA_ROOT = Path(__file__).resolve().parents[1] / "data"
+_PACKAGED = Path(__file__).resolve().parent / "_data"          # in a wheel: data/ as package data
+DATA_ROOT = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[1] / "data"
 
 
 def data_path(*parts, must_exist=False):

@@ -5,8 +5,11 @@ Every work's page has the same sections, so a reader knows where to look:
 1. Paper-comparable results: every metric that has a paper value, the paper's number and ours (a spread, where
    one exists, beside its mean: ``0.209 ± 0.0012``), a verdict, the tolerance it used, and the run mode of its
    experiment (quick / full / full, loaded from disk).
+   Above it, the verdict words (``VOCABULARY``, the same on every page, the index and the README) and the
+   tolerance rule (``TOLERANCE_RULE``).
 2. Notes on the verdicts: for every row that is not a match, why (``minimal.experiments.notes`` or the module's
-   own ``NOTES``), then each experiment's "Differs from the paper" list, quoted from its docstring.
+   own ``NOTES``) and the lesson that shows it (``LESSON``), then each experiment's "Differs from the paper" list,
+   quoted from its docstring.
 3. What a quick run is expected to miss (each experiment's ``QUICK_MISSES``).
 4. Metric definitions (``METRICS``: key -> definition), then links to the figures and to ``measurements.md``:
    the metrics without a paper value and the timings, one table per experiment, named for a reader.
@@ -26,7 +29,8 @@ Then three refinements, in order:
                         gets a Tolerance with ``printed=False``: the tolerance alone decides.
     better              a "close" / "differs" row on the better side of the paper (the experiment's ``BETTER``:
                         key pattern -> "lower" / "higher"; "at_most" tolerances are lower-is-better) reads
-                        "better than the paper".
+                        "better than the paper"; an experiment declares BETTER only where the row's note says
+                        what made the number better (an easier task, not a better model).
     quick               in a quick run, a "close" / "differs" row the experiment declares out of a quick run's
                         reach (``QUICK_UNREACHABLE``) reads "not reached by a quick run", not "differs".
 Metadata is looked up on the experiment module first, then in ``minimal.experiments.notes`` (``notes.page``).
@@ -47,7 +51,32 @@ __all__ = ["Tolerance", "VERDICTS", "verdict", "judge", "printed_match", "render
 _TIMING_WORDS = ("seconds", "ms_per_step", "_ms", "wall", "time_", "tokens_per_s", "steps_per_s")
 _ORDER = {"matches": 0, "close": 1, "differs": 2, "n/a": 3}
 BETTER, QUICK = "better than the paper", "not reached by a quick run"
+NO_NOTE = "no note"   # what a non-matching row without a note shows (tests/test_report.py fails on it)
 VERDICTS = ("matches", "close", "differs", BETTER, QUICK, "n/a")   # the order of counts and summaries
+
+# The one definition of the verdict words: every results page, the index and the README print it as it stands here
+# (tests/test_report.py checks the README against it).
+VOCABULARY = (
+    ("matches", "our number is within the row's first tolerance of the paper's, or equal to it at the precision "
+                "the paper prints (33.33 matches 33)."),
+    ("close", "outside the first tolerance, within the second."),
+    ("differs", "outside both tolerances."),
+    (BETTER, "outside the first tolerance on the side the paper counts as better (a lower loss, a higher "
+             "accuracy); the row's note says what made it so, such as an easier task, which is not a claim of a "
+             "better model."),
+    (QUICK, "a quick run's row outside the first tolerance that its experiment declares beyond a quick run's "
+            "reach; the full run is judged by the same tolerances."),
+    ("n/a", "no number to compare."),
+)
+TOLERANCE_RULE = ("Tolerances: ±5% (matches) / ±25% (close) of the paper's number unless the row names another; a "
+                  "paper number gets the same tolerance in every experiment of a work that reports it. Every row "
+                  "that does not match has a note on its work's page that says why, and the lesson (notebook) "
+                  "that shows it.")
+
+
+def vocabulary_markdown():
+    """The verdict words and the tolerance rule as Markdown: one bullet per word, then the rule."""
+    return "\n".join([*(f"- **{word}**: {text}" for word, text in VOCABULARY), "", TOLERANCE_RULE])
 
 
 class Tolerance(NamedTuple):
@@ -140,10 +169,11 @@ def verdict(paper, ours, tol=None):
 
 
 def _lookup(table, key):
-    """``table[key]``, else the first pattern of ``table`` (fnmatch, e.g. "test_loss_*") that ``key`` matches."""
+    """``table[key]``, else the first pattern of ``table`` (fnmatch, e.g. "test_loss_*"; a placeholder such as
+    "<cell>" stands for any text, as "*" does) that ``key`` matches."""
     if key in table:
         return table[key]
-    return next((v for k, v in table.items() if fnmatch.fnmatchcase(key, k)), None)
+    return next((v for k, v in table.items() if fnmatch.fnmatchcase(key, re.sub(r"<[^<>]+>", "*", k))), None)
 
 
 def _better(paper, ours, direction):
@@ -174,8 +204,10 @@ def _fmt(v):
         return "nan" if math.isnan(v) else f"{v:.4g}"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    # a cell of a Markdown table: one line, no column separator (a vocabulary starts with "\n")
-    return str(v).encode("unicode_escape").decode("ascii").replace("|", "\\|")
+    # a cell of a Markdown table: one line, no column separator (a vocabulary starts with "\n"); printable
+    # characters such as λ stay as they are
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(v))
+    return text.replace("|", "\\|")
 
 
 def reader_name(key):
@@ -196,7 +228,46 @@ class _Meta:
 
     def get(self, attr, default):
         v = getattr(self.mod, attr, None)
+        if attr == "METRICS":   # definitions add up: the module's first (its patterns looked up first), then
+            merged = dict(v or {})   # the page data's
+            for key, text in self.extra.get(attr, {}).items():
+                merged.setdefault(key, text)
+            return merged or default
         return self.extra.get(attr, default) if v is None else v
+
+
+# Definitions that hold for a key of every experiment (``measurements.md``), after the experiment's own METRICS;
+# "{base}" is the key without the pattern's suffix.
+GENERIC_METRICS = {
+    "*_std": "standard deviation over seeds of `{base}`",
+    "*_seeds": "seeds behind `{base}`",
+    "*_mean": "mean over seeds of `{base}`",
+    "*_n_params": "trainable parameters of `{base}`",
+    "*_diverged": "runs of `{base}` whose loss diverged (left out of its mean)",
+    "steps": "training steps of the run", "steps_trained": "training steps of the run",
+    "ms_per_step": "wall time per training step (ms)", "train_seconds": "wall time of the training (s)",
+    "sweep_seconds": "wall time of the sweep in this run (s): loading only, when every job is on disk",
+    "job_seconds_total": "sum of the sweep's job times (s)", "n_jobs": "jobs in the sweep",
+    "n_eval": "evaluation tasks (a fixed set, shared by every model of the experiment)",
+    "eta_star": "η*, the optimal size of one GD step from 0 (in closed form)",
+    "functional_*": "the same after functional pruning (a neuron removed when that leaves the loss unchanged)",
+    "construction_vs_gd_max_abs": "largest |difference| of the construction's and GD's predictions (exact: ~0)",
+    "*_seconds": "wall time (s)",
+    "*_over_*": "the ratio of the two quantities its name gives, `{a}` / `{b}`",
+}
+
+
+def definition(defs, key):
+    """``key``'s definition: the experiment's ``METRICS`` (``defs``), else ``GENERIC_METRICS``; None if neither."""
+    d = _lookup(defs, key)
+    if d:
+        return d
+    for pattern, text in GENERIC_METRICS.items():
+        if fnmatch.fnmatchcase(key, pattern):
+            a, _, b = key.partition("_over_")
+            base = key.rsplit("_", 2 if pattern in ("*_n_params",) else 1)[0]
+            return text.format(base=base, a=a, b=b)
+    return None
 
 
 def _spread_key(key, metrics):
@@ -234,6 +305,25 @@ def _note(meta, key, metrics, mode):
     return text(_config(meta.mod, metrics, mode), metrics) if callable(text) else text
 
 
+def lesson(meta, key):
+    """The lesson (notebook) that shows why ``key`` comes out as it does: the experiment's ``LESSON``, a string
+    or {key pattern: string}; None when it names none."""
+    got = meta.get("LESSON", None)
+    return _lookup(got, key) if isinstance(got, dict) else got
+
+
+def _explained(note, where):
+    """A non-matching row's note with its lesson: "why. Shown in `notebooks/NAME.ipynb` (Sec. 4.1)."."""
+    if not note:
+        return NO_NOTE
+    note = note.rstrip()
+    note += "" if note.endswith(".") else "."
+    if not where:
+        return note
+    name, _, sections = where.partition(" ")
+    return f"{note} Shown in `notebooks/{name}`" + (f" {sections}." if sections else ".")
+
+
 def rows(results, modules, work=""):
     """Per paper-comparable metric: (experiment, key, paper text, ours text, verdict, tolerance, mode, note)."""
     out = []
@@ -251,8 +341,11 @@ def rows(results, modules, work=""):
             sk = _spread_key(key, metrics)
             p_spread = paper.get(sk) if sk else paper.get(f"{key}_std")
             n = metrics.get(f"{key}_seeds")
+            note = _note(meta, key, metrics, mode)
+            if v != "matches":
+                note = _explained(note, lesson(meta, key))
             out.append((name, key, _with_spread(paper[key], p_spread), _with_spread(ours, metrics.get(sk), n), v,
-                        tol.describe(), mode, _note(meta, key, metrics, mode)))
+                        tol.describe(), mode, note))
     return out
 
 
@@ -291,12 +384,20 @@ def _measurements(work, results, modules):
                 continue
             if isinstance(ours, dict) or isinstance(ours, list) and len(ours) > 8:
                 continue
-            d = _lookup(defs, key)
+            d = definition(defs, key)
             row = f"| {reader_name(key)} | `{key}` | {_fmt(ours)} | {_fmt(d) if d else ''} |"
             (times if is_timing(key) else other).append(row)
-        times.append(f"| wall time of the experiment (s) | | {res['seconds']:.1f} | |")
+        loaded = res.get("mode", "").startswith("full, all runs on disk")
+        if loaded:
+            header = ("Timings: `sweep_seconds` and the last row are this run's, which loaded the committed runs "
+                      "under `data/`; the others were recorded by those runs when they were trained, on their "
+                      "machine and load:")
+            times.append(f"| wall time of this run, loading the committed runs (s) | | {res['seconds']:.1f} | |")
+        else:
+            header = "Timings (this run, on this machine):"
+            times.append(f"| wall time of the experiment (s) | | {res['seconds']:.1f} | |")
         parts += [f"## {name} ({res.get('mode', '')})", "", "| measure | key | ours | definition |",
-                  "|---|---|---|---|", *other, "", "Timings (this machine, this run):", "",
+                  "|---|---|---|---|", *other, "", header, "",
                   "| measure | key | ours | definition |", "|---|---|---|---|", *times, ""]
     return "\n".join(parts)
 
@@ -312,17 +413,13 @@ def render(work, quick, results, modules, out_dir=".", measurements="measurement
             "|---|---|---|---|---|---|---|"]
     comp += [f"| {n} | {k} | {p} | {o} | {v} | {t} | {m} |" for n, k, p, o, v, t, m, _ in table]
     parts = [title, "",
-             f"Paper-comparable metrics: {summary(counts)}. A verdict compares our number with the paper's under "
-             "the tolerance in its row, or at the precision the paper prints it (33.33 matches 33); a spread "
-             "(± one standard deviation over seeds) stands beside its mean. \"better than the paper\": outside "
-             "the tolerance, on the good side. \"not reached by a quick run\": the experiment ran its quick "
-             "configuration, which is not expected to reach this number (next sections). \"run\" says whether "
-             "the experiment ran its quick configuration, its full one, or loaded a full run committed under "
-             "`data/`.", "",
+             f"Paper-comparable metrics: {summary(counts)}. A spread (± one standard deviation over seeds) stands "
+             "beside its mean; \"run\" says whether the experiment ran its quick configuration, its full one, or "
+             "loaded a full run committed under `data/`. The verdicts:", "", vocabulary_markdown(), "",
              "## Paper-comparable results", "", *comp, "", "## Notes on the verdicts", ""]
     noted = [(n, k, v, note) for n, k, _, _, v, _, _, note in table if v != "matches"]
     for n, k, v, note in noted:
-        parts.append(f"- `{n}.{k}` ({v}): {note or 'no note; see the experiment differences below.'}")
+        parts.append(f"- `{n}.{k}` ({v}): {note or NO_NOTE}")
     if not noted:
         parts.append("Every paper-comparable metric matches.")
     parts += ["", "How each experiment differs from the paper (from its module's docstring):", ""]

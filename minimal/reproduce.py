@@ -2,7 +2,10 @@
 
 For each experiment module (see ``minimal.experiments``) the quick or full ``Config`` is run and every metric
 that has a paper value is put side by side with it. A sweep whose full grid is already on disk (its module's
-``finished(Config())``) is loaded in full even with ``quick``, since that trains nothing. Writes
+``finished(Config())``) is loaded in full even with ``quick``, since that trains nothing; if its full grid is all
+there but some files are damaged (a merge conflict, a truncated file), a warning names each one and the full
+grid runs, recomputing those jobs alone at the committed config, instead of silently training the quick grid
+(whose job files never go into the committed folder: ``minimal.sweep.Sweep.dir``). Writes
 ``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained
 weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments whose ``run`` takes
 ``save_weights_path``) and, for modules that set ``SAVE_METRICS = True``, their metrics
@@ -10,9 +13,9 @@ weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments who
 ``data/`` (``minimal.data.data_path``), whatever the current folder.
 
 Each experiment's entry is written to ``OUT/NAME/result.json`` as soon as it finishes; ``results.json`` and
-``results.md`` are then rebuilt from every such file in ``OUT`` under a lock (``OUT/.results.lock``), so that
-``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder at the same time lose none
-of each other's results.
+``results.md`` are then rebuilt from every such file in ``OUT`` under a lock on the folder ``OUT`` itself (no lock
+file is left behind), so that ``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder
+at the same time lose none of each other's results.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import dataclasses
 import fcntl
 import inspect
 import json
+import os
 import time
 from pathlib import Path
 
@@ -31,10 +35,11 @@ from .sweep import check_scheduler
 from .validate import InputError
 
 
-def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None):
+def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None, connect_timeout=None):
     """Run ``work``'s experiments (all, or those in ``only``); ``scheduler`` is a dask scheduler address
-    (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster. The address's format is
-    checked first, before any experiment runs (a bad one otherwise failed only at the first sweep)."""
+    (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster; ``connect_timeout`` (seconds,
+    None: the sweep's default, 30) how long it has to answer as one. The address's format is checked first,
+    before any experiment runs (a bad one otherwise failed only at the first sweep)."""
     check_scheduler(scheduler)
     mods = every = experiments(work)
     if only:
@@ -50,8 +55,20 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         if quick and hasattr(mod, "finished") and mod.finished(mod.Config()):
             # a sweep whose full grid is all on disk costs nothing to load: report it instead of the quick grid
             config, mode = mod.Config(), "full, all runs on disk"
+        elif quick and getattr(mod, "SWEEP", None) is not None:
+            damaged, missing = mod.SWEEP.unreadable(mod.Config())
+            for path in damaged:
+                print(f"warning: sweep job file {path} is unreadable (damaged: truncated, garbage or a merge "
+                      f"conflict)" + ("; recomputing that job alone at the committed grid's config" if not missing
+                                      else "; the full grid is incomplete, so the quick grid runs instead"), flush=True)
+            if damaged and not missing:
+                # every other job of the committed grid is on disk: load them, recompute only the damaged ones
+                # (run_sweep rewrites their files), rather than silently training another grid
+                config, mode = mod.Config(), f"full, all runs on disk but {len(damaged)} damaged, recomputed"
         if scheduler is not None and hasattr(config, "scheduler"):
             config = dataclasses.replace(config, scheduler=scheduler)
+        if connect_timeout is not None and hasattr(config, "connect_timeout"):
+            config = dataclasses.replace(config, connect_timeout=connect_timeout)
         print(f"== {work}/{name} ({mode})", flush=True)
         t0 = time.perf_counter()
         kw = {}
@@ -79,26 +96,30 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
 
 def _merge(work, quick, out, results, every, markdown=False):
     """Rebuild ``out/results.json`` (and with ``markdown`` ``out/results.md`` and ``out/measurements.md``, returning
-    the page's {verdict: count}) from every experiment's ``out/NAME/result.json`` (``every``: the work's {name: module}), this run's ``results`` taking
-    precedence, under an exclusive lock on ``out/.results.lock``: every run writes its own files first, so the
-    last to take the lock sees them all."""
-    with open(out / ".results.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            merged = {}
-            for name in every:
-                if name in results:
-                    merged[name] = results[name]
-                elif (out / name / "result.json").is_file():
-                    try:
-                        merged[name] = json.loads((out / name / "result.json").read_text())
-                    except json.JSONDecodeError:
-                        print(f"warning: {out / name / 'result.json'} is not valid JSON; left out of results",
-                              flush=True)
-            with atomic_write(out / "results.json", "w") as fh:
-                fh.write(json.dumps(merged, indent=2, default=float))
-            if not markdown:
-                return None
-            return report.write(work, quick, merged, {n: every[n] for n in merged}, out)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    the page's {verdict: count}) from every experiment's ``out/NAME/result.json`` (``every``: the work's
+    {name: module}), this run's ``results`` taking precedence, under an exclusive lock on the folder ``out`` itself
+    (``flock`` on its descriptor, so no lock file is left behind; an earlier version's empty ``out/.results.lock``
+    is removed): every run writes its own files first, so the last to take the lock sees them all."""
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        stale = out / ".results.lock"
+        if stale.is_file() and stale.stat().st_size == 0:
+            stale.unlink()
+        merged = {}
+        for name in every:
+            if name in results:
+                merged[name] = results[name]
+            elif (out / name / "result.json").is_file():
+                try:
+                    merged[name] = json.loads((out / name / "result.json").read_text())
+                except json.JSONDecodeError:
+                    print(f"warning: {out / name / 'result.json'} is not valid JSON; left out of results",
+                          flush=True)
+        with atomic_write(out / "results.json", "w") as fh:
+            fh.write(json.dumps(merged, indent=2, default=float))
+        if not markdown:
+            return None
+        return report.write(work, quick, merged, {n: every[n] for n in merged}, out)
+    finally:
+        os.close(fd)   # closing the descriptor releases the lock

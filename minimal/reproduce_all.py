@@ -58,8 +58,9 @@ def work_rows(work, results):
     return report.rows(results, experiments(work), work)
 
 
-def index_markdown(done, out_root, quick):
-    """The index page's text. ``done``: {work: reproduce()'s results} for the works that ran, in order."""
+def index_markdown(done, out_root, quick, seconds=None):
+    """The index page's text. ``done``: {work: reproduce()'s results} for the works that ran, in order;
+    ``seconds``: {work: its wall time as the run printed it} (default: the sum of its experiments' times)."""
     mode = "quick" if quick else "full"
     table = {work: work_rows(work, results) for work, results in done.items()}
     lines = [f"# Results of every work ({mode})", "",
@@ -67,16 +68,17 @@ def index_markdown(done, out_root, quick):
              "numbers next to ours, row by row, and explains every verdict; the figures are the experiments' own. "
              "Counts are matches / close / differs among the metrics the paper gives a number for, split by how "
              "each experiment ran: a full configuration (trained now, or a full run committed under `data/` and "
-             "loaded) or a quick one (CPU minutes, which is not expected to reach every paper number).", "",
+             "loaded) or a quick one (CPU minutes, which is not expected to reach every paper number). The "
+             "verdicts, the same on every page:", "", report.vocabulary_markdown(), "",
              "| work | paper | full runs: matches / close / differs | quick runs: matches / close / differs | "
-             "results | wall time (s) |", "|---|---|---|---|---|---|"]
+             "results | wall time (s), as printed |", "|---|---|---|---|---|---|"]
     for work, paper in WORKS.items():
         if work in done:
             full, quick_rows = _split(table[work])
-            seconds = sum(r["seconds"] for r in done[work].values())
+            wall = (seconds or {}).get(work, sum(r["seconds"] for r in done[work].values()))
             lines.append(f"| `{work}` | {paper} | {_counts_cell(full) if full else 'none'} | "
                          f"{_counts_cell(quick_rows) if quick_rows else 'none'} | "
-                         f"[{work}/results.md]({work}/results.md) | {seconds:.0f} |")
+                         f"[{work}/results.md]({work}/results.md) | {wall:.0f} |")
         else:
             lines.append(f"| `{work}` | {paper} | not run |  |  |  |")
     lines += ["", f"The fourth work, `kernel` ({KERNEL}), is taught by the notebook "
@@ -104,20 +106,21 @@ def index_markdown(done, out_root, quick):
     return "\n".join(lines) + "\n"
 
 
-def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None):
+def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None, **kw):
     """Run every work (``WORKS``) into ``out_dir/<work>`` (default ``results``) and write ``out_dir/index.md``;
-    returns {work: reproduce()'s results}."""
+    returns {work: reproduce()'s results}. ``kw``: passed on to ``reproduce`` (``connect_timeout``)."""
     out = Path(out_dir or "results")
     out.mkdir(parents=True, exist_ok=True)
-    done = {}
+    done, seconds = {}, {}
     t0 = time.perf_counter()
     for work in WORKS:
         print(f"==== {work}", flush=True)
         t1 = time.perf_counter()
         done[work] = _reproduce.reproduce(work, quick=quick, out_dir=out / work, progress=progress,
-                                          scheduler=scheduler)
+                                          scheduler=scheduler, **kw)
+        seconds[work] = time.perf_counter() - t1   # the index shows the time this line prints
         with atomic_write(out / "index.md", "w") as fh:
-            fh.write(index_markdown(done, out, quick))
-        print(f"==== {work} done in {time.perf_counter() - t1:.0f} s", flush=True)
+            fh.write(index_markdown(done, out, quick, seconds))
+        print(f"==== {work} done in {seconds[work]:.0f} s", flush=True)
     print(f"==== all works in {time.perf_counter() - t0:.0f} s; index: {out / 'index.md'}", flush=True)
     return done

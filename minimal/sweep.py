@@ -25,9 +25,17 @@ the others finish first, then ``run_sweep`` raises ``SweepError`` listing the fa
 
 Scheduling: ``scheduler=None`` starts a ``distributed.LocalCluster`` for the sweep (``n_workers`` worker
 processes with ``threads_per_worker`` threads each; the default, one worker with one thread, suits these
-~1-core machines); ``scheduler="tcp://host:port"`` connects to a running cluster instead (workers there
-must be able to import ``minimal``). ``processes=False`` runs the workers as threads of this process
-(fast start-up; what the tests use).
+~1-core machines), listening on 127.0.0.1 only, its dashboard included; ``scheduler="tcp://host:port"``
+connects to a running cluster instead (workers there must be able to import ``minimal``), after asking it
+dask's handshake within ``connect_timeout`` seconds (default 30): an address that does not answer as a
+scheduler (its dashboard's port, a silent listener) raises ``SchedulerUnreachable`` naming it instead of
+waiting forever. ``processes=False`` runs the workers as threads of this process (fast start-up; what the
+tests use).
+
+Committed grids: a ``Sweep``'s ``folder`` (under ``data/<work>/sweeps``) holds the committed job files. The
+experiment's quick grid (``Config.quick()``) never writes there: its files go to ``Sweep.quick_folder()``, a
+per-user cache, unless ``sweep_dir`` names a folder. ``Sweep.unreadable`` lists a grid's damaged and missing
+files (``reproduce`` recomputes a damaged job of an otherwise complete committed grid, naming the file).
 """
 from __future__ import annotations
 
@@ -49,7 +57,8 @@ from ._atomic import atomic_write
 from .validate import InputError, check_config, check_positive_int
 
 __all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
-           "finite_or_nan", "check_scheduler", "SweepError", "SCHEDULER_PROTOCOLS"]
+           "finite_or_nan", "check_scheduler", "SweepError", "SchedulerUnreachable",
+           "SCHEDULER_PROTOCOLS"]
 
 SCHEDULER_PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx", "inproc")  # dask's comm protocols
 
@@ -198,18 +207,78 @@ def check_scheduler(scheduler):
     return scheduler
 
 
-def _client(scheduler, n_workers, threads_per_worker, processes):
+class SchedulerUnreachable(InputError):
+    """``scheduler`` did not answer as a dask scheduler within the connect timeout (nothing listens there, a
+    dashboard's web port, a silent listener, a worker's address); the message names the address."""
+
+
+_SCHEDULER_HINT = ("a scheduler address is the one `dask scheduler` prints as 'Scheduler at: tcp://HOST:PORT' "
+                   "(port 8786 by default; 8787 is its dashboard, a web page)")
+
+
+def _probe_scheduler(scheduler, timeout):
+    """Connect to ``scheduler``, do dask's handshake and ask its identity, all within ``timeout`` seconds.
+
+    dask's own ``Client(address, timeout=...)`` bounds only the TCP connect: against a listener that accepts and
+    never answers the protocol (a dashboard's HTTP port, a silent socket) it waited for the handshake forever.
+    The probe runs on a fresh event loop in a thread of its own, so it works inside Jupyter's running loop too.
+
+    Raises:
+        SchedulerUnreachable: naming the address, the timeout, what went wrong and what an address looks like.
+    """
+    import asyncio
+    import concurrent.futures
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    args = Security().get_connection_args("client")   # what Client uses by default (tls:// from dask's config)
+
+    async def identity():
+        comm = await connect(scheduler, timeout=timeout, **args)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sweep-probe")
+    try:
+        # wait_for bounds the whole probe; the outer result() is a backstop should the loop itself not return
+        info = pool.submit(asyncio.run, asyncio.wait_for(identity(), timeout)).result(timeout + 5)
+    except (asyncio.TimeoutError, TimeoutError, concurrent.futures.TimeoutError):
+        why = f"no dask handshake within {timeout:g} s"
+    except Exception as e:  # noqa: BLE001 - OSError (refused, unreachable), CommClosedError, a garbled reply ...
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'closed'}"
+    else:
+        kind = info.get("type") if isinstance(info, dict) else None
+        why = None if kind == "Scheduler" else (f"it answered as a dask {kind}, not a scheduler" if kind else
+                                                 f"it answered {str(info)[:80]!r}, not as a dask scheduler")
+    finally:
+        pool.shutdown(wait=False)
+    if why is not None:
+        raise SchedulerUnreachable(f"scheduler {scheduler!r} did not answer as a dask scheduler ({why}); "
+                                   f"{_SCHEDULER_HINT}; connect_timeout sets how long to wait")
+
+
+def _client(scheduler, n_workers, threads_per_worker, processes, connect_timeout=30.0):
     from distributed import Client, LocalCluster  # imported here: importing dask is slow, most users never sweep
 
     if scheduler is not None:
-        return Client(check_scheduler(scheduler)), None
+        if not check_scheduler(scheduler).startswith("inproc://"):   # inproc: this process's own, nothing to ask
+            _probe_scheduler(scheduler, connect_timeout)
+        return Client(scheduler, timeout=connect_timeout), None
+    # the scheduler, its dashboard and the workers listen on the loopback interface only: a library should not
+    # open a port to the network on a user's machine unless asked (a running cluster is what ``scheduler`` is for)
+    # (processes=False: in-process comms, no port but the dashboard's; any free port: sweeps may share a machine)
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                           dashboard_address=":0")  # any free port: several sweeps may share a machine
+                           dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                           **({"host": "127.0.0.1"} if processes else {}))
     return Client(cluster), cluster
 
 
 def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=None, n_workers=1,
-              threads_per_worker=1, processes=True, progress=True, desc="sweep"):
+              threads_per_worker=1, processes=True, progress=True, desc="sweep", connect_timeout=30.0):
     """Run ``fn(config)`` for every config not yet on disk; return all records in the order of ``configs``.
 
     Args:
@@ -217,16 +286,24 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
         configs: dataclass instances or dicts (duplicates are run once).
         out_dir: folder for the job files (created).
         name: file-name prefix (default fn's name).
-        scheduler: None (a LocalCluster for this call) or a running scheduler's address "tcp://host:port".
+        scheduler: None (a LocalCluster for this call, listening on 127.0.0.1 only, its dashboard too) or a
+            running scheduler's address "tcp://host:port".
         n_workers, threads_per_worker, processes: the LocalCluster's shape (ignored with ``scheduler``).
         progress: show a tqdm bar over the jobs still to run. desc: its label.
+        connect_timeout: seconds (> 0) that ``scheduler`` has to answer dask's handshake as a scheduler; only
+            asked when there is a job to run.
     Returns:
         list of records ``{"function", "config", "result", "seconds"}``, one per config.
     Raises:
         SweepError: after every other job finished and was written, if some jobs raised.
+        SchedulerUnreachable: ``scheduler`` did not answer as a dask scheduler within ``connect_timeout``.
         ValueError: a bad argument, naming it.
     """
     _fn_name(fn)
+    check_scheduler(scheduler)
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) \
+            or not math.isfinite(connect_timeout) or connect_timeout <= 0:
+        raise InputError(f"connect_timeout must be a finite number of seconds > 0, got {connect_timeout!r}")
     configs = list(configs)
     n_workers = check_positive_int("n_workers", n_workers)
     threads_per_worker = check_positive_int("threads_per_worker", threads_per_worker)
@@ -247,7 +324,7 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
         todo[path] = config
     failures = {}
     if todo:
-        client, cluster = _client(scheduler, n_workers, threads_per_worker, processes)
+        client, cluster = _client(scheduler, n_workers, threads_per_worker, processes, float(connect_timeout))
         try:
             from distributed import as_completed
 
@@ -302,6 +379,7 @@ class SweepConfig:
     scheduler: Optional[str] = None    # "tcp://host:port" to run on a running dask cluster; None: a LocalCluster
     processes: bool = True             # LocalCluster workers as processes (False: threads, as the tests run them)
     sweep_dir: Optional[str] = None    # the job files' folder; None: the Sweep's own, under data/<work>/sweeps
+    connect_timeout: float = 30.0      # seconds a ``scheduler`` has to answer as a dask scheduler
 
     __post_init__ = check_config
 
@@ -328,9 +406,41 @@ class Sweep:
     Config: type
     desc: str = "sweep"
 
+    def is_quick(self, config):
+        """True if ``config``'s grid is the experiment's quick grid (``Config.quick()``'s jobs, whatever the
+        scheduler fields): a smoke run whose job files must not mix with the committed ones."""
+        quick = getattr(self.Config, "quick", None)
+        if quick is None:
+            return False
+        key = lambda jobs: sorted(job_key(self.job, j) for j in jobs)   # noqa: E731
+        return key(self.jobs(config)) == key(self.jobs(quick()))
+
+    def quick_folder(self):
+        """Where the quick grid's job files go unless ``sweep_dir`` says: a per-user cache
+        (``$XDG_CACHE_HOME`` or ``~/.cache``)/minimal/quick-sweeps/<name>, never the committed ``folder``."""
+        import os
+
+        cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        return Path(cache) / "minimal" / "quick-sweeps" / self.name
+
     def dir(self, config):
-        """The folder of ``config``'s job files: ``config.sweep_dir`` if set, else ``folder``."""
-        return Path(config.sweep_dir) if config.sweep_dir else Path(self.folder)
+        """The folder of ``config``'s job files: ``config.sweep_dir`` if set; else ``quick_folder()`` for the quick
+        grid (``is_quick``: quick-run files never go into a committed sweep folder); else ``folder``."""
+        if config.sweep_dir:
+            return Path(config.sweep_dir)
+        return self.quick_folder() if self.is_quick(config) else Path(self.folder)
+
+    def unreadable(self, config=None):
+        """``(damaged, missing)``: the job files of ``config``'s grid (default ``Config()``) that exist but do not
+        read as records (truncated, garbage, a merge conflict), and those that do not exist."""
+        config = self.Config() if config is None else config
+        damaged, missing = [], []
+        for j in self.jobs(config):
+            path = job_path(self.dir(config), self.job, j, name=self.name)
+            why = _read_record(path)[1]
+            if why is not None and path not in damaged and path not in missing:
+                (missing if why == "missing" else damaged).append(path)
+        return damaged, missing
 
     def finished(self, config=None):
         """True if every job of ``config``'s grid is on disk, so that ``run(config)`` trains nothing."""
@@ -349,7 +459,8 @@ class Sweep:
         t0 = time.perf_counter()
         records = run_sweep(self.job, self.jobs(config), self.dir(config), name=self.name,
                             scheduler=config.scheduler, n_workers=config.n_workers, processes=config.processes,
-                            progress=progress, desc=self.desc)
+                            progress=progress, desc=self.desc,
+                            connect_timeout=getattr(config, "connect_timeout", 30.0))
         takes_config = len(inspect.signature(self.summarise).parameters) > 1
         result = self.summarise(records, config) if takes_config else self.summarise(records)
         return with_sweep_summary(result, records, time.perf_counter() - t0, out_dir)

@@ -236,7 +236,7 @@ def _make_rng(rng):
         return rng
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
         return np.random.default_rng(int(rng))
-    raise ValueError(f"rng must be a numpy.random.Generator or a seed (int >= 0), got {rng!r}")
+    raise InputError(f"rng must be a numpy.random.Generator or a seed (int >= 0), got {rng!r}")
 
 
 def _json_config(config):

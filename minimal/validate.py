@@ -78,6 +78,8 @@ def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=
             article = "an" if words[0] in "aeiou" else "a"
             raise InputError(f"{name} must have {article} {words} dtype, "
                              f"got {x.dtype}")
+        if k == "f":
+            check_float_dtype(name, x.dtype)   # float16 & co.: refused by name, not by Numba's NotImplementedError
     if finite and x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
         raise InputError(f"{name} contains NaN or inf")
     return x
@@ -97,13 +99,28 @@ def check_dtype(name, x, dtype, ref="the params'"):
     return x
 
 
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def check_float_dtype(name, dtype):
+    """The one float rule of every compiled path (Numba kernels, the fused AdamW, the scans): float32 or float64.
+    Another float dtype (float16, longdouble) is refused here, naming ``name``, instead of failing inside Numba
+    with ``NotImplementedError: float16``. Non-float dtypes pass (ids, complex: their own checks say)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype not in FLOAT_DTYPES:
+        raise InputError(f"{name} must be float32 or float64 (the dtypes the compiled kernels compute in), "
+                         f"got {dtype}")
+    return dtype
+
+
 def common_dtype(arrays):
-    """The dtype shared by every array of the dict ``arrays`` (name -> array); the first entry sets it."""
+    """The dtype shared by every array of the dict ``arrays`` (name -> array); the first entry sets it. A float
+    dtype must be float32 or float64 (``check_float_dtype``)."""
     first, ref = next(iter(arrays.items()))
     for name, a in arrays.items():
         if a.dtype != ref.dtype:
             raise InputError(f"{name} must have the dtype of {first} ({ref.dtype}), got {a.dtype}")
-    return ref.dtype
+    return check_float_dtype(first, ref.dtype)
 
 
 def check_grad_dtype(name, grad, params):

@@ -126,6 +126,21 @@ def kernels():
              scan.SEQUENTIAL_BLOCK),
             (f"v1 backward, K={scan.DEFAULT_PREFETCH_BACKWARD}, block 128", v1_bwd, (A3, A3, A3, A2, b, A3, A3, A2),
              scan.SEQUENTIAL_BLOCK)]
+    # v4 (lookback.py): at its largest block with K = 16 and at its defaults (block 256, K = 32 forward, 16
+    # backward); the K steps are held in registers (no local memory), which its single pass needs.
+    from cuda_kernels import lookback
+
+    v4_args = (A3, A3, A2, b, A3, A3, A3, A2, I3, A3, A3, A3, types.int32, types.int32)
+    for block, K in ((1024, 16), (lookback.DEFAULT_BLOCK, None)):
+        for op, rev, what in (("linear", False, "forward"), ("linear", True, "backward"), ("log", False, "log")):
+            K = lookback.DEFAULT_STEPS["backward" if rev else "forward"] if block == lookback.DEFAULT_BLOCK else K
+            CW, TW = lookback.tile(1, block)
+            out.append((f"v4 {what}, block {block}, K={K}, one channel", lookback._kernel(f64, CW, TW, K, op, rev,
+                                                                                          True), v4_args, block))
+        CW, TW = lookback.tile(256, block)
+        K = lookback.DEFAULT_STEPS["forward"] if block == lookback.DEFAULT_BLOCK else K
+        out.append((f"v4 forward, block {block}, K={K}, 32 channel lanes",
+                    lookback._kernel(f64, CW, TW, K, "linear", False, True), v4_args, block))
     f, w = 32, 3
     fwd, bwd = window_forward._segmented_forward(f64, f, w), window_backward._segmented_backward(f64, f, w)
     out += [("window v2 fused forward, f=32", window_forward._fused_kernel(f64, f, w),

@@ -16,9 +16,9 @@ def test_check_one_cell_prints_a_passing_row(capsys):
 
 def test_check_unknown_cell_exits_with_message(capsys):
     assert main(["check", "--only", "nope", "--no-scans"]) == 2
-    assert capsys.readouterr().err.startswith("error: only must be one of ")
+    assert capsys.readouterr().err.startswith("error: --only must be one of ")
     assert main(["check", "--only", "linear", "--no-scans", "--seed", "-1"]) == 2
-    assert capsys.readouterr().err.startswith("error: seed must be an integer >= 0")
+    assert capsys.readouterr().err.startswith("error: --seed must be an integer >= 0")
 
 
 def test_validation_errors_are_input_errors_and_still_value_errors():
@@ -68,9 +68,19 @@ def test_module_entry_point_runs():
 
 def test_reproduce_rejects_unknown_work_and_experiment(capsys):
     assert main(["reproduce", "nope"]) == 2
-    assert "work must be one of" in capsys.readouterr().err
+    assert "WORK must be one of ['all', 'gril', 'kernel', 'minrnn', 'zucchet']" in capsys.readouterr().err
+    assert main(["reproduce", "al"]) == 2
+    assert "'all'" in capsys.readouterr().err
     assert main(["reproduce", "zucchet", "--only", "nope"]) == 2
-    assert "only must name experiments" in capsys.readouterr().err
+    assert "error: --only must name experiments" in capsys.readouterr().err
+
+
+def test_errors_name_the_flag_the_user_typed(capsys):
+    # one wording: "<flag> must ..." for --only, --seed, --size, --repeats and --out alike
+    assert main(["bench", "scan", "--size", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --size must be an integer >= 2")
+    assert main(["bench", "train", "--repeats", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --repeats must be")
 
 
 def test_scan_methods_must_agree_to_rounding_not_to_the_finite_difference_tolerance():
@@ -153,7 +163,7 @@ def test_bench_size_sets_the_time_steps_and_is_refused_with_quick(monkeypatch, c
     assert "peak memory about" in capsys.readouterr().err
     assert main(["bench", "scan", "--size", "512", "--quick"]) == 2
     assert main(["bench", "scan", "--size", "0"]) == 2
-    assert "size must be an integer >= 2" in capsys.readouterr().err
+    assert "--size must be an integer >= 2" in capsys.readouterr().err
 
 
 def test_bench_cuda_without_a_gpu_names_the_cli_flag_not_a_library_backend(monkeypatch):
@@ -174,3 +184,11 @@ def test_help_names_every_command():
     out = subprocess.run([sys.executable, "-m", "minimal", "--help"], capture_output=True, text=True).stdout
     assert out.startswith("usage: python -m minimal [-h] {check,bench,reproduce,course}")
     assert "{check,bench,reproduce,course} ..." in out
+
+
+def test_help_shows_no_rest_markup_and_bench_help_describes_its_benchmarks():
+    out = subprocess.run([sys.executable, "-m", "minimal", "--help"], capture_output=True, text=True).stdout
+    assert "``" not in out
+    bench = subprocess.run([sys.executable, "-m", "minimal", "bench", "--help"], capture_output=True, text=True).stdout
+    for what in ("scan ", "window ", "step ", "train "):
+        assert f"\n  {what}" in bench, what

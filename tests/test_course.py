@@ -74,22 +74,90 @@ def test_the_student_edition_clears_every_output_of_an_exercise_and_only_those()
     assert course.bare_stubs(nb) == ["Exercise 1"]
 
 
-def test_a_second_student_edition_refuses_to_overwrite_a_students_work(tmp_path, capsys):
+def _course_src(tmp_path, names=("a", "b")):
     src = tmp_path / "src"
     src.mkdir()
-    (src / "README.md").write_text("[one](a.ipynb)\n")
-    nbformat.write(_nb(_md("### Exercise 1"), _code("x = None\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION",
-                                                    tags=["solution"])), src / "a.ipynb")
+    (src / "README.md").write_text("".join(f"[{n}]({n}.ipynb)\n" for n in names))
+    for n in names:
+        nbformat.write(_nb(_md("### Exercise 1"), _code("x = None\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION",
+                                                        tags=["solution"])), src / f"{n}.ipynb")
+    return src
+
+
+def test_a_second_student_edition_refuses_to_overwrite_a_students_work(tmp_path, capsys):
+    src = _course_src(tmp_path, names=("a",))
     out = tmp_path / "out"
     course.student(out, src)
     course.student(out, src)                                       # unchanged files: nothing to refuse
     edited = (out / "a.ipynb").read_text().replace("x = None", "x = 1")
     (out / "a.ipynb").write_text(edited)
-    with pytest.raises(ValueError, match=r"a\.ipynb.*--force"):
+    with pytest.raises(ValueError, match=r"a\.ipynb \(edited\).*--update.*--force"):
         course.student(out, src)
     assert (out / "a.ipynb").read_text() == edited
     course.student(out, src, force=True)
     assert "x = None" in (out / "a.ipynb").read_text()
+
+
+def _student_edits(path, new):
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if "x = None" in c.source)
+    cell.source = cell.source.replace("x = None", new)
+    nbformat.write(nb, path)                                       # as JupyterLab saves it
+    return path.read_text()
+
+
+def test_update_rewrites_only_unedited_lessons_and_never_loses_work(tmp_path):
+    """The instructor re-releases after changing both lessons; the student had edited lesson a only: a is left
+    exactly as the student saved it and its new version goes beside it, b is replaced; nothing is deleted."""
+    src = _course_src(tmp_path)
+    out = tmp_path / "class"
+    course.student(out, src)
+    work = _student_edits(out / "a.ipynb", "x = 41  # my answer")
+    (out / "notes.txt").write_text("my own file")
+    for n in ("a", "b"):                                           # the instructor edits both lessons
+        nb = nbformat.read(src / f"{n}.ipynb", as_version=4)
+        nb.cells.insert(1, _md(f"A new hint for {n}."))
+        nbformat.write(nb, src / f"{n}.ipynb")
+    with pytest.raises(ValueError, match="--update"):               # without --update: refused, nothing written
+        course.student(out, src)
+    assert (out / "a.ipynb").read_text() == work and "new hint" not in (out / "b.ipynb").read_text()
+
+    notes = []
+    written = course.student(out, src, update=True, notes=notes)
+    assert (out / "a.ipynb").read_text() == work                   # the student's work, byte for byte
+    assert "A new hint for a." in (out / "a.new.ipynb").read_text()
+    assert "A new hint for b." in (out / "b.ipynb").read_text()   # unedited: replaced by the new version
+    assert sorted(p.name for p in written) == ["a.new.ipynb", "b.ipynb"]
+    assert len(notes) == 1 and "a.ipynb was edited" in notes[0]
+    assert (out / "notes.txt").read_text() == "my own file"
+    # a second update changes nothing; the student's later edit of the new version is kept too
+    assert course.student(out, src, update=True) == []
+    work_new = _student_edits(out / "a.new.ipynb", "x = 42")
+    nb = nbformat.read(src / "a.ipynb", as_version=4)
+    nb.cells.insert(1, _md("Another hint."))
+    nbformat.write(nb, src / "a.ipynb")
+    course.student(out, src, update=True)
+    assert (out / "a.ipynb").read_text() == work and (out / "a.new.ipynb").read_text() == work_new
+    assert "Another hint." in (out / "a.new-2.ipynb").read_text()
+    assert main(["course", "student", str(out), "--update"]) == 0     # the CLI: the real lessons join them
+    assert (out / "a.ipynb").read_text() == work and (out / course.lessons()[0]).is_file()
+
+
+def test_the_student_readme_has_no_instructor_text(tmp_path):
+    assert main(["course", "student", str(tmp_path)]) == 0
+    text = (tmp_path / "README.md").read_text()
+    assert course.lessons(tmp_path) == course.lessons()           # every lesson linked, in course order
+    for word in ("instructor's", "Grading", "course student", "course html", "solution", "notebooks/", "session"):
+        assert word not in text, word
+    assert "YOUR ANSWER HERE" in text and "pip install" in text
+
+
+def test_hidden_tests_are_left_out_of_the_student_edition():
+    src = ("x = None\n### BEGIN SOLUTION\nx = 3\n### END SOLUTION\nassert x is not None, 'set x'\n"
+           "### BEGIN HIDDEN TESTS\nassert x == 3, 'x is not the count'\n### END HIDDEN TESTS")
+    out = course.student_notebook(_nb(_md("### Exercise 1"), _code(src, tags=["solution"])))
+    assert "HIDDEN" not in out.cells[1].source and "x == 3" not in out.cells[1].source
+    assert "set x" in out.cells[1].source
 
 
 @pytest.mark.parametrize("src", ["### BEGIN SOLUTION\nx = 1", "x = 1\n### END SOLUTION",
@@ -218,7 +286,7 @@ def _relative(link):
 def test_html_site_has_every_page_and_every_relative_link_resolves(tmp_path):
     assert main(["course", "html", str(tmp_path)]) == 0
     pages = sorted(p.name for p in tmp_path.glob("*.html"))
-    assert pages == sorted(["index.html"] + [n.replace(".ipynb", ".html") for n in NOTEBOOKS])
+    assert pages == sorted(["index.html", "instructor.html"] + [n.replace(".ipynb", ".html") for n in NOTEBOOKS])
     linked = {}
     for page in pages:
         text = (tmp_path / page).read_text(encoding="utf-8")

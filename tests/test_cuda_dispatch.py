@@ -23,16 +23,22 @@ def test_the_table_is_what_the_committed_benchmark_measured():
     rows = [r for path in dispatch.SOURCES for r in dispatch.load_rows(ROOT / path)]
     log_rows = dispatch.load_rows(ROOT / dispatch.LOG_SOURCE)
     assert dispatch.TABLE == dispatch.derive_table(rows, log_rows)
-    # forward / backward from the preallocated rows of the H200 GPU checks: thousands of channels -> v1 (at its
-    # default K), few channels and long T -> v2 or v3; log forward from the allocating H200 benchmark
-    assert dispatch.SOURCES == ("bench/results/gpu_check_H200_2026-11-26_scan_rows.jsonl",
-                                "bench/results/gpu_check2_H200_2026-11-26_v1_rows.jsonl")
+    # forward / backward from the preallocated rows of the H100 round-2 run (issue 35): thousands of channels ->
+    # v1 (at its default K), few channels and long T -> v4 (at its default block and K); log forward from the
+    # allocating H200 benchmark (v4's log space was not timed)
+    assert dispatch.SOURCES == ("bench/results/gpu_round2_H100_2026-11-27_scan_rows.jsonl",)
     assert dispatch.TABLE[(8, 4096, 8192)] == {"forward": "sequential", "backward": "sequential",
                                                "log forward": "sequential"}
-    assert dispatch.TABLE[(1, 1048576, 1)]["forward"] == "chunked"
+    for C in (1, 16, 256):
+        assert {k: dispatch.TABLE[(1, 1048576, C)][k] for k in ("forward", "backward")} == \
+            {"forward": "lookback", "backward": "lookback"}
     assert dispatch.TABLE[(1, 1048576, 16)]["log forward"] == "chunked"
     cells = [v for kinds in dispatch.TABLE.values() for v in kinds.values()]
-    assert len(cells) == 19 and cells.count("chunked lookback") == 0
+    assert len(cells) == 17 and cells.count("chunked lookback") == 0
+    from cuda_kernels import lookback
+
+    assert dispatch.V4_CONFIG == {k: (lookback.DEFAULT_BLOCK, lookback.DEFAULT_STEPS[k]) for k in ("forward",
+                                                                                                  "backward")}
 
 
 def test_the_backward_default_k_8_wins_through_the_v1_rows_of_the_second_check():
@@ -134,8 +140,8 @@ def test_winners_are_the_fastest_timed_version_of_each_kind():
 
 def test_choose_takes_the_nearest_benchmarked_shape():
     assert dispatch.choose((8, 2048, 4096)) == {"method": "sequential"}        # many sequences
-    assert dispatch.choose((1, 100_000, 3), "backward") == {"method": "blelloch"}  # few channels, long T
-    assert dispatch.choose((1, 2_000_000, 1)) == {"method": "chunked"}           # one channel, long T
+    assert dispatch.choose((1, 100_000, 3), "backward") == {"method": "lookback"}  # few channels, long T
+    assert dispatch.choose((1, 2_000_000, 1)) == {"method": "lookback"}           # one channel, long T
     assert dispatch.choose((2, 50_000, 8), "log forward") == {"method": "blelloch"}
 
 
@@ -211,7 +217,7 @@ def test_auto_refuses_v3_keywords(rng):
     for kw in ({"steps_per_thread": 2}, {"carry": "lookback"}, {"shuffle": False}, {"chunks_per_block": 1}):
         with pytest.raises(ValueError, match=f"{next(iter(kw))} only apply to method='chunked'; method='auto'"):
             cs.linear_scan(a, b, h0, method="auto", **kw)
-    with pytest.raises(ValueError, match=r"method must be one of \['sequential', 'blelloch', 'chunked', 'auto'\]"):
+    with pytest.raises(ValueError, match=r"method must be one of \['sequential', 'blelloch', 'chunked', 'lookback', 'auto'\]"):
         cs.linear_scan(a, b, h0, method="fastest")
 
 

@@ -414,13 +414,14 @@ def test_benchmark_has_v3_rows_on_fake_timings(monkeypatch):
     assert {"chunked forward", "chunked backward", "chunked log forward"} <= set(names)
     assert names.count(lb_names[0]) == 2 and names[-3:] == lb_names
     assert len(trace) == 3   # forward, backward, log forward of the split case; the tiny one is one chunk
-    # per case: 3 methods x (forward, backward, log) then the look-back's three, in that order
-    for case, (t0, regime) in enumerate(((0, "tiny"), (12, "split"))):
+    # per case: every method (v1, v2, v3, v4) x (forward, backward, log) then v3's look-back's three, in that order
+    n = 3 * len(cs.METHODS)
+    for case, (t0, regime) in enumerate(((0, "tiny"), (n + 3, "split"))):
         by = {r["name"]: r for r in rows if r["regime"] == regime}
         red = [by[f"chunked {k}"]["seconds"] for k in ("forward", "backward", "log forward")]
         lb = [by[n]["seconds"] for n in lb_names]
         assert red == pytest.approx([(t0 + k) * 1e-3 for k in (7, 8, 9)])
-        assert lb == pytest.approx([(t0 + k) * 1e-3 for k in (10, 11, 12)])
+        assert lb == pytest.approx([(t0 + n + k) * 1e-3 for k in (1, 2, 3)])
         assert [by[n]["vs_reduce"] for n in lb_names] == pytest.approx([r / t for r, t in zip(red, lb)])
         assert by[lb_names[1]]["vs_forward"] == pytest.approx(lb[1] / lb[0])
         assert by[lb_names[1]]["bytes"] == by["chunked backward"]["bytes"]

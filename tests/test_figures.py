@@ -125,12 +125,12 @@ def problems(fig):
         lines = [l for l in ax.get_lines() if id(l) not in skip and len(l.get_xdata())]
         if len(lines) < 2:
             continue
-        legend = ax.get_legend()
-        if legend is None:
+        legends = [lg for lg in (ax.get_legend(), *fig.legends) if lg is not None]   # its own, or the figure's
+        if not legends:
             out.append(f"{name!r}: {len(lines)} lines and no legend")
             continue
-        texts = {t.get_text() for t in legend.get_texts()}
-        handles = [h for h in legend.legend_handles if isinstance(h, Line2D)]
+        texts = {t.get_text() for lg in legends for t in lg.get_texts()}
+        handles = [h for lg in legends for h in lg.legend_handles if isinstance(h, Line2D)]
         colours = {str(h.get_color()) for h in handles}
         styles = {h.get_linestyle() for h in handles}
         for l in lines:
@@ -147,6 +147,56 @@ def test_every_figure_names_its_axes_colours_and_lines(mod, metrics, drawn, tmp_
     assert len(drawn) == len(paths)
     for fig in drawn:
         assert problems(fig) == [], problems(fig)
+
+
+# The figures redrawn for a reader at a glance (issue 33): at most 6 lines per panel, and every legend outside
+# every panel's data area (beside the panel or the figure), so that none covers a line, a bar or a marker.
+AT_A_GLANCE = (A, HS, icl, GA, GCmp, GC, MR)
+
+
+def crowding(fig):
+    """Sentences for panels with more than 6 lines, and legends that overlap a panel."""
+    out = []
+    panels = [ax for ax in fig.axes if ax.get_xlabel() or ax.get_ylabel()]
+    for ax in panels:
+        caps = {id(x) for c in ax.containers if isinstance(c, ErrorbarContainer) for x in c.lines[1]}
+        lines = [l for l in ax.get_lines() if id(l) not in caps and len(l.get_xdata())]
+        if len(lines) > 6:
+            out.append(f"{ax.get_title() or fig.axes.index(ax)!r}: {len(lines)} lines")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)   # a saved, closed figure keeps only a bare canvas: lay it out again
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for lg in [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends):
+        box = lg.get_window_extent(renderer)
+        for ax in panels:
+            if box.overlaps(ax.get_window_extent(renderer)):
+                out.append(f"a legend ({lg.get_texts()[0].get_text()!r}, ...) overlaps the panel "
+                           f"{ax.get_title() or fig.axes.index(ax)!r}")
+    return out
+
+
+@pytest.mark.parametrize("mod,metrics", [c for c in CASES if c[0] in AT_A_GLANCE],
+                         ids=[m.__name__.split("experiments.")[1] for m, _ in CASES if m in AT_A_GLANCE])
+def test_the_redrawn_figures_have_few_lines_per_panel_and_legends_beside_the_data(mod, metrics, drawn, tmp_path):
+    mod.plot(metrics, tmp_path)
+    for fig in drawn:
+        assert crowding(fig) == [], crowding(fig)
+
+
+def test_the_crowding_check_sees_a_legend_on_the_data_and_a_crowded_panel():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    for i in range(7):
+        ax.plot([0, 1], [i, i + 1], label=str(i))
+    ax.set(xlabel="x", ylabel="y")
+    ax.legend()
+    fig.canvas.draw()
+    found = crowding(fig)
+    plt.close(fig)
+    assert any("7 lines" in f for f in found) and any("overlaps" in f for f in found)
 
 
 @pytest.mark.parametrize("make", [TS.figure_pruned_weights, TS.figure_merged_kernel])

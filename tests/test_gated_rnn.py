@@ -290,13 +290,16 @@ def test_nu_past_709_gives_lambda_zero_and_a_zero_gradient_not_nan(small, readou
 def test_an_input_of_another_dtype_than_the_params_is_refused_not_promoted(small, dtype):
     """One rule for every cell: x must have the params' dtype (float32 x on float64 params returned float64)."""
     params, x = small
-    with pytest.raises(ValueError, match=f"x must have the params' dtype float64, got {np.dtype(dtype)}"):
+
+    def refused(name, want):   # float16 is refused for itself first (issue 32: no compiled path computes in it)
+        return f"{name} must be float32 or float64" if dtype == np.float16 else want
+    with pytest.raises(ValueError, match=refused("x", f"x must have the params' dtype float64, got {np.dtype(dtype)}")):
         gated_rnn.forward(params, x.astype(dtype))
-    with pytest.raises(ValueError, match="x_t must have the params' dtype float64"):
+    with pytest.raises(ValueError, match=refused("x_t", "x_t must have the params' dtype float64")):
         gated_rnn.step_forward(params, x[:, 0].astype(dtype), np.zeros((2, 4)))
-    with pytest.raises(ValueError, match="h_prev must have the params' dtype float64"):
+    with pytest.raises(ValueError, match=refused("h_prev", "h_prev must have the params' dtype float64")):
         gated_rnn.step_forward(params, x[:, 0], np.zeros((2, 4), dtype))
-    with pytest.raises(ValueError, match="W_out_m must have the dtype of W_in_m"):
+    with pytest.raises(ValueError, match=refused("W_out_m", "W_out_m must have the dtype of W_in_m")):
         gated_rnn.forward({**params, "W_out_m": params["W_out_m"].astype(dtype)}, x)
 
 

@@ -31,7 +31,8 @@ def test_the_scan_finds_digits_below_the_threshold(text):
 
 @pytest.mark.parametrize("text", ["relative error < 1e-12\n", "agree to <= 1e-12\n", "error ≤ 1e-13\n",
                                   "fit error below 1e-12: True\n", "equals gril.forward to 1e-12\n",
-                                  "lr 3e-3, eps 1e-06\n", "exactly 0.0e+00\n", "loss 0.2039\n", "2.5e+06 steps\n"])
+                                  "lr 3e-3, eps 1e-06\n", "exactly 0.0e+00\n", "loss 0.2039\n", "2.5e+06 steps\n",
+                                  "arg lambda = exp(-50), between 0 and 1e-20\n"])
 def test_bounds_zeros_and_ordinary_numbers_pass(text):
     assert nbtidy.rounding_digits(_nb(text)) == []
 
@@ -41,3 +42,25 @@ def test_markdown_shown_by_a_cell_is_scanned_too():
     cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": "| error | 1.1e-16 |",
                                                                  "text/plain": "<IPython.core.display.Markdown>"})]
     assert [n for _, n, _ in nbtidy.rounding_digits(nbformat.v4.new_notebook(cells=[cell]))] == ["1.1e-16"]
+
+
+def test_a_cell_tagged_digits_hold_keeps_its_digits():
+    nb = _nb("trained residual loss 2.0e-10\n")
+    assert len(nbtidy.rounding_digits(nb)) == 1
+    nb.cells[0].metadata["tags"] = [nbtidy.DIGITS_HOLD]
+    assert nbtidy.rounding_digits(nb) == []
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_digits_hold_cell_is_compared_by_strict_nbval_and_needs_the_tag(name):
+    """The tag is a claim that the digits are the same under every BLAS kernel; CI's strict nbval under a second
+    kernel is what checks it, so a tagged cell must be compared (not NBVAL_IGNORE_OUTPUT), and the tag must still
+    be needed (the cell prints a small number with its digits)."""
+    nb = nbformat.read(course.NOTEBOOKS / name, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if nbtidy.DIGITS_HOLD not in cell.get("metadata", {}).get("tags", []):
+            continue
+        assert nbtidy.IGNORE not in cell.source and "NBVAL_SKIP" not in cell.source, f"{name} cell {i}"
+        untagged = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell.source)])
+        untagged.cells[0].outputs = cell.outputs
+        assert nbtidy.rounding_digits(untagged), f"{name} cell {i}: tagged {nbtidy.DIGITS_HOLD} but prints no small number"

@@ -768,3 +768,4 @@ def test_concurrent_reproduce_runs_into_one_folder_lose_no_result(tmp_path):
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     results = json.loads((tmp_path / "results.json").read_text())
     assert sorted(results) == ["first", "second", "third"]
+    assert not (tmp_path / ".results.lock").exists()   # the lock is the folder itself: no file left behind

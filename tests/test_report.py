@@ -105,7 +105,8 @@ def test_every_experiment_of_every_work_has_page_notes_or_its_own():
     for work, names in _MODULES.items():
         for name in names:
             page = notes.page(work, name)
-            assert set(page) <= {"NOTES", "QUICK_UNREACHABLE", "BETTER", "METRICS", "QUICK_MISSES"}, (work, name)
+            assert set(page) <= {"NOTES", "QUICK_UNREACHABLE", "BETTER", "METRICS", "QUICK_MISSES", "LESSON",
+                                 "CLOSED_FORM"}, (work, name)
             assert all(v in ("lower", "higher") for v in page.get("BETTER", {}).values())
     assert set(notes.PAGES) <= {f"{w}.{n}" for w, ns in _MODULES.items() for n in ns}
 
@@ -123,3 +124,95 @@ def test_every_note_reads_its_settings_from_the_experiments_config():
             for pattern, note in page.get("NOTES", {}).items():
                 text = note(dataclasses.asdict(config), {}) if callable(note) else note
                 assert isinstance(text, str) and text and "?" not in text, (key, pattern, text)
+
+
+def _paper_rows():
+    """(work, name, module, key) for every metric that gets a row on a results page (a paper value, not a spread)."""
+    from minimal.experiments import _MODULES, experiments
+
+    for work in _MODULES:
+        for name, mod in experiments(work).items():
+            for key in mod.PAPER:
+                if not (key.endswith("_std") and key[:-4] in mod.PAPER):
+                    yield work, name, mod, key
+
+
+_BELOW = __import__("re").compile(r"\bbelow\s*([.;,)]|$)")
+_STEP_COUNT = __import__("re").compile(r"(\d[\d,]*|\?)\s*(k\s+)?steps?\b")
+
+
+def test_every_row_that_may_not_match_has_a_note_that_says_why_and_names_its_lesson():
+    """Any row can come out not matching, so every metric with a paper value has a note under the quick and the
+    full configuration, names the lesson that shows why (a notebook that exists), points to no section the index
+    lacks ("below"), and a closed-form metric's note names no step count (nothing was trained for it)."""
+    import dataclasses
+    import fnmatch
+    from pathlib import Path
+
+    root = Path(report.__file__).resolve().parent.parent
+    for work, name, mod, key in _paper_rows():
+        meta = report._Meta(work, name, mod)
+        where = report.lesson(meta, key)
+        assert where and (root / "notebooks" / where.split(" ")[0]).is_file(), (work, name, key, where)
+        closed = any(fnmatch.fnmatchcase(key, p) for p in meta.get("CLOSED_FORM", ()))
+        for config in (mod.Config.quick(), mod.Config()):
+            note = report._note(meta, key, {"config": dataclasses.asdict(config)}, "quick")
+            assert note and report.NO_NOTE not in note, (work, name, key)
+            assert not _BELOW.search(note), (work, name, key, note)   # "slightly below 1" is fine
+            assert not (closed and _STEP_COUNT.search(note)), (work, name, key, note)
+            better = report._lookup(meta.get("BETTER", {}), key)
+            assert not better or "better model" in note, (work, name, key, note)   # says what made it better
+            row = report._explained(note, where)
+            assert row.count(". ") + row.count("; ") <= 6 and f"notebooks/{where.split(' ')[0]}" in row
+
+
+def test_a_row_without_a_note_or_a_closed_form_note_with_a_step_count_is_caught(tmp_path):
+    """The page shows "no note" for a non-matching row without one (what the test above rules out), and the
+    step-count check sees a count."""
+    text = _page(tmp_path)[0]
+    assert f"`exp.n` (differs): {report.NO_NOTE}" in text
+    assert _STEP_COUNT.search("trained 5000 steps") and _STEP_COUNT.search("20,000 steps")
+    assert not _STEP_COUNT.search("one GD step at η*, a closed form")
+
+
+def test_the_same_paper_number_gets_the_same_tolerance_across_a_works_experiments():
+    """GRIL's 0.206 is judged alike wherever it stands (regression, multistep, ablations, comparison): one rule per
+    printed paper number within a work. Claims encoded as numbers (1.0 for "tracks GD") are not printed numbers."""
+    seen = {}
+    for work, name, mod, key in _paper_rows():
+        paper = mod.PAPER[key]
+        if isinstance(paper, bool) or not isinstance(paper, float) or report._printed_step(paper) is None:
+            continue
+        tol = report._lookup(getattr(mod, "TOLERANCE", {}), key) or report._default(paper)
+        if not tol.printed:
+            continue
+        seen.setdefault((work, paper), {})[f"{name}.{key}"] = tol
+    for (work, paper), tols in seen.items():
+        assert len(set(tols.values())) == 1, (work, paper, tols)
+    assert len(seen[("gril", 0.206)]) >= 4
+
+
+def test_one_vocabulary_on_every_page_and_in_the_readme(tmp_path):
+    from pathlib import Path
+
+    text = _page(tmp_path)[0]
+    assert report.vocabulary_markdown() in text
+    for word, _ in report.VOCABULARY:
+        assert f"- **{word}**: " in text
+    readme = (Path(report.__file__).resolve().parent.parent / "README.md").read_text()
+    assert " ".join(report.vocabulary_markdown().split()) in " ".join(readme.split())   # as wrapped there
+
+
+def test_measurements_keep_greek_letters_and_say_whose_timings_they_are(tmp_path):
+    mod = types.SimpleNamespace(METRICS={"lam_<i>": "the decay λ of neuron i"})
+    results = {"run": {"metrics": {"lam_0": 0.99, "note": "λ ~ U[0, 1]", "ms_per_step": 2.0}, "paper": {},
+                       "seconds": 1.0, "figures": [], "mode": "quick"},
+               "sweep": {"metrics": {"ms_per_step": 3.0}, "paper": {}, "seconds": 0.2, "figures": [],
+                         "mode": "full, all runs on disk"}}
+    report.write("w", True, results, {"run": mod, "sweep": mod}, tmp_path)
+    other = (tmp_path / "measurements.md").read_text()
+    assert "\\u03bb" not in other and "| λ ~ U[0, 1] |" in other
+    assert "| lam 0 | `lam_0` | 0.99 | the decay λ of neuron i |" in other
+    run, sweep = other.split("## sweep")
+    assert "Timings (this run, on this machine)" in run
+    assert "recorded by those runs when they were trained" in sweep and "loading the committed runs (s) | | 0.2" in sweep

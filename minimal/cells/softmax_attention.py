@@ -120,7 +120,7 @@ def _project_heads(params, x, h):
     qkv = x.reshape(B * T, D) @ _stacked(params).T                # (B T, 2 D_k + D_v)
     if D_k != D_v:
         q, k, v = qkv[:, :D_k], qkv[:, D_k:2 * D_k], qkv[:, 2 * D_k:]
-        return tuple(_split(a.reshape(B, T, -1), h) for a in (q, k, v))
+        return tuple(_split(a.reshape(B, T, a.shape[1]), h) for a in (q, k, v))
     d = D_k // h
     heads = np.ascontiguousarray(qkv.reshape(B, T, 3, h, d).transpose(2, 0, 3, 1, 4))   # (3, B, h, T, d)
     return tuple(heads[i].reshape(B * h, T, d) for i in range(3))
@@ -310,7 +310,7 @@ def backward(params, cache, dy):
     if "W_O" in params:
         check_array("dy", dy, o.shape[:2] + params["W_O"].shape[:1], names=("B", "T", "D_out"))
         check_grad_dtype("dy", dy, params)
-        grads["W_O"] = dy.reshape(B * T, -1).T @ o.reshape(B * T, -1)
+        grads["W_O"] = dy.reshape(B * T, dy.shape[2]).T @ o.reshape(B * T, o.shape[2])   # sizes named: B = 0 works
         do = dy @ params["W_O"]
     else:
         check_array("dy", dy, o.shape, names=("B", "T", "D_v"))
@@ -332,7 +332,8 @@ def backward(params, cache, dy):
     else:
         dcat = np.concatenate([_merge(_causal_apply(dP, k, np.empty_like(q)), h),
                                _merge(_causal_apply_t(dP, q, np.empty_like(k)), h),
-                               _merge(_causal_apply_t(P, do, np.empty_like(v)), h)], axis=2).reshape(B * T, -1)
+                               _merge(_causal_apply_t(P, do, np.empty_like(v)), h)],
+                              axis=2).reshape(B * T, h * (2 * d_k + d_v))
     # 0. [q k v] = x [W_Q; W_K; W_V]^T
     W = _stacked(params)                                      # (2 D_k + D_v, D)
     dW = dcat.T @ x.reshape(B * T, D)

@@ -1,5 +1,5 @@
-"""Matplotlib for the experiments' ``plot`` functions: inline in a notebook, Agg (files only) elsewhere; and the
-end every ``plot`` shares, ``save_figure``."""
+"""Matplotlib for the experiments' ``plot`` functions: inline in a notebook, Agg (files only) elsewhere; the end
+every ``plot`` shares, ``save_figure``; and ``legend_beside``, a panel's legend outside its data."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,3 +29,9 @@ def save_figure(fig, out_dir, file_name, dpi=120, layout=True, **savefig_kw):
     fig.savefig(path, dpi=dpi, **savefig_kw)
     pyplot().close(fig)
     return path
+
+
+def legend_beside(ax, fontsize=8, **kw):
+    """``ax``'s legend to the right of the panel, outside its data area, so that it covers no line or bar
+    (``save_figure``'s ``tight_layout`` makes room for it)."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=fontsize, **kw)

@@ -61,12 +61,11 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from .. import write_metrics
-from .._plotting import pyplot
+from .._plotting import legend_beside, pyplot, save_figure
 from ... import _speed
 from ...optim import cosine_schedule
 from ...report import Tolerance
@@ -323,41 +322,46 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
 
 
 def plot(metrics, out_dir):
-    """Figs. 7-8 for both tasks: A training curves against GD's loss, B prediction L2 and sensitivity cosine
-    to GD, C the losses under rescaled inputs."""
+    """Figs. 7-8 for both tasks, a row each: A training curves against GD's loss; B the prediction L2 distance to
+    GD (lower: closer) and C the sensitivity cosine with GD (higher: closer), each on its own axis; D the losses
+    under rescaled inputs. One colour per model in every panel; legends beside the panels."""
     plt = pyplot()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    colours = {"GRIL (φ)": "C0", "GRIL (no φ)": "C1"}
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7), gridspec_kw={"width_ratios": (1.3, 0.6, 0.6, 1.3)},
+                             layout="constrained")
     for row, task in zip(axes, TASKS):
         p = task + "_"
-        a, b, c = row
+        a, b, b2, c = row
         steps = np.linspace(0, metrics["config"]["steps"], len(metrics[p + "train_curve"]))
-        a.plot(steps, metrics[p + "train_curve"], label="GRIL (φ)")
-        a.plot(steps, metrics[p + "nophi_train_curve"], label="GRIL (no φ)", alpha=0.7)
+        a.plot(steps, metrics[p + "train_curve"], color=colours["GRIL (φ)"], label="GRIL (φ)")
+        a.plot(steps, metrics[p + "nophi_train_curve"], color=colours["GRIL (no φ)"], label="GRIL (no φ)", alpha=0.8)
         a.axhline(metrics[p + "loss_gd"], color="k", ls="--", label="one GD step (tuned η)")
         a.axhline(metrics[p + "loss_chance"], color="grey", ls=":", label="chance")
         a.set(xlabel="step", ylabel="query CE (training batches)", title=f"{task}: training")
-        a.legend(fontsize=8)
-        names, x = ("GRIL (φ)", "GRIL (no φ)"), np.arange(2)
-        b.bar(x - 0.2, [metrics[p + "pred_l2"], metrics[p + "nophi_pred_l2"]], 0.4, label="prediction L2")
-        b.bar(x + 0.2, [metrics[p + "sens_cos"], metrics[p + "nophi_sens_cos"]], 0.4, label="sensitivity cosine")
-        b.set(xticks=x, xticklabels=names, ylim=(0, 1.05), title=f"{task}: vs GD", xlabel="model",
-              ylabel="agreement with GD")
-        b.legend(fontsize=8)
+        legend_beside(a)
+        names = ("GRIL (φ)", "GRIL (no φ)")
+        for ax, keys, title, ylabel in (
+                (b, ("pred_l2", "nophi_pred_l2"), f"{task}: predictions vs GD", "L2 distance to GD (lower: closer)"),
+                (b2, ("sens_cos", "nophi_sens_cos"), f"{task}: sensitivities vs GD",
+                 "cosine with GD (higher: closer)")):
+            values = [metrics[p + k] for k in keys]
+            ax.bar([0, 1], values, 0.6, color=[colours[n] for n in names])
+            for i, v in enumerate(values):
+                ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=8)
+            ax.set(xticks=[0, 1], xlim=(-0.6, 1.6), title=title, xlabel="model", ylabel=ylabel)
+            ax.set_xticklabels([n.replace(" (", "\n(") for n in names], fontsize=8)
+            ax.set_ylim(0, 1.15 * max(max(values), 1e-12) if "L2" in ylabel else 1.1)
+            ax.title.set_fontsize(9)
         scales = sorted(metrics[p + "rescale"], key=float)
         xs = [float(s) for s in scales]
         for name, label, style in (("gril", "GRIL (φ)", "o-"), ("nophi", "GRIL (no φ)", "s-")):
             c.errorbar(xs, [metrics[p + "rescale"][s][name] for s in scales],
-                       yerr=[metrics[p + "rescale"][s][name + "_std"] for s in scales], fmt=style, label=label)
+                       yerr=[metrics[p + "rescale"][s][name + "_std"] for s in scales], fmt=style, label=label,
+                       color=colours[label])
         c.plot(xs, [metrics[p + "rescale"][s]["gd"] for s in scales], "x--k", label="GD (η of c = 1)")
         c.set(xscale="log", xlabel="input scale c = a / training a", ylabel="query CE",
               title=f"{task}: rescaled inputs")
         c.set_xticks(xs, [f"{x:g}" for x in xs])
         c.xaxis.set_minor_locator(plt.NullLocator())
-        c.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "classification.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+        legend_beside(c)
+    return [save_figure(fig, out_dir, "classification.png", layout=False)]

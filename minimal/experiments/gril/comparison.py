@@ -103,7 +103,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._plotting import pyplot, save_figure
+from .._plotting import legend_beside, pyplot, save_figure
 from ... import _speed, models
 from ...analysis import gril_gd
 from ...data import data_path
@@ -114,6 +114,7 @@ from ...tasks import gril_regression
 from ...train import NonFiniteLossError, train
 from ...validate import check_choice
 from . import ablations, model as M
+from .tolerance import loss_tolerances
 
 __all__ = ["MODELS", "STAND_IN", "TABLE3", "AT_ZERO", "Job", "Config", "PAPER", "spec", "predict", "loss_and_grads",
            "run_job", "jobs", "summarise", "plateau_end", "last_tenth_drop", "finished", "run", "plot", "SWEEP", "SWEEP_DIR"]
@@ -144,6 +145,7 @@ PAPER = {
     "scalar_gril_1_beats_one_layer_recurrent": True,
     "scalar_softmax_2_closest_non_recurrent": True,
 }
+TOLERANCE = loss_tolerances(PAPER)   # the absolute losses, judged as in every GRIL experiment (tolerance.py)
 
 
 def _family(model):
@@ -474,7 +476,7 @@ def plot(result, out_dir):
     Table 3 baselines (as ratios to its zero predictor) as crosses on their stand-ins."""
     plt = pyplot()
     targets = [t for t in ("scalar", "multivariate") if f"{t}_gd" in result]
-    fig, axes = plt.subplots(1, max(1, len(targets)), figsize=(6 * max(1, len(targets)), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(targets)), figsize=(7.5 * max(1, len(targets)), 4.2), squeeze=False)
     for ax, target in zip(axes[0], targets):
         names = [m for m in MODELS if f"{target}_{m}_over_zero" in result]
         x = np.arange(len(names))
@@ -482,17 +484,15 @@ def plot(result, out_dir):
         ax.axhline(result[f"{target}_gd"] / result[f"{target}_zero"], color="k", ls="--", lw=0.8,
                    label="one optimal GD step")
         ax.axhline(1.0, color="k", ls=":", lw=0.8, label="zero predictor")
-        if target == "multivariate":
-            labelled = False
+        if target == "multivariate":   # the paper's numbers, one marker series (a single legend entry)
             paper = {"gril": PAPER["multivariate_gril_1_over_zero"]} | {
                 f: TABLE3[n] / _ZERO for f, n in (("gated_rnn", "s5"), ("mingru", "mamba"), ("lru", "griffin"))}
-            for i, m in enumerate(names):
-                if _family(m) in paper:
-                    ax.plot(i, paper[_family(m)], "x", color="C3", ms=8,
-                            label=None if labelled else "paper: Table 3 (no LP; best depth), Table 6")
-                    labelled = True
+            keys = [(i, paper[_family(m)]) for i, m in enumerate(names) if _family(m) in paper]
+            if keys:
+                ax.plot([i for i, _ in keys], [v for _, v in keys], "x", ls="none", color="C3", ms=8,
+                        label="paper: Table 3 (no LP; best depth), Table 6")
         ax.set_xticks(x, [f"{m}\n({STAND_IN[_family(m)]})" for m in names], fontsize=7, rotation=30)
         ax.set(xlabel="model (the paper's model it stands in for)", ylabel="loss / zero predictor",
                title=f"{target}: Fig. {'3C' if target == 'scalar' else '6'}")
-        ax.legend(fontsize=7)
+        legend_beside(ax)
     return [save_figure(fig, out_dir, "comparison.png")]

@@ -190,31 +190,49 @@ def run(config: Config = None, out_dir=None, progress=True):
     return metrics
 
 
+# one look per model in every panel: a colour each (GRU family blue-ish, LSTM family red-ish), the log-space forms
+# dashed with larger open markers, so that lines that coincide (minLSTM's and minGRU log's memory) both stay visible
+STYLE = {"gru": dict(color="C0", marker="s", ls="-", lw=2.2), "lstm": dict(color="C3", marker="D", ls="-", lw=2.2),
+         "mingru": dict(color="C9", marker="o", ls="-"), "minlstm": dict(color="C1", marker="^", ls="-"),
+         "mingru_log": dict(color="C2", marker="o", ls="--", mfc="none", ms=9),
+         "minlstm_log": dict(color="C6", marker="^", ls="--", mfc="none", ms=9)}
+PAPER_MARK = {"mingru": "*", "minlstm": "P"}   # the paper's speed-ups, in the colour of their minimal cell
+
+
 def plot(metrics, out_dir):
-    """Fig. 1's three panels, ours: time vs T, speedup vs T (log-log), cache MiB vs T. Returns [png path]."""
+    """Fig. 1's three panels, ours: time vs T, speed-up vs T (log-log, the paper's T4-GPU numbers marked in the
+    colour of their cell), cache MiB vs T. One colour per model in every panel (``STYLE``), one legend beside the
+    panels. Returns [png path]."""
     from .._plotting import pyplot, save_figure
 
     plt = pyplot()
     Ts = metrics["T"]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
+
+    def style(name):
+        return {"ms": 5, **STYLE.get(name, {})}
+
     for name, t in metrics["times_ms"].items():
-        axes[0].plot(Ts, t, "o-", label=name)
-    for name, s in metrics["speedup"].items():
-        axes[1].plot(Ts, s, "o-", label=f"{name} vs {BASELINE[name]}")
+        axes[0].plot(Ts, t, label=name, **style(name))
+    for name, sp in metrics["speedup"].items():
+        axes[1].plot(Ts, sp, label=name, **style(name))
+    for name in ("mingru", "minlstm"):
+        points = [(T, PAPER[f"speedup_{name}_T{T}"]) for T in (512, 4096) if T <= max(Ts)]
+        if points:
+            axes[1].plot(*zip(*points), PAPER_MARK[name], ls="none", ms=11, color=STYLE[name]["color"],
+                         mec="k", label=f"paper: {name} / {BASELINE[name]} (T4 GPU)")
     for name, b in metrics["cache_bytes"].items():
-        axes[2].plot(Ts, np.asarray(b) / 2 ** 20, "o-", label=name)
-    for T, key in ((512, "T512"), (4096, "T4096")):
-        for name in ("mingru", "minlstm"):
-            if T <= max(Ts):
-                axes[1].plot([T], [PAPER[f"speedup_{name}_{key}"]], "x", color="k")
-    axes[1].plot([], [], "x", color="k", label="paper (T4 GPU)")
-    titles = ("time per training step (ms)", "speedup over GRU / LSTM", "cache kept for backward (MiB)")
-    ylabels = ("ms per step (one CPU core)", "time(GRU or LSTM) / time(minimal)", "MiB")
+        axes[2].plot(Ts, np.asarray(b) / 2 ** 20, label=name, **style(name))
+    titles = ("time per training step", "speed-up: GRU / minGRU, LSTM / minLSTM", "memory kept for the backward")
+    ylabels = ("ms per step (one CPU core)", "time of GRU or LSTM / time of the minimal cell", "MiB")
     for ax, title, ylabel in zip(axes, titles, ylabels):
         ax.set_ylabel(ylabel)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length T")
         ax.set_title(title, fontsize=10)
-        ax.legend(fontsize=7)
-    return [save_figure(fig, out_dir, "runtime.png")]
+    handles, labels = axes[0].get_legend_handles_labels()
+    extra = [(h, l) for h, l in zip(*axes[1].get_legend_handles_labels()) if l.startswith("paper")]
+    fig.legend(handles + [h for h, _ in extra], labels + [l for _, l in extra], loc="outside right upper",
+               fontsize=8, title="speed-ups in the colour\nof the minimal cell", title_fontsize=8)
+    return [save_figure(fig, out_dir, "runtime.png", layout=False)]

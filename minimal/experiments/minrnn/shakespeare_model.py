@@ -132,9 +132,14 @@ def step_logits(params, states, tokens, kind):
     before the first step). Returns logits (B, V) and the new states.
 
     The Transformer adds the learned position of this step, t = the length of its KV cache; past its T_max
-    positions it raises a ValueError (``token_position_embedding.step_forward``)."""
+    positions it raises a ValueError (``token_position_embedding.step_forward``). Every kind refuses, naming
+    ``tokens``, ids that are not a 1-d integer array in [0, V) (a -1 would otherwise index the last row)."""
+    from ...validate import InputError, check_array   # here: this function's own checks
     V, D, L, T_max = _shape(params)
     mixer = base_kind(kind)
+    check_array("tokens", tokens, (None,), names=("B",), kind="i")
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= V):
+        raise InputError(f"tokens must hold ids in [0, V = {V}), got values in [{tokens.min()}, {tokens.max()}]")
     states = [None] * L if states is None else states
     if mixer == "attention":
         t = 0 if states[0] is None else states[0].rnn.K.shape[1]
@@ -166,9 +171,14 @@ def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=Fa
     """Sample ``n`` >= 0 characters after ``prompt_ids`` (1-d integer ids in [0, V), at least one), one token at
     a time in RNN mode, from softmax(logits / temperature); temperature 0 takes the most likely token (greedy).
 
+    ``rng`` is a ``numpy.random.Generator`` or a seed (int >= 0), as ``minimal.train.train`` takes it (None
+    only at temperature 0, which draws nothing).
+
     Returns the (n,) sampled ids and, with ``return_memory``, the bytes of the carried state after each of the
-    len(prompt) + n - 1 steps. Raises InputError naming ``temperature``, ``prompt_ids`` or ``n`` when bad."""
+    len(prompt) + n - 1 steps. Raises InputError naming ``temperature``, ``prompt_ids``, ``n`` or ``rng`` when
+    bad."""
     from ...validate import InputError, check_positive_int   # here: this function's own checks
+    from ...train import _make_rng
     V = _shape(params)[0]
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
             or not np.isfinite(temperature) or temperature < 0:
@@ -182,6 +192,8 @@ def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=Fa
     if bad.size:
         raise InputError(f"prompt_ids must lie in [0, V = {V}), got prompt_ids[{bad[0]}] = {prompt_ids[bad[0]]}")
     prompt_ids = prompt_ids.astype(np.int64)
+    if not (rng is None and temperature == 0):
+        rng = _make_rng(rng)
     states, memory, out = None, [], []
     tok = prompt_ids[:1]
     for t in range(prompt_ids.size + n - 1):

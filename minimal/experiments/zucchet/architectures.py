@@ -58,7 +58,7 @@ from .stacks import ARCHS, init_model, model_backward, model_forward, model_spec
 
 __all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "model_spec", "init_model", "model_forward", "model_backward",
            "n_params", "task_spec", "run_job", "train_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP",
-           "SWEEP_DIR"]
+           "SWEEP_DIR", "FAMILIES", "COLOURS"]
 
 TASKS = ("teacher", "icl")
 SIGMA_W2_OOD = 2.0 / 3.0   # icl validation W*_ij ~ N(0, 2/3), twice the training variance (App. C.1, Sec. 4.3)
@@ -305,53 +305,61 @@ SWEEP = Sweep("arch", run_job, jobs, summarise, SWEEP_DIR / "architectures", Con
 finished, run = SWEEP.finished, SWEEP.run
 
 
+# the families of Fig. 4, one panel each (at most 2 architectures x 2 layer counts per panel)
+FAMILIES = (("gated RNN (Eq. 2)", ("gated_diagonal", "gated_dense")), ("LSTM / GRU", ("lstm", "gru")),
+            ("LRU, output gating only", ("lru_out",)), ("LRU with input gating", ("lru_in_out", "lru_in_skip")))
+COLOURS = {arch: f"C{i}" for i, arch in enumerate(ARCHS)}   # one colour per architecture, in every panel
+
+
 def plot(result, out_dir):
-    """Fig. 4: validation loss (relative) vs parameter count, one panel per task; Fig. 5: training and
-    validation side by side. 1 layer solid, 2 layers dashed (named in the legend)."""
+    """Fig. 4 (architectures.png): validation loss (relative) vs parameter count, a row per task and a panel per
+    family of architectures (``FAMILIES``); Fig. 5 (architectures_train_val.png): the same with training and
+    validation in rows of their own. One colour per architecture in every panel, 1 layer solid, 2 layers dashed;
+    one legend, outside the panels."""
     plt = pyplot()
     from matplotlib.lines import Line2D
 
-    ylabels = {"teacher": "validation MSE / var(y*)", "icl": "validation loss / one GD step's"}
-    titles = {"teacher": "teacher-student (Fig. 4A), d = 6", "icl": "in-context regression (Fig. 4B), W* ~ N(0, 2/3)"}
-
-    def curves(ax, task, key):
-        for i, arch in enumerate(ARCHS):
+    def curves(ax, task, key, archs):
+        for arch in archs:
             for layers, ls in ((1, "-"), (2, "--")):
                 rows = [r for r in result["rows"] if r["task"] == task and r["arch"] == arch and r["layers"] == layers]
                 if rows:
                     rows.sort(key=lambda r: r["n_params"])
                     ax.loglog([r["n_params"] for r in rows], [r.get(key, float("nan")) for r in rows], ls,
-                              marker="o", color=f"C{i}", label=arch if layers == 1 else None)
+                              marker="o", ms=4, color=COLOURS[arch], label=f"{arch}, {layers} layer"
+                              + ("s" if layers == 2 else ""))
         if task == "icl":
-            ax.axhline(1.0, color="k", lw=0.8, ls=":", label="one optimal GD step")
-        ax.set_xlabel("parameters")
+            ax.axhline(1.0, color="k", lw=0.8, ls=":")
 
-    def legend(ax):
-        handles, labels = ax.get_legend_handles_labels()
-        handles += [Line2D([], [], color="k", ls="-"), Line2D([], [], color="k", ls="--")]
-        ax.legend(handles, labels + ["1 layer", "2 layers"], fontsize=7)
+    def legend(fig):
+        handles = [Line2D([], [], color=COLOURS[a], marker="o", ms=4) for a in ARCHS]
+        handles += [Line2D([], [], color="k", ls="-"), Line2D([], [], color="k", ls="--"),
+                    Line2D([], [], color="k", lw=0.8, ls=":")]
+        fig.legend(handles, [*ARCHS, "1 layer", "2 layers", "one optimal GD step (ICL)"], loc="outside right upper",
+                   fontsize=8)
 
-    paths = []
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, task in zip(axes, TASKS):
-        curves(ax, task, "fig4_rel_loss")
-        ax.set_ylabel(ylabels[task])
-        ax.set_title(titles[task])
-        legend(ax)
-    paths.append(save_figure(fig, out_dir, "architectures.png"))
+    def grid(panels, file_name, height):
+        """``panels``: one row per (task, metric key, y label, row name)."""
+        fig, axes = plt.subplots(len(panels), len(FAMILIES), figsize=(15, height), sharex=True, squeeze=False,
+                                 layout="constrained")
+        for r, (task, key, ylabel, row_name) in enumerate(panels):
+            for c, (family, archs) in enumerate(FAMILIES):
+                ax = axes[r, c]
+                if c:
+                    ax.sharey(axes[r, 0])
+                curves(ax, task, key, archs)
+                ax.set_title(family if r == 0 else "", fontsize=10)
+                ax.set_xlabel("parameters", fontsize=9)
+                ax.set_ylabel(f"{row_name}\n{ylabel}" if c == 0 else "(same axis as left)", fontsize=9)
+        legend(fig)
+        return save_figure(fig, out_dir, file_name, layout=False)
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharey="row")
-    panels = {("teacher", 0): ("train_rel_loss", "training loss (last 1/40 of steps) / var(y*)"),
-              ("teacher", 1): ("rel_loss", "validation MSE / var(y*)"),
-              ("icl", 0): ("rel_loss", "loss / one GD step's, training tasks W* ~ N(0, 1/3)"),
-              ("icl", 1): ("ood_rel_loss", "loss / one GD step's, validation W* ~ N(0, 2/3)")}
-    for r, task in enumerate(TASKS):
-        for c in (0, 1):
-            key, label = panels[task, c]
-            ax = axes[r, c]
-            curves(ax, task, key)
-            ax.set_ylabel(label)
-            ax.set_title(f"{task}: {'training' if c == 0 else 'validation'} (Fig. 5)")
-            legend(ax)
-    paths.append(save_figure(fig, out_dir, "architectures_train_val.png"))
-    return paths
+    fig4 = grid([("teacher", "fig4_rel_loss", "validation MSE / var(y*)", "teacher-student (Fig. 4A), d = 6"),
+                 ("icl", "fig4_rel_loss", "validation loss / one GD step's", "ICL (Fig. 4B), W* ~ N(0, 2/3)")],
+                "architectures.png", 6.5)
+    fig5 = grid([("teacher", "train_rel_loss", "training loss / var(y*)", "teacher-student, training"),
+                 ("teacher", "rel_loss", "validation MSE / var(y*)", "teacher-student, validation"),
+                 ("icl", "rel_loss", "loss / one GD step's", "ICL, training tasks W* ~ N(0, 1/3)"),
+                 ("icl", "ood_rel_loss", "loss / one GD step's", "ICL, validation W* ~ N(0, 2/3)")],
+                "architectures_train_val.png", 12)
+    return [fig4, fig5]

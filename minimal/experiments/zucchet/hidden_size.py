@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._plotting import pyplot, save_figure
+from .._plotting import legend_beside, pyplot, save_figure
 from ...report import Tolerance
 from ...sweep import Sweep, SweepConfig
 from ...validate import check_positive_int
@@ -125,16 +125,16 @@ finished, run = SWEEP.finished, SWEEP.run
 def plot(result, out_dir):
     """Fig. 3A/3B: relative loss against hidden neurons, the construction's count marked. Returns PNG paths."""
     plt = pyplot()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 3.6))
     a.semilogy(result["teacher_hiddens"], result["teacher_rel_loss"], "o-", label="trained gated RNN")
     a.axvline(result["construction_neurons_teacher"], color="k", ls="--", label="construction d(d+1)/2 + d")
     a.axvline(2 * result["construction_neurons_teacher"], color="gray", ls=":", label="2x construction")
     a.set(xlabel="hidden neurons H", ylabel="MSE / var(y*)", title="Fig. 3A: teacher-student, d = 6")
-    a.legend(fontsize=8)
+    legend_beside(a)
     b.semilogy(result["icl_hiddens"], result["icl_rel_loss"], "o-", label="trained gated RNN")
     b.axhline(1.0, color="k", lw=0.8, label="one optimal GD step")
     b.axvline(result["construction_neurons_icl"], color="k", ls="--", label="construction (tokens of size 7)")
     b.axvline(result["gd_neurons_icl"], color="gray", ls=":", label="GD neurons d_x d_y + d_x")
     b.set(xlabel="hidden neurons H", ylabel="loss / GD loss", title="Fig. 3B: in-context regression")
-    b.legend(fontsize=8)
+    legend_beside(b)
     return [save_figure(fig, out_dir, "hidden_size.png")]

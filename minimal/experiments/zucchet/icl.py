@@ -58,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._plotting import pyplot, save_figure
+from .._plotting import legend_beside, pyplot, save_figure
 from ... import _speed
 from ..._atomic import atomic_write
 from ...data import read_npz
@@ -439,14 +439,15 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
 def plot(result, out_dir):
     """Fig.: training loss against one optimal GD step, and Table 2's coefficients against η*. Returns PNG paths."""
     plt = pyplot()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.5))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 3.6))
     curve = result["train_loss_curve"]
     steps = np.linspace(0, result["steps"], len(curve) + 1)[1:]
     ax1.semilogy(steps, curve, label="gated RNN (train, batch means)")
     ax1.axhline(result["loss_gd"], color="k", ls="--", label=f"one GD step, η* (eval) {result['loss_gd']:.4f}")
     ax1.set_xlabel("step")
     ax1.set_ylabel("query loss")
-    ax1.legend()
+    ax1.set_title("training against one optimal GD step (Sec. 4.2)")
+    legend_beside(ax1)
     k = np.arange(1, len(result["coef_x2_y1"]) + 1)
     ax2.bar(k, result["coef_x2_y1"], color="C1", label="trained RNN")
     ax2.axhline(result["eta_star"], color="k", ls="--", label=f"η* = {result['eta_star']:.4f}")
@@ -455,5 +456,5 @@ def plot(result, out_dir):
     ax2.set_xlabel("monomial of ŷ_1 (one-token polynomial)")
     ax2.set_ylabel("coefficient")
     ax2.set_title(f"Table 2 (residual norm {result['residual_norm']:.2e})")
-    ax2.legend(loc="lower right")
+    legend_beside(ax2)
     return [save_figure(fig, out_dir, "icl.png")]

@@ -1,0 +1,245 @@
+"""`python -m minimal course release OUT`: the lessons as nbgrader assignments, one per lesson.
+
+nbgrader (a well-kept library: the ``[dev]`` extra, or ``pip install nbgrader``) does the grading; this module only
+turns the course's own marks into nbgrader's cell metadata, writes a course directory and calls
+``nbgrader generate_assignment``. The marks (``minimal.course``) become:
+
+- a code cell tagged ``solution`` with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` is split after its last
+  ``### END SOLUTION``: the part up to it is an *autograded answer* (``solution: true``), which the release replaces
+  with ``# YOUR CODE HERE`` / ``raise NotImplementedError()``; the lines after it, the measurement and the checks,
+  are an *autograder tests* cell (``grade: true``, ``locked: true``, ``points``). Checks that would give the answer
+  away sit between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` and are left out of the release;
+  nbgrader puts them back when it autogrades. A tagged code cell without markers is an answer as a whole;
+- a markdown cell tagged ``solution`` is a written answer: nbgrader's *manually graded answer* worth 0 points, so
+  that the instructor reads it and comments in the formgrader while the score comes from the tests;
+- every other cell is given as it is, with its committed outputs (a student reads the lesson's figures), except
+  the code cells of an exercise, whose outputs are cleared as in the student edition.
+
+``rubric(nb)`` is the points of one lesson: ``POINTS`` per exercise with a test cell, split over its test cells.
+``release(out)`` writes ``OUT/source/<lesson>/<lesson>.ipynb`` (the instructor's version with nbgrader metadata),
+``OUT/nbgrader_config.py``, ``OUT/rubric.json``, then runs ``nbgrader generate_assignment`` for every lesson
+(``OUT/release/<lesson>/``). notebooks/INSTRUCTOR.md says how to collect, autograde and return feedback.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from . import course
+from .validate import InputError
+
+__all__ = ["POINTS", "HIDDEN_BEGIN", "HIDDEN_END", "source_notebook", "rubric", "release", "submit", "autograde",
+           "scores", "cell_scores", "lesson_id",
+           "nbgrader_available"]
+
+POINTS = 10                       # per exercise that has a check, split over its test cells
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+SCHEMA = 3                        # nbgrader's cell metadata schema (nbgrader 0.9)
+CONFIG = '''c = get_config()  # noqa: F821  (nbgrader's config file)
+c.CourseDirectory.course_id = "minimal"
+c.CourseDirectory.root = {root!r}
+# the lesson's own figures and tables stay in the release (exercise outputs are cleared when the source is written)
+from nbgrader.converters import GenerateAssignment  # noqa: E402
+from nbgrader.preprocessors import ClearOutput  # noqa: E402
+c.GenerateAssignment.preprocessors = [p for p in GenerateAssignment.class_traits()["preprocessors"].default()
+                                      if p is not ClearOutput]
+c.ClearSolutions.code_stub = {{"python": '# YOUR CODE HERE\\nraise NotImplementedError("not done yet")'}}
+c.Execute.timeout = 900     # a lesson runs in seconds to a minute or two on one core
+'''
+
+
+def nbgrader_available():
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _meta(cell, grade_id, solution=False, grade=False, locked=False, points=None):
+    md = {"grade_id": grade_id, "solution": solution, "grade": grade, "locked": locked, "schema_version": SCHEMA}
+    if points is not None:
+        md["points"] = points
+    cell.metadata["nbgrader"] = md
+    return cell
+
+
+def _split(source):
+    """(answer, checks) of a marked solution cell: the lines up to the last END SOLUTION, and the rest (or None
+    when nothing but blank lines follows)."""
+    lines = source.splitlines()
+    ends = [i for i, line in enumerate(lines) if line.strip() == course.END]
+    if not ends:
+        return source, None
+    cut = ends[-1] + 1
+    rest = "\n".join(lines[cut:]).strip("\n")
+    return "\n".join(lines[:cut]), (rest if rest.strip() else None)
+
+
+def _slug(exercise, i):
+    return exercise.lower().replace("exercise ", "ex") if exercise else f"cell{i}"
+
+
+def source_notebook(nb):
+    """A copy of ``nb`` (a course notebook) with nbgrader metadata (module docstring), exercise outputs cleared and
+    the course's own tags kept; the points of its test cells are set by ``rubric``."""
+    nb = copy.deepcopy(nb)
+    cells, owner = [], course.exercise_of(nb)
+    used = set()
+
+    def gid(base):
+        name, k = base, 2
+        while name in used:
+            name, k = f"{base}-{k}", k + 1
+        used.add(name)
+        return name
+
+    for i, (cell, exercise) in enumerate(zip(nb.cells, owner)):
+        cell.metadata.pop("execution", None)
+        slug = _slug(exercise, i)
+        if cell.cell_type == "code" and (exercise is not None or course._is_solution(cell)):
+            cell.outputs, cell.execution_count = [], None
+        if not course._is_solution(cell):
+            cells.append(cell)
+            continue
+        if cell.cell_type == "markdown":
+            cells.append(_meta(cell, gid(f"{slug}-written"), solution=True, grade=True, points=0))
+            continue
+        answer, checks = _split(cell.source)
+        cell.source = answer
+        cells.append(_meta(cell, gid(f"{slug}-answer"), solution=True))
+        if checks is not None:
+            test = nbformat.v4.new_code_cell(checks)
+            test.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != course.SOLUTION_TAG]
+            cells.append(_meta(test, gid(f"{slug}-check"), grade=True, locked=True, points=0))
+    nb.cells = cells
+    for exercise, ids in _tests(nb).items():
+        share = [POINTS // len(ids) + (1 if k < POINTS % len(ids) else 0) for k in range(len(ids))]
+        for cell_id, p in zip(ids, share):
+            _by_id(nb, cell_id).metadata["nbgrader"]["points"] = p
+    return nb
+
+
+def _by_id(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _tests(nb):
+    """{exercise: [grade_id of each autograder test cell]} in notebook order."""
+    out = {}
+    for cell, exercise in zip(nb.cells, course.exercise_of(nb)):
+        md = cell.metadata.get("nbgrader", {})
+        if md.get("grade") and not md.get("solution"):
+            out.setdefault(exercise or md["grade_id"], []).append(md["grade_id"])
+    return out
+
+
+def rubric(nb):
+    """The points of one lesson from its nbgrader source notebook (``source_notebook``): ``{"exercises": {name:
+    {grade_id: points}}, "ungraded": [exercises without a test cell], "total": points}``."""
+    exercises = {}
+    for cell, exercise in zip(nb.cells, course.exercise_of(nb)):
+        md = cell.metadata.get("nbgrader", {})
+        if md.get("grade") and not md.get("solution"):
+            exercises.setdefault(exercise or md["grade_id"], {})[md["grade_id"]] = md["points"]
+    named = [e for e in dict.fromkeys(course.exercise_of(nb)) if e is not None]
+    return {"exercises": exercises, "ungraded": [e for e in named if e not in exercises],
+            "total": sum(p for e in exercises.values() for p in e.values())}
+
+
+def _nbgrader(args, root, check=True):
+    """Run ``nbgrader ARGS`` in the course directory ``root`` (a subprocess: nbgrader is an application)."""
+    if not nbgrader_available():
+        raise InputError("course release needs nbgrader: pip install 'nbgrader>=0.9,<0.10' (the [dev] extra has it)")
+    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True)
+    if check and (run.returncode != 0 or "Exception while loading config file" in run.stderr):
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({run.returncode}):\n{run.stdout}\n{run.stderr}")
+    return run
+
+
+def lesson_id(name):
+    """The nbgrader assignment of a lesson: its file name without ``.ipynb``."""
+    return name[:-len(".ipynb")]
+
+
+def release(out_dir, notebooks=None, names=None, generate=True):
+    """Write an nbgrader course directory into ``out_dir`` (module docstring) for every lesson (``names``: only
+    these) and generate each assignment's release; returns ``{lesson: rubric}`` (also in ``rubric.json``)."""
+    src = course._notebooks_dir(notebooks)
+    root = Path(out_dir).resolve()
+    if root.exists() and not root.is_dir():
+        raise InputError(f"out_dir must be a folder, got the file {str(root)!r}")
+    order = course.lessons(src)
+    unknown = sorted(set(names or ()) - set(order))
+    if unknown:
+        raise InputError(f"names must be lessons of the syllabus, got {unknown}")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nbgrader_config.py").write_text(CONFIG.format(root=str(root)), encoding="utf-8")
+    rubrics = {}
+    for name in (order if names is None else [n for n in order if n in names]):
+        nb = source_notebook(course._read(src / name))
+        folder = root / "source" / lesson_id(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / name)
+        rubrics[lesson_id(name)] = rubric(nb)
+    path = root / "rubric.json"         # a release of some lessons keeps the others' entries
+    merged = {**(json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}), **rubrics}
+    path.write_text(json.dumps({k: merged[k] for k in map(lesson_id, order) if k in merged}, indent=1) + "\n",
+                    encoding="utf-8")
+    if generate:     # one nbgrader run for them all: its start-up is seconds
+        _nbgrader(["generate_assignment", next(iter(rubrics)) if len(rubrics) == 1 else "*", "--force"], root)
+    return rubrics
+
+
+def submit(root, lesson, student, fill_answers=False):
+    """Put the released notebook of ``lesson`` into ``root/submitted/<student>/<lesson>/`` as a student would hand
+    it in: untouched, or (``fill_answers``) with every answer cell holding the source's solution. For tests and
+    for trying the pipeline; real submissions come through ``nbgrader collect`` or the exchange."""
+    root = Path(root)
+    name = lesson + ".ipynb"
+    nb = course._read(root / "release" / lesson / name)
+    if fill_answers:
+        ref = course._read(root / "source" / lesson / name)
+        answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in ref.cells
+                   if c.metadata.get("nbgrader", {}).get("solution")}
+        for cell in nb.cells:
+            md = cell.metadata.get("nbgrader", {})
+            if md.get("solution"):
+                cell.source = answers[md["grade_id"]]
+    folder = root / "submitted" / student / lesson
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / name)
+    return folder / name
+
+
+def autograde(root, lesson, students=None):
+    """``nbgrader autograde`` of ``lesson`` (``--student`` each of ``students``, else everyone submitted)."""
+    args = ["autograde", lesson, "--force"]
+    if students:
+        args += ["--CourseDirectory.student_id=" + (students[0] if len(students) == 1 else "*")]
+    return _nbgrader(args, root)
+
+
+def scores(root, lesson):
+    """``{student: (score, max_score)}`` of ``lesson`` from the course's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{Path(root).resolve() / 'gradebook.db'}") as gb:
+        a = gb.find_assignment(lesson)
+        return {s.student.id: (s.score, s.max_score) for s in a.submissions}
+
+
+def cell_scores(root, lesson, student):
+    """``{grade_id: (score, max_score)}`` of every graded cell of one submission (a written answer not graded
+    yet: score None)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{Path(root).resolve() / 'gradebook.db'}") as gb:
+        nb = gb.find_submission_notebook(lesson, lesson, student)
+        return {g.name: (g.score if g.score is not None or g.auto_score is None else g.auto_score, g.max_score)
+                for g in nb.grades}
