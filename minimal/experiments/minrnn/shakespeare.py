@@ -52,10 +52,19 @@ parameter count; we have one shared CPU core):
       (nanoGPT: N(0, 0.02) everywhere); its positional embedding is N(0, 0.02) as nanoGPT's;
     - the minimal RNNs' block is App. C.1's (RNN, convolution, MLP), so the Transformer (no convolution, width D)
       has fewer parameters than minGRU / minLSTM (``n_params`` in the metrics);
-    - the committed three-way comparison (``Config.small()``) is at D = 32, T = 64 and 400 steps, 1/6 of our full
-      size and 1/12 of the paper's steps: a steps-to-best inside a 400-step cosine schedule is not the paper's
-      (best at 400-2,000 of 5,000 steps), and the losses are far above the paper's; the D = 64 run at 2,400
-      steps has only the vanilla cells, evaluated every 100 steps, and no Transformer;
+    - "trained until the best test loss stops improving": our runs end where their cosine schedule ends (2,400
+      steps, lr down to 1e-4), and every model's best evaluation is in the last 100 steps (2,300-2,400): the curves
+      are flat there (the last 200 steps move the subset loss by less than 0.01) because the learning rate has
+      run out, not because the models over-fit as the paper's do (best at 400-2,000 of its 5,000 steps, the
+      Transformer "overfitting eventually", Fig. 2). So our steps-to-best measure the schedule, and the paper's
+      "~2.5x more steps for the Transformer" is not tested by them; the ratio of best losses is;
+    - three seeds (``seed_curves``, ``across_seeds``; the paper gives one number per model). What they find, mean
+      ± std over seeds 0-2: best test loss (subset) minGRU 1.644 ± 0.006, minLSTM 1.646 ± 0.003, vanilla minGRU
+      1.637 ± 0.003, Transformer 1.872 ± 0.001; ratio to the Transformer 0.878 ± 0.003 (minGRU), 0.880 ± 0.002
+      (minLSTM), 0.874 ± 0.002 (vanilla minGRU), paper 1.001 / 1.005: at D = 64 the minimal RNNs are about 12 %
+      BELOW the same-size Transformer ("better than the paper" under ``TOLERANCE``: the paper's claim, "comparable",
+      holds as at-most-3 %-worse); steps to best, Transformer over minGRU, 1.00 ± 0.01 (paper 2000 / 575 = 3.48:
+      "differs", but read the bullet above: both are at the end of their schedule);
     - the test loss on a fixed subset of 64 test windows (8,128 targets) every 25 steps, and the final model on
       all 871 windows; the data is our rebuild of tiny shakespeare (``data/shakespeare``);
     - no Mamba (its number is quoted from the paper).
