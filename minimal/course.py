@@ -125,30 +125,35 @@ def exercise_of(nb):
     return out
 
 
+def _replace_regions(lines, begin, end, stub):
+    """``lines`` with each ``begin`` .. ``end`` region (markers included) replaced by ``stub(indent)`` lines, where
+    ``indent`` is the begin line's; unbalanced or nested markers are a ValueError naming them."""
+    out, inside = [], False
+    for line in lines:
+        marker = line.strip()
+        if marker == begin:
+            if inside:
+                raise ValueError(f"nested {begin!r}")
+            inside = True
+            out.extend(stub(line[:len(line) - len(line.lstrip())]))
+        elif marker == end:
+            if not inside:
+                raise ValueError(f"{end!r} without {begin!r}")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{begin!r} without {end!r}")
+    return out
+
+
 def _strip(source, stub):
     """Replace each BEGIN .. END SOLUTION region of ``source`` (markers included) with ``stub``, indented like
     the BEGIN line; a source without markers is replaced whole."""
     lines = source.splitlines()
     if not any(line.strip() in (BEGIN, END) for line in lines):
         return stub
-    out, inside = [], False
-    for line in lines:
-        marker = line.strip()
-        if marker == BEGIN:
-            if inside:
-                raise ValueError(f"nested {BEGIN!r}")
-            inside = True
-            indent = line[:len(line) - len(line.lstrip())]
-            out.extend(indent + s for s in stub.splitlines())
-        elif marker == END:
-            if not inside:
-                raise ValueError(f"{END!r} without {BEGIN!r}")
-            inside = False
-        elif not inside:
-            out.append(line)
-    if inside:
-        raise ValueError(f"{BEGIN!r} without {END!r}")
-    return "\n".join(out)
+    return "\n".join(_replace_regions(lines, BEGIN, END, lambda indent: [indent + s for s in stub.splitlines()]))
 
 
 def _drop_hidden(source):
@@ -156,22 +161,7 @@ def _drop_hidden(source):
     answer away, which nbgrader runs when it autogrades and the student edition leaves out."""
     if HIDDEN_BEGIN not in source:
         return source
-    out, inside = [], False
-    for line in source.splitlines():
-        marker = line.strip()
-        if marker == HIDDEN_BEGIN:
-            if inside:
-                raise ValueError(f"nested {HIDDEN_BEGIN!r}")
-            inside = True
-        elif marker == HIDDEN_END:
-            if not inside:
-                raise ValueError(f"{HIDDEN_END!r} without {HIDDEN_BEGIN!r}")
-            inside = False
-        elif not inside:
-            out.append(line)
-    if inside:
-        raise ValueError(f"{HIDDEN_BEGIN!r} without {HIDDEN_END!r}")
-    return "\n".join(out)
+    return "\n".join(_replace_regions(source.splitlines(), HIDDEN_BEGIN, HIDDEN_END, lambda indent: []))
 
 
 def _scaffold(source):
