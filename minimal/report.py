@@ -19,6 +19,7 @@ Verdicts (``judge``). First the tolerance (the module's ``TOLERANCE``: key -> ``
     "at_most"  ours <= paper * (1 + match): matches; <= paper * close: close (lower is better: losses, errors)
     "log10"    |log10(ours / paper)| <= match decades: matches; <= close: close     (quantities like 5e-8)
     "exact"    ours == paper: matches; |ours - paper| <= close: close                 (counts, orderings)
+    "error"    "rel" on the error rates 100 - ours and 100 - paper                     (accuracies in %, near 100)
 Integers and booleans default to "exact" with close = 0. A list is compared entry by entry (worst verdict).
 Then three refinements, in order:
     printed precision   a number the paper prints (at most 4 significant digits, e.g. 33 or 0.206) is matched by
@@ -80,7 +81,7 @@ def vocabulary_markdown():
 
 
 class Tolerance(NamedTuple):
-    kind: str = "rel"      # "rel", "at_most", "log10" or "exact"
+    kind: str = "rel"      # "rel", "at_most", "log10", "exact" or "error" (rel on 100 - x: accuracies in %)
     match: float = 0.05
     close: float = 0.25
     printed: bool = True   # False: the paper value encodes a claim (1.0 = "matches GD"), not a number it prints
@@ -88,6 +89,8 @@ class Tolerance(NamedTuple):
     def describe(self):
         if self.kind == "rel":
             return f"±{100 * self.match:g}% / ±{100 * self.close:g}%"
+        if self.kind == "error":
+            return f"error rate (100 - %) ±{100 * self.match:g}% / ±{100 * self.close:g}%"
         if self.kind == "at_most":
             return f"<= paper x {1 + self.match:g} / x {self.close:g}"
         if self.kind == "log10":
@@ -125,6 +128,8 @@ def _one(paper, ours, tol):
             return "n/a"
         d = abs(math.log10(o / p))
         return "matches" if d <= tol.match else "close" if d <= tol.close else "differs"
+    if tol.kind == "error":
+        p, o = 100.0 - p, 100.0 - o
     if p == 0:
         return "n/a"
     d = abs(o / p - 1.0)

@@ -95,18 +95,62 @@ def test_one_layer_mingru_state_is_a_sum_of_per_token_terms(rng):
 def test_registered_and_grid():
     assert "selective_copy" in experiments("minrnn")
     jobs = S.jobs(S.Config())
-    table1 = S.jobs(S.Config.table1_vanilla())
+    # the default: Table 1's cells with the paper's 16 data tokens, both forms, each trained until it stops rising
+    assert len(jobs) == 2 * 3 * 3 * 2 and len(set(jobs)) == len(jobs)
+    assert all(j.n_data == 16 and j.T == 64 and j.eval_every and j.patience for j in jobs)
+    assert {j.log_space for j in jobs} == {True, False}
+    table1 = S.jobs(S.Config.table1_vanilla_8tokens())
     assert len(table1) == 2 * 3 * 3 + 2 * 3 and not any(j.log_space for j in table1)
-    log1500 = S.jobs(S.Config.log_space_1500())
+    log1500 = S.jobs(S.Config.log_space_1500_8tokens())
     assert len(log1500) == 2 * 3 * 3 and all(j.log_space and j.steps == 1500 for j in log1500)  # 2 cells x 3 depths x 3 seeds
-    assert jobs == log1500 + table1 and len(set(jobs)) == len(jobs)                          # the default adds Table 1
+    eight = log1500 + table1
+    assert all(j.n_data == 8 and j.T == 32 and j.eval_every is None and j.patience is None for j in eight)
     assert {j.steps for j in table1} == {1500}                                                # like with like
-    log400, van400 = S.jobs(S.Config.log_space_400()), S.jobs(S.Config.vanilla_400())
-    assert len(log400) == len(van400) == len(log1500) and not (set(log400) | set(van400)) & set(jobs)
+    log400, van400 = S.jobs(S.Config.log_space_400_8tokens()), S.jobs(S.Config.vanilla_400_8tokens())
+    assert len(log400) == len(van400) == len(log1500) and not (set(log400) | set(van400)) & set(eight)
     assert all(j.log_space and j.steps == 400 for j in log400) and not any(j.log_space for j in van400)
     assert {(j.kind, j.depth, j.seed) for j in van400} == {(j.kind, j.depth, j.seed) for j in log400}
+    assert not set(jobs) & (set(eight) | set(log400) | set(van400))
     assert set(S.PAPER) >= {"mingru_1", "mingru_2", "mingru_3", "minlstm_1", "minlstm_2", "minlstm_3"}
     assert S.PAPER["mingru_2_vanilla"] == S.PAPER["mingru_2"] and S.PAPER["minlstm_1_vanilla_std"] == 2.0
+
+
+@pytest.mark.parametrize("field,value,match", [("eval_every", 0, "Job.eval_every must be None or an integer >= 1"),
+                                               ("patience", 2.5, "Job.patience must be None or an integer >= 1"),
+                                               ("min_gain", -1.0, "Job.min_gain must be a finite number >= 0")])
+def test_job_rejects_bad_stopping_fields(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        S.Job(**{field: value})
+    with pytest.raises(ValueError, match="patience needs .*eval_every"):
+        S.Job(eval_every=None, patience=10)
+    with pytest.raises(ValueError, match="patience needs .*eval_every"):
+        S.Config(eval_every=None, patience=10)
+
+
+def test_training_stops_when_the_accuracy_stops_rising(monkeypatch):
+    """With ``patience``, a run stops ``patience`` steps after its last rise of ``min_gain`` points and scores the
+    best evaluated weights; without it, it runs to the cap."""
+    accuracies = iter([10.0, 20.0, 20.05, 19.0, 18.0, 17.0, 16.0, 15.0])
+    seen, scored = {}, []                         # id(params) -> the accuracy it was given; the final score's
+
+    def fake_evaluate(params, job, batch=None):
+        if batch is None:                         # run_job's final score: the weights train_job returned
+            scored.append(seen[id(params)])
+            return {"accuracy": -1.0}
+        seen[id(params)] = next(accuracies)
+        return {"accuracy": seen[id(params)]}
+
+    monkeypatch.setattr(S, "evaluate", fake_evaluate)
+    monkeypatch.setattr(S, "eval_batch", lambda job: "the fixed set")
+    job = S.Job(kind="mingru", depth=1, T=8, n_data=2, D=4, expansion=1, steps=40, eval_every=2, patience=4,
+                min_gain=0.1)
+    monkeypatch.setattr(S, "init_params", lambda rng, job: {"w": np.zeros(1)})
+    monkeypatch.setattr(S, "loss_and_grads", lambda p, job, x, y: (1.0, {"w": np.ones(1)}))
+    out = S.run_job(job)
+    # evaluations at steps 2, 4, 6, 8: 20 at step 4 is the last rise >= 0.1; 20.05 (step 6) is kept as the best
+    # weights but does not reset the clock, so the run stops at step 8 = 4 + patience
+    assert out["curve"]["steps"] == [2, 4, 6, 8] and out["steps_run"] == 8 and out["stopped_early"]
+    assert out["steps_to_best"] == 6 and scored == [20.05]
 
 
 def test_log_space_and_vanilla_models_differ():
@@ -122,7 +166,7 @@ def test_log_space_and_vanilla_models_differ():
 def test_tiny_sweep_runs_end_to_end(tmp_path):
     config = S.Config(kinds=("mingru",), depths=(1,), seeds=(0,), log_space=(True, False), reference_kinds=("gru",),
                       steps=4, T=20, n_data=4, D=8, sweep_dir=str(tmp_path / "sweep"), n_workers=1, processes=False,
-                      with_table1_vanilla=False)
+                      eval_every=2, patience=2)
     assert not S.finished(config)
     result = S.run(config, progress=False)
     assert S.finished(config)
