@@ -21,6 +21,10 @@ and quotes a number found in that file.
   microseconds are also tried scaled to the quoted unit (``1285 us`` is found in ``"seconds": 0.0012852``), and a
   percentage is also tried as 100 times a fraction.
 
+"Found" is a weak match on purpose (no parsing of each file's format): a stale number can pass by equalling some
+unrelated number of a large cited file, so cite the smallest file that holds the numbers (a table rather than
+all the rows), and keep a table's caption to the file it is drawn from.
+
 A unit that quotes a time (or a speed ratio, ``2x faster``) and cites nothing fails. The caller's allow-list names
 the few quantities that are not measurements (a target, an estimate); they are not checked at all."""
 import ast

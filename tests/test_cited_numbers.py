@@ -27,6 +27,9 @@ ALLOWED = {
         r"each worth 5-15 minutes",                        # an estimate per exercise, not a measurement
         r"about 8\.5 hours of reading\s+and 57 exercises \(5-14 hours\), some 15-22 hours",  # sums of the two above
     ],
+    "minimal/experiments/minrnn/runtime.py": [r"2\.7-3\.4 ms for T = 512-4096, Sec\. 4\.1"],   # the paper's T4 times
+    "minimal/layers/_gelu_numba.py": [r"4 s \(1 − s\)"],             # s = σ(2y), not seconds
+    "minimal/nbtidy.py": [r'"in 14 s",\s+"167\.3 ms"'],              # examples of the output text it removes
 }
 
 
@@ -62,6 +65,17 @@ def test_docstrings_quote_measurements_from_the_files_they_cite():
     assert len(DOCSTRING_FILES) > 100, "the scan found the package's modules"
     problems = _problems(DOCSTRING_FILES)
     assert problems == [], "cite the results file and quote its number, or drop the number:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("old, new, stale", [("(1285 us)", "(1250 us)", "1250"),
+                                             ("0.943 / 0.835", "0.951 / 0.835", "0.951"),
+                                             ("backward 5.05x", "backward 4.1x", "4.1")])
+def test_a_stale_number_in_the_kernels_readme_would_be_caught(old, new, stale):
+    text = (ROOT / "cuda_kernels/README.md").read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    units = _cited.markdown_units(text.replace(old, new))
+    problems = [p for _, unit, caption in units for p in _cited.check_unit(unit, caption, ROOT, True)]
+    assert len(problems) == 1 and f"quotes {stale}" in problems[0]
 
 
 def test_the_skip_list_names_files_that_exist():
