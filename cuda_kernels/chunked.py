@@ -23,7 +23,8 @@ t = T-1-s), and the store phase writes dL/db_t = g_t, dL/da_t = g_t h_{t-1} and 
 carry runs over the chunks in this scan order, from g = 0.
 Log space: the same kernels with the log-space operator (``_device._combine_log``), either carry.
 
-The tuning constants (``DEFAULT_STEPS``, ``TARGET_BLOCKS``) are not yet measured on a GPU.
+The tuning constants (``DEFAULT_STEPS``, ``TARGET_BLOCKS``) are timed only at the values of the committed GPU rows
+(``cuda_kernels/README.md``); v3 is slower than v4 and v1 there, so "auto" does not pick it for linear scans.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ DEFAULT_STEPS = 8          # K, steps per thread
 TARGET_BLOCKS = 1024       # split T into segments until the grid has about this many blocks (H100: 132 SMs x 8)
 SHARED_BYTES = 48 * 1024   # static shared memory per block
 CARRIES = ("reduce", "lookback")   # how segments are joined when T is split across blocks
-DEFAULT_CARRY = "reduce"           # the look-back is not yet measured on a GPU
+DEFAULT_CARRY = "reduce"           # the look-back carry is timed too (README); neither wins by much
 
 # Test hooks for the look-back (tests/test_cuda_scan_v3.py); the values here are the ones in use.
 # Chunk k publishes its inclusive state only when (k + 1) % INCLUSIVE_EVERY == 0, so that a larger value makes

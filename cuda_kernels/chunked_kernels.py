@@ -53,7 +53,7 @@ by one of two carries (keyword ``carry``):
                 publishing INCLUSIVE never overwrites a value a reader has just taken for an AGGREGATE.
                 The descriptors cost 3 words and a flag per (b, chunk, channel), about 4 / L of one array,
                 and the flags are zeroed before each launch (here by a copy from the host).
-                Simulator-tested only, not measured on a GPU: the simulator runs blocks one after another, so
+                Its arithmetic is simulator-tested (it is timed on GPUs, README): the simulator runs blocks one after another, so
                 no spin ever waits there; the test hook ``INCLUSIVE_EVERY`` withholds INCLUSIVE from some
                 chunks so that look-backs combine AGGREGATE-only predecessors, and ``LOOKBACK_TRACE`` records
                 the flags and how far each look-back went.

@@ -15,7 +15,7 @@ reach, and which v3's look-back carry reaches on paper but not on the H200 (0.15
       it, before the rescan and the stores (v3 published it after them);
     - the look-back reads a window of TW predecessors at once, one per time-thread (as CUB's look-back reads
       32 tiles with one warp), instead of one dependent atomic read per predecessor by one thread per lane;
-      the first H100 run of v4 (``bench/results/gpu_round2_H100_2026-11-27_run1_*``) still walked back one
+      the first H100 run of v4 (``bench/results/gpu_round2_H100_2026-11-27_run1_table.txt``) still walked back one
       chunk at a time and reached 0.47 of a copy at (1, 2^20, 256) and 226 us at (1, 2^20, 1);
     - no staging through shared memory: a thread loads its K consecutive steps of one channel straight into
       registers (with CW = 32 channel lanes each load of a warp is one 128-byte line), scans them there, and

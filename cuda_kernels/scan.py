@@ -272,7 +272,7 @@ def linear_scan(a, b, h0=None, method="blelloch", *, block=DEFAULT_BLOCK, channe
         h0: (B, ...) or None.
         method: "sequential" (v1, one thread per channel), "blelloch" (v2, shared-memory tree scan),
             "chunked" (v3, ``chunked.py``: K steps per thread in registers, a warp-level combine; opt-in,
-            not yet measured on a GPU), "lookback" (v4, ``lookback.py``: one launch, single pass by decoupled
+            slower than v4 on the committed GPU rows), "lookback" (v4, ``lookback.py``: one launch, single pass by decoupled
             look-back, K steps per thread in registers; takes steps_per_thread (default 32 forward, 16
             backward) and shuffle; the channel tile is min(C, 32) rounded up to a power of two), or "auto":
             the benchmark's fastest version for the nearest benchmarked shape (``dispatch.py``; then v3's and

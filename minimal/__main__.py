@@ -2,7 +2,7 @@
 
     python -m minimal check [--only NAME ...] [--no-scans]
         gradient check of every registered cell and the scan equivalence checks; exit code 1 on any failure.
-        A first run compiles the Numba kernels (about 35 s on one core; cached afterwards).
+        A first run compiles the Numba kernels (cached afterwards).
     python -m minimal bench scan [--backend numba|cuda] [--quick | --size T]
     python -m minimal bench window [--backend numba|cuda] [--quick | --size T]
         speed as ratios to a same-run memory copy (see minimal.bench); window: GRIL's block, fused Numba

@@ -3,7 +3,7 @@ Needed?", Sec. 3.1-3.2, App. B.3; ``minimal.cells.minlstm``, ``minimal.cells.min
 
 NumPy spends most of a minLSTM step here: δ = softplus(−k_f) − softplus(−k_i), f' = σ(−δ), i' = σ(δ) (and in log
 space log f' = −softplus(δ), log i' = −softplus(−δ), log g(k_h)) take some ten passes over (B, T, H) arrays, each
-exp and log1p a scalar libm call (~10-30 ns an element in float32). Here every element is read once and its
+exp and log1p a scalar libm call. Here every element is read once and its
 outputs written once, with the vectorisable exp and log1p of the log-space scan (``minimal._scan_numba``) and a
 log of the same kind, all in float64 registers whatever the storage dtype. The formulas are the cells' (their
 module docstrings): minLSTM's δ form stays exact when both gates underflow, as in NumPy.
@@ -81,7 +81,7 @@ def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b):
     i' = A / (A + C). Both A and C are scaled by e^{−m}, m = max(0, −k_f, −k_i), so that every exponent is <= 0
     and the larger of the scaled A, C is >= 1: no overflow, and when both gates underflow (k_f, k_i << 0)
     f' = e^{k_f} / (e^{k_f} + e^{k_i}) = σ(k_f − k_i) exactly as the δ form gives, from three exps and one
-    division (the δ form: three exps, two log1p and three divisions; 1.8x the time)."""
+    division (the δ form: three exps, two log1p and three divisions)."""
     for j in range(k_f.shape[0]):
         u, v = -np.float64(k_f[j]), -np.float64(k_i[j])
         m = max(max(u, v), 0.0)

@@ -32,8 +32,9 @@ def sequential_into(a, b, h0, h):
     """h_t = a_t h_{t-1} + b_t. a, b: (B, T, C); h0: (B, C); writes h: (B, T, C).
 
     The state h_{t-1} is carried in a (C,) buffer that stays in L1 instead of being read back from h: the
-    loop then only streams a, b in and h out, like ``np.add(a, b, out=h)``, and ran ~1.4x faster than reading
-    h[i, t-1] (same arithmetic, bit-identical results; measured at (16, 4096, 256) float32)."""
+    loop then only streams a, b in and h out, like ``np.add(a, b, out=h)``, and ran faster than reading h[i, t-1]
+    (same arithmetic, bit-identical results; timed once at (16, 4096, 256) float32, ``python -m minimal bench
+    scan`` times the loop as it is)."""
     B, T, C = a.shape
     prev = np.empty(C, dtype=h.dtype)
     for i in range(B):
@@ -96,8 +97,8 @@ def sequential_backward(a, h, dh, h0):
 
     The flag is one scalar sum of 0 * (each output) and 0 * h[:, T-1] (``_flag_row``), reassociated
     (``fastmath`` "reassoc", the only flag: a NaN or inf still makes the sum NaN) so that it vectorises; a
-    (C,) accumulator array written in the same loop as da and db kept the loop scalar (10x the time at
-    (64, 32, 192): 2.1 against 0.21 ms). The recurrence has one add per element, so the outputs are those of
+    (C,) accumulator array written in the same loop as da and db kept the loop scalar (several times slower at
+    (64, 32, 192), timed once). The recurrence has one add per element, so the outputs are those of
     the strict order.
     """
     B, T, C = a.shape
@@ -151,7 +152,7 @@ def _blelloch(a, b, h0, x, scratch, reverse):
     scratch: (T // 2, C) products of a over the ranges the up-sweep forms. A range always ends at an
        odd position j (slot j // 2); even positions only ever need their own coefficient, read from a.
     The channel loops always run over range(C): a loop over a sub-range of channels (a tile) made Numba keep
-    its negative-index checks and the loop was no longer vectorised (2.5-4x slower, measured).
+    its negative-index checks and the loop was no longer vectorised (several times slower, timed once).
 
     Up-sweep, d = 1, 2, 4, ...: position k = 2d-1, 4d-1, ... absorbs position k-d: with the range (k-2d, k]
         A_k <- A_{k-d} A_k,  x_k <- A_k x_{k-d} + x_k   (x_k uses the old A_k: a2 b1 + b2).

@@ -7,9 +7,9 @@ there but some files are damaged (a merge conflict, a truncated file), a warning
 grid runs, recomputing those jobs alone at the committed config, instead of silently training the quick grid
 (whose job files never go into the committed folder: ``minimal.sweep.Sweep.dir``). Writes
 ``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained
-weights ``data/WORK/NAME_full.npz`` that the notebooks load (for experiments whose ``run`` takes
+weights ``data/<work>/<name>_full.npz`` that the notebooks load (for experiments whose ``run`` takes
 ``save_weights_path``) and, for modules that set ``SAVE_METRICS = True``, their metrics
-``data/WORK/NAME_full.json`` (notebooks load those numbers instead of retraining). Both go to the repository's
+``data/<work>/<name>_full.json`` (notebooks load those numbers instead of retraining). Both go to the repository's
 ``data/`` (``minimal.data.data_path``), whatever the current folder.
 
 Each experiment's entry is written to ``OUT/NAME/result.json`` as soon as it finishes; ``results.json`` and

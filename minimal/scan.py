@@ -261,7 +261,7 @@ def linear_scan(a, b, h0=None, method="auto", backend="numba", out=None):
         a, b: (B, T, ...) float32 or float64 arrays of one shape and dtype, finite, T >= 1.
         h0: (B, ...) of the same dtype, or None.
         method: "auto" (the default: the fastest method for the backend, i.e. the sequential Numba loop on the
-            CPU, ~4x faster than the Blelloch tree on one core per ``python -m minimal bench scan``, and the
+            CPU, faster than the Blelloch tree on one core (``python -m minimal bench scan`` times both), and the
             dispatch table's pick per shape for "cuda"), "sequential" or "blelloch" (the work-efficient tree,
             one keyword away for teaching and for comparison; module docstring).
         backend: "numpy", "numba" or "cuda" (which also takes numba device arrays, module docstring).

@@ -172,7 +172,7 @@ def check_scheduler(scheduler):
     """Return ``scheduler`` if it is None or looks like a dask scheduler address, ``protocol://host:port`` with
     a protocol of ``SCHEDULER_PROTOCOLS`` (``inproc://...`` takes any rest); connects to nothing, so a command
     line can check it before the experiments that come before the first sweep (a bad address otherwise failed
-    only there, after ~30 s of retries).
+    only there, after ``connect_timeout`` seconds of retries).
 
     Raises:
         InputError: naming ``scheduler``, the expected form and what is wrong.

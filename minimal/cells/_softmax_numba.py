@@ -11,7 +11,7 @@ zero above the diagonal (P = 0 there).
 NumPy does each in five or six passes over (N, T, T) temporaries (the mask, the max, exp, the sum, the division),
 all of them over the masked upper triangle too; here each row is read and written once, only up to the diagonal,
 with the vectorisable exp of ``minimal._scan_numba`` and float64 sums whatever the storage dtype. The sums are
-reassociated (``fastmath`` "reassoc": vector partial sums, 2x faster than the strict order at T = 128); no other
+reassociated (``fastmath`` "reassoc": vector partial sums, faster than the strict order); no other
 fast-math flag, so a NaN or inf score still gives a NaN row, which the cell's finiteness check reports.
 ``softmax_attention._weights`` is the NumPy reference these are tested against.
 """

@@ -21,7 +21,7 @@ and the losses under x ~ U(-a, a) with a = c · ``x_scale`` for c in ``scales`` 
 keeping the η tuned at the training scale (c = 1), as the models keep their weights.
 
 What the full run finds (``python -m minimal reproduce gril --full --only classification``, committed in
-``data/gril/classification_full.{json,npz}``: 20,000 steps per model, one seed, 1,527 s; 10^4 evaluation tasks at
+``data/gril/classification_full.json`` and its ``.npz``: 20,000 steps per model, one seed, 1,527 s; 10^4 evaluation tasks at
 x ~ U(-1/2, 1/2)). The paper prints no loss for classification (Figs. 4, 7-8 are curves), so the absolute
 losses stand beside chance (log 2, log 3) and GD, not beside a paper number:
     - softmax (K = 3): GRIL 0.8719, GD 0.8715, without φ 0.8718, chance 1.0986: GRIL / GD 1.0004 (matches the
@@ -31,7 +31,7 @@ losses stand beside chance (log 2, log 3) and GD, not beside a paper number:
       GRIL / GD 1.036 and sensitivity cosine 0.943 (close to the claim, not matched), same class as GD on 91.6%,
       accuracy 72.0% (GD 73.2%); without φ 1.103 and 0.826.
     - Rescaled inputs (c = a / x_scale): softmax GRIL stays within 1% of GD from c = 1/4 to 4; binary GRIL with φ
-      ends 15% above GD at c = 4 (3.63 against 3.15), while the model without φ stays below GD there (3.07).
+      ends above GD at c = 4 (3.63 against 3.15), while the model without φ stays below GD there (3.07).
     - These numbers are within 1% of an earlier run at U(-1, 1) (``run(Config(x_scale=1.0))``, in the project's
       history as commit 3386b5d; binary GRIL / GD 1.038 there): the labels do not change when x is rescaled, and
       one CE step's logits scale as a², which the tuned η absorbs (GD's loss is the same, 0.5303, at both scales).
@@ -227,7 +227,7 @@ class Config:
 
     @classmethod
     def quick(cls):
-        """About 2 minutes on one core: 2,000 steps for each of the 4 models."""
+        """A short run: 2,000 steps for each of the 4 models."""
         return cls(steps=2_000)
 
 

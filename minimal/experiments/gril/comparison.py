@@ -75,13 +75,13 @@ Differs from the paper:
       the Griffin stand-in. Output maps start scaled by 0.1 (LSA's W_V by 0.01).
     - Training: AdamW at lr 3e-3 (GRIL 1e-2, as ``ablations``), cosine to 1e-3 of it, clipping at norm 1, weight
       decay 5e-4 (paper: Adam(W) at 1e-4 / 2e-4, steps not given). Attention: 30,000 steps on the scalar task,
-      two seeds (past the plateau at the zero predictor; each run took ~10-50 minutes of a shared core), 1,000
+      two seeds (past the plateau at the zero predictor; the longest runs of the grid), 1,000
       steps on the multivariate task, three seeds (their curves stay flat at the zero predictor); recurrent
       stand-ins 400 steps, three seeds (their training curves stay at the zero predictor from start to end, so
       whether many more steps would leave it is not measured here); GRIL 3,000 (``ablations``' runs, whose job
       files it reads). The paper: 5 seeds. Each seed has its own training batches and evaluation set.
-    - One layer per recurrent stand-in in the committed grid; the two-layer stand-ins are in ``MODELS`` (on one
-      shared core a two-layer recurrent run took ~10 minutes).
+    - One layer per recurrent stand-in in the committed grid; the two-layer stand-ins are in ``MODELS`` (not in
+      the grid for time).
     - The paper gives numbers only for Table 3's baselines and GRIL; Fig. 3C (scalar) and Fig. 6 are figures.
       For Fig. 3C we judge Sec. 5.1's two sentences: GRIL beats the one-layer recurrent baselines, and the
       two-layer transformer is the closest non-recurrent baseline. Losses are 1/2 MSE per output at x ~ U(-1/2,

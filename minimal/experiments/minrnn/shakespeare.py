@@ -31,11 +31,10 @@ Committed runs (``data/minrnn/``), each with the command that makes it:
       forward + backward + AdamW, so other load on the machine is not counted) at Config()'s size and at the
       paper's (D = 384, batch 64, T = 256, 3 layers).
 
-Time. At Config() a training step costs 0.06-0.09 CPU-s (the Transformer and vanilla minGRU 0.06, log-space
-minGRU 0.09, minLSTM 0.09; ``shakespeare_step_cpu.json``): the four models' 2,400 steps take about 12 CPU-minutes,
-plus the evaluations. At the paper's size a step costs 8.6 (Transformer), 9.7 (vanilla minGRU), 11.1 (minGRU) and
-14.7 (minLSTM) CPU-s: 5,000 steps are 12-20 CPU-hours per model, about 48 for minGRU, minLSTM and the
-Transformer: out of reach of this project's CPUs.
+Time. CPU seconds per training step, at Config()'s size and at the paper's, are in
+``data/minrnn/shakespeare_step_cpu.json`` (taken on a loaded machine: process time leaves out the other
+processes' work, not their contention): at Config() 0.06-0.09 CPU-s a step, at the paper's size 5,000 steps are
+12-20 CPU-hours per model, out of reach of this project's CPUs.
 
 Differs from the paper (App. C.2 trains D = 384, B = 64, 5,000 steps on a GPU and gives no context length or
 parameter count; we have one shared CPU core):
@@ -145,7 +144,7 @@ class Config:
     n_layers: int = 3             # App. C.2: three layers
     T: int = T_MAX                # ours (nanoGPT shakespeare_char: block size 256; the paper does not say)
     batch: int = 16               # ours (App. C.2: 64)
-    steps: int = 2400             # ours (App. C.2: 5,000); 0.06-0.09 CPU-s a step per model (``STEP_CPU``)
+    steps: int = 2400             # ours (App. C.2: 5,000); CPU time a step: ``STEP_CPU``
     lr: float = 3e-3              # ours, the cosine's peak (App. C.2: 1e-3, and no schedule for this task): a
                                   # choice for short runs, not a measured optimum
     final_lr: float = 1e-4        # ours: the cosine's floor at the last step

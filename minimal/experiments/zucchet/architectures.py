@@ -26,7 +26,7 @@ Sweep: one job = (task, arch, hidden, layers, seed) trained with ``minimal.train
 Differs from the paper (App. B.1, C.1: AdamW at lr 1e-3 -> 1e-6, weight decay 1e-4, ~781k teacher / 300k ICL
 steps; sizes and seeds of the comparison not stated):
   1. Budget: 1,500 teacher and 5,000 ICL steps per run at lr 1e-2 / 3e-3 (project notes), warm-up 100 steps,
-     cosine to 1e-5, global-norm clipping at 1: the whole grid is ~30 CPU minutes instead of GPU days. Losses are
+     cosine to 1e-5, global-norm clipping at 1: the whole grid runs on a CPU instead of GPUs. Losses are
      therefore far above the paper's; the comparison is of orderings between architectures at equal budget.
   2. Grid: hidden 4, 8, 16, 32, one seed per point (the paper's sizes and seeds are not stated; H = 64 would add
      ~40% to the grid's CPU time).
@@ -235,7 +235,7 @@ class Config(SweepConfig):
 
     @classmethod
     def quick(cls):
-        """A few sizes, 1 layer, 1 seed, short training (ICL needs longer to leave the zero predictor): about 5 minutes on one idle core."""
+        """A few sizes, 1 layer, 1 seed, short training (ICL needs longer to leave the zero predictor)."""
         return cls(hiddens=(8, 32), layers=(1,), seeds=(0,), steps_teacher=300, steps_icl=1500, n_workers=1)
 
 

@@ -77,7 +77,7 @@ class Config(SweepConfig):
 
     @classmethod
     def quick(cls):
-        """Three sizes per task, one seed, short runs: about 2 minutes on one core."""
+        """Three sizes per task, one seed, short runs."""
         return cls(hiddens_teacher=(8, 27, 54), hiddens_icl=(4, 12, 32), seeds=(0,), steps_teacher=600,
                    steps_icl=10_000, identify_tol=1e-2, icl_tol=0.1, n_workers=1)
 
