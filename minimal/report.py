@@ -5,8 +5,9 @@ Every work's page has the same sections, so a reader knows where to look:
 1. Paper-comparable results: every metric that has a paper value, the paper's number and ours (a spread, where
    one exists, beside its mean: ``0.209 ± 0.0012``), a verdict, the tolerance it used, and the run mode of its
    experiment (quick / full / full, loaded from disk).
-   Above it, the verdict words (``VOCABULARY``, the same on every page, the index and the README) and the
-   tolerance rule (``TOLERANCE_RULE``).
+   Above it, the verdict words (``VOCABULARY``, the same on every page, the index and the README), the
+   tolerance rule (``TOLERANCE_RULE``) and, when ``--set`` changed a run, "Not the default configuration": each
+   field set beside the variant's default (``overrides_markdown``); such a run's "run" cell reads "quick, --set".
 2. Notes on the verdicts: for every row that is not a match, why (``minimal.experiments.notes`` or the module's
    own ``NOTES``) and the lesson that shows it (``LESSON``), then each experiment's "Differs from the paper" list,
    quoted from its docstring.
@@ -49,7 +50,7 @@ from typing import NamedTuple
 from .overrides import value_text
 
 __all__ = ["Tolerance", "VERDICTS", "verdict", "judge", "printed_match", "render", "write", "count", "summary",
-           "is_timing", "reader_name"]
+           "is_timing", "reader_name", "overrides_markdown"]
 
 _TIMING_WORDS = ("seconds", "ms_per_step", "_ms", "wall", "time_", "tokens_per_s", "steps_per_s")
 _ORDER = {"matches": 0, "close": 1, "differs": 2, "n/a": 3}
