@@ -14,11 +14,16 @@
     python -m minimal bench train [--quick] [--repeats N] [--no-torch]
         one training step (forward, loss, backward, clip, AdamW) of every model the course trains, and with
         PyTorch installed the same models in torch beside them, checked equal in float64 first (minimal.bench_train).
-    python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--out DIR] [--scheduler ADDR]
-                                     [--connect-timeout SECONDS]
+    python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--set KEY=VALUE ...] [--out DIR]
+                                     [--scheduler ADDR] [--connect-timeout SECONDS]
         run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures. ADDR must answer as
-        a dask scheduler within SECONDS (default 30), asked before any experiment runs.
-    python -m minimal reproduce all [--quick|--full] [--out DIR] [--scheduler ADDR] [--connect-timeout SECONDS]
+        a dask scheduler within SECONDS (default 30), asked before any experiment runs. --set changes fields of
+        the experiments' Configs on top of --quick / --full, e.g. `reproduce minrnn --only shakespeare --set
+        lr=1e-3 steps=2000`: each KEY is a Config field of at least one selected experiment (it applies to those
+        that have it), each VALUE is parsed by the field's type (int, float, true/false, text, a,b,c for a tuple,
+        None) and checked by the Config; the results JSON and page list the fields set (see minimal.overrides).
+    python -m minimal reproduce all [--quick|--full] [--set KEY=VALUE ...] [--out DIR] [--scheduler ADDR]
+                                    [--connect-timeout SECONDS]
         every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md with each work's
         matches / close / differs, linking their results and figures (DIR: results of the current folder).
         Progress bars only on a terminal. The fourth work, kernel, is its notebook alone (nothing to reproduce).
@@ -44,6 +49,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .overrides import parse_set
 from .validate import InputError, check_choice, check_positive_int
 
 
@@ -145,12 +151,12 @@ def _reproduce(args):
             raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
                              "`python -m minimal reproduce WORK --only NAME ...`")
         reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler,
-                      **_timeout(args))
+                      overrides=parse_set(args.set), **_timeout(args))
         return 0
     from .reproduce import reproduce
 
     reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=_progress(args),
-              scheduler=args.scheduler, **_timeout(args))
+              scheduler=args.scheduler, overrides=parse_set(args.set), **_timeout(args))
     return 0
 
 
@@ -250,6 +256,10 @@ def build_parser():
     mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
     mode.add_argument("--full", action="store_true", help="the full configs")
     p.add_argument("--only", nargs="+", metavar="NAME", help="experiments to run")
+    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE",
+                   help="change Config fields of the selected experiments on top of --quick / --full, e.g. --set "
+                        "lr=1e-3 steps=2000; typed and checked by each Config that has the field, an unknown key "
+                        "is an error; recorded in results.json and on the page")
     p.add_argument("--out", help="output folder (default results/WORK; with all: results)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (they show only on a terminal)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",

@@ -5,8 +5,9 @@ Every work's page has the same sections, so a reader knows where to look:
 1. Paper-comparable results: every metric that has a paper value, the paper's number and ours (a spread, where
    one exists, beside its mean: ``0.209 ± 0.0012``), a verdict, the tolerance it used, and the run mode of its
    experiment (quick / full / full, loaded from disk).
-   Above it, the verdict words (``VOCABULARY``, the same on every page, the index and the README) and the
-   tolerance rule (``TOLERANCE_RULE``).
+   Above it, the verdict words (``VOCABULARY``, the same on every page, the index and the README), the
+   tolerance rule (``TOLERANCE_RULE``) and, when ``--set`` changed a run, "Not the default configuration": each
+   field set beside the variant's default (``overrides_markdown``); such a run's "run" cell reads "quick, --set".
 2. Notes on the verdicts: for every row that is not a match, why (``minimal.experiments.notes`` or the module's
    own ``NOTES``) and the lesson that shows it (``LESSON``), then each experiment's "Differs from the paper" list,
    quoted from its docstring.
@@ -46,8 +47,10 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from .overrides import value_text
+
 __all__ = ["Tolerance", "VERDICTS", "verdict", "judge", "printed_match", "render", "write", "count", "summary",
-           "is_timing", "reader_name"]
+           "is_timing", "reader_name", "overrides_markdown"]
 
 _TIMING_WORDS = ("seconds", "ms_per_step", "_ms", "wall", "time_", "tokens_per_s", "steps_per_s")
 _ORDER = {"matches": 0, "close": 1, "differs": 2, "n/a": 3}
@@ -294,20 +297,43 @@ def _unreachable(meta, metrics):
     return set(u(metrics) if callable(u) else u)
 
 
-def _config(mod, metrics, mode):
-    """The run's configuration as a dict: ``metrics["config"]``, else the module's Config of the run's mode."""
+def _config(mod, metrics, mode, overrides=None):
+    """The run's configuration as a dict: ``metrics["config"]``, else the module's Config of the run's mode with
+    the run's ``--set`` overrides."""
     if isinstance(metrics.get("config"), dict):
         return metrics["config"]
     cls = getattr(mod, "Config", None)
     try:
-        return dataclasses.asdict(cls.quick() if mode == "quick" else cls())
+        return {**dataclasses.asdict(cls.quick() if mode == "quick" else cls()), **(overrides or {})}
     except (TypeError, AttributeError):
         return {}
 
 
-def _note(meta, key, metrics, mode):
+def _note(meta, key, metrics, mode, overrides=None):
     text = _lookup(meta.get("NOTES", {}), key)
-    return text(_config(meta.mod, metrics, mode), metrics) if callable(text) else text
+    return text(_config(meta.mod, metrics, mode, overrides), metrics) if callable(text) else text
+
+
+def _set_text(overrides, defaults):
+    """"`lr=0.001` (default 0.003), `steps=2000` (default 300)": a run's --set overrides for the page."""
+    return ", ".join(f"`{k}={value_text(v)}`" + (f" (default {value_text(defaults[k])})" if k in defaults else "")
+                     for k, v in overrides.items())
+
+
+def overrides_markdown(results, modules):
+    """The page's lines on the runs that ``--set`` changed (none: an empty list): per experiment, each field set
+    with the variant's default beside it."""
+    changed = [(n, r) for n, r in results.items() if r.get("overrides")]
+    if not changed:
+        return []
+    lines = ["## Not the default configuration", "",
+             "These experiments ran with Config fields changed on the command line "
+             "(`python -m minimal reproduce ... --set KEY=VALUE`); their numbers are not those of the default run:",
+             ""]
+    for n, r in changed:
+        defaults = _config(modules.get(n), {}, r.get("mode", ""))
+        lines.append(f"- **{n}** ({r.get('mode', '')}): {_set_text(r['overrides'], defaults)}")
+    return lines + [""]
 
 
 def lesson(meta, key):
@@ -335,6 +361,7 @@ def rows(results, modules, work=""):
     for name, res in results.items():
         meta = _Meta(work, name, modules.get(name))
         metrics, paper, mode = res["metrics"], res.get("paper", {}), res.get("mode", "")
+        sets = res.get("overrides") or {}
         tols, better = meta.get("TOLERANCE", {}), meta.get("BETTER", {})
         unreachable = mode == "quick" and _unreachable(meta, metrics)
         for key, ours in metrics.items():
@@ -346,7 +373,7 @@ def rows(results, modules, work=""):
             sk = _spread_key(key, metrics)
             p_spread = paper.get(sk) if sk else paper.get(f"{key}_std")
             n = metrics.get(f"{key}_seeds")
-            note = _note(meta, key, metrics, mode)
+            note = _note(meta, key, metrics, mode, sets)
             if v != "matches":
                 note = _explained(note, lesson(meta, key))
             out.append((name, key, _with_spread(paper[key], p_spread), _with_spread(ours, metrics.get(sk), n), v,
@@ -401,7 +428,8 @@ def _measurements(work, results, modules):
         else:
             header = "Timings (this run, on this machine):"
             times.append(f"| wall time of the experiment (s) | | {res['seconds']:.1f} | |")
-        parts += [f"## {name} ({res.get('mode', '')})", "", "| measure | key | ours | definition |",
+        sets = f", --set {_set_text(res['overrides'], {})}" if res.get("overrides") else ""
+        parts += [f"## {name} ({res.get('mode', '')}{sets})", "", "| measure | key | ours | definition |",
                   "|---|---|---|---|", *other, "", header, "",
                   "| measure | key | ours | definition |", "|---|---|---|---|", *times, ""]
     return "\n".join(parts)
@@ -416,11 +444,13 @@ def render(work, quick, results, modules, out_dir=".", measurements="measurement
     title = f"# {work}: paper vs ours ({'quick' if quick else 'full'} run)"
     comp = ["| experiment | metric | paper | ours | verdict | tolerance (matches / close) | run |",
             "|---|---|---|---|---|---|---|"]
-    comp += [f"| {n} | {k} | {p} | {o} | {v} | {t} | {m} |" for n, k, p, o, v, t, m, _ in table]
+    comp += [f"| {n} | {k} | {p} | {o} | {v} | {t} | {m}{', --set' if results[n].get('overrides') else ''} |"
+             for n, k, p, o, v, t, m, _ in table]
     parts = [title, "",
              f"Paper-comparable metrics: {summary(counts)}. A spread (± one standard deviation over seeds) stands "
              "beside its mean; \"run\" says whether the experiment ran its quick configuration, its full one, or "
-             "loaded a full run committed under `data/`. The verdicts:", "", vocabulary_markdown(), "",
+             "loaded a full run committed under `data/`, and \"--set\" that fields of it were changed. The "
+             "verdicts:", "", vocabulary_markdown(), "", *overrides_markdown(results, modules),
              "## Paper-comparable results", "", *comp, "", "## Notes on the verdicts", ""]
     noted = [(n, k, v, note) for n, k, _, _, v, _, _, note in table if v != "matches"]
     for n, k, v, note in noted:

@@ -12,6 +12,10 @@ weights ``data/<work>/<name>_full.npz`` that the notebooks load (for experiments
 ``data/<work>/<name>_full.json`` (notebooks load those numbers instead of retraining). Both go to the repository's
 ``data/`` (``minimal.data.data_path``), whatever the current folder.
 
+``overrides`` (the command line's ``--set KEY=VALUE ...``, ``minimal.overrides``) change Config fields on top
+of the quick or full variant; each experiment's entry records its overrides and the config that ran, and the
+page lists them (``minimal.report``), so a reader sees which runs were not the default.
+
 Each experiment's entry is written to ``OUT/NAME/result.json`` as soon as it finishes; ``results.json`` and
 ``results.md`` are then rebuilt from every such file in ``OUT`` under a lock on the folder ``OUT`` itself (no lock
 file is left behind), so that ``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder
@@ -27,19 +31,29 @@ import os
 import time
 from pathlib import Path
 
+from . import overrides as overrides_
 from . import report
 from ._atomic import atomic_write
 from .data import data_path
 from .experiments import experiments
-from .sweep import check_scheduler
+from .sweep import check_scheduler, job_key
 from .validate import InputError
 
 
-def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None, connect_timeout=None):
+def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None, connect_timeout=None,
+              overrides=None):
     """Run ``work``'s experiments (all, or those in ``only``); ``scheduler`` is a dask scheduler address
     (``tcp://host:port``) for the experiments that sweep, None for a LocalCluster; ``connect_timeout`` (seconds,
     None: the sweep's default, 30) how long it has to answer as one. The address's format is checked first,
-    before any experiment runs (a bad one otherwise failed only at the first sweep)."""
+    before any experiment runs (a bad one otherwise failed only at the first sweep).
+
+    ``overrides``: {Config field: value, or its text as typed after ``--set``} applied on top of each selected
+    experiment's quick or full Config, where its Config has the field (``minimal.overrides.plan``: every key and
+    value is checked before any experiment runs; a key that no selected experiment has is an error). An
+    experiment with overrides runs the variant asked for (never the committed full grid loaded in its place);
+    its sweep's job files go to the per-user cache (``Sweep.quick_folder``) unless its grid is the committed one
+    or ``sweep_dir`` is set, and a full run of it writes no weights or metrics under ``data/`` (the notebooks
+    load those). The entry of each experiment records its ``overrides`` and the ``config`` that ran."""
     check_scheduler(scheduler)
     mods = every = experiments(work)
     if only:
@@ -47,12 +61,15 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         if unknown:
             raise InputError(f"only must name experiments of {work!r} {sorted(mods)}, got {unknown}")
         mods = {k: v for k, v in mods.items() if k in only}
+    sets = plan_overrides(work, mods, quick, overrides)
     out = Path(out_dir or f"results/{work}")
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     for name, mod in mods.items():
         config, mode = (mod.Config.quick(), "quick") if quick else (mod.Config(), "full")
-        if quick and hasattr(mod, "finished") and mod.finished(mod.Config()):
+        if sets[name]:
+            config = _off_committed(mod, overrides_.apply(config, sets[name], f"{work}/{name}"))
+        elif quick and hasattr(mod, "finished") and mod.finished(mod.Config()):
             # a sweep whose full grid is all on disk costs nothing to load: report it instead of the quick grid
             config, mode = mod.Config(), "full, all runs on disk"
         elif quick and getattr(mod, "SWEEP", None) is not None:
@@ -69,22 +86,26 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
             config = dataclasses.replace(config, scheduler=scheduler)
         if connect_timeout is not None and hasattr(config, "connect_timeout"):
             config = dataclasses.replace(config, connect_timeout=connect_timeout)
-        print(f"== {work}/{name} ({mode})", flush=True)
+        print(f"== {work}/{name} ({mode}" + (f", --set {overrides_.describe(sets[name])}" if sets[name] else "")
+              + ")", flush=True)
         t0 = time.perf_counter()
         kw = {}
-        if not quick and "save_weights_path" in inspect.signature(mod.run).parameters:
+        if not quick and sets[name]:
+            print(f"   (--set: data/{work}/{name}_full.* left as committed; this run's results are in {out / name})",
+                  flush=True)
+        elif not quick and "save_weights_path" in inspect.signature(mod.run).parameters:
             # full runs regenerate the trained weights that the notebooks load
             kw["save_weights_path"] = data_path(work, f"{name}_full.npz")   # <repo>/data, from any folder
         metrics = mod.run(config, out_dir=out / name, progress=progress, **kw)
         seconds = time.perf_counter() - t0
-        if not quick and getattr(mod, "SAVE_METRICS", False):
+        if not quick and getattr(mod, "SAVE_METRICS", False) and not sets[name]:
             path = data_path(work, f"{name}_full.json")
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_write(path, "w") as fh:
                 fh.write(json.dumps(metrics, indent=2, default=float))
         figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
-                         "mode": mode}
+                         "mode": mode, "overrides": sets[name], "config": _as_dict(config)}
         (out / name).mkdir(parents=True, exist_ok=True)
         with atomic_write(out / name / "result.json", "w") as fh:
             fh.write(json.dumps(results[name], indent=2, default=float))
@@ -92,6 +113,36 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
     counts = _merge(work, quick, out, results, every, markdown=True)
     print(f"== {work}: {report.summary(counts)}; page: {out / 'results.md'}", flush=True)
     return results
+
+
+def plan_overrides(work, mods, quick, overrides):
+    """{name: {key: typed value}} for the experiments ``mods`` ({name: module}) of ``work``: ``overrides`` checked
+    against each one's quick (``quick``) or full Config before anything runs (``minimal.overrides.plan``)."""
+    if not overrides:
+        return {name: {} for name in mods}
+    configs = {f"{work}/{name}": mod.Config.quick() if quick else mod.Config() for name, mod in mods.items()}
+    typed = overrides_.plan(overrides, configs)
+    return {name: typed[f"{work}/{name}"] for name in mods}
+
+
+def _off_committed(mod, config):
+    """``config`` with its sweep's job files out of the committed folder: a grid that --set changed (neither the
+    quick grid nor the committed one) goes to the per-user cache ``Sweep.quick_folder()`` (job files are named
+    by a hash of their job, so grids share it without mixing), unless ``sweep_dir`` names a folder."""
+    sweep = getattr(mod, "SWEEP", None)
+    if sweep is None or getattr(config, "sweep_dir", None) or sweep.is_quick(config):
+        return config
+    key = lambda c: sorted(job_key(sweep.job, j) for j in sweep.jobs(c))   # noqa: E731
+    if key(config) == key(mod.Config()):
+        return config
+    return dataclasses.replace(config, sweep_dir=str(sweep.quick_folder()))
+
+
+def _as_dict(config):
+    try:
+        return dataclasses.asdict(config)
+    except TypeError:   # not a dataclass (a stand-in)
+        return {}
 
 
 def _merge(work, quick, out, results, every, markdown=False):

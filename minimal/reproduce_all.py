@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from . import overrides as overrides_
 from . import report
 from ._atomic import atomic_write
 from . import reproduce as _reproduce
@@ -102,13 +103,31 @@ def index_markdown(done, out_root, quick, seconds=None):
         lines += ["", "| experiment | configuration | wall time (s) | figures |", "|---|---|---|---|"]
         for name, r in results.items():
             figs = ", ".join(f"[{Path(f).name}]({_rel(f, out_root)})" for f in r.get("figures", []))
-            lines.append(f"| {name} | {r.get('mode', '')} | {r['seconds']:.1f} | {figs} |")
+            sets = f", --set {overrides_.describe(r['overrides'])}" if r.get("overrides") else ""
+            lines.append(f"| {name} | {r.get('mode', '')}{sets} | {r['seconds']:.1f} | {figs} |")
     return "\n".join(lines) + "\n"
 
 
-def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None, **kw):
+def _split_overrides(overrides, quick):
+    """{work: the overrides its experiments' Configs have}, every key and value checked against every work's
+    experiments before any runs (``minimal.overrides.plan``): a key that no experiment of any work has is an
+    error, as is a value that one of them refuses."""
+    if not overrides:
+        return {work: None for work in WORKS}
+    configs = {f"{work}/{name}": mod.Config.quick() if quick else mod.Config()
+               for work in WORKS for name, mod in experiments(work).items()}
+    typed = overrides_.plan(overrides, configs)
+    return {work: {k: v for k, v in overrides.items()
+                   if any(k in t for label, t in typed.items() if label.startswith(f"{work}/"))}
+            for work in WORKS}
+
+
+def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None, overrides=None, **kw):
     """Run every work (``WORKS``) into ``out_dir/<work>`` (default ``results``) and write ``out_dir/index.md``;
-    returns {work: reproduce()'s results}. ``kw``: passed on to ``reproduce`` (``connect_timeout``)."""
+    returns {work: reproduce()'s results}. ``overrides``: {Config field: value or text} (``--set``), each given
+    to the works whose experiments have it, all checked before the first work runs. ``kw``: passed on to
+    ``reproduce`` (``connect_timeout``)."""
+    by_work = _split_overrides(overrides, quick)
     out = Path(out_dir or "results")
     out.mkdir(parents=True, exist_ok=True)
     done, seconds = {}, {}
@@ -117,7 +136,7 @@ def reproduce_all(quick=True, out_dir=None, progress=True, scheduler=None, **kw)
         print(f"==== {work}", flush=True)
         t1 = time.perf_counter()
         done[work] = _reproduce.reproduce(work, quick=quick, out_dir=out / work, progress=progress,
-                                          scheduler=scheduler, **kw)
+                                          scheduler=scheduler, overrides=by_work[work], **kw)
         seconds[work] = time.perf_counter() - t1   # the index shows the time this line prints
         with atomic_write(out / "index.md", "w") as fh:
             fh.write(index_markdown(done, out, quick, seconds))

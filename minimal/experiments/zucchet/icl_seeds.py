@@ -72,6 +72,7 @@ QUICK_MISSES = ("2 seeds of 20k steps at the paper's lr 1e-3: far from one GD st
 class Config(SweepConfig):
     seeds: tuple = (0, 1, 2, 3)          # Table 2: averaged over 4 seeds
     steps: int = 300_000                 # App. C.1: 300,000 training iterations
+    lr: float = 1e-3                     # App. C.1: AdamW's peak lr (cosine-annealed to 1e-6), as icl.Config.paper
     n_workers: int = 1
 
     @classmethod
@@ -82,8 +83,10 @@ class Config(SweepConfig):
 
 
 def jobs(config: Config):
-    """One ``icl.Config.paper(seed, steps)`` (as a dict) per seed."""
-    return [dataclasses.asdict(icl.Config.paper(seed=int(s), steps=int(config.steps))) for s in config.seeds]
+    """One ``icl.Config.paper(seed, steps)`` with ``config.lr`` (as a dict) per seed; at the paper's lr the dict,
+    and so the committed job file's name (its hash), is the paper config's."""
+    return [dataclasses.asdict(dataclasses.replace(icl.Config.paper(seed=int(s), steps=int(config.steps)),
+                                                   lr=float(config.lr))) for s in config.seeds]
 
 
 def run_job(cfg: dict):
