@@ -9,8 +9,10 @@ grid runs, recomputing those jobs alone at the committed config, instead of sile
 ``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained
 weights ``data/<work>/<name>_full.npz`` that the notebooks load (for experiments whose ``run`` takes
 ``save_weights_path``) and, for modules that set ``SAVE_METRICS = True``, their metrics
-``data/<work>/<name>_full.json`` (notebooks load those numbers instead of retraining). Both go to the repository's
-``data/`` (``minimal.data.data_path``), whatever the current folder.
+``data/<work>/<name>_full.json`` (notebooks load those numbers instead of retraining; where that file is the
+weights' JSON sidecar, ``minimal.io``, the metrics are added to it and its config and array list kept). Both go to
+the repository's ``data/`` (``minimal.data.data_path``), whatever the current folder. Every JSON goes through
+``minimal.io.write_json``.
 
 ``overrides`` (the command line's ``--set KEY=VALUE ...``, ``minimal.overrides``) change Config fields on top
 of the quick or full variant; each experiment's entry records its overrides and the config that ran, and the
@@ -31,9 +33,8 @@ import os
 import time
 from pathlib import Path
 
+from . import io, report
 from . import overrides as overrides_
-from . import report
-from ._atomic import atomic_write
 from .data import data_path
 from .experiments import experiments
 from .sweep import check_scheduler, job_key
@@ -100,15 +101,16 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         seconds = time.perf_counter() - t0
         if not quick and getattr(mod, "SAVE_METRICS", False) and not sets[name]:
             path = data_path(work, f"{name}_full.json")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(path, "w") as fh:
-                fh.write(json.dumps(metrics, indent=2, default=float))
+            weights = kw.get("save_weights_path")
+            if weights is not None and io.sidecar_path(weights) == path and path.is_file():
+                io.update_meta(weights, metrics)   # the weights' sidecar: keep its config and array list
+            else:
+                io.write_json(path, metrics)
         figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
                          "mode": mode, "overrides": sets[name], "config": _as_dict(config)}
         (out / name).mkdir(parents=True, exist_ok=True)
-        with atomic_write(out / name / "result.json", "w") as fh:
-            fh.write(json.dumps(results[name], indent=2, default=float))
+        io.write_json(out / name / "result.json", results[name])
         _merge(work, quick, out, results, every)
     counts = _merge(work, quick, out, results, every, markdown=True)
     print(f"== {work}: {report.summary(counts)}; page: {out / 'results.md'}", flush=True)
@@ -167,8 +169,7 @@ def _merge(work, quick, out, results, every, markdown=False):
                 except json.JSONDecodeError:
                     print(f"warning: {out / name / 'result.json'} is not valid JSON; left out of results",
                           flush=True)
-        with atomic_write(out / "results.json", "w") as fh:
-            fh.write(json.dumps(merged, indent=2, default=float))
+        io.write_json(out / "results.json", merged)
         if not markdown:
             return None
         return report.write(work, quick, merged, {n: every[n] for n in merged}, out)

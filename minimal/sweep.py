@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 import numpy as np
 from tqdm import tqdm
 
-from ._atomic import atomic_write
+from .io import write_json
 from .validate import InputError, check_config, check_positive_int
 
 __all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
@@ -140,8 +140,7 @@ def all_on_disk(fn, configs, out_dir, name=None):
 
 
 def _write_json_atomic(path, record):
-    with atomic_write(path, "w") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
+    write_json(path, record, sort_keys=True)   # keys sorted: a record's text depends on its content alone
 
 
 def _timed(fn, config):
@@ -359,8 +358,7 @@ def with_sweep_summary(result, records, seconds, out_dir=None):
     result["job_seconds_total"] = float(sum(r["seconds"] for r in records))
     result["n_jobs"] = len(records)
     if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "summary.json").write_text(json.dumps(result, indent=1))
+        write_json(Path(out_dir) / "summary.json", result)
     return result
 
 

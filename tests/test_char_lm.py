@@ -155,10 +155,11 @@ def test_weights_round_trip_and_a_bad_file_is_named(tmp_path):
     c = S.Config(D=8, n_layers=2, kinds=("mingru",))
     p = {"mingru": S.init_lm(np.random.default_rng(0), "mingru", 70, 8, 2)}
     path = tmp_path / "w.npz"
-    S.save_weights(path, p)
+    S.save_weights(path, p, c)
     back = S.load_weights(path, c)
     assert all(np.array_equal(back["mingru"][k], v) for k, v in p["mingru"].items())
-    S.save_weights(path, {"mingru": {k: v for k, v in p["mingru"].items() if k != "0.E"}})
+    assert S.load_weights(path).keys() == {"mingru"}   # the config from the sidecar
+    S.save_weights(path, {"mingru": {k: v for k, v in p["mingru"].items() if k != "0.E"}}, c)
     with pytest.raises(ValueError, match="w.npz"):
         S.load_weights(path, c)
 

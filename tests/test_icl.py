@@ -294,8 +294,9 @@ def test_paper_seeds_summarise_table2_over_seeds(tmp_path, monkeypatch):
     assert icl.Config.paper().steps == 300_000 and icl.Config.paper().lr == 1e-3
     r = icl_seeds.run(config, progress=False, save_weights_path=tmp_path / "seeds.npz")
     assert r["seeds"] == 2 and icl_seeds.finished(config)
-    from minimal.data import load_groups
-    saved = load_groups(tmp_path / "seeds.npz")
+    from minimal.io import load_weights
+    saved, saved_config = load_weights(tmp_path / "seeds.npz")
+    assert saved_config["seeds"] == [0, 1] and saved_config["steps"] == 40
     assert set(saved) == {"seed0", "seed1"} and set(saved["seed0"]) == {"W_in_m", "W_in_x", "nu", "W_out_m",
                                                                        "W_out_x", "D"}
     assert icl.evaluate(saved["seed1"], icl._eval_set(icl.Config(n_eval=512))) > 0

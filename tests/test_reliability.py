@@ -1,7 +1,7 @@
 """Hostile-user checks: atomic writes after a killed writer, and `train` killed at random moments (issue 12);
 then round 2 (issue 21, one section per item): text generation, encode / decode, damaged Shakespeare data and
-committed weights, save_groups / load_groups, reproduce and course paths, resume with another config,
-divergence, Config fields, one float dtype per call, method= where no scan runs."""
+committed weights (the weights format itself: tests/test_io.py), reproduce and course paths, resume with another
+config, divergence, Config fields, one float dtype per call, method= where no scan runs."""
 import json
 import os
 import random
@@ -319,24 +319,24 @@ def test_truncated_shakespeare_weights_name_the_file_and_the_command(committed_c
 
 
 def test_a_wrong_shaped_shakespeare_weight_is_named_with_both_shapes(committed_copy):
-    from minimal.data import load_groups, save_groups
+    from minimal import io
     from minimal.experiments.minrnn import shakespeare as S
     npz, _ = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
-    groups = load_groups(npz)
+    groups, config = io.load_weights(npz)
     groups["mingru"]["1.rnn.W_z"] = groups["mingru"]["1.rnn.W_z"][:, :-1]
-    save_groups(npz, groups)
+    io.save_weights(npz, groups, config)   # a consistent pair: only the config's shapes can tell
     with pytest.raises(ValueError, match=r"(?s)shakespeare_small\.npz.*'mingru'.*1\.rnn\.W_z \(\d+, \d+\) "
                                          r"\(expected \(\d+, \d+\)\).*S\.Config\.small\(\)"):
         S.load_weights(npz, S.Config.small())
 
 
 def test_a_wrong_shaped_gril_weight_is_blamed_on_the_file_not_the_input(committed_copy):
-    from minimal.data import load_groups, save_groups
+    from minimal import io
     from minimal.experiments.gril import regression as R
-    npz, = committed_copy("gril", "regression_full.npz")
-    groups = load_groups(npz)
+    npz, _ = committed_copy("gril", "regression_full.npz", "regression_full.json")
+    groups, config = io.load_weights(npz)
     groups["scalar"]["Q"] = np.zeros((4, 4))
-    save_groups(npz, groups)
+    io.save_weights(npz, groups, config)
     with pytest.raises(ValueError, match=r"(?s)regression_full\.npz.*'scalar'.*Q \(4, 4\) \(expected \(3, 3\)\)"
                                          r".*reproduce gril --full"):
         R.load_weights(npz)
@@ -348,7 +348,7 @@ def test_a_wrong_shaped_gril_weight_is_blamed_on_the_file_not_the_input(committe
 @pytest.mark.parametrize("name", ["icl_full.npz", "teacher_student_full.npz"])
 def test_truncated_zucchet_weights_name_the_file_and_the_command(committed_copy, name):
     from minimal.experiments.zucchet import icl, teacher_student
-    npz, = committed_copy("zucchet", name)
+    npz, _ = committed_copy("zucchet", name, name.replace(".npz", ".json"))
     _truncate(npz)
     load = icl.load_weights if name.startswith("icl") else teacher_student.load_weights
     with pytest.raises(ValueError, match=rf"{name} is not a readable .npz.*reproduce zucchet --full"):
@@ -358,35 +358,8 @@ def test_truncated_zucchet_weights_name_the_file_and_the_command(committed_copy,
         load(npz)
 
 
-# item 5: save_groups refuses what cannot round-trip; load_groups names the file
-
-@pytest.mark.parametrize("groups, what", [
-    ({"a": {"w": np.array([1, None])}}, r"a/w.*object"),
-    ({"a": {"w": None}}, r"a/w.*None"),
-    ({"seed/1": {"w": np.zeros(2)}, "seed": {"1/w": np.ones(2)}}, r"'seed/1'.*'/'"),
-    ({"": {"w": np.zeros(2)}}, r"group ''"),
-    ({"a": {"": np.zeros(2)}}, r"'a'.*name ''"),
-])
-def test_save_groups_refuses_what_would_not_load_back(tmp_path, groups, what):
-    from minimal.data import save_groups
-    with pytest.raises(ValueError, match=what):
-        save_groups(tmp_path / "g.npz", groups)
-    assert not (tmp_path / "g.npz").exists()
-
-
-@pytest.mark.parametrize("write, what", [
-    (lambda f: np.savez(f, w=np.zeros(2)), "'w' outside any group"),
-    (lambda f: np.save(f, np.zeros(2)), "one .npy array"),
-    (lambda f: f.write(b""), "is empty"),
-    (lambda f: f.write(b"garbage" * 10), "not a readable .npz"),
-], ids=["plain-savez", "npy", "empty", "garbage"])
-def test_load_groups_names_the_file_it_cannot_read(tmp_path, write, what):
-    from minimal.data import load_groups
-    path = tmp_path / "g.npz"
-    with open(path, "wb") as f:
-        write(f)
-    with pytest.raises(ValueError, match=f"{path}.*{what}"):
-        load_groups(path)
+# item 5 (save_groups / load_groups refusing what cannot round-trip, naming a damaged file): tests/test_io.py,
+# for minimal.io, which replaced them
 
 
 # items 12-13: one dtype per call. Every cell and layer with float params refuses an input x or an upstream

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from minimal import constructions
+from minimal import constructions, io
 from minimal.cells import gated_rnn, lsa
 from minimal.experiments.zucchet import teacher_student as ts
 from minimal.tasks import lsa_teacher
@@ -123,7 +123,7 @@ def test_weights_are_written_atomically_and_checked_on_load(tmp_path, monkeypatc
         ts.save_weights(path, cfg, teacher, params, losses, sps)
     monkeypatch.undo()
     assert path.read_bytes() == before                      # the old file is whole
-    np.savez(tmp_path / "partial.npz", **{"params/nu": params["nu"]}, W_V=teacher.W_V)
+    io.save_weights(tmp_path / "partial.npz", {"student": {"nu": params["nu"]}, "teacher": {"W_V": teacher.W_V}}, cfg)
     with pytest.raises(ValueError, match="partial.npz is not a complete teacher-student weights file"):
         ts.load_weights(tmp_path / "partial.npz")
 

@@ -11,9 +11,9 @@ function's import path (``minimal.sweep.job_key``): a job function that moves ta
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 
+from ..io import write_json
 from ..validate import check_choice
 
 # work -> experiment module names (in run order); a module listed here must exist.
@@ -31,7 +31,7 @@ def experiments(work):
 
 
 def write_metrics(metrics, out_dir, file_name="metrics.json"):
-    """Write a run's metrics dict to ``out_dir/file_name`` (NumPy numbers as floats); nothing if out_dir is None."""
+    """Write a run's metrics dict to ``out_dir/file_name`` (``minimal.io.write_json``: atomically, NumPy numbers as
+    Python ones); nothing if out_dir is None."""
     if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / file_name).write_text(json.dumps(metrics, indent=2, default=float))
+        write_json(Path(out_dir) / file_name, metrics)

@@ -316,7 +316,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     out["train_seconds"] = time.perf_counter() - t0
     out["config"] = dataclasses.asdict(config)
     if save_weights_path is not None:
-        save_weights(save_weights_path, weights)
+        save_weights(save_weights_path, weights, config, out)
     write_metrics(out, out_dir)
     return out
 

@@ -107,6 +107,7 @@ from .._plotting import legend_beside, pyplot, save_figure
 from ... import _speed, models
 from ...analysis import gril_gd
 from ...data import data_path
+from ...io import write_json
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
 from ...sweep import Sweep, SweepConfig, finite_or_nan
@@ -308,7 +309,7 @@ def run_job(job: Job):
             eval_curve.append([int(step), finite_or_nan(gril_regression.query_loss(_evaluate(p, spec_, sub), yy)[0])])
             eval_seconds[0] += time.perf_counter() - t
             if curve_path is not None:
-                curve_path.write_text(json.dumps(eval_curve))
+                write_json(curve_path, eval_curve)
                 print(f"{job.model} n_out={job.n_out} seed={job.seed} step {step}: eval loss {eval_curve[-1][1]:.4f}",
                       flush=True)
         return lg(p, step, batch_rng)

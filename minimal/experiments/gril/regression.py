@@ -49,9 +49,9 @@ import numpy as np
 
 from .. import write_metrics
 from .._plotting import pyplot, save_figure
-from ... import constructions_gril
+from ... import constructions_gril, io
 from ...analysis import gril_gd
-from ...data import check_saved_shapes, data_path, load_groups, save_groups
+from ...data import check_saved_shapes, data_path
 from ...tasks import gril_regression
 from . import model as M
 from .tolerance import loss_tolerances
@@ -187,15 +187,16 @@ def _gauge_fixed(params, N, eta):
             "A_mean": float(A.mean()), "A_min": float(A.min()), "A_max": float(A.max())}
 
 
-def save_weights(path, params_by_target):
-    """Write {target: params} atomically as ``<target>/<name>`` arrays (``minimal.data.save_groups``)."""
-    save_groups(path, params_by_target)
+def save_weights(path, params_by_target, config, meta=None):
+    """Write {target: params} and the run's ``config`` (with ``meta``) as ``<name>.npz`` + its JSON sidecar
+    (``minimal.io.save_weights``, groups ``<target>/<name>``), each atomically."""
+    io.save_weights(path, params_by_target, config, meta)
 
 
 def load_weights(path=WEIGHTS):
-    """{target: params} from ``save_weights``; a ValueError names the file, the target and each missing or
-    mis-shaped parameter (checked against a fresh ``model.init_params`` of A's f)."""
-    out = load_groups(path)
+    """{target: params} from ``save_weights`` (``minimal.io.load_weights``); a ValueError names the file, the
+    target and each missing or mis-shaped parameter (checked against a fresh ``model.init_params`` of A's f)."""
+    out, _ = io.load_weights(path)
     for t, p in out.items():
         f = p["A"].shape[0] if "A" in p and p["A"].ndim == 2 else 1
         check_saved_shapes(path, f"target {t!r} (f = {f})", p, M.init_params(np.random.default_rng(0), f, "full"))
@@ -238,7 +239,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     out["train_seconds"] = time.perf_counter() - t0
     out["config"] = dataclasses.asdict(config)
     if save_weights_path is not None:
-        save_weights(save_weights_path, params_by_target)
+        save_weights(save_weights_path, params_by_target, config, out)
     write_metrics(out, out_dir)
     return out
 

@@ -83,9 +83,8 @@ import numpy as np
 
 from .. import write_metrics
 from .._plotting import pyplot
-from ... import _speed, models
-from ..._atomic import atomic_write
-from ...data import check_saved_shapes, damaged, data_path, load_groups, load_json, save_groups
+from ... import _speed, io, models
+from ...data import check_saved_shapes, damaged, data_path, load_json
 from ...optim import cosine_schedule
 from ...report import Tolerance
 from ...tasks import char_lm
@@ -228,25 +227,25 @@ def write_step_cpu(path=STEP_CPU, kinds=("mingru", "minlstm", "attention", "ming
         out["paper"][kind] = step_cpu_seconds(kind, PAPER_SIZE["D"], PAPER_SIZE["batch"], PAPER_SIZE["T"],
                                               PAPER_SIZE["n_layers"], steps)
     out["paper_cpu_hours_5000_steps"] = {k: 5000 * v / 3600 for k, v in out["paper"].items()}
-    with atomic_write(path, "w") as f:
-        json.dump(out, f, indent=1)
+    io.write_json(path, out)
     return out
 
 
 # --- weights --------------------------------------------------------------------------------------------------
-def save_weights(path, params_by_kind):
-    """Write {kind: params} atomically as ``<kind>/<name>`` arrays (``minimal.data.save_groups``)."""
-    save_groups(path, params_by_kind)
+def save_weights(path, params_by_kind, config, meta=None):
+    """Write {kind: params} and the run's ``config`` (with ``meta``, e.g. the metrics) as ``<name>.npz`` + its JSON
+    sidecar ``<name>.json`` (``minimal.io.save_weights``, groups ``<kind>/<name>``), each atomically."""
+    io.save_weights(path, params_by_kind, config, meta)
 
 
 def load_weights(path=WEIGHTS, config=None):
-    """{kind: params} from ``save_weights``; a ValueError names the file when a kind's keys or shapes differ
-    from a freshly built model's (``config``: the run's Config, default read from the curves JSON beside it)."""
+    """{kind: params} from ``save_weights`` (``minimal.io.load_weights``); a ValueError names the file when a
+    kind's keys or shapes differ from a freshly built model's (``config``: the run's Config, default the one in
+    the sidecar)."""
     path = Path(path)
+    out, saved = io.load_weights(path)
     if config is None:
-        config = load_curves(path.with_suffix(".json"))["config"]
-        config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
-    out = load_groups(path)
+        config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
     V = None
     for kind, p in out.items():
         if kind not in KINDS:
@@ -281,8 +280,7 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
         curve[step] = evaluate(p, eval_set, kind)
         t_eval[0] += time.perf_counter() - t0
         if curve_path is not None:
-            with atomic_write(curve_path, "w") as f:
-                json.dump(curve, f)
+            io.write_json(curve_path, curve)
 
     def loss_and_grads(p, step, g):
         if step % config.eval_every == 0:
@@ -352,9 +350,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
             "resumed_from": res.resumed_from, "sample": char_lm.decode(ids, data.vocab)}
     out = summarise(out)
     if save_weights_path is not None:
-        save_weights(save_weights_path, params_by_kind)
-        with atomic_write(Path(save_weights_path).with_suffix(".json"), "w") as f:
-            json.dump(out, f, indent=1)
+        save_weights(save_weights_path, params_by_kind, config, out)   # the metrics are the sidecar's metadata
     write_metrics(out, out_dir)
     return out
 

@@ -59,9 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from .._plotting import legend_beside, pyplot, save_figure
-from ... import _speed
-from ..._atomic import atomic_write
-from ...data import read_npz
+from ... import _speed, io
 from ...report import Tolerance
 from ...analysis import gd, polynomial
 from ...cells import gated_rnn
@@ -312,27 +310,23 @@ def table2(exps, coef, d_x=3, output=0):
 
 
 def save_weights(path, params, meta):
-    """np.savez of the params (float64) and a JSON ``meta`` string (config, metrics), written atomically: a
-    write that fails partway leaves the old file whole."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as f:
-        np.savez(f, meta=np.array(json.dumps(meta)), **{f"params/{k}": np.asarray(v, np.float64)
-                                                         for k, v in params.items()})
+    """The params (float64) to ``path`` and ``meta`` (its "config", "metrics") to the JSON sidecar beside it
+    (``minimal.io.save_weights``), each atomically: a write that fails partway leaves the old file whole."""
+    io.save_weights(path, {k: np.asarray(v, np.float64) for k, v in params.items()}, meta["config"], meta)
 
 
 def load_weights(path):
-    """Inverse of ``save_weights``: (params, meta). A file without the gated RNN's params (either λ
-    parametrisation) or without ``meta`` raises a ValueError naming the path and what is missing."""
-    z = read_npz(path)
-    params = {k.split("/", 1)[1]: z[k] for k in z if k.startswith("params/")}
+    """Inverse of ``save_weights``: (params, meta). A damaged file (``minimal.io.load_weights``) or one without
+    the gated RNN's params (either λ parametrisation) raises a ValueError naming the path and what is wrong."""
+    params, _ = io.load_weights(path)
+    meta = io.load_meta(path)
+    meta.pop("weights")
     want = {"W_in_m", "W_in_x", "W_out_m", "W_out_x", "D"}
-    missing = sorted(want - set(params)) + ([] if {"lam", "nu"} & set(params) else ["lam or nu"]) + (
-        [] if "meta" in z else ["meta"])
+    missing = sorted(want - set(params)) + ([] if {"lam", "nu"} & set(params) else ["lam or nu"])
     if missing:
         raise ValueError(f"{path} is not a complete ICL weights file (missing {missing}); delete it and re-run "
                          f"`python -m minimal reproduce zucchet --full`")
-    return params, json.loads(str(z["meta"]))
+    return params, meta
 
 
 def checkpoint_path(config, out_dir):

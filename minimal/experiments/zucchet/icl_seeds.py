@@ -32,7 +32,8 @@ import numpy as np
 
 from .._plotting import pyplot, save_figure
 from . import icl
-from ...data import data_path, save_groups
+from ... import io
+from ...data import data_path
 from ...report import Tolerance
 from ...sweep import Sweep, SweepConfig
 from ...train import load_checkpoint
@@ -134,20 +135,22 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     """Run (or resume) the seeds through dask and summarise them; also writes ``summary.json`` to out_dir.
 
     ``save_weights_path``: write every seed's final params (from its training checkpoint) to one ``.npz``, groups
-    "seed<k>" (``data.save_groups``; the notebook reads them with ``data.load_groups``). Seeds whose checkpoint is
-    not on this machine (their records came from the committed sweep) are left out."""
+    "seed<k>", with the sweep's config and each saved seed's ``icl.Config`` ("jobs") in the JSON sidecar beside it
+    (``minimal.io.save_weights``; the notebook reads them with ``minimal.io.load_weights``). Seeds whose checkpoint
+    is not on this machine (their records came from the committed sweep) are left out."""
     config = Config() if config is None else config
     result = SWEEP.run(config, out_dir, progress)
     if save_weights_path is not None:
-        groups = {}
+        groups, saved = {}, []
         for cfg in jobs(config):
             path = icl.checkpoint_path(icl.Config(**cfg), _checkpoint_dir())
             if path.exists():
                 ckpt = load_checkpoint(path)
                 if ckpt.step == cfg["steps"]:
                     groups[f"seed{cfg['seed']}"] = {k: np.asarray(v, np.float64) for k, v in ckpt.params.items()}
+                    saved.append(cfg)
         if groups:
-            save_groups(save_weights_path, groups)
+            io.save_weights(save_weights_path, groups, config, {"jobs": saved})
     return result
 
 

@@ -53,9 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import _speed
-from ..._atomic import atomic_write
-from ...data import read_npz
+from ... import _speed, io
 from ...report import Tolerance
 from ...analysis import identification, polynomial
 from ...cells import gated_rnn
@@ -195,28 +193,32 @@ _PARAM_KEYS = {"W_in_m", "W_in_x", "nu", "W_out_m", "W_out_x", "D"}
 
 
 def save_weights(path, config, teacher, params, losses, seconds_per_step):
-    """Write the student, the teacher and the loss curve to one ``.npz``, atomically: a write that fails
-    partway leaves the old file whole."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as f:
-        np.savez(f, **{f"params/{k}": v for k, v in params.items()}, W_V=teacher.W_V, W_K=teacher.W_K,
-                 W_Q=teacher.W_Q, losses=losses, seconds_per_step=seconds_per_step,
-                 config=np.array(repr(dataclasses.asdict(config))))
+    """Write the student, the teacher and the loss curve (groups "student", "teacher", "training") to ``path``
+    and the config with ``seconds_per_step`` to its JSON sidecar (``minimal.io.save_weights``), each atomically:
+    a write that fails partway leaves the old file whole."""
+    groups = {"student": params, "teacher": {"W_V": teacher.W_V, "W_K": teacher.W_K, "W_Q": teacher.W_Q},
+              "training": {"losses": losses}}
+    io.save_weights(path, groups, config, {"seconds_per_step": float(seconds_per_step)})
 
 
 def load_weights(path):
-    """(teacher, params, losses, seconds_per_step) saved by ``run(..., save_weights=path)``; a file without
-    every gated-RNN param or teacher matrix raises a ValueError naming the path and what is missing."""
-    z = read_npz(path)
-    params = {k.split("/", 1)[1]: z[k] for k in z if k.startswith("params/")}
-    missing = sorted((_PARAM_KEYS - set(params)) | ({"W_V", "W_K", "W_Q", "losses", "seconds_per_step"}
-                                                   - set(z)))
-    if missing:
+    """(teacher, params, losses, seconds_per_step) saved by ``run(..., save_weights=path)``; a damaged file
+    (``minimal.io.load_weights``) or one without every gated-RNN param or teacher matrix raises a ValueError
+    naming the path and what is wrong."""
+    groups, _ = io.load_weights(path)
+    params = groups.get("student", {})
+    teacher = groups.get("teacher", {})
+    training = groups.get("training", {})
+    missing = sorted([f"student/{k}" for k in _PARAM_KEYS - set(params)]
+                     + [f"teacher/{k}" for k in {"W_V", "W_K", "W_Q"} - set(teacher)]
+                     + ([] if "losses" in training else ["training/losses"]))
+    sps = io.load_meta(path).get("seconds_per_step")
+    if missing or not isinstance(sps, (int, float)):
+        missing += [] if isinstance(sps, (int, float)) else ["seconds_per_step (in the sidecar)"]
         raise ValueError(f"{path} is not a complete teacher-student weights file (missing {missing}); "
                          f"delete it and re-run `python -m minimal reproduce zucchet --full`")
-    teacher = task.Teacher(z["W_V"], z["W_K"], z["W_Q"])
-    return teacher, params, z["losses"], float(z["seconds_per_step"])
+    return (task.Teacher(teacher["W_V"], teacher["W_K"], teacher["W_Q"]), params, training["losses"],
+            float(sps))
 
 
 # --- analysis --------------------------------------------------------------------------------------------
