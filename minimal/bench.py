@@ -334,7 +334,7 @@ def gated_rnn_parts(params, cache, dy):
         raise InputError(f"gated_rnn_parts needs a cache of the diagonal recurrence with readout='all' (the one "
                          f"the training step runs), got readout {cache.readout!r}, params {sorted(params)}")
     x, p, q, lam, h, r, s = cache.x, cache.p, cache.q, cache.lam, cache.h, cache.r, cache.s
-    kw = scan.scan_kwargs(cache.method, cache.backend)    # the cell's own call: None keeps the scan's default
+    kw = {"method": cache.method, "backend": cache.backend}    # the cell's own call
     B, T, H = h.shape
     flat = (lambda z: z.reshape(B * T, z.shape[-1]))
     xf, hf, rsf, dyf = flat(x), flat(h), flat(r * s), flat(dy)

@@ -123,7 +123,7 @@ def one_step_gd(f, N, eta, n_out=None):
 def gril_predict(construction, tokens, **kwargs):
     """Run the block on tokens (B, 2N + 1, f) and read the last window's first n_out entries, (B, n_out).
 
-    ``kwargs`` (mode, method, backend) go to ``gril.forward``.
+    ``kwargs`` (mode, method, backend, kernel) go to ``gril.forward``.
     """
     o, _ = gril.forward(construction.params, tokens, s=construction.s, **kwargs)
     return o[:, -1, :construction.n_out]
@@ -209,7 +209,7 @@ def multi_step_gd_forward(tokens, L, eta, l2=0.0, n_out=None, **kwargs):
     Args:
         tokens: (B, 2N + 1, f) as from ``gril_regression``; L: layers (GD steps); eta: η; l2: penalty weight of
         L(W) = 1/(2N) Σ ||W^T x - y||² + l2 ||W||²; n_out: target size n_o (default f).
-        kwargs: mode, method, backend for ``gril.forward``.
+        kwargs: mode, method, backend, kernel for ``gril.forward``.
     Returns:
         MultiStepGD(y_hat (B, n_o), W [W_1 .. W_L], Z, Z_tilde).
     """
@@ -252,7 +252,7 @@ def ce_accumulate(Phi, R, eta=1.0, **kwargs):
     Args:
         Phi: (B, N + 1, d) features φ(x_i), the last row the query's; R: (B, N, K) errors r_i = p_i - y_i with
         K <= d (``gril_gd.ce_residual``), zero-padded to d in the tokens; eta: step size η.
-        kwargs: mode, method, backend for ``gril.forward``.
+        kwargs: mode, method, backend, kernel for ``gril.forward``.
     Returns:
         CEAccumulation(Z (B, K, d) = Σ r φ^T, the transpose of ``gril_gd.ce_gradient``; logits (B, K) =
         -η Z φ_{N+1}: from W = 0 (where r = p(0) - y) the query logits after one step).

@@ -5,6 +5,8 @@ Shapes: ``a``, ``b`` and the result ``h`` are (B, T, ...) with one shape and one
 ``h0`` is (B, ...) or None (meaning zeros). We write h[:, t] for the state after step t (0-based), so
 h[:, 0] = a[:, 0] * h0 + b[:, 0].
 
+The words ``method`` and ``backend``, their values and their defaults ("auto", "numba": None means them) are
+``minimal.conventions``' table (docs/conventions.md).
 Methods (``method=``):
     "sequential"  the plain loop over t, the reference every other method is tested against.
     "blelloch"    the work-efficient up-sweep/down-sweep scan over pairs (a, b) with the associative operator
@@ -44,22 +46,16 @@ import importlib
 
 import numpy as np
 
-from .validate import InputError, check_array, check_choice, check_same_shape, overflow_error
+from .conventions import CHOICES, choose
+from .validate import InputError, check_array, check_same_shape, overflow_error
 
 __all__ = ["linear_scan", "linear_scan_backward", "sequential_scan", "blelloch_scan_numpy", "log_scan",
-           "log_scan_backward", "scan_kwargs", "cuda_module", "check_out", "METHODS", "AUTO", "BACKENDS",
-           "LOG_BACKENDS"]
+           "log_scan_backward", "cuda_module", "check_out", "METHODS", "AUTO", "BACKENDS", "LOG_BACKENDS"]
 
-METHODS = ("sequential", "blelloch")
 AUTO = "auto"
-BACKENDS = ("numpy", "numba", "cuda")
-LOG_BACKENDS = ("numpy", "numba", "cuda")
-
-
-def scan_kwargs(method=None, backend=None):
-    """The keyword arguments a cell passes on to the scans: only those its caller set (None keeps the
-    scan's own default, its fast method and backend)."""
-    return {k: v for k, v in (("method", method), ("backend", backend)) if v is not None}
+METHODS = tuple(m for m in CHOICES["method"] if m != AUTO)   # the algorithms "auto" chooses between
+BACKENDS = CHOICES["backend"]
+LOG_BACKENDS = BACKENDS
 
 
 def cuda_module(name):
@@ -246,25 +242,26 @@ def _adjoint_numpy(a, dh, method):
 # The public linear scan
 # ---------------------------------------------------------------------------------------------------------
 
-def _method(method, backend):
-    """Check method and backend; "auto" becomes "sequential" on the CPU backends (module docstring) and stays
-    "auto" for "cuda", where ``cuda_kernels.scan`` picks per shape."""
-    check_choice("method", method, METHODS + (AUTO,))
-    check_choice("backend", backend, BACKENDS)
-    return "sequential" if method == AUTO and backend != "cuda" else method
+def _method(method, backend, where):
+    """(method, backend) checked, None replaced by the default (``minimal.conventions``); "auto" becomes
+    "sequential" on the CPU backends (module docstring) and stays "auto" for "cuda", where ``cuda_kernels.scan``
+    picks per shape."""
+    method, backend = choose("method", method, where), choose("backend", backend, where)
+    return ("sequential" if method == AUTO and backend != "cuda" else method), backend
 
 
-def linear_scan(a, b, h0=None, method="auto", backend="numba", out=None):
+def linear_scan(a, b, h0=None, method=None, backend=None, out=None):
     """h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros if None).
 
     Args:
         a, b: (B, T, ...) float32 or float64 arrays of one shape and dtype, finite, T >= 1.
         h0: (B, ...) of the same dtype, or None.
-        method: "auto" (the default: the fastest method for the backend, i.e. the sequential Numba loop on the
-            CPU, faster than the Blelloch tree on one core (``python -m minimal bench scan`` times both), and the
+        method: None or "auto" (the default: the fastest method for the backend, i.e. the sequential Numba loop
+            on the CPU, faster than the Blelloch tree on one core (``python -m minimal bench scan`` times both), and the
             dispatch table's pick per shape for "cuda"), "sequential" or "blelloch" (the work-efficient tree,
             one keyword away for teaching and for comparison; module docstring).
-        backend: "numpy", "numba" or "cuda" (which also takes numba device arrays, module docstring).
+        backend: None (the default, "numba"), "numpy", "numba" or "cuda" (which also takes numba device arrays,
+            module docstring).
         out: None (a new array), or a NumPy array to write h into and return (backends "numpy" and "numba"):
             a's shape and dtype, C-contiguous, writeable, sharing no memory with a, b or h0. A training loop
             that passes the same buffer every step skips the page faults of a fresh output. If the call
@@ -281,7 +278,7 @@ def linear_scan(a, b, h0=None, method="auto", backend="numba", out=None):
     every h_t is finite (``_scan_numba.sequential_into_checked``, ``blelloch_into_checked``); only when it is
     not are a, b and h0 searched for the culprit. Backend "numpy" checks the inputs first, as before.
     """
-    method = _method(method, backend)
+    method, backend = _method(method, backend, "linear_scan")
     fused = backend == "numba"
     _check_scan_inputs(a, b, h0, device=_device_inputs(backend, a), finite=not fused)
     if out is not None:
@@ -339,19 +336,19 @@ def _raise_non_finite(a, b, h0, names=("a", "b", "h0"), what="the scan h_t = a_t
     raise overflow_error(what, inputs, advice)
 
 
-def linear_scan_backward(a, h, dh, h0=None, method="auto", backend="numba"):
+def linear_scan_backward(a, h, dh, h0=None, method=None, backend=None):
     """Vector-Jacobian product of ``linear_scan``.
 
     Args:
         a: (B, T, ...) the forward's coefficients; h: (B, T, ...) the forward's output;
         dh: (B, T, ...) dL/dh; h0: (B, ...) or None as in the forward. All of one dtype.
-        method, backend: as in ``linear_scan`` (default "auto", the fastest for the backend; the adjoint
-            scan uses the same algorithm); with backend="cuda" device arrays in give device arrays out.
+        method, backend: as in ``linear_scan`` (None: "auto", the fastest for the backend, and "numba"; the
+            adjoint scan uses the same algorithm); with backend="cuda" device arrays in give device arrays out.
     Returns:
         (da, db, dh0): dL/da and dL/db of shape (B, T, ...), dL/dh0 of shape (B, ...)
         (returned even when h0 is None, as the gradient with respect to a zero initial state).
     """
-    method = _method(method, backend)
+    method, backend = _method(method, backend, "linear_scan_backward")
     device = _device_inputs(backend, a)
     fused = backend == "numba"
     _check_scan_inputs(a, h, h0, b_name="h", device=device, finite=not fused)
@@ -383,7 +380,7 @@ def linear_scan_backward(a, h, dh, h0=None, method="auto", backend="numba"):
 _LOG_WHAT = "the log-space scan log h_t = logaddexp(log a_t + log h_{t-1}, log b_t)"
 
 
-def log_scan(log_a, log_b, log_h0=None, backend="numba"):
+def log_scan(log_a, log_b, log_h0=None, backend=None):
     """log h for h_t = a_t h_{t-1} + b_t with a, b, h0 > 0, computed from the logs only.
 
         log h_t = a*_t + logcumsumexp_{s<=t}(log b_s − a*_s),   a*_t = Σ_{s<=t} log a_s    (Heinsen 2023, Sec. 2)
@@ -394,18 +391,18 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
         log_a, log_b: (B, T, ...) finite float32/float64 arrays of one dtype (b = 0, log b = -inf, is
             rejected on every backend: module docstring).
         log_h0: (B, ...) or None.
-        backend: "numpy" evaluates Heinsen's closed form above with cumsum and ``np.logaddexp.accumulate``
-            (as in Feng et al. App. B), accumulated in float64 and cast back (in float32 the cancellation
-            between a*_t and the logcumsumexp cost 0.02 in log h at T = 1e5); "numba" computes the same values
-            in one pass with the equivalent recurrence log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which
-            has no cancellation between a*_t and the logcumsumexp (both grow like T) and so keeps its accuracy
-            for long sequences;
+        backend: None (the default, "numba"), "numpy", "numba" or "cuda". "numpy" evaluates Heinsen's closed form
+            above with cumsum and ``np.logaddexp.accumulate`` (as in Feng et al. App. B), accumulated in float64
+            and cast back (in float32 the cancellation between a*_t and the logcumsumexp cost 0.02 in log h at
+            T = 1e5); "numba" computes the same values in one pass with the equivalent recurrence
+            log h_t = logaddexp(log a_t + log h_{t-1}, log b_t), which has no cancellation between a*_t and the
+            logcumsumexp (both grow like T) and so keeps its accuracy for long sequences;
             "cuda" runs a scan on (log a, log b) pairs (``cuda_kernels.scan.log_linear_scan``, the version
             ``cuda_kernels/dispatch.py`` picks for the shape), and takes device arrays as ``linear_scan`` does.
     Returns:
         log_h: (B, T, ...).
     """
-    check_choice("backend", backend, LOG_BACKENDS)
+    backend = choose("backend", backend, "log_scan")
     fused = backend == "numba"
     _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0",
                        device=_device_inputs(backend, log_a), finite=not fused)
@@ -435,7 +432,7 @@ def log_scan(log_a, log_b, log_h0=None, backend="numba"):
     return (a_star + lcse).astype(dtype, copy=False)
 
 
-def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend="numba"):
+def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend=None):
     """Vector-Jacobian product of ``log_scan`` with respect to its log inputs.
 
     With l_t = log h_t = logaddexp(log a_t + l_{t-1}, log b_t), the local derivatives are the two shares of
@@ -449,14 +446,15 @@ def log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, backend="numba")
     Args:
         log_a, log_b, log_h, dlog_h: (B, T, ...) of one dtype; log_h is ``log_scan``'s output.
         log_h0: (B, ...) or None as in the forward.
-        backend: "numpy" (vectorised shares, reference reverse loop), "numba" (one fused reverse pass) or
+        backend: None (the default, "numba"), "numpy" (vectorised shares, reference reverse loop), "numba" (one
+            fused reverse pass) or
             "cuda" (``cuda_kernels.scan.log_linear_scan_backward``: the shares in one elementwise pass, then
             the adjoint on the GPU's reverse linear scan, the version the dispatch table picks; device arrays
             as in ``linear_scan``).
     Returns:
         (dlog_a, dlog_b, dlog_h0), dlog_h0 of shape (B, ...) (zeros when log_h0 is None: h0 = 0 has w_0 = 0).
     """
-    check_choice("backend", backend, LOG_BACKENDS)
+    backend = choose("backend", backend, "log_scan_backward")
     device = _device_inputs(backend, log_a)
     fused = backend == "numba"
     _check_scan_inputs(log_a, log_b, log_h0, a_name="log_a", b_name="log_b", h0_name="log_h0", device=device,

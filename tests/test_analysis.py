@@ -163,7 +163,7 @@ def test_one_minus_r2_known_values(rng):
 
 def test_teacher_key_values_match_lsa_recurrent_state(teacher, rng):
     x = rng.standard_normal((2, 5, 3))
-    cache = lsa.forward(teacher.params(), x, mode="recurrent")[1]
+    cache = lsa.forward(teacher.params(), x, mode="sequential")[1]
     np.testing.assert_allclose(identification.teacher_key_values(teacher, x),
                                cache.W.reshape(2, 5, -1), atol=1e-13)
 

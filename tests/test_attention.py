@@ -26,7 +26,7 @@ def test_lsa_parallel_form_equals_recurrent_form(rng, D_k, D_v):
     params = lsa.init(rng, 4, D_k, D_v)
     x = rng.standard_normal((3, 9, 4))
     y_par, c_par = lsa.forward(params, x)
-    y_rec, c_rec = lsa.forward(params, x, mode="recurrent")
+    y_rec, c_rec = lsa.forward(params, x, mode="sequential")
     assert rel_error(y_rec, y_par) <= 1e-12
     errors = backward_rel_errors(lsa.backward, params, c_rec, c_par, rng.standard_normal(y_par.shape))
     assert max(errors.values()) <= 1e-12, errors
@@ -74,7 +74,7 @@ def test_softmax_transformer_mode_equals_rnn_mode(rng, kw):
     params = sa.init(rng, 4, **kw)
     x = rng.standard_normal((2, 9, 4))
     y_par, c_par = sa.forward(params, x)
-    y_rnn, c_rnn = sa.forward(params, x, mode="rnn")
+    y_rnn, c_rnn = sa.forward(params, x, mode="sequential")
     assert rel_error(y_rnn, y_par) <= 1e-12
     assert rel_error(c_rnn.P, c_par.P) <= 1e-12
 
@@ -85,7 +85,7 @@ def test_softmax_rnn_mode_is_stable_where_exp_of_the_scores_overflows(rng):
     y_par, c = sa.forward(params, x)
     scores = c.q @ c.k.transpose(0, 2, 1) / np.sqrt(4)
     assert np.max(np.tril(scores)) > 800  # exp() of this overflows float64
-    y_rnn, _ = sa.forward(params, x, mode="rnn")
+    y_rnn, _ = sa.forward(params, x, mode="sequential")
     assert np.all(np.isfinite(y_par))
     assert rel_error(y_rnn, y_par) <= 1e-12
 
@@ -239,7 +239,7 @@ def test_softmax_attention_checks_params_and_state(rng):
 # --- overflow (issue 12) ----------------------------------------------------------------------------------
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's own overflow warnings come first
-@pytest.mark.parametrize("module,mode", [(lsa, "parallel"), (lsa, "recurrent"), (sa, "parallel"), (sa, "rnn")])
+@pytest.mark.parametrize("module,mode", [(lsa, "parallel"), (lsa, "sequential"), (sa, "parallel"), (sa, "sequential")])
 def test_finite_inputs_that_overflow_name_what_the_caller_gave(rng, module, mode):
     """float32 x of 1e20 makes the scores q . k ~ 1e40: NaN or inf came back without a word."""
     p32 = {k: v.astype(np.float32) for k, v in module.init(rng, 3).items()}

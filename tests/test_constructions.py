@@ -60,7 +60,7 @@ def _run_construction(rng, build, d, B, T):
 def test_kv_neurons_hold_the_fast_weight_matrix_and_query_neurons_the_query(rng):
     d, T = 3, 6
     p, x, c, cache = _run_construction(rng, C.lsa_to_gated_rnn, d, 2, T)
-    _, lsa_cache = lsa.forward(p, x, mode="recurrent")
+    _, lsa_cache = lsa.forward(p, x, mode="sequential")
     np.testing.assert_allclose(cache.h[..., :d * d], lsa_cache.W.reshape(2, T, d * d), rtol=0, atol=1e-12)
     np.testing.assert_allclose(cache.h[..., d * d:], lsa_cache.q, rtol=0, atol=1e-12)
 
@@ -70,7 +70,7 @@ def test_construction_is_exact_on_every_scan_and_in_step_mode(rng, method, backe
     d, T = 4, 9
     p = _attention(rng, d)
     x = rng.standard_normal((2, T, d))
-    y_lsa = lsa.forward(p, x, mode="recurrent")[0]
+    y_lsa = lsa.forward(p, x, mode="sequential")[0]
     c = C.lsa_to_gated_rnn(*_weights(p))
     assert rel_error(C.gated_rnn_attention(c, x, method=method, backend=backend), y_lsa) <= EXACT
     h = np.zeros((2, c.n_kv + c.n_q))

@@ -52,21 +52,21 @@ def test_step_forward_is_one_window_of_the_sequential_mode(rng):
     assert rel_error(Z_1, cache.Z[:, 1]) <= 1e-14
 
 
-SCANS = [("blelloch", "numpy"), ("sequential", "numba"), ("blelloch", "numba"), (None, None), ("blelloch", "cuda"),
-         (None, "cuda")]
+SCANS = [("blelloch", "numpy", None), ("sequential", "numba", "unfused"), ("blelloch", "numba", "unfused"),
+         (None, "numba", "fused"), (None, None, None), (None, "cuda", "unfused"), (None, "cuda", None)]
 
 
-@pytest.mark.parametrize("method,backend", SCANS, ids=[f"{b}-{m}" for m, b in SCANS])
-def test_every_scan_gives_the_reference_output_and_gradients(method, backend, rng):
-    """(None, None) is the default: the scan's own fast method and backend. backend="cuda" is the whole block
-    in cuda_kernels.window: fused forward (None) or unfused with the Blelloch scan ("blelloch")."""
+@pytest.mark.parametrize("method,backend,kernel", SCANS, ids=[f"{b}-{k}-{m}" for m, b, k in SCANS])
+def test_every_scan_gives_the_reference_output_and_gradients(method, backend, kernel, rng):
+    """(None, None, None) is the default: the fused Numba kernel. backend="cuda" is the whole block in
+    cuda_kernels.window: fused forward (None: the default for f <= 32) or unfused with its Blelloch scan."""
     if backend in ("numba", None):
         pytest.importorskip("minimal._scan_numba")
     if backend == "cuda":
         pytest.importorskip("cuda_kernels.scan")  # the CUDA simulator on CPU machines (tests/conftest.py)
     params, x = _case(rng, T=8, w=2, s=3)  # T' = 3
     o_ref, cache_ref = gril.forward(params, x, s=3, **REF)
-    o, cache = gril.forward(params, x, s=3, method=method, backend=backend)
+    o, cache = gril.forward(params, x, s=3, method=method, backend=backend, kernel=kernel)
     assert rel_error(o, o_ref) <= 1e-12
     errors = backward_rel_errors(gril.backward, params, cache, cache_ref, rng.standard_normal(o.shape))
     assert max(errors.values()) <= 1e-12, errors
@@ -246,7 +246,7 @@ def test_init_shapes(rng):
 # --- reliability (issue 12) ------------------------------------------------------------------------------
 
 PATHS = [("parallel", {"method": "sequential", "backend": "numpy"}), ("parallel", {"backend": "numba"}),
-         ("parallel", {"method": "blelloch", "backend": "numba"}), ("sequential", {})]
+         ("parallel", {"method": "blelloch", "backend": "numba", "kernel": "unfused"}), ("sequential", {})]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

@@ -57,15 +57,20 @@ def test_fused_forward_and_backward_equal_the_numpy_parallel_and_sequential_path
         assert rel_error(g[name], g_seq[name]) <= tol, name
 
 
-def test_method_sequential_is_the_fused_path_and_blelloch_the_unfused_one(rng):
+def test_kernel_fused_is_the_default_and_unfused_builds_every_window_then_scans(rng):
     params, x = _case(rng, 2, 9, 3, 3, True)
-    _, fused = gril.forward(params, x, s=2, method="sequential", backend="numba")
-    _, default = gril.forward(params, x, s=2, backend="numba")
-    _, unfused = gril.forward(params, x, s=2, method="blelloch", backend="numba")
-    assert fused.C is None and fused.x is x and default.C is None
+    _, fused = gril.forward(params, x, s=2, kernel="fused", backend="numba")
+    _, default = gril.forward(params, x, s=2)
+    _, unfused = gril.forward(params, x, s=2, method="blelloch", kernel="unfused")
+    assert fused.C is None and fused.x is x and default.C is None and default.x is x
     assert unfused.x is None and unfused.C is not None  # all C_k and U_k built, then the Numba Blelloch scan
-    with pytest.raises(ValueError, match="method must be one of"):
-        gril.forward(params, x, s=2, method="tree", backend="numba")
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        gril.forward(params, x, s=2, kernel="tree")
+    # the fused kernel runs no linear_scan: a scan algorithm is refused, not ignored, and the message says how
+    with pytest.raises(ValueError, match=r"^method='blelloch' has no effect .*kernel='unfused'"):
+        gril.forward(params, x, s=2, method="blelloch")
+    with pytest.raises(ValueError, match=r"^kernel='fused' has no NumPy version"):
+        gril.forward(params, x, s=2, kernel="fused", backend="numpy")
 
 
 @pytest.mark.parametrize("name", ["T1-w1", "T5-w2-s1", "T7-w3-s2-beta_f", "T6-w2-s2", "T7-w1-s3"])

@@ -51,7 +51,8 @@ def test_no_module_imports_itself_back():
 
 
 def test_layers_scans_and_the_contract_never_import_cells_models_or_experiments():
-    low = ("minimal.layers", "minimal.scan", "minimal._scan_numba", "minimal.contract", "minimal.validate")
+    low = ("minimal.layers", "minimal.scan", "minimal._scan_numba", "minimal.contract", "minimal.validate",
+           "minimal.conventions")
     high = ("minimal.cells", "minimal.models", "minimal.experiments")
     up = sorted((m, d) for m, deps in _graph().items() if m.startswith(low) for d in deps if d.startswith(high))
     assert up == []

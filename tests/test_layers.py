@@ -121,7 +121,7 @@ def test_residual_init_and_forward_kwargs_go_to_the_inner_module(rng):
     params = residual.init(rng, inner="lsa", D=3)
     assert set(params) == {"W_V", "W_K", "W_Q"}
     x = rng.standard_normal((1, 4, 3))
-    y_rec, _ = residual.forward(params, x, inner="lsa", mode="recurrent")
+    y_rec, _ = residual.forward(params, x, inner="lsa", mode="sequential")
     y_par, _ = residual.forward(params, x, inner="lsa")
     assert rel_error(y_rec, y_par) <= 1e-12
 

@@ -32,9 +32,9 @@ def test_parallel_and_sequential_scans_agree_forward_and_backward(rng, variant):
     params = lru.init(rng, d_state=5, d_out=2, variant=variant, **CONFIGS[variant])
     x, dy = rng.standard_normal((2, 13, 3)), rng.standard_normal((2, 13, 2))
     out = {}
-    for method in lru.METHODS:
-        y, cache = lru.forward(params, x, variant=variant, method=method)
-        out[method] = (y, *lru.backward(params, cache, dy))
+    for mode in lru.MODES:
+        y, cache = lru.forward(params, x, variant=variant, mode=mode)
+        out[mode] = (y, *lru.backward(params, cache, dy))
     (y0, dx0, g0), (y1, dx1, g1) = out["sequential"], out["parallel"]
     assert _close(y1, y0) and _close(dx1, dx0)
     for k in params:
@@ -60,8 +60,8 @@ def test_complex_scan_matches_the_closed_form_sum_at_non_power_of_two_lengths(rn
         b = rng.standard_normal((2, T, 4)) + 1j * rng.standard_normal((2, T, 4))
         powers = lam[None, :] ** np.arange(T)[:, None]                        # (T, N)
         ref = np.stack([np.sum(powers[t::-1] * b[:, :t + 1], axis=1) for t in range(T)], axis=1)
-        for method in lru.METHODS:
-            assert _close(lru.complex_scan(lam, b, method), ref), (T, method)
+        for mode in lru.MODES:
+            assert _close(lru.complex_scan(lam, b, mode), ref), (T, mode)
 
 
 def test_lambda_is_strictly_inside_the_unit_disc_on_the_initial_ring(rng):
@@ -150,12 +150,17 @@ def test_x_with_wrong_shape_is_rejected(small):
         lru.forward(params, x[:, :0], variant="in_skip")
 
 
-def test_variant_method_and_params_are_checked(small):
+def test_variant_mode_and_params_are_checked(small):
     params, x = small
     with pytest.raises(ValueError, match="variant must be one of"):
         lru.forward(params, x, variant="in")
-    with pytest.raises(ValueError, match="method must be one of"):
-        lru.forward(params, x, variant="in_skip", method="blelloch")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        lru.forward(params, x, variant="in_skip", mode="blelloch")
+    # the parallel/sequential choice is `mode`; `method` names minimal.scan's algorithms, which the LRU has none of
+    for call in (lambda: lru.forward(params, x, variant="in_skip", method="sequential"),
+                 lambda: lru.complex_scan(np.ones(2), np.ones((1, 3, 2), complex), method="parallel")):
+        with pytest.raises(ValueError, match=r"`method` now names the scan algorithm .* is `mode`"):
+            call()
     with pytest.raises(ValueError, match="params must have exactly the keys"):
         lru.forward(params, x, variant="out")
     # in_out's sigmoid branch reads the LRU output (width H = 5), not x (width 3) as in_skip's does

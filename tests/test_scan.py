@@ -660,13 +660,6 @@ def test_no_elements_give_empty_results(method, backend, shape):
     assert [g.shape for g in grads] == [shape, shape, h0.shape]
 
 
-def test_scan_kwargs_passes_on_only_what_the_caller_set():
-    assert scan.scan_kwargs() == {}
-    assert scan.scan_kwargs(None, "numba") == {"backend": "numba"}
-    assert scan.scan_kwargs("sequential", None) == {"method": "sequential"}
-    assert scan.scan_kwargs("blelloch", "cuda") == {"method": "blelloch", "backend": "cuda"}
-
-
 # ---------------------------------------------------------------------------------------------------------
 # the CUDA backend delegates to cuda_kernels.scan
 # ---------------------------------------------------------------------------------------------------------

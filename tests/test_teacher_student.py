@@ -17,7 +17,7 @@ def test_targets_are_causal_linear_self_attention(rng):
     teacher = lsa_teacher.make_teacher(rng, 4)
     x = lsa_teacher.sample_inputs(rng, 3, 5, 4)
     y = lsa_teacher.targets(teacher, x)
-    y_rec = lsa.forward(teacher.params(), x, mode="recurrent")[0]
+    y_rec = lsa.forward(teacher.params(), x, mode="sequential")[0]
     np.testing.assert_allclose(y, y_rec, atol=1e-12)
     # y_t = Σ_{t'<=t} v_t' (k_t' . q_t), written out for t = 3 (0-based 2)
     v, k, q = x @ teacher.W_V.T, x @ teacher.W_K.T, x @ teacher.W_Q.T

@@ -19,11 +19,12 @@ import numpy as np
 from scipy.special import expit
 
 from .. import scan
-from ..validate import (InputError, OverflowInputError, check_array, check_choice, check_finite_result,
+from ..conventions import CHOICES, check_unused, choose
+from ..validate import (InputError, OverflowInputError, check_array, check_finite_result,
                         check_grad_dtype, check_positive_int, overflow_error)
 from ..contract import Example
 
-MODES = ("sequential", "parallel")
+MODES = CHOICES["mode"]
 
 
 # --- Feng et al. App. B.3: the positive candidate g and its log ---------------------------------------
@@ -185,31 +186,28 @@ def check_state(name, s, B, H, dtype, *, zeros_if_none=False, log_space=False):
     return s
 
 
-def check_flags(mode, log_space):
-    """mode in MODES; log_space a bool (Feng et al.'s two modes, vanilla or App. B.3 log space)."""
-    check_choice("mode", mode, MODES)
+def check_log_space(log_space):
+    """log_space a bool (Feng et al.'s vanilla form, or App. B.3's log space)."""
     if not isinstance(log_space, (bool, np.bool_)):
         raise ValueError(f"log_space must be a bool, got {log_space!r}")
 
 
-def check_method(method, mode, log_space):
-    """``method`` picks the vanilla parallel scan; where none runs (sequential mode, log space) it must be None,
-    not silently ignored."""
-    if method is not None and (mode == "sequential" or log_space):
-        raise InputError(f"method {method!r} picks the scan of the vanilla parallel mode, which mode={mode!r}, "
-                         f"log_space={log_space} does not run: pass method=None")
-
-
-def check_forward(params, gates, x, h0, mode, log_space, method, backend, out):
+def check_forward(where, params, gates, x, h0, mode, log_space, method, backend, out):
     """A min cell's ``forward`` arguments, each checked by its name before any work: params with input-only
-    ``gates``, x (B, T, D), the flags, method, h0 (B, H) or None (> 0 in log space), out. Returns (H, h0)."""
+    ``gates``, x (B, T, D), mode / method / backend (None: the defaults of ``minimal.conventions``), log_space,
+    h0 (B, H) or None (> 0 in log space), out. ``method`` picks the vanilla parallel scan; where none runs
+    (sequential mode, log space) a method other than the default is refused, not silently ignored.
+    Returns (H, h0, mode, method, backend), the three words resolved."""
     D, H, dtype = check_gate_params(params, gates, recurrent=False)
     check_input("x", x, D, dtype, ndim=3)
-    check_flags(mode, log_space)
-    check_method(method, mode, log_space)
+    mode, method, backend = (choose(w, v, where) for w, v in (("mode", mode), ("method", method),
+                                                                ("backend", backend)))
+    check_log_space(log_space)
+    if mode == "sequential" or log_space:
+        check_unused("method", method, where, f"mode={mode!r}, log_space={log_space} runs no linear scan")
     h0 = check_state("h0", h0, x.shape[0], H, dtype, log_space=log_space)
     check_out(out, x, H, mode, backend)
-    return H, h0
+    return H, h0, mode, method, backend
 
 
 def check_step(params, gates, x_t, h_prev, log_space):
@@ -217,7 +215,7 @@ def check_step(params, gates, x_t, h_prev, log_space):
     h_prev: the step itself is defined for any h_{t−1}; only the log scan needs h0 > 0."""
     D, H, dtype = check_gate_params(params, gates, recurrent=False)
     check_input("x_t", x_t, D, dtype, ndim=2)
-    check_flags("sequential", log_space)
+    check_log_space(log_space)
     check_state("h_prev", h_prev, x_t.shape[0], H, dtype)
 
 
@@ -272,8 +270,9 @@ def step_loop(step_forward, params, x, h0, H, log_space):
 
 
 def fused(backend):
-    """Whether a min cell's parallel mode runs its gates fused (``minimal._gates_numba``): every backend but
-    "numpy", whose parallel mode keeps the NumPy formulas as the reference the fused pass is tested against."""
+    """Whether a min cell's parallel mode runs its gates fused (``minimal._gates_numba``): every backend (resolved,
+    not None) but "numpy", whose parallel mode keeps the NumPy formulas as the reference the fused pass is tested
+    against."""
     return backend != "numpy"
 
 
@@ -309,26 +308,22 @@ def bptt(a, h, h0, dh):
     return da, db
 
 
-# backend=None leaves the choice to minimal.scan; the log scan has no method. One helper for every cell.
-_scan_kwargs = scan.scan_kwargs
-
-
 def linear_scan(a, b, h0, method, backend, out=None):
     """h_t = a_t ⊙ h_{t−1} + b_t (``minimal.scan.linear_scan``): (B, T, H) arrays, h0 (B, H) or None; h is
     written into ``out`` when given (the scan's own checks)."""
-    return scan.linear_scan(a, b, h0, **_scan_kwargs(method, backend), out=out)
+    return scan.linear_scan(a, b, h0, method, backend, out=out)
 
 
 def linear_scan_backward(a, h, dh, h0, method, backend):
     """(da, db), each (B, T, H), for ``linear_scan`` given dh = dL/dh."""
-    da, db, _ = scan.linear_scan_backward(a, h, dh, h0, **_scan_kwargs(method, backend))
+    da, db, _ = scan.linear_scan_backward(a, h, dh, h0, method, backend)
     return da, db
 
 
 def log_scan(log_a, log_b, h0, backend, out=None):
     """App. B.3: log h_t = log(a_t h_{t−1} + b_t) from log a, log b (B, T, H) and h0 > 0 (B, H) or None.
     Returns (log_h, h = exp(log_h)); h is written into ``out`` when given."""
-    log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), **_scan_kwargs(None, backend))
+    log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), backend=backend)
     return log_h, np.exp(log_h, out=out)
 
 
@@ -349,7 +344,7 @@ def check_out(out, x, H, mode, backend):
 def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):
     """(dlog_a, dlog_b), each (B, T, H), for ``log_scan`` given dh = dL/dh; dL/dlog h = dh ⊙ h."""
     log_h0 = None if h0 is None else np.log(h0)
-    dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dh * h, log_h0, **_scan_kwargs(None, backend))
+    dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dh * h, log_h0, backend=backend)
     return dlog_a, dlog_b
 
 

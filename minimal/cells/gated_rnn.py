@@ -27,8 +27,9 @@ D_out output features.
     y        (B, T, D_out)
 
 The diagonal recurrence runs on ``minimal.scan.linear_scan`` (``method`` / ``backend`` are passed through;
-default method "auto", the fastest for the backend: the sequential Numba loop on the CPU, faster than the
-Blelloch tree on one core (``python -m minimal bench scan`` times both); ``method="blelloch"`` runs the tree); the dense one on a plain loop over time.
+None means the defaults of ``minimal.conventions``: method "auto", the fastest for the backend, the sequential
+Numba loop on the CPU, faster than the Blelloch tree on one core (``python -m minimal bench scan`` times both),
+and backend "numba"; ``method="blelloch"`` runs the tree); the dense one on a plain loop over time.
 
 ``readout="last"`` computes y only at the last step, y_T = D g_out(h_T), for losses that read only the final
 token (the in-context regression query, Sec. 4.2): the output gating then runs on one state per sequence
@@ -46,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import scan
+from ..conventions import check_unused, choose
 from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype, overflow_error, OverflowInputError
 from ..contract import Example
@@ -207,7 +209,7 @@ def _dense_scan_backward(A, h, dh):
 def _diagonal_scan_backward(nu, lam, lam_given, h, dh, method, backend):
     """(dν, db) through h_t = λ ⊙ h_{t-1} + b_t; dν = 0 when λ came from the ``lam`` override."""
     a = np.broadcast_to(lam.astype(h.dtype), h.shape).copy()
-    da, db, _ = scan.linear_scan_backward(a, h, dh, **scan.scan_kwargs(method, backend))
+    da, db, _ = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)
     if lam_given:
         return np.zeros_like(nu), db
     return da.sum(axis=(0, 1)) * dlam_dnu(nu), db
@@ -237,7 +239,7 @@ def _last_state_backward(params, cache, dh):
     return dlam * dlam_dnu(params["nu"]), db
 
 
-def forward(params, x, lam=None, method=None, backend="numba", readout="all", out=None):
+def forward(params, x, lam=None, method=None, backend=None, readout="all", out=None):
     """Run the layer over a whole sequence (scan mode).
 
     Args:
@@ -245,9 +247,10 @@ def forward(params, x, lam=None, method=None, backend="numba", readout="all", ou
         x: (B, T, D_in) float input of the params' dtype (refused otherwise, not promoted).
         lam: optional (H,) array in [0, 1] used as λ instead of exp(-exp(ν)) (diagonal recurrence only;
             lets constructions put λ exactly at 0 or 1); cast to the params' dtype, which keeps 0 and 1.
-        method, backend: passed to ``minimal.scan.linear_scan`` (diagonal recurrence only); method None: the
-            scan's default, "auto", the fastest for the backend (module docstring); "blelloch" or "sequential" to
-            choose; a method where no scan runs (dense recurrence, readout "last") is refused.
+        method, backend: the scan algorithm and what runs it, passed to ``minimal.scan.linear_scan`` (diagonal
+            recurrence only); None: the defaults of ``minimal.conventions``, "auto" (the fastest for the backend,
+            module docstring) and "numba"; "blelloch" or "sequential" to choose; a method other than the default
+            where no scan runs (dense recurrence, readout "last") is refused.
         readout: "all" (y at every step) or "last" (y_T only; module docstring).
         out: None, or a (B, T, H) array of the params' dtype that receives the states h (``linear_scan``'s
             ``out=``; diagonal recurrence, readout "all", backends "numpy" and "numba"). A training loop that
@@ -266,9 +269,10 @@ def forward(params, x, lam=None, method=None, backend="numba", readout="all", ou
         raise ValueError(f"x must have at least one time step, got shape {x.shape}")
     lam, lam_given = _resolve_lam(params, recurrence, H, lam)
     readout = check_choice("readout", readout, READOUTS)
-    if method is not None and (recurrence != "diagonal" or readout != "all"):
-        raise InputError(f"method {method!r} picks the scan of the diagonal recurrence with readout='all', which "
-                         f"recurrence {recurrence!r}, readout {readout!r} does not run: pass method=None")
+    method, backend = choose("method", method, "gated_rnn.forward"), choose("backend", backend, "gated_rnn.forward")
+    if recurrence != "diagonal" or readout != "all":
+        check_unused("method", method, "gated_rnn.forward", f"recurrence {recurrence!r} with readout {readout!r} "
+                     f"runs no scan; only the diagonal recurrence with readout 'all' does")
     if out is not None:
         if recurrence != "diagonal" or readout != "all":
             raise InputError(f"out receives the scan's states, which only the diagonal recurrence with "
@@ -291,7 +295,7 @@ def forward(params, x, lam=None, method=None, backend="numba", readout="all", ou
     elif recurrence == "diagonal":
         a = np.broadcast_to(lam.astype(b.dtype), b.shape).copy()
         try:
-            h = scan.linear_scan(a, b, **scan.scan_kwargs(method, backend), out=out)
+            h = scan.linear_scan(a, b, method=method, backend=backend, out=out)
         except InputError as e:  # the scan names its own inputs; an overflowed b or h comes from the caller's x
             if not np.all(np.isfinite(b)):
                 raise overflow_error("the input gating (W_in_m x) ⊙ (W_in_x x)", _inputs(params, x)) from None

@@ -21,21 +21,25 @@ With Q = e_2 e_1^T (U_j = y_j x_j^T, Eq. 7 and 10), q = e_3, A = 1 and β = η/N
 (η/N) Σ_j y_j x_j^T x_{N+1}: one step of gradient descent from W = 0 applied to the query (Prop. 4.1;
 ``minimal.constructions_gril``). With w = 1 the block is linear attention's single-token outer product (Sec. 4.5).
 
-Two modes of one function:
-    parallel    (default) build every C_k and U_k, run Z through ``minimal.scan.linear_scan`` as a
-                (B, T', f*f) recurrence with a_k = A for every k, then read out.
-    sequential  one ``step_forward`` per window with the state Z (the recurrent form used at inference).
-In parallel mode, backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window``: the forward
-is the fused kernel (method None or "sequential": one thread per entry of Z, f <= 32, T split into segments
-across blocks, that module's v3) or the unfused one (method "blelloch": updates, Blelloch scan over windows,
-readout); the backward is that module's default (the fused v2 for f <= 32, else the elementwise kernels).
-x and Z go to the device once and stay there (in the cache) from the forward to the backward; o, dx and the
-gradients come back as NumPy arrays. The params must then have x's dtype (the kernels do not cast).
-In parallel mode, backend="numba" with method None or "sequential" runs the fused CPU kernels of
-``minimal._window_numba``: one pass over the windows per batch element, U_k formed from x on the fly and Z in an
-(f, f) buffer; the states (B, T', f, f) are stored for the backward (a fused reverse pass), and x is kept in
-the cache instead of C. Inference without the stored states: ``_window_numba.gril_forward(..., return_Z=False)``.
-backend="numba" with method="blelloch" keeps the unfused path (all U_k, then the Numba Blelloch scan).
+Two modes of one function (``mode``; the words and their defaults: ``minimal.conventions``):
+    parallel    (default) every window at once: the updates U_k, the recurrence of Z over windows, the readout.
+    sequential  one ``step_forward`` per window with the state Z (the recurrent form used at inference), NumPy.
+The parallel mode runs one of two kernels (``kernel``), on the ``backend``:
+    "unfused"   build every C_k and U_k in NumPy, run Z through ``minimal.scan.linear_scan`` as a (B, T', f*f)
+                recurrence with a_k = A for every k (``method``: the scan algorithm; ``backend`` "numpy" or
+                "numba" runs the scan), then read out.
+    "fused"     one pass over the windows. backend="numba": the CPU kernels of ``minimal._window_numba``, one
+                pass per batch element, U_k formed from x on the fly and Z in an (f, f) buffer; the states
+                (B, T', f, f) are stored for the backward (a fused reverse pass), and x is kept in the cache
+                instead of C. Inference without the stored states: ``_window_numba.gril_forward(...,
+                return_Z=False)``. There is no fused NumPy kernel: backend="numpy" is the unfused reference.
+    "auto"      (the default) "fused" on backend "numba", "unfused" on "numpy", and on "cuda" fused for f <= 32.
+backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window``: the forward is the fused kernel
+(one thread per entry of Z, f <= 32, T split into segments across blocks, that module's v3) or the unfused one
+(updates, that module's own Blelloch scan over windows, readout; so ``method`` stays at its default); the
+backward is that module's default (the fused v2 for f <= 32, else the elementwise kernels). x and Z go to the
+device once and stay there (in the cache) from the forward to the backward; o, dx and the gradients come back
+as NumPy arrays. The params must then have x's dtype (the kernels do not cast).
 
 Glossary: B batch, T input steps, f features per token, w window width, s stride, T' number of windows.
 Params: Q (w, w), q (w,), beta (1,) for a scalar β or (f,) for one β per output feature, A (f, f).
@@ -48,15 +52,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..scan import cuda_module, linear_scan, linear_scan_backward, scan_kwargs, sequential_scan
-from ..validate import InputError, OverflowInputError, check_array, check_choice, check_dtype, check_grad_dtype, \
+from ..conventions import CHOICES, check_unused, choose
+from ..scan import cuda_module, linear_scan, linear_scan_backward, sequential_scan
+from ..validate import InputError, OverflowInputError, check_array, check_dtype, check_grad_dtype, \
     check_finite_result, check_positive_int, common_dtype, overflow_error
 from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "window",
            "window_backward", "n_windows", "gril_forward_reference", "MODES"]
 
-MODES = ("parallel", "sequential")
+MODES = CHOICES["mode"]
 PARAM_NAMES = frozenset({"Q", "q", "beta", "A"})
 
 
@@ -250,20 +255,21 @@ def _check_forward(params, x, s):
     return f, w
 
 
-def forward(params, x, s=1, mode="parallel", method=None, backend=None):
+def forward(params, x, s=1, mode=None, method=None, backend=None, kernel=None):
     """The GRIL block of Def. 4.2 over a whole sequence.
 
     Args:
         params: Q (w, w), q (w,), beta (1,) or (f,), A (f, f).
         x: (B, T, f) tokens, with w <= T and (T - w) % s == 0.
         s: stride between windows (>= 1).
-        mode: "parallel" (windows, updates and a linear scan over all steps) or "sequential"
-            (``step_forward`` once per window).
-        method, backend: passed to ``minimal.scan.linear_scan`` in parallel mode; None keeps the scan's
-            default (its fast method). backend="cuda" runs the block with ``cuda_kernels.window`` instead
-            (module docstring; method None or "sequential" = fused, "blelloch" = unfused), and
-            backend="numba" the fused CPU kernels of ``minimal._window_numba`` (method None or "sequential";
-            "blelloch" keeps the unfused path with the Numba scan). Refused in sequential mode (no scan runs).
+        mode: "parallel" (every window at once) or "sequential" (``step_forward`` once per window); None:
+            "parallel".
+        method: the scan algorithm of the unfused kernel (``minimal.scan.linear_scan``); None: "auto".
+        backend: what runs the parallel mode, "numpy", "numba" or "cuda"; None: "numba".
+        kernel: the parallel mode's kernel, "fused", "unfused" or "auto" (None: "fused" where one exists for
+            the backend and shape; module docstring).
+        A method, kernel or backend other than the default where it has no effect (a method with the fused or
+        the CUDA kernels, a kernel or method in sequential mode) is refused.
     Returns:
         o: (B, T', f), o[:, k] the output at input step t_k = k s + w - 1; and the cache for ``backward``.
     Raises:
@@ -271,11 +277,8 @@ def forward(params, x, s=1, mode="parallel", method=None, backend=None):
             x and the params with their largest values. x must have the params' dtype.
     """
     f, w = _check_forward(params, x, s)
-    check_choice("mode", mode, MODES)
-    if mode == "sequential" and method is not None:
-        raise InputError(f"method {method!r} picks the parallel mode's scan, which mode='sequential' does not run: "
-                         f"pass method=None")
-    o, cache = _forward(params, x, s, mode, method, backend, f, w)
+    mode, method, backend, kernel = _choose(mode, method, backend, kernel, f)
+    o, cache = _forward(params, x, s, mode, method, backend, kernel, f, w)
     check_finite_result("the output o", o, {"x": x, **params})
     return o, cache
 
@@ -292,11 +295,32 @@ def _guard(what, run, internal, inputs):
         raise
 
 
-def _forward(params, x, s, mode, method, backend, f, w):
-    kwargs = scan_kwargs(method, backend)
+def _choose(mode, method, backend, kernel, f):
+    """The four words resolved (None: ``minimal.conventions``' defaults), "auto" kernel made concrete, and a
+    value that would have no effect refused (``forward``'s docstring)."""
+    where = "gril.forward"
+    mode, method, backend, kernel = (choose(word, v, where) for word, v in
+                                     (("mode", mode), ("method", method), ("backend", backend), ("kernel", kernel)))
+    if mode == "sequential":
+        check_unused("kernel", kernel, where, "mode='sequential' is the step loop")
+        check_unused("method", method, where, "mode='sequential' runs no scan")
+        return mode, method, backend, kernel
+    if kernel == "auto":
+        kernel = "unfused" if backend == "numpy" or (backend == "cuda" and f * f > 1024) else "fused"
+    if backend == "numpy" and kernel == "fused":
+        raise InputError(f"kernel='fused' has no NumPy version in {where} (backend='numpy' is the unfused "
+                         f"reference): pass kernel=None or 'unfused', or backend='numba'")
+    if kernel == "fused" or backend == "cuda":
+        check_unused("method", method, where, f"kernel={kernel!r}, backend={backend!r} runs no linear_scan; "
+                     f"the scan runs with kernel='unfused' on backends 'numpy' and 'numba'")
+    return mode, method, backend, kernel
+
+
+def _forward(params, x, s, mode, method, backend, kernel, f, w):
+    kwargs = {"method": method, "backend": backend}
     if mode == "parallel" and backend == "cuda":
-        return _forward_cuda(params, x, s, w, kwargs)
-    if mode == "parallel" and backend == "numba" and _numba_fused(method):
+        return _forward_cuda(params, x, s, w, kernel, kwargs)
+    if mode == "parallel" and kernel == "fused":
         return _forward_numba(params, x, s, w, kwargs)
     C = window(x, w, s)  # (B, T', f, w)
     B, T_out = C.shape[:2]
@@ -316,13 +340,6 @@ def _forward(params, x, s, mode, method, backend, f, w):
         o[:, k], Z_t = _step(params, Z_t, C[:, k])
         Z[:, k] = Z_t
     return o, Cache(mode, x.shape[1], s, C, Z, kwargs)
-
-
-def _numba_fused(method):
-    """Whether backend="numba" runs the fused kernels: method None or "sequential"; "blelloch" is unfused."""
-    if method is None:
-        return True
-    return check_choice("method", method, ("sequential", "blelloch")) == "sequential"
 
 
 def _forward_numba(params, x, s, w, kwargs):
@@ -346,15 +363,11 @@ def _device_params(win, params):
     return [win.to_device(params[k]) for k in ("Q", "q", "beta", "A")]
 
 
-def _forward_cuda(params, x, s, w, kwargs):
+def _forward_cuda(params, x, s, w, kernel, kwargs):
     """Parallel mode on the GPU (``cuda_kernels.window``); x and Z stay on the device for the backward."""
-    method = kwargs.get("method")
-    if method is not None:
-        check_choice("method", method, ("sequential", "blelloch"))
     win = cuda_module("window")
     x_d = win.to_device(x)
-    fused = method == "sequential" or (method is None and x.shape[2] ** 2 <= 1024)
-    o, Z = win.gril_forward(x_d, *_device_params(win, params), w, s, fused=fused, return_Z=True)
+    o, Z = win.gril_forward(x_d, *_device_params(win, params), w, s, fused=kernel == "fused", return_Z=True)
     return o.copy_to_host(), Cache("parallel", x.shape[1], s, None, Z, kwargs, x_d)
 
 
@@ -477,5 +490,5 @@ def examples(rng):
                                                  ("T7-w1-s3", 2, 7, 2, 1, 3, True)]:
             out.append(Example(f"{prefix}-{name}", init(rng, f, w, per_feature), rng.standard_normal((B, T, f)),
                                {"s": s, "mode": mode, "backend": backend,
-                                **({"method": "sequential"} if mode == "parallel" else {})}))
+                                **({"method": "sequential"} if backend == "numpy" and mode == "parallel" else {})}))
     return out

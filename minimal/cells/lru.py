@@ -29,8 +29,10 @@ dropout of a full deep-LRU stack belong to the model that stacks blocks, not her
 
 Complex arithmetic: parameters are real (real and imaginary parts stored separately); the state h is a
 NumPy complex array. ``minimal.scan.linear_scan`` is real-valued only (it validates a float dtype), so the
-complex recurrence runs on this module's own small scan, ``complex_scan``: "sequential" (a loop over t, the
-reference) or "parallel" (Hillis-Steele doubling, log2(T) vectorised steps). For a real loss L and a complex
+complex recurrence runs on this module's own small scan, ``complex_scan``, in the two forms of ``mode``
+(``minimal.conventions``): "sequential" (a loop over t, the reference) or "parallel" (Hillis-Steele doubling,
+log2(T) vectorised steps). It has no ``method`` or ``backend``: those name ``minimal.scan``'s algorithms and
+kernels, which are real-valued. For a real loss L and a complex
 variable w = a + i b we write ḡ_w = dL/da + i dL/db; a holomorphic map v = f(w) pulls back as
 ḡ_w = conj(f'(w)) ḡ_v, and the gradients of the real parameters are the real / imaginary parts.
 
@@ -47,14 +49,18 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..conventions import CHOICES, choose, renamed_keywords
 from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype, check_grad_dtype
 from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "complex_scan", "lambda_of",
-           "VARIANTS", "METHODS"]
+           "VARIANTS", "MODES"]
 
 VARIANTS = ("out", "in_out", "in_skip")
-METHODS = ("parallel", "sequential")
+MODES = CHOICES["mode"]
+# ``method`` names minimal.scan's algorithms, which the LRU does not use: a caller passing it means ``mode``.
+_RENAMED = {"method": "`method` now names the scan algorithm of minimal.scan, which the LRU does not use; the "
+                      "parallel/sequential choice is `mode` (mode='parallel' or 'sequential')"}
 
 
 def _sigmoid(v):
@@ -67,16 +73,17 @@ def lambda_of(params):
         return np.exp(-np.exp(params["nu_log"]) + 1j * np.exp(params["theta_log"]))
 
 
-def complex_scan(lam, b, method="parallel"):
+@renamed_keywords(**_RENAMED)
+def complex_scan(lam, b, mode=None):
     """h_t = λ ⊙ h_{t-1} + b_t with h_0 = 0 and a time-invariant λ.
 
     Args:
-        lam: (N,) complex; b: (B, T, N) complex; method: "sequential" or "parallel".
+        lam: (N,) complex; b: (B, T, N) complex; mode: "sequential" (the loop) or "parallel" (Hillis-Steele);
+            None: "parallel".
     Returns:
         h: (B, T, N) complex.
     """
-    check_choice("method", method, METHODS)
-    if method == "sequential":
+    if choose("mode", mode, "lru.complex_scan") == "sequential":
         h = np.empty_like(b)
         prev = np.zeros_like(b[:, 0])
         for t in range(b.shape[1]):
@@ -194,22 +201,24 @@ class Cache(NamedTuple):
     a_out: np.ndarray     # (B, T, D_out)  W_out_m z
     s_out: np.ndarray     # (B, T, D_out)  σ(W_out_x z), σ(W_out_x x) for "in_skip"
     variant: str
-    method: str
+    mode: str
 
 
-def forward(params, x, variant="out", method="parallel"):
+@renamed_keywords(**_RENAMED)
+def forward(params, x, variant="out", mode=None):
     """Run the block over a whole sequence.
 
     Args:
         params: as returned by ``init`` for the same ``variant``.
         x: (B, T, D_in) float input, of the params' dtype (one dtype throughout: nothing is promoted).
         variant: "out", "in_out" or "in_skip" (see the module docstring).
-        method: "parallel" (Hillis-Steele) or "sequential" for the complex recurrence.
+        mode: "parallel" (Hillis-Steele) or "sequential" (a loop over t) for the complex recurrence; None:
+            "parallel".
     Returns:
         y: (B, T, D_out); cache for ``backward``.
     """
     D_in, H, N, D_out, dtype = _check_params(params, variant)
-    check_choice("method", method, METHODS)
+    mode = choose("mode", mode, "lru.forward")
     check_array("x", x, (None, None, D_in), names=("B", "T", "D_in"))
     if x.shape[1] < 1:
         raise ValueError(f"x must have at least one time step, got shape {x.shape}")
@@ -221,11 +230,11 @@ def forward(params, x, variant="out", method="parallel"):
         p_in = x @ params["W_in_m"].T                       # (B, T, H)
         s_in = _sigmoid(x @ params["W_in_x"].T)
         u = p_in * s_in
-    h = complex_scan(lambda_of(params), u @ _B_norm(params).T, method)   # (B, T, N) complex
+    h = complex_scan(lambda_of(params), u @ _B_norm(params).T, mode)   # (B, T, N) complex
     z = (h @ _C(params).T).real + params["D"] * u           # (B, T, H)
     a_out = z @ params["W_out_m"].T
     s_out = _sigmoid((x if variant == "in_skip" else z) @ params["W_out_x"].T)
-    return a_out * s_out, Cache(x, p_in, s_in, u, h, z, a_out, s_out, variant, method)
+    return a_out * s_out, Cache(x, p_in, s_in, u, h, z, a_out, s_out, variant, mode)
 
 
 def backward(params, cache, dy):
@@ -234,7 +243,7 @@ def backward(params, cache, dy):
     Returns:
         dx: (B, T, D_in); grads: dict with the keys of params.
     """
-    x, p_in, s_in, u, h, z, a_out, s_out, variant, method = cache
+    x, p_in, s_in, u, h, z, a_out, s_out, variant, mode = cache
     check_array("dy", dy, a_out.shape, names=("B", "T", "D_out"))
     check_grad_dtype("dy", dy, params)
     grads = {}
@@ -258,7 +267,7 @@ def backward(params, cache, dy):
     gh = dz @ _C(params).conj()                              # (B, T, N) complex
     # 2. recurrence h_t = λ h_{t-1} + b_t: the adjoint g_t = ḡ_{h_t} + conj(λ) g_{t+1} is a reverse scan
     lam = lambda_of(params)
-    g = complex_scan(lam.conj(), gh[:, ::-1], method)[:, ::-1]
+    g = complex_scan(lam.conj(), gh[:, ::-1], mode)[:, ::-1]
     h_prev = np.concatenate([np.zeros_like(h[:, :1]), h[:, :-1]], axis=1)
     g_lam = np.einsum("btn,btn->n", g, h_prev.conj())
     # λ = exp(w), w = -exp(ν_log) + i exp(θ_log): ḡ_w = conj(λ) ḡ_λ, then the real and imaginary parts
@@ -313,9 +322,9 @@ def step_forward(params, x_t, h_prev, variant="out"):
 
 
 def examples(rng):
-    """Tiny float64 cases: each variant, T = 1 and odd T, both scan methods."""
+    """Tiny float64 cases: each variant, T = 1 and odd T, both modes."""
     out = []
-    for name, T, variant, method, cfg in [
+    for name, T, variant, mode, cfg in [
         ("out-T1", 1, "out", "parallel", {"d_in": 2}),
         ("out-T5", 5, "out", "parallel", {"d_in": 2}),
         ("in_out-T3-sequential", 3, "in_out", "sequential", {"d_in": 3, "d_model": 2}),
@@ -326,5 +335,5 @@ def examples(rng):
         # A wide ring and full phase range so that the rotation part of λ is exercised.
         params = init(rng, d_state=3, d_out=2, variant=variant, r_min=0.4, r_max=0.95, **cfg)
         out.append(Example(name, params, rng.standard_normal((2, T, cfg["d_in"])),
-                           {"variant": variant, "method": method}))
+                           {"variant": variant, "mode": mode}))
     return out

@@ -6,9 +6,9 @@ Sec. 1.1, Eq. 1:
 with values v_t = W_V x_t, keys k_t = W_K x_t, queries q_t = W_Q x_t. No softmax, no normalisation and no
 output projection: Eq. 1 is a single head whose output is read out directly.
 
-Two forms of the same function:
-    parallel   (default, O(T^2))  A_{t,s} = k_s . q_t for s <= t (0 otherwise),  y_t = Σ_s A_{t,s} v_s
-    recurrent  (O(T))             W_t = W_{t-1} + v_t k_t^T,  W_0 = 0,  y_t = W_t q_t
+Two forms of the same function (``mode``, as in every cell: ``minimal.conventions``):
+    parallel    (default, O(T^2))  A_{t,s} = k_s . q_t for s <= t (0 otherwise),  y_t = Σ_s A_{t,s} v_s
+    sequential  (O(T), recurrent)  W_t = W_{t-1} + v_t k_t^T,  W_0 = 0,  y_t = W_t q_t
 The recurrent state W_t (D_v x D_k) is the "fast weight" matrix; the gated RNN of Eq. 2 reproduces it
 neuron by neuron in the paper's construction (Sec. 2, Fig. 1).
 
@@ -22,14 +22,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
+from ..conventions import CHOICES, choose
+from ..validate import check_array, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
 from ..contract import Example
 from ._qkv import qkv_backward
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "MODES"]
 
-MODES = ("parallel", "recurrent")
+MODES = CHOICES["mode"]
 
 
 class Cache(NamedTuple):
@@ -94,13 +95,14 @@ def step_forward(params, W_prev, x_t):
                                {"x_t": x_t, "W_prev": W_prev, **params})
 
 
-def forward(params, x, mode="parallel"):
+def forward(params, x, mode=None):
     """y_t = Σ_{t'<=t} v_t' k_t'^T q_t (Eq. 1).
 
     Args:
         params: W_V (D_v, D), W_K (D_k, D), W_Q (D_k, D).
         x: (B, T, D) inputs, of the params' dtype (one dtype throughout: nothing is promoted).
-        mode: "parallel" (T x T masked score matrix) or "recurrent" (state W_t, one step at a time).
+        mode: "parallel" (T x T masked score matrix) or "sequential" (the recurrent form: state W_t, one step
+            at a time); None: "parallel".
     Returns:
         y: (B, T, D_v), and the cache for ``backward``.
     Raises:
@@ -108,7 +110,7 @@ def forward(params, x, mode="parallel"):
             projections of x, or y would be inf), naming x and the weights with their largest values.
     """
     _check(params, x)
-    check_choice("mode", mode, MODES)
+    mode = choose("mode", mode, "lsa.forward")
     y, cache = _forward(params, x, mode)
     check_finite_result("the scores k_s . q_t or the output y", y, {"x": x, **params})
     return y, cache

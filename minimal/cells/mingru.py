@@ -8,8 +8,8 @@ No gate sees h_{t−1}, so the recurrence is the linear scan h_t = a_t ⊙ h_{t�
 b_t = z_t ⊙ h̃_t: "parallel" mode computes every gate at once and runs ``minimal.scan.linear_scan``;
 "sequential" mode is the step loop (``step_forward``), as in the paper's two pseudocode listings. In parallel
 mode the gates (forward and backward) run in one compiled pass each (``minimal._gates_numba``: the same formulas,
-exp and log vectorised, float64 inside) on every backend but "numpy", which keeps the NumPy formulas below as the
-reference the pass is tested against.
+exp and log vectorised, float64 inside) on every backend but "numpy" (so also with backend=None, "numba"), which
+keeps the NumPy formulas below as the reference the pass is tested against.
 
 Log space (App. B.3; Heinsen 2023), for numerical stability of long scans. The candidate is made positive
 with g(k) = k + 1/2 (k ≥ 0), σ(k) (k < 0), which is continuous at 0 (g(0) = 1/2), so every state is positive:
@@ -121,28 +121,32 @@ def step_forward(params, x_t, h_prev, log_space=False):
     return (1.0 - z) * h_prev + z * h_tilde
 
 
-def forward(params, x, h0=None, mode="parallel", log_space=False, method=None, backend=None, out=None):
+def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend=None, out=None):
     """Run minGRU over a sequence.
 
     Args:
         params: from ``init``.
         x: (B, T, D) input.
         h0: (B, H) initial state or None (zeros); must be > 0 when ``log_space``.
-        mode: "parallel" (gates at once + scan) or "sequential" (step loop).
+        mode: "parallel" (gates at once + scan) or "sequential" (step loop); None: "parallel".
         log_space: the App. B.3 variant (positive candidate g, scan in log space in parallel mode).
-        method, backend: passed to ``minimal.scan.linear_scan`` in vanilla parallel mode; ``backend`` also to
-            ``minimal.scan.log_scan`` in log-space parallel mode. method None is the scan's default, "auto": the
-            fastest for the backend, the sequential Numba loop on the CPU (one core gives the Blelloch tree no
+        method: the scan algorithm of the vanilla parallel mode (``minimal.scan.linear_scan``). None is "auto",
+            the fastest for the backend, the sequential Numba loop on the CPU (one core gives the Blelloch tree no
             parallelism to use: ``python -m minimal bench scan``); "blelloch" runs the parallel tree of the paper's
-            parallel mode, to the same values up to float rounding. A method where no such scan runs (sequential
-            mode, log space) is refused. None backend: the scan module's default ("numba").
+            parallel mode, to the same values up to float rounding. A method other than the default where no such
+            scan runs (sequential mode, log space) is refused.
+        backend: what runs the parallel mode, "numpy", "numba" or "cuda"; None is "numba". Every backend but
+            "numpy" runs the gates fused (module docstring) and passes itself on to the scan (``linear_scan``, or
+            ``log_scan`` in log space). The sequential mode is NumPy's step loop whatever the backend.
+        (The words and their defaults: ``minimal.conventions``.)
         out: None, or a (B, T, H) array of x's dtype that receives h in parallel mode (``linear_scan``'s
             ``out=``; in log space, exp(log h) is written there). A training loop that passes one buffer every
             step reuses its memory; the cache then holds ``out``, so run ``backward`` before writing it again.
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    H, h0 = check_forward(params, GATES, x, h0, mode, log_space, method, backend, out)
+    H, h0, mode, method, backend = check_forward("mingru.forward", params, GATES, x, h0, mode, log_space,
+                                                 method, backend, out)
 
     k_z = affine(params, x, "z")                        # (B, T, H)
     k_h = affine(params, x, "h")                        # (B, T, H)

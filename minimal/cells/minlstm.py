@@ -97,18 +97,19 @@ def step_forward(params, x_t, h_prev, log_space=False):
     return f_n * h_prev + i_n * (g(k_h) if log_space else k_h)
 
 
-def forward(params, x, h0=None, mode="parallel", log_space=False, method=None, backend=None, out=None):
+def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend=None, out=None):
     """Run minLSTM over a sequence; the arguments are ``mingru.forward``'s, with the same meaning.
 
     Args:
         params: from ``init``; x: (B, T, D) input; h0: (B, H) initial state or None (zeros), > 0 in log space;
-        mode: "parallel" (gates at once + scan) or "sequential" (step loop); log_space: the App. B.3 variant;
-        method, backend: the scans' (see ``mingru.forward``); out: None, or a (B, T, H) array that receives h
-            in parallel mode (run ``backward`` before writing it again).
+        mode: "parallel" (gates at once + scan) or "sequential" (step loop), None: "parallel"; log_space: the
+            App. B.3 variant; method, backend: the scan algorithm and what runs it (see ``mingru.forward``);
+        out: None, or a (B, T, H) array that receives h in parallel mode (run ``backward`` before writing it again).
     Returns:
         h: (B, T, H) the hidden states h_1 .. h_T; cache for ``backward``.
     """
-    H, h0 = check_forward(params, GATES, x, h0, mode, log_space, method, backend, out)
+    H, h0, mode, method, backend = check_forward("minlstm.forward", params, GATES, x, h0, mode, log_space,
+                                                 method, backend, out)
 
     k_f, k_i, k_h = (affine(params, x, n) for n in GATES)     # (B, T, H) each
     if mode == "parallel" and fused(backend):

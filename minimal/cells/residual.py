@@ -3,7 +3,7 @@
     y = x + f(x)
 
 where f is the module named by ``inner`` (e.g. "mlp", "lsa", "softmax_attention"). The params are exactly
-f's params; extra keyword arguments go to f's ``forward`` (e.g. ``mode="recurrent"``).
+f's params; extra keyword arguments go to f's ``forward`` (e.g. ``mode="sequential"``).
 Shapes: x (..., D) as f expects it; f(x) must have x's shape.
 """
 from __future__ import annotations
@@ -60,5 +60,5 @@ def examples(rng):
                     rng.standard_normal((2, 3, 3)), {"inner": "mlp"}),
             Example("layernorm-T1", {"gamma": rng.standard_normal(3), "beta": rng.standard_normal(3)},
                     rng.standard_normal((2, 1, 3)), {"inner": "layernorm"}),
-            Example("lsa-recurrent-T5", lsa.init(rng, 3), rng.standard_normal((1, 5, 3)),
-                    {"inner": "lsa", "mode": "recurrent"})]
+            Example("lsa-sequential-T5", lsa.init(rng, 3), rng.standard_normal((1, 5, 3)),
+                    {"inner": "lsa", "mode": "sequential"})]

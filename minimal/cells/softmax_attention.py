@@ -1,4 +1,4 @@
-"""Causal softmax attention, single- or multi-head, in transformer (parallel) mode and in RNN mode.
+"""Causal softmax attention, single- or multi-head, in transformer (parallel) mode and in RNN (sequential) mode.
 
 Vaswani et al. (2017), "Attention is all you need", Sec. 3.2.1 (scaled dot-product attention), with the
 causal mask of the decoder:
@@ -8,11 +8,12 @@ causal mask of the decoder:
     o_t = Σ_{s<=t} softmax_s(a_{t,.}) v_s = Σ_{s<=t} exp(a_{t,s}) v_s / Σ_{s<=t} exp(a_{t,s})
     y_t = W_O o_t   (only when the params hold W_O; otherwise y_t = o_t)
 
-RNN mode follows Katharopoulos et al. (2020), "Transformers are RNNs", Sec. 3.2 (Eq. 2-3) and 3.4: with a
-similarity sim(q, k) = φ(q)^T φ(k), causal attention is an RNN whose state is the pair
-S_t = Σ_{s<=t} φ(k_s) v_s^T (numerator) and z_t = Σ_{s<=t} φ(k_s) (denominator), both independent of the
-query. For softmax, sim(q, k) = exp(q . k / sqrt(D_k)) has an infinite-dimensional feature map, so no finite
-S_t exists. What the RNN carries from step to step here is therefore, precisely:
+RNN mode (``mode="sequential"``, the word every cell uses: ``minimal.conventions``) follows Katharopoulos et al.
+(2020), "Transformers are RNNs", Sec. 3.2 (Eq. 2-3) and 3.4: with a similarity sim(q, k) = φ(q)^T φ(k), causal
+attention is an RNN whose state is the pair S_t = Σ_{s<=t} φ(k_s) v_s^T (numerator) and z_t = Σ_{s<=t} φ(k_s)
+(denominator), both independent of the query. For softmax, sim(q, k) = exp(q . k / sqrt(D_k)) has an infinite-
+dimensional feature map, so no finite S_t exists. What the RNN carries from step to step here is therefore,
+precisely:
 
     state after step t = (K_t, V_t) = ((k_1, ..., k_t), (v_1, ..., v_t))      (B, t, D_k), (B, t, D_v)
 
@@ -47,14 +48,15 @@ import math
 
 import numpy as np
 
-from ..validate import check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
+from ..conventions import CHOICES, choose
+from ..validate import check_array, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
 from . import _softmax_numba
 from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "KVState", "MODES"]
 
-MODES = ("parallel", "rnn")
+MODES = CHOICES["mode"]
 
 
 class KVState(NamedTuple):
@@ -251,14 +253,15 @@ def step_forward(params, state, x_t, n_heads=1):
     return check_finite_result("the scores q_t . k_s / sqrt(D_k) or the output y_t", y_t, given), state
 
 
-def forward(params, x, mode="parallel", n_heads=1):
+def forward(params, x, mode=None, n_heads=1):
     """Causal softmax attention (multi-head with ``n_heads`` > 1: module docstring).
 
     Args:
         params: W_Q (D_k, D), W_K (D_k, D), W_V (D_v, D), optional W_O (D_out, D_v).
         x: (B, T, D) inputs, of the params' dtype (one dtype throughout: nothing is promoted).
-        mode: "parallel" (masked T x T score matrix, row-wise stable softmax) or "rnn" (one step at a
-            time, state = keys and values so far, online-softmax readout; see the module docstring).
+        mode: "parallel" (masked T x T score matrix, row-wise stable softmax) or "sequential" (RNN mode, one
+            step at a time, state = keys and values so far, online-softmax readout; see the module docstring);
+            None: "parallel".
         n_heads: heads h (a positive int dividing D_k and D_v); 1: single-head attention.
     Returns:
         y: (B, T, D_out), or (B, T, D_v) without W_O; and the cache for ``backward`` (same for both modes).
@@ -272,7 +275,7 @@ def forward(params, x, mode="parallel", n_heads=1):
     if x.shape[1] < 1:
         raise ValueError(f"x must have at least one time step (axis 1), got shape {x.shape}")
     check_dtype("x", x, dtype)
-    check_choice("mode", mode, MODES)
+    mode = choose("mode", mode, "softmax_attention.forward")
     h = _check_heads(n_heads, params["W_Q"].shape[0], params["W_V"].shape[0])
     q, k, v = _project_heads(params, x, h)                    # (B h, T, d) each
     T = x.shape[1]

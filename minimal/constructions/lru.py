@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cells import lru
+from ..conventions import renamed_keywords
 from ._common import _check_attention, _check_eps
 
 __all__ = ["LRUConstruction", "lsa_to_lru", "lru_attention", "LOG_ONE"]
@@ -89,8 +90,9 @@ def lsa_to_lru(W_V, W_K, W_Q, eps):
     return LRUConstruction(layer1, layer2, D_read, eps)
 
 
-def lru_attention(construction, x, method="parallel"):
-    """y = D_read LRU_2(LRU_1(x)): (B, T, D) -> (B, T, D_v). ``method`` is the complex scan's."""
-    y1, _ = lru.forward(construction.layer1, x, variant="out", method=method)
-    y2, _ = lru.forward(construction.layer2, y1, variant="out", method=method)
+@renamed_keywords(method="the parallel/sequential choice of lru.forward is `mode` (mode='parallel' or 'sequential')")
+def lru_attention(construction, x, mode=None):
+    """y = D_read LRU_2(LRU_1(x)): (B, T, D) -> (B, T, D_v). ``mode`` is ``lru.forward``'s (None: "parallel")."""
+    y1, _ = lru.forward(construction.layer1, x, variant="out", mode=mode)
+    y2, _ = lru.forward(construction.layer2, y1, variant="out", mode=mode)
     return y2 @ construction.D_read.T
