@@ -167,7 +167,7 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
     Returns:
         one dict per row: name, seconds (best), bytes (as counted above, the same for every row), vs_copy
         (copy time / row time), and for the Numba rows vs_numpy (NumPy time / Numba time, the speedup).
-        Rows: the copy, the NumPy forward (``gril.forward`` backend="numpy", its default Blelloch scan), the
+        Rows: the copy, the NumPy forward (``gril.forward`` backend="numpy": the unfused kernel, default scan), the
         fused Numba forward without stored states (inference), NumPy forward + backward, Numba forward
         (storing the states) + backward.
     """

@@ -5,8 +5,9 @@ Shapes: ``a``, ``b`` and the result ``h`` are (B, T, ...) with one shape and one
 ``h0`` is (B, ...) or None (meaning zeros). We write h[:, t] for the state after step t (0-based), so
 h[:, 0] = a[:, 0] * h0 + b[:, 0].
 
-The words ``method`` and ``backend``, their values and their defaults ("auto", "numba": None means them) are
-``minimal.conventions``' table (docs/conventions.md).
+The words ``method`` and ``backend``, their values and their defaults ("auto" and "numba", which None means) are
+those of ``minimal.conventions`` (docs/conventions.md), as in every cell.
+
 Methods (``method=``):
     "sequential"  the plain loop over t, the reference every other method is tested against.
     "blelloch"    the work-efficient up-sweep/down-sweep scan over pairs (a, b) with the associative operator

@@ -435,7 +435,7 @@ def _method_cases():
 def test_method_is_refused_where_no_scan_runs(mod, params, x, kw):
     from minimal.validate import InputError
     mod.forward(params, x, **kw)
-    with pytest.raises(InputError, match=r"^method .*pass method=None"):
+    with pytest.raises(InputError, match=r"^method='sequential' has no effect .*pass method=None"):
         mod.forward(params, x, method="sequential", **kw)
 
 

@@ -268,8 +268,8 @@ def forward(params, x, s=1, mode=None, method=None, backend=None, kernel=None):
         backend: what runs the parallel mode, "numpy", "numba" or "cuda"; None: "numba".
         kernel: the parallel mode's kernel, "fused", "unfused" or "auto" (None: "fused" where one exists for
             the backend and shape; module docstring).
-        A method, kernel or backend other than the default where it has no effect (a method with the fused or
-        the CUDA kernels, a kernel or method in sequential mode) is refused.
+        A method or kernel other than the default where it has no effect (a method with the fused or the CUDA
+        kernels, either in sequential mode) is refused; the sequential mode runs in NumPy whatever the backend.
     Returns:
         o: (B, T', f), o[:, k] the output at input step t_k = k s + w - 1; and the cache for ``backward``.
     Raises:
