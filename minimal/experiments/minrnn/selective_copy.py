@@ -380,7 +380,8 @@ def row_key(kind, depth, log_space):
 def summarise(records):
     """Per (kind, depth, form): mean and std (over seeds, ddof = 0) of the accuracy (%), keys ``row_key`` (e.g.
     ``mingru_2`` in log space, ``mingru_2_vanilla``) + "", "_std", "_seeds", "_runs" (per-seed accuracies),
-    "_ms_per_step"; "rows" lists the row keys, each log-space row before its vanilla row."""
+    "_ms_per_step", and for runs trained until their accuracy stopped rising "_steps_to_best" and "_steps_run" (per
+    seed); "rows" lists the row keys, each log-space row before its vanilla row."""
     table = {}
     for r in records:
         c = r["config"]
@@ -395,6 +396,10 @@ def summarise(records):
         out[f"{key}_seeds"] = len(acc)
         out[f"{key}_runs"] = acc.tolist()
         out[f"{key}_ms_per_step"] = float(np.mean([res["ms_per_step"] for _, res in runs]))
+        ordered = [res for _, res in sorted(runs, key=lambda x: x[0])]
+        if all("steps_to_best" in res for res in ordered):      # trained until the accuracy stopped rising
+            out[f"{key}_steps_to_best"] = [int(res["steps_to_best"]) for res in ordered]
+            out[f"{key}_steps_run"] = [int(res["steps_run"]) for res in ordered]
     out["rows"] = [row_key(k, d, not v) for k, d, v in sorted(table)]
     return out
 
