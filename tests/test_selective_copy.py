@@ -1,6 +1,8 @@
 """Selective copying (Gu & Dao 2024; Feng et al. Sec. 4.1 Table 1, App. C.1-C.3): the task's layout, order and
 determinism; the model's gradients; the one-layer minGRU state as a token-by-token sum (the reason one layer
 fails, Sec. 4.1); a tiny sweep end to end."""
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -95,8 +97,10 @@ def test_one_layer_mingru_state_is_a_sum_of_per_token_terms(rng):
 def test_registered_and_grid():
     assert "selective_copy" in experiments("minrnn")
     jobs = S.jobs(S.Config())
-    # the default: Table 1's cells with the paper's 16 data tokens, both forms, each trained until it stops rising
-    assert len(jobs) == 2 * 3 * 3 * 2 and len(set(jobs)) == len(jobs)
+    # the default: Table 1's minGRU with the paper's 16 data tokens, both forms, each trained until it stops rising
+    assert len(jobs) == 3 * 3 * 2 and len(set(jobs)) == len(jobs) and {j.kind for j in jobs} == {"mingru"}
+    lstm = S.jobs(S.Config.minlstm())
+    assert [dataclasses.replace(j, kind="mingru") for j in lstm] == jobs
     assert all(j.n_data == 16 and j.T == 64 and j.eval_every and j.patience for j in jobs)
     assert {j.log_space for j in jobs} == {True, False}
     table1 = S.jobs(S.Config.table1_vanilla_8tokens())
