@@ -179,3 +179,13 @@ def test_tiny_sweep_runs_end_to_end(tmp_path):
         assert 0.0 <= result[key] <= 100.0 and result[f"{key}_std"] == 0.0 and result[f"{key}_seeds"] == 1
     paths = S.plot(result, tmp_path / "fig")
     assert all(p.exists() for p in paths)
+
+
+def test_the_most_frequent_token_baseline_counts_the_commonest_data_token_per_sequence():
+    b = task.Batch(None, np.array([[1, 1, 2, 3], [4, 5, 6, 7], [9, 9, 9, 9]]), None, None)
+    assert task.most_frequent_accuracy(b) == pytest.approx(100 * (2 / 4 + 1 / 4 + 4 / 4) / 3)
+    # one data token: always right; many tokens from 14 values: far from it
+    assert task.most_frequent_accuracy(task.sample(np.random.default_rng(0), 50, 8, 1)) == 100.0
+    assert 15 < task.most_frequent_accuracy(task.sample(np.random.default_rng(0), 2000, 64, 16)) < 25
+    with pytest.raises(ValueError, match=r"batch.targets must be \(B, M\)"):
+        task.most_frequent_accuracy(task.Batch(None, np.zeros(3, dtype=int), None, None))

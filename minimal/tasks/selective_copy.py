@@ -33,7 +33,7 @@ import numpy as np
 
 from ..validate import check_positive_int
 
-__all__ = ["Batch", "sample", "VOCAB", "N_DATA", "NOISE", "marker", "PAPER_T"]
+__all__ = ["Batch", "sample", "most_frequent_accuracy", "VOCAB", "N_DATA", "NOISE", "marker", "PAPER_T"]
 
 VOCAB = 16      # App. C.3: "a vocabulary of 16" (noise and marker included)
 N_DATA = 16     # App. C.3: "16 randomly placed data tokens"
@@ -81,3 +81,24 @@ def sample(rng, B, T, n_data=N_DATA, vocab=VOCAB):
     mask = np.zeros((B, T), dtype=bool)
     mask[:, span:] = True
     return Batch(inputs, targets.astype(np.int64), positions.astype(np.int64), mask)
+
+
+def most_frequent_accuracy(batch):
+    """Accuracy (%) of a model that knows which data tokens a sequence holds but not their order: at every marker it
+    answers the sequence's most frequent data token, scoring (count of that token) / M per sequence.
+
+    Every gate of a one-layer minimal RNN is a function of the current token (Feng et al. Sec. 4.1), yet its state
+    can still count tokens, so this bag-of-tokens answer is within one layer's reach; a model above it uses order.
+
+    Args:
+        batch: a ``Batch`` (its ``targets``, (B, M)).
+    Returns:
+        float, 100 x the mean over sequences of max_v #{i: d_i = v} / M.
+    """
+    targets = np.asarray(batch.targets)
+    if targets.ndim != 2 or targets.shape[1] < 1:
+        raise ValueError(f"batch.targets must be (B, M) with M >= 1, got shape {targets.shape}")
+    V = int(targets.max()) + 1
+    counts = np.zeros((targets.shape[0], V), dtype=np.int64)
+    np.add.at(counts, (np.arange(targets.shape[0])[:, None], targets), 1)
+    return 100.0 * float(counts.max(1).mean()) / targets.shape[1]
