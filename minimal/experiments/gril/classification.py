@@ -68,7 +68,7 @@ from .. import write_metrics
 from .._plotting import legend_beside, pyplot, save_figure
 from ... import _speed
 from ...optim import cosine_schedule
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...tasks import gril_regression
 from ...train import train
 from ...validate import check_config

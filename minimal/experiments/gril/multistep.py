@@ -90,7 +90,7 @@ from .._plotting import pyplot
 from ... import _speed
 from ...analysis import gril_gd
 from ...optim import cosine_schedule
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...tasks import gril_regression
 from ...train import train
 from ...validate import check_config, check_positive_int

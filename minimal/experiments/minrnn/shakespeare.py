@@ -86,7 +86,7 @@ from .._plotting import pyplot
 from ... import _speed, io, models
 from ...data import check_saved_shapes, damaged, data_path, load_json
 from ...optim import cosine_schedule
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...tasks import char_lm
 from ...train import train
 # the models (their own module); imported by name, so ``shakespeare.<name>`` keeps working and the training
