@@ -4,7 +4,7 @@ training run."""
 import numpy as np
 import pytest
 
-from minimal import constructions_gril
+from minimal.constructions import gd_as_gril
 from minimal.analysis import gril_gd
 from minimal.experiments.gril import classification as C
 from minimal.gradcheck import TOLERANCE, check_function, numerical_gradient, rel_error
@@ -65,7 +65,7 @@ def test_binary_construction_misses_the_half_offset(rng):
     assert np.abs(z_con - (z_gd + offset)).max() <= 1e-12 and np.abs(offset).max() > 1e-2
     centred = G.make_tokens(tasks.X, tasks.Y - 0.5)
     assert np.abs(C.construction_logits(centred, 1, eta) - z_gd).max() <= 1e-12
-    acc = constructions_gril.ce_accumulate(tasks.X, 0.5 - tasks.Y[:, :N], eta, mode="sequential")
+    acc = gd_as_gril.ce_accumulate(tasks.X, 0.5 - tasks.Y[:, :N], eta, mode="sequential")
     assert np.abs(acc.logits - z_gd).max() <= 1e-12
 
 

@@ -3,7 +3,7 @@ gradients against finite differences, the construction point against L GD steps,
 import numpy as np
 import pytest
 
-from minimal import constructions_gril
+from minimal.constructions import gd_as_gril
 from minimal.analysis import gril_gd
 from minimal.cells import gril
 from minimal.experiments.gril import model as M
@@ -68,7 +68,7 @@ def test_the_construction_is_L_gd_steps(L, rng):
     y_hat, _ = MS.predict(MS.construction(f, N, L, eta), tasks.tokens, f)
     y_gd = gril_gd.gd_predict(tasks.X, tasks.Y, eta, steps=L)
     assert np.abs(y_hat - y_gd).max() <= 1e-10
-    assert np.abs(y_hat - constructions_gril.multi_step_gd_forward(tasks.tokens, L, eta).y_hat).max() <= 1e-10
+    assert np.abs(y_hat - gd_as_gril.multi_step_gd_forward(tasks.tokens, L, eta).y_hat).max() <= 1e-10
     if L > 1:   # and it is not L - 1 steps: the check can fail
         assert np.abs(y_hat - gril_gd.gd_predict(tasks.X, tasks.Y, eta, steps=L - 1)).max() > 1e-2
 

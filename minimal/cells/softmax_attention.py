@@ -181,7 +181,7 @@ def _causal_apply_t(P, x, out):
     return out
 
 
-# The two forms below are also the bodies of ``minimal.kernels.softmax_attention_parallel`` / ``_rnn``, which
+# The two forms below are also the bodies of ``minimal.kernel_attention.softmax_attention_parallel`` / ``_rnn``, which
 # validate their arguments and pass their own ``scale``; this cell always uses scale = 1/sqrt(D_k).
 
 def _weights(q, k, scale, causal=True):
