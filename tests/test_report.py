@@ -104,15 +104,15 @@ def test_verdicts(paper, ours, tol, want):
 
 def test_every_experiment_of_every_work_has_page_notes_or_its_own():
     """Each experiment's page data (minimal.experiments.notes) names only patterns and kinds the report reads."""
-    from minimal.experiments import _MODULES, notes
+    from minimal.experiments import MODULES, notes
 
-    for work, names in _MODULES.items():
+    for work, names in MODULES.items():
         for name in names:
             page = notes.page(work, name)
             assert set(page) <= {"NOTES", "QUICK_UNREACHABLE", "BETTER", "METRICS", "QUICK_MISSES", "LESSON",
                                  "CLOSED_FORM"}, (work, name)
             assert all(v in ("lower", "higher") for v in page.get("BETTER", {}).values())
-    assert set(notes.PAGES) <= {f"{w}.{n}" for w, ns in _MODULES.items() for n in ns}
+    assert set(notes.PAGES) <= {f"{w}.{n}" for w, ns in MODULES.items() for n in ns}
 
 
 def test_every_note_reads_its_settings_from_the_experiments_config():
@@ -132,9 +132,9 @@ def test_every_note_reads_its_settings_from_the_experiments_config():
 
 def _paper_rows():
     """(work, name, module, key) for every metric that gets a row on a results page (a paper value, not a spread)."""
-    from minimal.experiments import _MODULES, experiments
+    from minimal.experiments import MODULES, experiments
 
-    for work in _MODULES:
+    for work in MODULES:
         for name, mod in experiments(work).items():
             for key in mod.PAPER:
                 if not (key.endswith("_std") and key[:-4] in mod.PAPER):

@@ -134,12 +134,12 @@ def sensitivity(params, tokens, n_out):
     return J
 
 
-def _cos(a, b):
+def mean_cosine(a, b):
     a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
     return float(np.mean(np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))))
 
 
-def _dist(a, b):
+def mean_distance(a, b):
     return float(np.mean(np.linalg.norm((a - b).reshape(len(a), -1), axis=1)))
 
 
@@ -157,10 +157,10 @@ def compare(params, tasks, eta):
     loss_zero = gril_regression.query_loss(np.zeros_like(y), y)[0]
     out = {"loss": loss, "loss_gd": loss_gd, "loss_zero": loss_zero, "gril_over_gd": loss / loss_gd,
            "gd_over_zero": loss_gd / loss_zero, "gril_over_zero": loss / loss_zero,
-           "pred_l2": _dist(y_hat, y_gd), "pred_l2_over_norm": _dist(y_hat, y_gd) / _dist(y_gd, 0 * y_gd),
-           "sens_cos": _cos(J, J_gd), "sens_l2": _dist(J, J_gd)}
+           "pred_l2": mean_distance(y_hat, y_gd), "pred_l2_over_norm": mean_distance(y_hat, y_gd) / mean_distance(y_gd, 0 * y_gd),
+           "sens_cos": mean_cosine(J, J_gd), "sens_l2": mean_distance(J, J_gd)}
     if n_out > 1:
-        out["pred_cos"] = _cos(y_hat, y_gd)
+        out["pred_cos"] = mean_cosine(y_hat, y_gd)
     return out
 
 
