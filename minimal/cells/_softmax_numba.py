@@ -13,7 +13,7 @@ all of them over the masked upper triangle too; here each row is read and writte
 with the vectorisable exp of ``minimal._scan_numba`` and float64 sums whatever the storage dtype. The sums are
 reassociated (``fastmath`` "reassoc": vector partial sums, faster than the strict order); no other
 fast-math flag, so a NaN or inf score still gives a NaN row, which the cell's finiteness check reports.
-``softmax_attention._weights`` is the NumPy reference these are tested against.
+``softmax_attention.softmax_weights`` is the NumPy reference these are tested against.
 """
 from __future__ import annotations
 
