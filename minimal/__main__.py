@@ -131,11 +131,11 @@ def _say_bench(what, args, shape):
 
 
 def _reproduce(args):
-    from .experiments import _MODULES, experiments
+    from .experiments import MODULES, experiments
 
     # the CLI's own choices: the works with experiments, "all", and "kernel" (which says it is a notebook)
-    check_choice("WORK", args.work, [*_MODULES, "all", "kernel"])
-    if args.only and args.work in _MODULES:
+    check_choice("WORK", args.work, [*MODULES, "all", "kernel"])
+    if args.only and args.work in MODULES:
         names = experiments(args.work)
         unknown = sorted(set(args.only) - set(names))
         if unknown:
@@ -306,7 +306,7 @@ def _check_reproduce(args):
     sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
     import math
 
-    from .sweep import _probe_scheduler, check_scheduler
+    from .sweep import probe_scheduler, check_scheduler
 
     check_scheduler(args.scheduler)
     if args.connect_timeout is not None:
@@ -316,7 +316,7 @@ def _check_reproduce(args):
             raise InputError(f"--connect-timeout must be a finite number of seconds > 0, got {args.connect_timeout}")
     if args.scheduler is not None and not args.scheduler.startswith("inproc://"):
         # ask it now, in seconds, rather than at the first sweep after the experiments before it have trained
-        _probe_scheduler(args.scheduler, args.connect_timeout or 30.0)
+        probe_scheduler(args.scheduler, args.connect_timeout or 30.0)
     if args.out is not None:
         _check_out(args.out, "--out")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._scan_numba import _exp_nonpositive, _log1p_unit
+from ._scan_numba import exp_nonpositive, log1p_unit
 
 __all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "mingru_gates", "mingru_log_gates",
            "mingru_gates_backward"]
@@ -30,36 +30,36 @@ _SQRT2 = 1.41421356237309504880
 def _log_normal(x):
     """log x for a positive normal float64 x (here x >= 1/2) to a few ulp, vectorisable: x = m 2^e with m in
     [1/√2, √2), log x = e ln 2 + log1p(m − 1), m − 1 exact (Sterbenz) and in [−0.3, 0.42], where the atanh series
-    of ``_log1p_unit`` converges as fast (|s| <= 0.18)."""
+    of ``log1p_unit`` converges as fast (|s| <= 0.18)."""
     bits = np.float64(x).view(np.int64)
     e = np.float64((bits >> 52) - 1023)
     m = np.int64((bits & _MANTISSA) | _ONE_BITS).view(np.float64)    # in [1, 2)
     big = m > _SQRT2
     m = m * 0.5 if big else m
     e = e + 1.0 if big else e
-    return e * _LN2 + _log1p_unit(m - 1.0)
+    return e * _LN2 + log1p_unit(m - 1.0)
 
 
 @njit(cache=True, inline="always")
 def _softplus_neg(k):
     """softplus(−k) = max(−k, 0) + log1p(exp(−|k|))."""
-    return max(-k, 0.0) + _log1p_unit(_exp_nonpositive(-abs(k)))
+    return max(-k, 0.0) + log1p_unit(exp_nonpositive(-abs(k)))
 
 
 @njit(cache=True, inline="always")
 def _sigmoid_neg(k):
     """σ(−k) = 1 / (1 + e^k), from e = exp(−|k|) <= 1 (no overflow)."""
-    e = _exp_nonpositive(-abs(k))
+    e = exp_nonpositive(-abs(k))
     return e / (1.0 + e) if k >= 0.0 else 1.0 / (1.0 + e)
 
 
 @njit(cache=True, inline="always")
 def _g_and_log_g(kh):
     """g(k) = k + 1/2 (k >= 0) or σ(k) (k < 0), and log g(k) (Feng et al. App. B.3), from exp(−|k|) <= 1."""
-    eh = _exp_nonpositive(-abs(kh))
+    eh = exp_nonpositive(-abs(kh))
     pos = kh >= 0.0
     g = kh + 0.5 if pos else eh / (1.0 + eh)
-    log_g = _log_normal(max(kh, 0.0) + 0.5) if pos else kh - _log1p_unit(eh)
+    log_g = _log_normal(max(kh, 0.0) + 0.5) if pos else kh - log1p_unit(eh)
     return g, log_g
 
 
@@ -67,7 +67,7 @@ def _g_and_log_g(kh):
 def _normalised(kf, ki):
     """(f', i', δ, e) with δ = softplus(−k_f) − softplus(−k_i), f' = σ(−δ), i' = σ(δ), e = exp(−|δ|)."""
     d = _softplus_neg(kf) - _softplus_neg(ki)
-    e = _exp_nonpositive(-abs(d))
+    e = exp_nonpositive(-abs(d))
     r = 1.0 / (1.0 + e)
     big, small = r, e * r                     # σ(|δ|), σ(−|δ|)
     return (small, big, d, e) if d >= 0.0 else (big, small, d, e)
@@ -85,9 +85,9 @@ def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b):
     for j in range(k_f.shape[0]):
         u, v = -np.float64(k_f[j]), -np.float64(k_i[j])
         m = max(max(u, v), 0.0)
-        e0 = _exp_nonpositive(-m)
-        A = e0 + _exp_nonpositive(u - m)          # e^{−m} (1 + e^{−k_f})
-        C = e0 + _exp_nonpositive(v - m)          # e^{−m} (1 + e^{−k_i})
+        e0 = exp_nonpositive(-m)
+        A = e0 + exp_nonpositive(u - m)          # e^{−m} (1 + e^{−k_f})
+        C = e0 + exp_nonpositive(v - m)          # e^{−m} (1 + e^{−k_i})
         r = 1.0 / (A + C)
         ij = A * r
         f_n[j] = C * r
@@ -103,7 +103,7 @@ def minlstm_log_gates(k_f, k_i, k_h, f_n, i_n, log_a, log_b, h_tilde):
         fj, ij, d, e = _normalised(np.float64(k_f[j]), np.float64(k_i[j]))
         f_n[j] = fj
         i_n[j] = ij
-        l = _log1p_unit(e)
+        l = log1p_unit(e)
         log_a[j] = -(max(d, 0.0) + l)
         g, log_g = _g_and_log_g(np.float64(k_h[j]))
         h_tilde[j] = g
@@ -134,7 +134,7 @@ def minlstm_gates_backward(d_a, d_b, f_n, i_n, k_f, k_i, k_h, log_space, dk_f, d
 @njit(cache=True, inline="always")
 def _sigmoid(k):
     """σ(k) from e = exp(−|k|) <= 1 (no overflow)."""
-    e = _exp_nonpositive(-abs(k))
+    e = exp_nonpositive(-abs(k))
     return 1.0 / (1.0 + e) if k >= 0.0 else e / (1.0 + e)
 
 
@@ -154,9 +154,9 @@ def mingru_log_gates(k_z, k_h, z, log_a, log_b, h_tilde):
     −softplus(k_z), log_b = log z + log g(k_h) = −softplus(−k_z) + log g(k_h), h_tilde = g(k_h)."""
     for j in range(k_z.shape[0]):
         kz = np.float64(k_z[j])
-        e = _exp_nonpositive(-abs(kz))
+        e = exp_nonpositive(-abs(kz))
         z[j] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)     # σ(k_z), as ``_sigmoid``
-        l = _log1p_unit(e)
+        l = log1p_unit(e)
         log_a[j] = -(max(kz, 0.0) + l)
         g, log_g = _g_and_log_g(np.float64(k_h[j]))
         h_tilde[j] = g

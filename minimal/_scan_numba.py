@@ -300,7 +300,7 @@ _TWO52_BITS = np.int64(0x4330000000000000)  # its bit pattern
 
 
 @njit(cache=True, inline="always")
-def _exp_nonpositive(x):
+def exp_nonpositive(x):
     """exp(x) for -708 <= x <= 0 to a few ulp; x > 0 is taken as 0 (exp = 1: these exps are shares of a sum,
     in [0, 1], whose arguments are differences of logs that rounding can push just above 0), and x < -708
     gives 0 (an absolute error < 3.3e-308).
@@ -327,11 +327,11 @@ def _exp_nonpositive(x):
 
 
 @njit(cache=True, inline="always")
-def _log1p_unit(e):
+def log1p_unit(e):
     """log(1 + e) for 0 <= e <= 1: 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + ...) with s = e / (2 + e) <= 1/3,
     summed to s^31 (remainder < 2e-17 relative)."""
     s = e / (2.0 + e)
-    # Estrin's scheme, as in _exp_nonpositive, for sum_{n<=15} z^n / (2n + 1) with z = s^2
+    # Estrin's scheme, as in exp_nonpositive, for sum_{n<=15} z^n / (2n + 1) with z = s^2
     z = s * s
     z2 = z * z
     z4 = z2 * z2
@@ -346,7 +346,7 @@ def _log1p_unit(e):
 def _logaddexp(x, y):
     """log(e^x + e^y) = max(x, y) + log1p(exp(-|x - y|)), vectorisable (above)."""
     m = max(x, y)
-    return m + _log1p_unit(_exp_nonpositive(-abs(x - y)))
+    return m + log1p_unit(exp_nonpositive(-abs(x - y)))
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -431,12 +431,12 @@ def _log_scan_backward(log_a, log_b, log_h, dlog_h, log_h0, has_h0):
                 # 2. the shares w_t = exp(log a_t + l_{t-1} - l_t), v_t = exp(log b_t - l_t), both <= 0 in exact
                 # arithmetic (a rounding above 0 is taken as exp(0) = 1)
                 if t > 0:
-                    w = _exp_nonpositive(la + np.float64(log_h[i, t - 1, c]) - l_t)
+                    w = exp_nonpositive(la + np.float64(log_h[i, t - 1, c]) - l_t)
                 elif has_h0:
-                    w = _exp_nonpositive(la + np.float64(log_h0[i, c]) - l_t)
+                    w = exp_nonpositive(la + np.float64(log_h0[i, c]) - l_t)
                 else:
                     w = 0.0
-                v = _exp_nonpositive(lb - l_t)
+                v = exp_nonpositive(lb - l_t)
                 # 3. distribute
                 dlog_a[i, t, c] = w * G[c]
                 dlog_b[i, t, c] = v * G[c]

@@ -31,6 +31,7 @@ from pathlib import Path
 import nbformat
 
 from . import course
+from .nbtidy import read_notebook
 from .validate import InputError
 
 __all__ = ["POINTS", "HIDDEN_BEGIN", "HIDDEN_END", "source_notebook", "rubric", "release", "submit", "autograde",
@@ -102,9 +103,9 @@ def source_notebook(nb):
     for i, (cell, exercise) in enumerate(zip(nb.cells, owner)):
         cell.metadata.pop("execution", None)
         slug = _slug(exercise, i)
-        if cell.cell_type == "code" and (exercise is not None or course._is_solution(cell)):
+        if cell.cell_type == "code" and (exercise is not None or course.is_solution(cell)):
             cell.outputs, cell.execution_count = [], None
-        if not course._is_solution(cell):
+        if not course.is_solution(cell):
             cells.append(cell)
             continue
         if cell.cell_type == "markdown":
@@ -170,7 +171,7 @@ def lesson_id(name):
 def release(out_dir, notebooks=None, names=None, generate=True):
     """Write an nbgrader course directory into ``out_dir`` (module docstring) for every lesson (``names``: only
     these) and generate each assignment's release; returns ``{lesson: rubric}`` (also in ``rubric.json``)."""
-    src = course._notebooks_dir(notebooks)
+    src = course.notebooks_dir(notebooks)
     root = Path(out_dir).resolve()
     if root.exists() and not root.is_dir():
         raise InputError(f"out_dir must be a folder, got the file {str(root)!r}")
@@ -182,7 +183,7 @@ def release(out_dir, notebooks=None, names=None, generate=True):
     (root / "nbgrader_config.py").write_text(CONFIG.format(root=str(root)), encoding="utf-8")
     rubrics = {}
     for name in (order if names is None else [n for n in order if n in names]):
-        nb = source_notebook(course._read(src / name))
+        nb = source_notebook(read_notebook(src / name))
         folder = root / "source" / lesson_id(name)
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / name)
@@ -202,9 +203,9 @@ def submit(root, lesson, student, fill_answers=False):
     for trying the pipeline; real submissions come through ``nbgrader collect`` or the exchange."""
     root = Path(root)
     name = lesson + ".ipynb"
-    nb = course._read(root / "release" / lesson / name)
+    nb = read_notebook(root / "release" / lesson / name)
     if fill_answers:
-        ref = course._read(root / "source" / lesson / name)
+        ref = read_notebook(root / "source" / lesson / name)
         answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in ref.cells
                    if c.metadata.get("nbgrader", {}).get("solution")}
         for cell in nb.cells:

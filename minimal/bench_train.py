@@ -79,12 +79,12 @@ def _selective_copy(kind, depth, log_space, dtype="float32"):
 
 def _shakespeare_spec(kind, V, config, log_space, dropout, rng):
     """The experiment's own stack (``shakespeare.spec``), in training mode; log space set in each block."""
-    from .experiments.minrnn import shakespeare as Sh
+    from .experiments.minrnn import shakespeare_model as SM
 
     kw = dict(expansion=config.expansion, kernel=config.kernel, dropout=dropout, rng=rng, train=True)
     if kind == "attention":
-        return Sh.spec(kind, V, config.D, config.n_layers, T_max=config.T, **kw)   # T_max: ``Sh.init_lm``'s
-    spec = Sh.spec(kind, V, config.D, config.n_layers, **kw)
+        return SM.spec(kind, V, config.D, config.n_layers, T_max=config.T, **kw)   # T_max: ``SM.init_lm``'s
+    spec = SM.spec(kind, V, config.D, config.n_layers, **kw)
     # The block's form (vanilla or log space) set explicitly, whatever the kind name's default.
     return tuple(e._replace(forward={**e.forward, "log_space": log_space}) if getattr(e, "name", "") == "min_block"
                  else e for e in spec)
@@ -93,13 +93,14 @@ def _shakespeare_spec(kind, V, config, log_space, dropout, rng):
 def _shakespeare(kind, log_space, dtype="float32"):
     from . import models
     from .experiments.minrnn import shakespeare as Sh
+    from .experiments.minrnn import shakespeare_model as SM
     from .layers import cross_entropy
     from .tasks import char_lm
 
     config = Sh.Config()
     data = char_lm.load()
     V = len(data.vocab)
-    params = Sh.init_lm(np.random.default_rng(0), kind, V, config.D, config.n_layers, config.expansion,
+    params = SM.init_lm(np.random.default_rng(0), kind, V, config.D, config.n_layers, config.expansion,
                         config.kernel, dtype)
     x, y = char_lm.split_xy(char_lm.sample_batch(data.train, config.batch, config.T, np.random.default_rng(1)))
 

@@ -70,7 +70,7 @@ _LINK = re.compile(r"\]\(([^)\s]+?)\)")
 _EXERCISE = re.compile(r"Exercise \d+")
 
 
-def _notebooks_dir(notebooks):
+def notebooks_dir(notebooks):
     path = Path(notebooks) if notebooks is not None else NOTEBOOKS
     if not (path / SYLLABUS).is_file():
         raise InputError(f"notebooks must be a folder with the syllabus {SYLLABUS}, got {str(path)!r} "
@@ -80,7 +80,7 @@ def _notebooks_dir(notebooks):
 
 def lessons(notebooks=None):
     """Notebook file names in course order: as the syllabus first links them (``[...](name.ipynb)``)."""
-    text = (_notebooks_dir(notebooks) / SYLLABUS).read_text()
+    text = (notebooks_dir(notebooks) / SYLLABUS).read_text()
     order = []
     for target in _LINK.findall(text):
         name = target.split("#")[0]
@@ -99,7 +99,7 @@ def title(nb):
     return nb.metadata.get("name", "notebook")
 
 
-def _is_solution(cell):
+def is_solution(cell):
     return SOLUTION_TAG in cell.get("metadata", {}).get("tags", [])
 
 
@@ -180,7 +180,7 @@ class ClearSolutions(Preprocessor):
         owner = exercise_of(nb)
         stubbed = False
         for i, (cell, exercise) in enumerate(zip(nb.cells, owner)):
-            if _is_solution(cell):
+            if is_solution(cell):
                 try:
                     cell.source = _strip(cell.source, CODE_STUB if cell.cell_type == "code" else TEXT_STUB)
                 except ValueError as e:   # unbalanced markers: say which cell, and where it is
@@ -190,7 +190,7 @@ class ClearSolutions(Preprocessor):
                 stubbed = stubbed or cell.cell_type == "code"
             if cell.cell_type == "code":
                 cell.source = _drop_hidden(cell.source)
-                if exercise is not None or _is_solution(cell):
+                if exercise is not None or is_solution(cell):
                     cell.outputs, cell.execution_count = [], None
                 tags = cell.metadata.setdefault("tags", [])
                 if stubbed and RAISES not in tags:
@@ -344,7 +344,7 @@ def student(out_dir, notebooks=None, force=False, update=False, notes=None):
         files = {out / p.name: p.read_text(encoding="utf-8") for p in sorted(PACKAGED.iterdir())
                  if p.name == SYLLABUS or p.suffix == ".ipynb"}
     else:
-        src = _notebooks_dir(notebooks)
+        src = notebooks_dir(notebooks)
         files = {out / SYLLABUS: student_readme((src / SYLLABUS).read_text(encoding="utf-8"))}
         for name in lessons(src):
             try:
@@ -537,7 +537,7 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None):
     """Render the syllabus (``index.html``) and every lesson (``NAME.html``) into ``out_dir``; returns the
     written paths, the index first. MathJax: ``mathjax_url`` if given, else a local copy (``local_mathjax``),
     else the CDN; ``notes`` (a list) receives a line saying which."""
-    src = _notebooks_dir(notebooks)
+    src = notebooks_dir(notebooks)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     notes = [] if notes is None else notes
@@ -647,7 +647,7 @@ def slide_notebook(nb, decks=()):
     used = 0
     for cell in nb.cells:
         level, _ = _heading(cell)
-        kind = "skip" if _is_solution(cell) else {1: "slide", 2: "slide", 3: "subslide"}.get(level, "-")
+        kind = "skip" if is_solution(cell) else {1: "slide", 2: "slide", 3: "subslide"}.get(level, "-")
         if kind != "skip":
             lines = _cell_lines(cell)
             if kind == "-" and used and used + lines > SCREEN_LINES:
@@ -665,7 +665,7 @@ def slides(out_dir, notebooks=None, mathjax_url=None, reveal=None, notes=None, n
     next to the slides from a local folder (``local_reveal``), else fetched once from the npm registry
     (``fetch_reveal``); ``cdn`` loads it from its CDN instead (online only). MathJax: ``local_mathjax``. ``notes``
     receives a line saying where each came from."""
-    src = _notebooks_dir(notebooks)
+    src = notebooks_dir(notebooks)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     notes = [] if notes is None else notes

@@ -43,7 +43,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .cells import Example, get
+from .cells import get
+from .contract import Example
 from .validate import check_array, check_choice
 
 __all__ = ["Layer", "Residual", "StackCache", "init", "forward", "backward", "n_params", "examples",

@@ -58,7 +58,7 @@ def default_decay_mask(name: str) -> bool:
     return re.split(r"[./]", name)[-1] not in NO_DECAY
 
 
-def _check_params(params):
+def check_params(params):
     if not isinstance(params, Mapping) or not params:
         raise ValueError(f"params must be a non-empty dict of name -> float array, got {type(params).__name__}")
     for k, p in params.items():
@@ -66,7 +66,7 @@ def _check_params(params):
     return params
 
 
-def _check_like(name, tree, params):
+def check_like(name, tree, params):
     """``tree`` must have exactly params' keys, and each array params' shape and dtype."""
     if not isinstance(tree, Mapping):
         raise ValueError(f"{name} must be a dict with the keys of params, got {type(tree).__name__}")
@@ -80,7 +80,7 @@ def _check_like(name, tree, params):
     return tree
 
 
-def _check_scalar(name, value, low, high=math.inf, low_open=False, high_open=False):
+def check_scalar(name, value, low, high=math.inf, low_open=False, high_open=False):
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
     ok = ok and math.isfinite(value) and (value > low if low_open else value >= low)
     ok = ok and (value < high if high_open else value <= high)
@@ -93,9 +93,9 @@ def _check_scalar(name, value, low, high=math.inf, low_open=False, high_open=Fal
 def _check_hyperparameters(lr, beta1, beta2, eps, weight_decay):
     """lr >= 0, beta1 and beta2 in [0, 1), eps > 0, weight_decay >= 0 as floats; a ValueError names the first
     that is not."""
-    return (_check_scalar("lr", lr, 0.0), _check_scalar("beta1", beta1, 0.0, 1.0, high_open=True),
-            _check_scalar("beta2", beta2, 0.0, 1.0, high_open=True), _check_scalar("eps", eps, 0.0, low_open=True),
-            _check_scalar("weight_decay", weight_decay, 0.0))
+    return (check_scalar("lr", lr, 0.0), check_scalar("beta1", beta1, 0.0, 1.0, high_open=True),
+            check_scalar("beta2", beta2, 0.0, 1.0, high_open=True), check_scalar("eps", eps, 0.0, low_open=True),
+            check_scalar("weight_decay", weight_decay, 0.0))
 
 
 def _resolve_mask(decay_mask: DecayMask, params) -> dict:
@@ -116,7 +116,7 @@ def _resolve_mask(decay_mask: DecayMask, params) -> dict:
 
 def adamw_init(params: Mapping[str, np.ndarray]) -> AdamWState:
     """Zero moments with params' keys, shapes and dtypes; ``step`` = 0."""
-    _check_params(params)
+    check_params(params)
     return AdamWState(step=0, m={k: np.zeros_like(p) for k, p in params.items()},
                       v={k: np.zeros_like(p) for k, p in params.items()})
 
@@ -145,13 +145,13 @@ def adamw_step(params, grads, state: AdamWState, lr, beta1=0.9, beta2=0.999, eps
     fast = _adamw_step_fused(params, grads, state, lr, beta1, beta2, eps, weight_decay, decay_mask)
     if fast is not None:
         return fast
-    _check_params(params)
-    _check_like("grads", grads, params)
+    check_params(params)
+    check_like("grads", grads, params)
     if not isinstance(state, AdamWState):
         raise ValueError(f"state must be an AdamWState (from adamw_init), got {type(state).__name__}")
     check_positive_int("state.step", state.step, minimum=0)
-    _check_like("state.m", state.m, params)
-    _check_like("state.v", state.v, params)
+    check_like("state.m", state.m, params)
+    check_like("state.v", state.v, params)
     lr, beta1, beta2, eps, weight_decay = _check_hyperparameters(lr, beta1, beta2, eps, weight_decay)
     mask = _resolve_mask(decay_mask, params)
 
@@ -246,8 +246,8 @@ def cosine_schedule(step, total_steps, peak_lr, warmup_steps, final_lr):
     warmup_steps = check_positive_int("warmup_steps", warmup_steps, minimum=0)
     if warmup_steps > total_steps:
         raise ValueError(f"warmup_steps must be in [0, total_steps={total_steps}], got {warmup_steps}")
-    peak_lr = _check_scalar("peak_lr", peak_lr, 0.0)
-    final_lr = _check_scalar("final_lr", final_lr, 0.0, peak_lr)
+    peak_lr = check_scalar("peak_lr", peak_lr, 0.0)
+    final_lr = check_scalar("final_lr", final_lr, 0.0, peak_lr)
     t = step + 1
     if t <= warmup_steps:
         return peak_lr * t / warmup_steps
@@ -277,7 +277,7 @@ def clip_by_global_norm(grads, max_norm):
         raise ValueError(f"grads must be a non-empty dict of name -> float array, got {type(grads).__name__}")
     for k, g in grads.items():
         check_array(f"grads[{k!r}]", g)
-    max_norm = _check_scalar("max_norm", max_norm, 0.0, low_open=True)
+    max_norm = check_scalar("max_norm", max_norm, 0.0, low_open=True)
     norm = global_norm(grads)
     if norm <= max_norm:
         return dict(grads), norm

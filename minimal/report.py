@@ -15,27 +15,9 @@ Every work's page has the same sections, so a reader knows where to look:
 4. Metric definitions (``METRICS``: key -> definition), then links to the figures and to ``measurements.md``:
    the metrics without a paper value and the timings, one table per experiment, named for a reader.
 
-Verdicts (``judge``). First the tolerance (the module's ``TOLERANCE``: key -> ``Tolerance``, else the default):
-    "rel"      |ours / paper - 1| <= match: matches; <= close: close; else differs   (default 5% / 25%)
-    "at_most"  ours <= paper * (1 + match): matches; <= paper * close: close (lower is better: losses, errors)
-    "log10"    |log10(ours / paper)| <= match decades: matches; <= close: close     (quantities like 5e-8)
-    "exact"    ours == paper: matches; |ours - paper| <= close: close                 (counts, orderings)
-    "error"    "rel" on the error rates 100 - ours and 100 - paper                     (accuracies in %, near 100)
-Integers and booleans default to "exact" with close = 0. A list is compared entry by entry (worst verdict).
-Then three refinements, in order:
-    printed precision   a number the paper prints (at most 4 significant digits, e.g. 33 or 0.206) is matched by
-                        ours rounded the same way: 33.33 matches 33 (``printed_match``). Derived ratios such as
-                        0.206 / 0.207 have no printed precision and keep the tolerance alone. A float loses
-                        trailing zeros (0.10 reads as 0.1, matched within 0.05): give such a number a TOLERANCE.
-                        A paper value that encodes a claim, not a printed number (1.0 for "GRIL matches GD"),
-                        gets a Tolerance with ``printed=False``: the tolerance alone decides.
-    better              a "close" / "differs" row on the better side of the paper (the experiment's ``BETTER``:
-                        key pattern -> "lower" / "higher"; "at_most" tolerances are lower-is-better) reads
-                        "better than the paper"; an experiment declares BETTER only where the row's note says
-                        what made the number better (an easier task, not a better model).
-    quick               in a quick run, a "close" / "differs" row the experiment declares out of a quick run's
-                        reach (``QUICK_UNREACHABLE``) reads "not reached by a quick run", not "differs".
-Metadata is looked up on the experiment module first, then in ``minimal.experiments.notes`` (``notes.page``).
+Verdicts: ``minimal.verdicts`` (the tolerance kinds, printed precision, "better", "quick").
+Metadata is looked up on the experiment module first, then in the page data the caller passes (``pages``: name ->
+dict, e.g. ``minimal.experiments.notes.pages``); this module imports no experiment.
 """
 from __future__ import annotations
 
@@ -45,135 +27,18 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
-
 from .overrides import value_text
+from .verdicts import VERDICTS, default_tolerance, judge, vocabulary_markdown
 
-__all__ = ["Tolerance", "VERDICTS", "verdict", "judge", "printed_match", "render", "write", "count", "summary",
-           "is_timing", "reader_name", "overrides_markdown"]
+__all__ = ["render", "write", "rows", "count", "summary", "is_timing", "reader_name", "overrides_markdown"]
 
 _TIMING_WORDS = ("seconds", "ms_per_step", "_ms", "wall", "time_", "tokens_per_s", "steps_per_s")
-_ORDER = {"matches": 0, "close": 1, "differs": 2, "n/a": 3}
-BETTER, QUICK = "better than the paper", "not reached by a quick run"
 NO_NOTE = "no note"   # what a non-matching row without a note shows (tests/test_report.py fails on it)
-VERDICTS = ("matches", "close", "differs", BETTER, QUICK, "n/a")   # the order of counts and summaries
-
-# The one definition of the verdict words: every results page, the index and the README print it as it stands here
-# (tests/test_report.py checks the README against it).
-VOCABULARY = (
-    ("matches", "our number is within the row's first tolerance of the paper's, or equal to it at the precision "
-                "the paper prints (33.33 matches 33)."),
-    ("close", "outside the first tolerance, within the second."),
-    ("differs", "outside both tolerances."),
-    (BETTER, "outside the first tolerance on the side the paper counts as better (a lower loss, a higher "
-             "accuracy); the row's note says what made it so, such as an easier task, which is not a claim of a "
-             "better model."),
-    (QUICK, "a quick run's row outside the first tolerance that its experiment declares beyond a quick run's "
-            "reach; the full run is judged by the same tolerances."),
-    ("n/a", "no number to compare."),
-)
-TOLERANCE_RULE = ("Tolerances: ±5% (matches) / ±25% (close) of the paper's number unless the row names another; a "
-                  "paper number gets the same tolerance in every experiment of a work that reports it. Every row "
-                  "that does not match has a note on its work's page that says why, and the lesson (notebook) "
-                  "that shows it.")
-
-
-def vocabulary_markdown():
-    """The verdict words and the tolerance rule as Markdown: one bullet per word, then the rule."""
-    return "\n".join([*(f"- **{word}**: {text}" for word, text in VOCABULARY), "", TOLERANCE_RULE])
-
-
-class Tolerance(NamedTuple):
-    kind: str = "rel"      # "rel", "at_most", "log10", "exact" or "error" (rel on 100 - x: accuracies in %)
-    match: float = 0.05
-    close: float = 0.25
-    printed: bool = True   # False: the paper value encodes a claim (1.0 = "matches GD"), not a number it prints
-
-    def describe(self):
-        if self.kind == "rel":
-            return f"±{100 * self.match:g}% / ±{100 * self.close:g}%"
-        if self.kind == "error":
-            return f"error rate (100 - %) ±{100 * self.match:g}% / ±{100 * self.close:g}%"
-        if self.kind == "at_most":
-            return f"<= paper x {1 + self.match:g} / x {self.close:g}"
-        if self.kind == "log10":
-            return f"{self.match:g} / {self.close:g} decades"
-        return "equal" if self.close == 0 else f"equal / ±{self.close:g}"
 
 
 def is_timing(key):
     """True for metrics that measure time, not science."""
     return any(w in key for w in _TIMING_WORDS)
-
-
-def _default(paper):
-    if isinstance(paper, bool) or isinstance(paper, int):
-        return Tolerance("exact", 0.0, 0.0)
-    return Tolerance()
-
-
-def _one(paper, ours, tol):
-    try:
-        p, o = float(paper), float(ours)
-    except (TypeError, ValueError):
-        return "n/a"
-    if math.isnan(o) or math.isnan(p):
-        return "n/a"
-    if tol.kind == "exact":
-        d = abs(o - p)
-        return "matches" if d == 0 else "close" if d <= tol.close else "differs"
-    if tol.kind == "at_most":
-        if p <= 0:
-            return "n/a"
-        return "matches" if o <= p * (1 + tol.match) else "close" if o <= p * tol.close else "differs"
-    if tol.kind == "log10":
-        if p <= 0 or o <= 0:
-            return "n/a"
-        d = abs(math.log10(o / p))
-        return "matches" if d <= tol.match else "close" if d <= tol.close else "differs"
-    if tol.kind == "error":
-        p, o = 100.0 - p, 100.0 - o
-    if p == 0:
-        return "n/a"
-    d = abs(o / p - 1.0)
-    return "matches" if d <= tol.match else "close" if d <= tol.close else "differs"
-
-
-def _printed_step(paper):
-    """The unit in the last printed place of a paper number (33 -> 1, 0.206 -> 0.001, 4.97e-8 -> 1e-10), or None
-    for a number with more than 4 significant digits (a ratio we derived, not a number the paper prints)."""
-    if isinstance(paper, bool) or not isinstance(paper, (int, float)) or not math.isfinite(paper):
-        return None
-    if isinstance(paper, int):
-        return 1.0
-    mantissa, _, exp = repr(paper).partition("e")
-    digits = mantissa.replace("-", "").replace(".", "").lstrip("0") or "0"
-    if len(digits) > 4:
-        return None
-    decimals = len(mantissa.partition(".")[2])
-    return 10.0 ** (-decimals + (int(exp) if exp else 0))
-
-
-def printed_match(paper, ours):
-    """True when ``ours`` rounded to the paper's printed precision is the paper's number (33.33 vs 33)."""
-    step = _printed_step(paper)
-    try:
-        o = float(ours)
-    except (TypeError, ValueError):
-        return False
-    return step is not None and math.isfinite(o) and abs(o - paper) <= 0.5 * step * (1 + 1e-9)
-
-
-def verdict(paper, ours, tol=None):
-    """"matches", "close", "differs" or "n/a" (no comparable number) for one metric: the tolerance, then the
-    paper's printed precision (module docstring)."""
-    tol = _default(paper) if tol is None else tol
-    if isinstance(paper, (list, tuple)):
-        if not isinstance(ours, (list, tuple)) or len(ours) != len(paper):
-            return "n/a"
-        return max((verdict(p, o, tol) for p, o in zip(paper, ours)), key=_ORDER.get, default="n/a")
-    v = _one(paper, ours, tol)
-    return "matches" if v in ("close", "differs") and tol.printed and printed_match(paper, ours) else v
 
 
 def _lookup(table, key):
@@ -182,27 +47,6 @@ def _lookup(table, key):
     if key in table:
         return table[key]
     return next((v for k, v in table.items() if fnmatch.fnmatchcase(key, re.sub(r"<[^<>]+>", "*", k))), None)
-
-
-def _better(paper, ours, direction):
-    try:
-        p, o = float(paper), float(ours)
-    except (TypeError, ValueError):
-        return False
-    return (direction == "lower" and o < p) or (direction == "higher" and o > p)
-
-
-def judge(paper, ours, tol=None, better=None, unreachable=False):
-    """The row's verdict (module docstring): ``verdict``, then "better than the paper" when ``better``
-    ("lower" / "higher") says ours is on the good side, then "not reached by a quick run" when ``unreachable``."""
-    tol = _default(paper) if tol is None else tol
-    v = verdict(paper, ours, tol)
-    if v not in ("close", "differs"):
-        return v
-    better = "lower" if better is None and tol.kind == "at_most" else better
-    if better and not isinstance(paper, (list, tuple)) and _better(paper, ours, better):
-        return BETTER
-    return QUICK if unreachable else v
 
 
 def _fmt(v):
@@ -227,12 +71,11 @@ def reader_name(key):
 
 
 class _Meta:
-    """One experiment's page metadata: the module's attribute, else ``minimal.experiments.notes``'s entry."""
+    """One experiment's page metadata: the module's attribute, else the entry of its page data (``page``: a dict
+    of the keys ``minimal.experiments.notes`` describes; None: none)."""
 
-    def __init__(self, work, name, mod):
-        from .experiments import notes
-
-        self.mod, self.extra = mod, notes.page(work, name)
+    def __init__(self, mod, page=None):
+        self.mod, self.extra = mod, page or {}
 
     def get(self, attr, default):
         v = getattr(self.mod, attr, None)
@@ -355,11 +198,12 @@ def _explained(note, where):
     return f"{note} Shown in `notebooks/{name}`" + (f" {sections}." if sections else ".")
 
 
-def rows(results, modules, work=""):
-    """Per paper-comparable metric: (experiment, key, paper text, ours text, verdict, tolerance, mode, note)."""
+def rows(results, modules, pages=None):
+    """Per paper-comparable metric: (experiment, key, paper text, ours text, verdict, tolerance, mode, note).
+    ``pages``: name -> the experiment's page data (module docstring)."""
     out = []
     for name, res in results.items():
-        meta = _Meta(work, name, modules.get(name))
+        meta = _Meta(modules.get(name), (pages or {}).get(name))
         metrics, paper, mode = res["metrics"], res.get("paper", {}), res.get("mode", "")
         sets = res.get("overrides") or {}
         tols, better = meta.get("TOLERANCE", {}), meta.get("BETTER", {})
@@ -367,7 +211,7 @@ def rows(results, modules, work=""):
         for key, ours in metrics.items():
             if key not in paper or key.endswith("_std") and key[:-4] in paper:
                 continue
-            tol = _lookup(tols, key) or _default(paper[key])
+            tol = _lookup(tols, key) or default_tolerance(paper[key])
             v = judge(paper[key], ours, tol, _lookup(better, key),
                       bool(unreachable) and any(fnmatch.fnmatchcase(key, u) for u in unreachable))
             sk = _spread_key(key, metrics)
@@ -401,14 +245,14 @@ def _differs_list(mod):
     return " ".join(re.sub(r"\n\s*- ", " • ", m.group(0)).split()) if m else ""
 
 
-def _measurements(work, results, modules):
+def _measurements(work, results, modules, pages=None):
     """measurements.md: per experiment, the metrics without a paper value, then the timings."""
     parts = [f"# {work}: other measurements", "",
              "Metrics that have no number in the paper to compare with, and the timings, one table per experiment "
              "(name for a reader, then the key in `results.json`). Series and nested tables are in `results.json`.",
              ""]
     for name, res in results.items():
-        meta = _Meta(work, name, modules.get(name))
+        meta = _Meta(modules.get(name), (pages or {}).get(name))
         defs, paper = meta.get("METRICS", {}), res.get("paper", {})
         other, times = [], []
         for key, ours in res["metrics"].items():
@@ -435,11 +279,13 @@ def _measurements(work, results, modules):
     return "\n".join(parts)
 
 
-def render(work, quick, results, modules, out_dir=".", measurements="measurements.md"):
+def render(work, quick, results, modules, out_dir=".", measurements="measurements.md", pages=None):
     """Markdown text of the page. ``results``: name -> {"metrics", "paper", "seconds", "figures", "mode"};
     ``modules``: name -> the experiment module; figure links are relative to ``out_dir``, the page's folder;
-    ``measurements``: the file name of the other measurements' page (None: no link)."""
-    table = rows(results, modules, work)
+    ``measurements``: the file name of the other measurements' page (None: no link); ``pages``: name -> page data
+    (module docstring)."""
+    pages = pages or {}
+    table = rows(results, modules, pages)
     counts = count(table)
     title = f"# {work}: paper vs ours ({'quick' if quick else 'full'} run)"
     comp = ["| experiment | metric | paper | ours | verdict | tolerance (matches / close) | run |",
@@ -466,9 +312,9 @@ def render(work, quick, results, modules, out_dir=".", measurements="measurement
     if not quick_runs:
         parts.append("Nothing: every experiment ran its full configuration or loaded a full run from `data/`.")
     for n in quick_runs:
-        m = _Meta(work, n, modules.get(n)).get("QUICK_MISSES", "")
+        m = _Meta(modules.get(n), pages.get(n)).get("QUICK_MISSES", "")
         parts.append(f"- **{n}**: {m or 'the experiment states nothing it expects to miss.'}")
-    defs = [(n, k, d) for n in results for k, d in _Meta(work, n, modules.get(n)).get("METRICS", {}).items()]
+    defs = [(n, k, d) for n in results for k, d in _Meta(modules.get(n), pages.get(n)).get("METRICS", {}).items()]
     parts += ["", "## Metric definitions", ""]
     parts += [f"- `{n}.{k}`: {d}" for n, k, d in defs] or ["No experiment of this work defines its metrics."]
     parts += ["", "## Figures and other measurements", ""]
@@ -482,9 +328,10 @@ def render(work, quick, results, modules, out_dir=".", measurements="measurement
     return "\n".join(parts) + "\n"
 
 
-def write(work, quick, results, modules, out_dir):
-    """Write ``out_dir/results.md`` and ``out_dir/measurements.md``; returns {verdict: count}."""
+def write(work, quick, results, modules, out_dir, pages=None):
+    """Write ``out_dir/results.md`` and ``out_dir/measurements.md``; returns {verdict: count}. ``pages``: name ->
+    the experiment's page data (module docstring)."""
     out = Path(out_dir)
-    (out / "measurements.md").write_text(_measurements(work, results, modules))
-    (out / "results.md").write_text(render(work, quick, results, modules, out))
-    return count(rows(results, modules, work))
+    (out / "measurements.md").write_text(_measurements(work, results, modules, pages))
+    (out / "results.md").write_text(render(work, quick, results, modules, out, pages=pages))
+    return count(rows(results, modules, pages))

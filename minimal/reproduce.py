@@ -36,7 +36,7 @@ from pathlib import Path
 from . import io, report
 from . import overrides as overrides_
 from .data import data_path
-from .experiments import experiments
+from .experiments import experiments, notes
 from .sweep import check_scheduler, job_key
 from .validate import InputError
 
@@ -172,6 +172,6 @@ def _merge(work, quick, out, results, every, markdown=False):
         io.write_json(out / "results.json", merged)
         if not markdown:
             return None
-        return report.write(work, quick, merged, {n: every[n] for n in merged}, out)
+        return report.write(work, quick, merged, {n: every[n] for n in merged}, out, pages=notes.pages(work, merged))
     finally:
         os.close(fd)   # closing the descriptor releases the lock

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from . import overrides as overrides_
-from . import report
+from . import report, verdicts
+from .experiments import notes
 from ._atomic import atomic_write
 from . import reproduce as _reproduce
 
@@ -45,8 +46,8 @@ def _sentence(note):
 def _counts_cell(rows):
     c = report.count(rows)
     return f"{c['matches']} / {c['close']} / {c['differs']}" + (
-        f" (+{c[report.BETTER]} better)" if c[report.BETTER] else "") + (
-        f" (+{c[report.QUICK]} not reached by a quick run)" if c[report.QUICK] else "")
+        f" (+{c[verdicts.BETTER]} better)" if c[verdicts.BETTER] else "") + (
+        f" (+{c[verdicts.QUICK]} not reached by a quick run)" if c[verdicts.QUICK] else "")
 
 
 def _split(rows):
@@ -55,8 +56,8 @@ def _split(rows):
 
 
 def work_rows(work, results):
-    """``report.rows`` of one work's results (the modules from ``minimal.experiments``)."""
-    return report.rows(results, experiments(work), work)
+    """``report.rows`` of one work's results (the modules and page data from ``minimal.experiments``)."""
+    return report.rows(results, experiments(work), notes.pages(work, results))
 
 
 def index_markdown(done, out_root, quick, seconds=None):
@@ -70,7 +71,7 @@ def index_markdown(done, out_root, quick, seconds=None):
              "Counts are matches / close / differs among the metrics the paper gives a number for, split by how "
              "each experiment ran: a full configuration (trained now, or a full run committed under `data/` and "
              "loaded) or a quick one (CPU minutes, which is not expected to reach every paper number). The "
-             "verdicts, the same on every page:", "", report.vocabulary_markdown(), "",
+             "verdicts, the same on every page:", "", verdicts.vocabulary_markdown(), "",
              "| work | paper | full runs: matches / close / differs | quick runs: matches / close / differs | "
              "results | wall time (s), as printed |", "|---|---|---|---|---|---|"]
     for work, paper in WORKS.items():
@@ -90,7 +91,7 @@ def index_markdown(done, out_root, quick, seconds=None):
         by = {}
         for r in table[work]:
             by.setdefault(r[4], []).append(r)
-        for verdict in report.VERDICTS:
+        for verdict in verdicts.VERDICTS:
             if verdict not in by:
                 continue
             if verdict == "matches":

@@ -215,7 +215,7 @@ _SCHEDULER_HINT = ("a scheduler address is the one `dask scheduler` prints as 'S
                    "(port 8786 by default; 8787 is its dashboard, a web page)")
 
 
-def _probe_scheduler(scheduler, timeout):
+def probe_scheduler(scheduler, timeout):
     """Connect to ``scheduler``, do dask's handshake and ask its identity, all within ``timeout`` seconds.
 
     dask's own ``Client(address, timeout=...)`` bounds only the TCP connect: against a listener that accepts and
@@ -265,7 +265,7 @@ def _client(scheduler, n_workers, threads_per_worker, processes, connect_timeout
 
     if scheduler is not None:
         if not check_scheduler(scheduler).startswith("inproc://"):   # inproc: this process's own, nothing to ask
-            _probe_scheduler(scheduler, connect_timeout)
+            probe_scheduler(scheduler, connect_timeout)
         return Client(scheduler, timeout=connect_timeout), None
     # the scheduler, its dashboard and the workers listen on the loopback interface only: a library should not
     # open a port to the network on a user's machine unless asked (a running cluster is what ``scheduler`` is for)

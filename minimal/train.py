@@ -54,7 +54,7 @@ import numpy as np
 from tqdm import tqdm  # plain tqdm: tqdm.auto needs ipywidgets in notebooks, which we do not depend on
 
 from minimal._atomic import atomic_write
-from minimal.optim import AdamWState, _check_like, _check_params, _check_scalar, adamw_init, adamw_step, \
+from minimal.optim import AdamWState, check_like, check_params, check_scalar, adamw_init, adamw_step, \
     clip_by_global_norm
 from minimal.validate import InputError, OverflowInputError, check_array, check_positive_int
 
@@ -202,9 +202,9 @@ def _checkpoint_from(arrays) -> Checkpoint:
             for prefix in ("params", "m", "v")}
     if not tree["params"]:
         raise ValueError("it holds no params/<name> arrays")
-    _check_params(tree["params"])
+    check_params(tree["params"])
     for prefix in ("m", "v"):
-        _check_like(prefix, tree[prefix], tree["params"])
+        check_like(prefix, tree[prefix], tree["params"])
     counts = {}
     for name in ("step", "adamw_step"):
         a = arrays[name]
@@ -231,7 +231,7 @@ def _checkpoint_from(arrays) -> Checkpoint:
                       step=counts["step"], rng_state=rng_state, losses=losses, config=config)
 
 
-def _make_rng(rng):
+def make_rng(rng):
     if isinstance(rng, np.random.Generator):
         return rng
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
@@ -269,7 +269,7 @@ def _resume(path, params, steps, rng, config=None) -> Checkpoint:
     ckpt = load_checkpoint(path)
     _check_config(path, ckpt.config, config)
     try:
-        _check_like("checkpoint params", ckpt.params, params)
+        check_like("checkpoint params", ckpt.params, params)
     except ValueError as e:
         raise InputError(f"checkpoint_path {path!r} does not fit params: {e}") from None
     if ckpt.opt_state.step != ckpt.step:  # train takes one AdamW update per step
@@ -327,19 +327,19 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
     if not callable(loss_and_grads):
         raise ValueError(f"loss_and_grads must be a callable (params, step, rng) -> (loss, grads), "
                          f"got {type(loss_and_grads).__name__}")
-    _check_params(params)
+    check_params(params)
     steps = check_positive_int("steps", steps)
     checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
     log_every = check_positive_int("log_every", log_every)
     if clip is not None:
-        clip = _check_scalar("clip", clip, 0.0, low_open=True)
+        clip = check_scalar("clip", clip, 0.0, low_open=True)
     if not callable(lr_schedule):
-        lr_value = _check_scalar("lr_schedule", lr_schedule, 0.0)
+        lr_value = check_scalar("lr_schedule", lr_schedule, 0.0)
         lr_schedule = lambda step: lr_value  # noqa: E731
     if not callable(weight_decay):
-        wd_value = _check_scalar("weight_decay", weight_decay, 0.0)
+        wd_value = check_scalar("weight_decay", weight_decay, 0.0)
         weight_decay = lambda step: wd_value  # noqa: E731
-    rng = _make_rng(rng)
+    rng = make_rng(rng)
     config = _json_config(config)
     path = None if checkpoint_path is None else os.fspath(checkpoint_path)
 

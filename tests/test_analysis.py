@@ -4,7 +4,8 @@ distance, KV score and Q score are 0, and pruning a padded copy removes exactly 
 import numpy as np
 import pytest
 
-from minimal import constructions
+from minimal import io
+from minimal.constructions import lsa_as_gated_rnn
 from minimal.analysis import identification, polynomial
 from minimal.cells import gated_rnn, lsa
 from minimal.tasks import lsa_teacher
@@ -49,7 +50,7 @@ def test_lsa_instantaneous_polynomial_symbolic_equals_fitted(teacher):
     assert np.max(np.abs(symbolic.degree_part(3))) > 0.1
 
 
-@pytest.mark.parametrize("build", [constructions.lsa_to_gated_rnn, constructions.lsa_to_gated_rnn_compact])
+@pytest.mark.parametrize("build", [lsa_as_gated_rnn.lsa_to_gated_rnn, lsa_as_gated_rnn.lsa_to_gated_rnn_compact])
 def test_polynomial_distance_zero_between_lsa_and_its_construction(teacher, build):
     c = build(teacher.W_V, teacher.W_K, teacher.W_Q)
     student = polynomial.instantaneous_polynomial(_rnn_last(c.params, c.lam), 3)
@@ -63,7 +64,7 @@ def test_polynomial_distance_zero_between_lsa_and_its_construction(teacher, buil
 
 def test_polynomial_distance_sees_a_forgetting_student(teacher):
     """λ = 0.9 on the key-value neurons: the same instantaneous polynomial, a different memory."""
-    c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     lam = np.where(c.lam == 1.0, 0.9, 0.0)
     two_rnn = polynomial.network_polynomial(_rnn_last(c.params, lam), 3, T=2)
     two_lsa = polynomial.network_polynomial(_lsa_last(teacher), 3, T=2)
@@ -104,7 +105,7 @@ def test_polynomial_bad_inputs():
 
 
 # --- KV and Q scores -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("build", [constructions.lsa_to_gated_rnn, constructions.lsa_to_gated_rnn_compact])
+@pytest.mark.parametrize("build", [lsa_as_gated_rnn.lsa_to_gated_rnn, lsa_as_gated_rnn.lsa_to_gated_rnn_compact])
 def test_kv_and_q_scores_are_zero_for_the_construction(teacher, rng, build):
     c = build(teacher.W_V, teacher.W_K, teacher.W_Q)
     x = rng.standard_normal((8, 7, 3))
@@ -115,7 +116,7 @@ def test_kv_and_q_scores_are_zero_for_the_construction(teacher, rng, build):
 
 def test_scores_measure_information_not_weights(teacher, rng):
     other = lsa_teacher.make_teacher(rng, 3)
-    c = constructions.lsa_to_gated_rnn(other.W_V, other.W_K, other.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn(other.W_V, other.W_K, other.W_Q)
     x = rng.standard_normal((8, 7, 3))
     s = identification.kv_q_scores(c.params, teacher, x, lam=c.lam)
     # The key-value neurons of any construction store every product x_a x_b: still a perfect KV score.
@@ -132,7 +133,7 @@ def test_scores_measure_information_not_weights(teacher, rng):
 
 def test_scores_use_only_the_neurons_kept_by_pruning_when_given(teacher, rng):
     # Sec. 3.1: the KV score regresses on the 10 kept key-value neurons, the Q score on the 4 kept query neurons
-    c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     x = rng.standard_normal((8, 7, 3))
     kv = np.flatnonzero(c.lam == 1.0)
     q = np.flatnonzero(c.lam == 0.0)
@@ -145,7 +146,7 @@ def test_scores_use_only_the_neurons_kept_by_pruning_when_given(teacher, rng):
 
 
 def test_kv_score_of_forgetting_neurons_is_positive(teacher, rng):
-    c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     lam = np.where(c.lam == 1.0, 0.96, 0.0)    # still "kv" at lam_tol = 0.05
     s = identification.kv_q_scores(c.params, teacher, rng.standard_normal((8, 9, 3)), lam=lam)
     assert s.n_kv == 9 and s.kv > 1e-4
@@ -172,7 +173,7 @@ def test_teacher_key_values_match_lsa_recurrent_state(teacher, rng):
 def _padded_construction(teacher, rng, n_dead_in=3, n_dead_out=2, n_dead_gates=4):
     """The Fig. 1 construction plus neurons that do nothing: zero input rows, zero output columns, gates
     with a zero readout column or a zero row."""
-    c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     p, H, H_out = c.params, c.params["nu"].size, c.params["D"].shape[1]
     extra_h, extra_g = n_dead_in + n_dead_out, n_dead_gates
     W_in_m = np.vstack([p["W_in_m"], rng.standard_normal((extra_h, 4))])
@@ -242,14 +243,14 @@ def test_prune_by_function_removes_what_the_output_does_not_need(teacher, rng):
 
 
 def test_prune_by_function_keeps_the_exact_construction_whole(teacher, rng):
-    c = constructions.lsa_to_gated_rnn_compact(teacher.W_V, teacher.W_K, teacher.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn_compact(teacher.W_V, teacher.W_K, teacher.W_Q)
     x = rng.standard_normal((8, 6, 3))
     pruned = identification.prune_by_function(c.params, lsa_teacher.append_one(x),
                                               lsa_teacher.targets(teacher, x), lam=c.lam)
     assert (pruned.hidden.size, pruned.gates.size) == (c.n_kv + c.n_q, c.params["D"].shape[1])
 
 
-@pytest.mark.parametrize("build", [constructions.lsa_to_gated_rnn, constructions.lsa_to_gated_rnn_compact])
+@pytest.mark.parametrize("build", [lsa_as_gated_rnn.lsa_to_gated_rnn, lsa_as_gated_rnn.lsa_to_gated_rnn_compact])
 def test_key_values_need_d_d_plus_1_over_2_dimensions_and_queries_d(teacher, rng, build):
     """Sec. 3.1: the key-value state is a symmetric d x d matrix's worth of information (d(d+1)/2 = 6 for
     d = 3) even when the full construction spreads it over d^2 = 9 neurons; the queries need d = 3."""
@@ -264,7 +265,7 @@ def test_key_values_need_d_d_plus_1_over_2_dimensions_and_queries_d(teacher, rng
 
 
 def test_merged_kernel_of_the_construction_couples_only_kv_and_q(teacher, rng):
-    c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     K = identification.merged_kernel(c.params)
     blocks = identification.kernel_block_norms(K, identification.neuron_kinds(c.lam))
     assert blocks["kv-kv"] == 0.0 and blocks["q-q"] == 0.0 and blocks["other"] == 0.0
@@ -281,7 +282,7 @@ def test_neuron_kinds():
 
 
 def test_identification_bad_inputs(teacher, rng):
-    c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     with pytest.raises(ValueError, match="lam_tol"):
         identification.neuron_kinds(c.lam, lam_tol=0.7)
     with pytest.raises(ValueError, match="x must have shape"):

@@ -11,18 +11,19 @@ from minimal.cells import gru, lstm
 from minimal.experiments.zucchet import architectures as A
 from minimal.experiments.zucchet import hidden_size as HS
 from minimal.gradcheck import TOLERANCE, check_function
+from minimal.experiments.zucchet import stacks
 
 
 def _check_model(arch, layers, T, seed=0):
     rng = np.random.default_rng(seed)
-    params = A.init_model(rng, arch, d_in=3, d_out=2, hidden=3, layers=layers, readout_scale=1.0)
+    params = stacks.init_model(rng, arch, d_in=3, d_out=2, hidden=3, layers=layers, readout_scale=1.0)
     x = rng.standard_normal((2, T, 3))
-    errors = check_function(functools.partial(A.model_forward, arch=arch),
-                            functools.partial(A.model_backward, arch=arch), params, x)
+    errors = check_function(functools.partial(stacks.model_forward, arch=arch),
+                            functools.partial(stacks.model_backward, arch=arch), params, x)
     return params, errors
 
 
-@pytest.mark.parametrize("arch", A.ARCHS)
+@pytest.mark.parametrize("arch", stacks.ARCHS)
 @pytest.mark.parametrize("layers,T", [(1, 1), (2, 3)])
 def test_stacked_model_backward_matches_finite_differences(arch, layers, T):
     params, errors = _check_model(arch, layers, T)
@@ -30,21 +31,21 @@ def test_stacked_model_backward_matches_finite_differences(arch, layers, T):
     assert max(errors.values()) <= TOLERANCE, errors
 
 
-@pytest.mark.parametrize("arch", A.ARCHS)
+@pytest.mark.parametrize("arch", stacks.ARCHS)
 @pytest.mark.parametrize("layers", [1, 2])
 def test_readout_last_is_the_last_step_of_the_whole_output_gradients_included(arch, layers):
     rng = np.random.default_rng(3)
-    params = A.init_model(rng, arch, d_in=3, d_out=2, hidden=3, layers=layers, readout_scale=1.0)
+    params = stacks.init_model(rng, arch, d_in=3, d_out=2, hidden=3, layers=layers, readout_scale=1.0)
     x = rng.standard_normal((2, 5, 3))
-    y_all, c_all = A.model_forward(params, x, arch)
-    y_last, c_last = A.model_forward(params, x, arch, readout="last")
+    y_all, c_all = stacks.model_forward(params, x, arch)
+    y_last, c_last = stacks.model_forward(params, x, arch, readout="last")
     assert y_last.shape == (2, 1, 2)
     np.testing.assert_allclose(y_last, y_all[:, -1:], rtol=1e-12, atol=1e-14)
     dy_last = rng.standard_normal(y_last.shape)
     dy_all = np.zeros_like(y_all)
     dy_all[:, -1:] = dy_last
-    dx_all, g_all = A.model_backward(params, c_all, dy_all, arch)
-    dx, g = A.model_backward(params, c_last, dy_last, arch)
+    dx_all, g_all = stacks.model_backward(params, c_all, dy_all, arch)
+    dx, g = stacks.model_backward(params, c_last, dy_last, arch)
     np.testing.assert_allclose(dx, dx_all, rtol=1e-11, atol=1e-13)
     for k in g:
         np.testing.assert_allclose(g[k], g_all[k], rtol=1e-11, atol=1e-13, err_msg=k)
@@ -54,11 +55,11 @@ def test_one_layer_lstm_model_is_an_embedding_the_cell_then_a_linear_readout():
     # Sec. 3.3: "a linear embedding layer projects the input to a latent representation, we then repeat the
     # recurrent layer once or twice, and finally apply a linear readout"
     rng = np.random.default_rng(1)
-    params = A.init_model(rng, "lstm", d_in=3, d_out=2, hidden=4, layers=1)
+    params = stacks.init_model(rng, "lstm", d_in=3, d_out=2, hidden=4, layers=1)
     x = rng.standard_normal((2, 5, 3))
     e = x @ params["embed/W"] + params["embed/b"]
     h, _ = lstm.forward({k[3:]: v for k, v in params.items() if k.startswith("l0/")}, e)
-    y, _ = A.model_forward(params, x, "lstm")
+    y, _ = stacks.model_forward(params, x, "lstm")
     np.testing.assert_allclose(y, h @ params["readout/W"] + params["readout/b"], rtol=1e-12, atol=1e-14)
 
 
@@ -66,10 +67,10 @@ def test_every_lru_variant_has_one_width_so_the_comparison_is_fair():
     # Sec. 3.3: the LRU's input/output dimension and its number of neurons all set to one value (hidden)
     rng = np.random.default_rng(2)
     for arch in ("lru_out", "lru_in_out", "lru_in_skip"):
-        p = A.init_model(rng, arch, d_in=7, d_out=6, hidden=8, layers=1)
+        p = stacks.init_model(rng, arch, d_in=7, d_out=6, hidden=8, layers=1)
         assert p["embed/W"].shape == (7, 8) and p["readout/W"].shape == (8, 6)
         assert p["l0/B_re"].shape == (8, 8) and p["l0/C_re"].shape == (8, 8) and p["l0/W_out_m"].shape == (8, 8)
-    counts = {a: A.n_params(A.init_model(rng, a, 7, 6, 32, 1)) for a in ("lru_out", "lru_in_out", "lru_in_skip")}
+    counts = {a: stacks.n_params(stacks.init_model(rng, a, 7, 6, 32, 1)) for a in ("lru_out", "lru_in_out", "lru_in_skip")}
     # the input gate adds two H x H matrices; in_skip's sigmoid branch reads the (embedded) input, also H wide
     assert counts["lru_in_out"] - counts["lru_out"] == 2 * 32 * 32 == counts["lru_in_skip"] - counts["lru_out"]
 
@@ -77,20 +78,20 @@ def test_every_lru_variant_has_one_width_so_the_comparison_is_fair():
 def test_parameter_counts_add_up_from_the_cells():
     rng = np.random.default_rng(0)
     embed = 5 * 8 + 8
-    p = A.init_model(rng, "gru", d_in=5, d_out=4, hidden=8, layers=2)
-    assert A.n_params(p) == embed + 2 * gru.n_params(8, 8) + 8 * 4 + 4
-    p = A.init_model(rng, "lstm", d_in=5, d_out=4, hidden=8, layers=1)
-    assert A.n_params(p) == embed + lstm.n_params(8, 8) + 8 * 4 + 4
+    p = stacks.init_model(rng, "gru", d_in=5, d_out=4, hidden=8, layers=2)
+    assert stacks.n_params(p) == embed + 2 * gru.n_params(8, 8) + 8 * 4 + 4
+    p = stacks.init_model(rng, "lstm", d_in=5, d_out=4, hidden=8, layers=1)
+    assert stacks.n_params(p) == embed + lstm.n_params(8, 8) + 8 * 4 + 4
     # the construction's class: W_in_m, W_in_x (H, d_in), ν (H), W_out_m, W_out_x (H, H), D (d_out, H)
-    p = A.init_model(rng, "gated_diagonal", d_in=5, d_out=4, hidden=8, layers=1)
-    assert A.n_params(p) == 2 * 8 * 5 + 8 + 2 * 8 * 8 + 4 * 8
-    p = A.init_model(rng, "gated_dense", d_in=5, d_out=4, hidden=8, layers=1)
-    assert A.n_params(p) == 2 * 8 * 5 + 8 * 8 + 2 * 8 * 8 + 4 * 8
+    p = stacks.init_model(rng, "gated_diagonal", d_in=5, d_out=4, hidden=8, layers=1)
+    assert stacks.n_params(p) == 2 * 8 * 5 + 8 + 2 * 8 * 8 + 4 * 8
+    p = stacks.init_model(rng, "gated_dense", d_in=5, d_out=4, hidden=8, layers=1)
+    assert stacks.n_params(p) == 2 * 8 * 5 + 8 * 8 + 2 * 8 * 8 + 4 * 8
 
 
 def test_init_model_dtype_and_readout_scale():
-    p1 = A.init_model(np.random.default_rng(3), "gated_diagonal", 5, 4, 8, readout_scale=1.0)
-    p2 = A.init_model(np.random.default_rng(3), "gated_diagonal", 5, 4, 8, readout_scale=0.1, dtype="float32")
+    p1 = stacks.init_model(np.random.default_rng(3), "gated_diagonal", 5, 4, 8, readout_scale=1.0)
+    p2 = stacks.init_model(np.random.default_rng(3), "gated_diagonal", 5, 4, 8, readout_scale=0.1, dtype="float32")
     assert all(v.dtype == np.float32 for v in p2.values())
     np.testing.assert_allclose(p2["l0/D"], 0.1 * p1["l0/D"], rtol=1e-6)
     np.testing.assert_allclose(p2["l0/W_in_m"], p1["l0/W_in_m"], rtol=1e-6)
@@ -185,11 +186,11 @@ def test_run_writes_a_resumable_sweep_and_a_summary(tmp_path):
 def test_bad_model_arguments_name_themselves():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="arch"):
-        A.init_model(rng, "transformer", 3, 2, 4)
+        stacks.init_model(rng, "transformer", 3, 2, 4)
     with pytest.raises(ValueError, match="hidden"):
-        A.init_model(rng, "lstm", 3, 2, 0)
+        stacks.init_model(rng, "lstm", 3, 2, 0)
     with pytest.raises(ValueError, match="layers"):
-        A.init_model(rng, "lstm", 3, 2, 4, layers=0)
+        stacks.init_model(rng, "lstm", 3, 2, 4, layers=0)
     with pytest.raises(ValueError, match="task"):
         A.task_spec(A.Job(task="copy"))
 
@@ -240,7 +241,7 @@ def test_hidden_size_run_and_plot(tmp_path):
 def test_train_job_from_run_jobs_initialisation_is_run_job():
     job = A.Job(task="icl", arch="gated_diagonal", hidden=4, layers=2, steps=6, n_eval=64)
     d_in, d_out = A.task_spec(job)[:2]
-    params = A.init_model(np.random.default_rng(job.seed), job.arch, d_in, d_out, job.hidden, job.layers,
+    params = stacks.init_model(np.random.default_rng(job.seed), job.arch, d_in, d_out, job.hidden, job.layers,
                           job.readout_scale, job.dtype)
     a, b = A.run_job(job), A.train_job(job, params)
     assert a["val_loss"] == b["val_loss"] and a["curve"] == b["curve"]

@@ -135,7 +135,7 @@ def test_fused_causal_softmax_and_its_backward_equal_the_numpy_formulas(rng, dty
     scale = 1.0 / np.sqrt(4.0)
     P = q @ k.transpose(0, 2, 1)
     _softmax_numba.causal_softmax_(P, scale)
-    ref = sa._weights(q, k, scale)
+    ref = sa.softmax_weights(q, k, scale)
     assert P.dtype == dtype and np.abs(P - ref).max() <= tol
     assert np.all(P[:, ~np.tri(T, dtype=bool)] == 0)
     G = rng.standard_normal((5, T, T)).astype(dtype)

@@ -9,6 +9,8 @@ import pytest
 from minimal.experiments.minrnn import shakespeare as S
 from minimal.gradcheck import rel_error
 from minimal.tasks import char_lm
+from minimal.data import data_path
+from minimal.experiments.minrnn import shakespeare_model as SM
 
 
 @pytest.fixture(scope="module")
@@ -19,10 +21,10 @@ def data():
 # ---------------------------------------------------------------- the task
 
 def test_load_matches_meta_and_round_trips(data):
-    meta = json.loads(char_lm.data_path("shakespeare", "meta.json").read_text())
+    meta = json.loads(data_path("shakespeare", "meta.json").read_text())
     assert data.vocab == meta["vocab"] and len(data.vocab) == 70
     assert (data.train.size, data.test.size) == (1_003_854, 111_540)
-    text = char_lm.data_path("shakespeare", "test.txt").read_text()
+    text = data_path("shakespeare", "test.txt").read_text()
     assert char_lm.decode(data.test[:500], data.vocab) == text[:500]
     assert data.train.max() < 70
 
@@ -65,15 +67,15 @@ def test_eval_windows_cover_every_target_once():
 
 # ---------------------------------------------------------------- the model
 
-@pytest.mark.parametrize("kind", S.KINDS)
+@pytest.mark.parametrize("kind", SM.KINDS)
 def test_lm_gradients_match_finite_differences(kind):
     rng = np.random.default_rng(1)
-    params = S.init_lm(rng, kind, 7, 4, 2, dtype="float64")
+    params = SM.init_lm(rng, kind, 7, 4, 2, dtype="float64")
     params = {k: v + 0.1 * rng.standard_normal(v.shape) if v.ndim == 1 else v for k, v in params.items()}
     windows = rng.integers(0, 7, (2, 6))
 
     def loss(p):   # dropout with a seeded mask: the same masks on every call
-        return S.lm_loss_and_grads(p, windows, kind, dropout=0.2, rng=np.random.default_rng(5))
+        return SM.lm_loss_and_grads(p, windows, kind, dropout=0.2, rng=np.random.default_rng(5))
 
     _, grads = loss(params)
     eps = 1e-6
@@ -92,15 +94,15 @@ def test_lm_gradients_match_finite_differences(kind):
         assert rel_error(np.array(ana), np.array(num)) < 1e-6, name
 
 
-@pytest.mark.parametrize("kind", S.KINDS)
+@pytest.mark.parametrize("kind", SM.KINDS)
 def test_step_mode_equals_the_whole_sequence_forward(kind):
     rng = np.random.default_rng(2)
-    params = S.init_lm(rng, kind, 11, 8, 3, dtype="float64")
+    params = SM.init_lm(rng, kind, 11, 8, 3, dtype="float64")
     x = rng.integers(0, 11, (3, 9))
-    z, _ = S.lm_forward(params, x, kind)
+    z, _ = SM.lm_forward(params, x, kind)
     states, steps = None, []
     for t in range(x.shape[1]):
-        zt, states = S.step_logits(params, states, x[:, t], kind)
+        zt, states = SM.step_logits(params, states, x[:, t], kind)
         steps.append(zt)
     assert rel_error(np.stack(steps, axis=1), z) < 1e-12
 
@@ -109,11 +111,11 @@ def test_rnn_state_is_constant_and_the_kv_cache_grows():
     rng = np.random.default_rng(3)
     prompt = np.array([1, 2])
     mem = {}
-    for kind in S.KINDS:
-        params = S.init_lm(rng, kind, 5, 8, 2)
-        ids, mem[kind] = S.generate(params, kind, prompt, 10, np.random.default_rng(0), return_memory=True)
+    for kind in SM.KINDS:
+        params = SM.init_lm(rng, kind, 5, 8, 2)
+        ids, mem[kind] = SM.generate(params, kind, prompt, 10, np.random.default_rng(0), return_memory=True)
         assert ids.shape == (10,) and ids.max() < 5
-        assert np.array_equal(ids, S.generate(params, kind, prompt, 10, np.random.default_rng(0)))
+        assert np.array_equal(ids, SM.generate(params, kind, prompt, 10, np.random.default_rng(0)))
     for kind in ("mingru", "minlstm", "mingru_vanilla", "minlstm_vanilla"):
         assert np.all(mem[kind] == mem[kind][0])
     D, L = 8, 2                                                      # nanoGPT's attention width: D
@@ -122,38 +124,38 @@ def test_rnn_state_is_constant_and_the_kv_cache_grows():
 
 def test_the_transformer_is_nanogpts_block():
     """Learned positions, N_HEADS-head causal attention at width D, no convolution (nanoGPT's GPT block)."""
-    sp = S.spec("attention", 11, 8, 2, T_max=16)
+    sp = SM.spec("attention", 11, 8, 2, T_max=16)
     assert sp[0].name == "token_position_embedding" and sp[0].init["T_max"] == 16
-    assert sp[1].init["k"] is None and sp[1].init["expansion"] == 1 and sp[1].forward["n_heads"] == S.N_HEADS
-    params = S.init_lm(np.random.default_rng(0), "attention", 11, 8, 2, T_max=16)
+    assert sp[1].init["k"] is None and sp[1].init["expansion"] == 1 and sp[1].forward["n_heads"] == SM.N_HEADS
+    params = SM.init_lm(np.random.default_rng(0), "attention", 11, 8, 2, T_max=16)
     assert params["0.P"].shape == (16, 8) and not any(".conv" in k for k in params)
     # the positions matter: the same tokens in another order are not a permutation of the logits
     x = np.array([[1, 2, 3, 1, 2, 3]])
     params["0.P"] = np.random.default_rng(1).standard_normal((16, 8)).astype(np.float32)
-    z, _ = S.lm_forward(params, x, "attention")
-    z2, _ = S.lm_forward(params, x[:, ::-1].copy(), "attention")
+    z, _ = SM.lm_forward(params, x, "attention")
+    z2, _ = SM.lm_forward(params, x[:, ::-1].copy(), "attention")
     assert np.abs(z[0, -1] - z2[0, 2]).max() > 1e-3
     # step mode stops at the last learned position, with an error that says why
     states = None
     for t in range(16):
-        _, states = S.step_logits(params, states, np.array([1]), "attention")
+        _, states = SM.step_logits(params, states, np.array([1]), "attention")
     with pytest.raises(ValueError, match="T_max"):
-        S.step_logits(params, states, np.array([1]), "attention")
+        SM.step_logits(params, states, np.array([1]), "attention")
 
 
 def test_log_space_and_vanilla_models_compute_different_functions():
     """The same params give other logits in log space (candidate g(k) > 0, App. B.3) than in vanilla form."""
-    params = S.init_lm(np.random.default_rng(4), "mingru", 11, 8, 2, dtype="float64")
+    params = SM.init_lm(np.random.default_rng(4), "mingru", 11, 8, 2, dtype="float64")
     x = np.random.default_rng(5).integers(0, 11, (2, 9))
-    z_log, _ = S.lm_forward(params, x, "mingru")
-    z_van, _ = S.lm_forward(params, x, "mingru_vanilla")
+    z_log, _ = SM.lm_forward(params, x, "mingru")
+    z_van, _ = SM.lm_forward(params, x, "mingru_vanilla")
     assert np.abs(z_log - z_van).max() > 1e-2
-    assert S.is_log_space("mingru") and not S.is_log_space("mingru_vanilla") and not S.is_log_space("attention")
+    assert SM.is_log_space("mingru") and not SM.is_log_space("mingru_vanilla") and not SM.is_log_space("attention")
 
 
 def test_weights_round_trip_and_a_bad_file_is_named(tmp_path):
     c = S.Config(D=8, n_layers=2, kinds=("mingru",))
-    p = {"mingru": S.init_lm(np.random.default_rng(0), "mingru", 70, 8, 2)}
+    p = {"mingru": SM.init_lm(np.random.default_rng(0), "mingru", 70, 8, 2)}
     path = tmp_path / "w.npz"
     S.save_weights(path, p, c)
     back = S.load_weights(path, c)

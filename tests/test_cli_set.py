@@ -13,6 +13,7 @@ from minimal import reproduce as R
 from minimal import reproduce_all as RA
 from minimal.__main__ import build_parser, main
 from minimal.validate import InputError, check_config
+from minimal import optim
 
 
 @dataclasses.dataclass
@@ -44,7 +45,7 @@ def test_set_reaches_the_config_adamw_results_json_and_the_page(tmp_path, monkey
     import minimal.train as T
 
     lrs = []
-    real = T.adamw_step
+    real = optim.adamw_step
     monkeypatch.setattr(T, "adamw_step", lambda p, g, s, lr, *a, **k: lrs.append(lr) or real(p, g, s, lr, *a, **k))
     out = tmp_path / "out"
     assert main(["reproduce", "gril", "--only", "regression", "--no-progress", "--out", str(out),
@@ -200,9 +201,9 @@ def test_help_and_readme_describe_set(capsys):
 
 # --- every experiment of reproduce, through the generic mechanism -------------------------------------------------
 def _every_config():
-    from minimal.experiments import _MODULES, experiments
+    from minimal.experiments import MODULES, experiments
 
-    return {f"{work}/{name}": mod.Config() for work in _MODULES for name, mod in experiments(work).items()}
+    return {f"{work}/{name}": mod.Config() for work in MODULES for name, mod in experiments(work).items()}
 
 
 def test_every_field_of_every_experiment_takes_its_default_back_as_text():

@@ -31,6 +31,7 @@ import pytest
 
 from minimal.data import data_path
 from minimal.sweep import job_path
+from minimal.experiments.minrnn import shakespeare_model as SM
 
 RTOL = 1e-9       # float64 runs
 RTOL32 = 1e-6     # float32 runs
@@ -130,7 +131,7 @@ def _replay_shakespeare(monkeypatch, file, kind):
     n = _chunk(config.steps, len(m["train_curve"]))
     got = _first_steps(monkeypatch, S, n)
     evals = []
-    real_evaluate = S.evaluate
+    real_evaluate = SM.evaluate
     monkeypatch.setattr(S, "evaluate", lambda *a: evals.append(real_evaluate(*a)) or evals[-1])
     data = char_lm.load()
     eval_set = char_lm.eval_windows(data.test, config.T, config.eval_windows)

@@ -178,10 +178,10 @@ def test_every_lesson_opens_with_objectives_and_closes_with_solved_exercises(nam
     tail = nb.cells[ex[0]:]
     exercises = [c for c in tail if c.cell_type == "markdown" and re.match(r"### Exercise \d", c.source)]
     assert 3 <= len(exercises) <= 5, name
-    assert any(course._is_solution(c) and c.cell_type == "code" for c in tail), name
+    assert any(course.is_solution(c) and c.cell_type == "code" for c in tail), name
     for c in nb.cells:
         if course.BEGIN in c.source:
-            assert course._is_solution(c), f"{name}: solution markers in a cell not tagged 'solution'"
+            assert course.is_solution(c), f"{name}: solution markers in a cell not tagged 'solution'"
     # the kernelspec that JupyterLab writes, so that opening the notebook does not modify it
     assert nb.metadata.kernelspec == {"display_name": "Python 3 (ipykernel)", "language": "python",
                                       "name": "python3"}
@@ -197,14 +197,14 @@ def test_student_edition_strips_every_solution(tmp_path):
         nb = nbformat.read(tmp_path / name, as_version=4)
         for c in nb.cells:
             assert course.BEGIN not in c.source and course.END not in c.source
-            if course._is_solution(c):
+            if course.is_solution(c):
                 assert course.TEXT_STUB in c.source or course.NOT_DONE in c.source
             assert "execution" not in c.metadata
         for c, exercise in zip(nb.cells, course.exercise_of(nb)):
             assert exercise is None or c.cell_type != "code" or c.outputs == [], f"{name}: {exercise} shows outputs"
     for name in GRADED:
         nb = nbformat.read(tmp_path / name, as_version=4)
-        assert any(course._is_solution(c) for c in nb.cells), name
+        assert any(course.is_solution(c) for c in nb.cells), name
 
 
 # Lessons whose student edition still has a bare stub (a check-only exercise whose check is the whole solution).

@@ -94,7 +94,7 @@ def test_the_edition_has_no_solution_or_exercise_output_and_the_students_readme(
             assert course.BEGIN not in cell.source, name
             assert exercise is None or cell.cell_type != "code" or cell.outputs == [], (name, exercise)
         # no solution text: every solution cell's answer part is gone
-        answers = {c.source for c in ref.cells if course._is_solution(c) and c.cell_type == "markdown"}
+        answers = {c.source for c in ref.cells if course.is_solution(c) and c.cell_type == "markdown"}
         assert not answers & {c.source for c in nb.cells}, name
 
 

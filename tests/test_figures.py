@@ -11,6 +11,8 @@ from minimal.experiments.zucchet import architectures as A, hidden_size as HS, i
 from minimal.experiments.gril import (ablations as GA, classification as GC, comparison as GCmp, model as GM,
                                       multistep as GMS, regression as GR)
 from minimal.experiments.minrnn import param_counts as MP, runtime as MR, selective_copy as MS, shakespeare as MSh
+from minimal.experiments.minrnn import shakespeare_model as SM
+from minimal.experiments.zucchet import stacks
 
 rng = np.random.default_rng(0)
 
@@ -22,7 +24,7 @@ def _curve(n=20):
 def _zucchet():
     rows = [{"task": t, "arch": a, "layers": l, "n_params": n, "fig4_rel_loss": 0.5 / n ** 0.1,
              "train_rel_loss": 0.4, "rel_loss": 0.5, "ood_rel_loss": 0.6}
-            for t in A.TASKS for a in A.ARCHS for l in (1, 2) for n in (100, 1000)]
+            for t in A.TASKS for a in stacks.ARCHS for l in (1, 2) for n in (100, 1000)]
     return [
         (icl, {"train_loss_curve": _curve(), "steps": 100, "loss_gd": 0.0947, "coef_x2_y1": [0.068, 0.069, 0.067],
                "eta_star": 0.0676, "residual_norm": 1e-3}),
@@ -78,7 +80,7 @@ def _minrnn():
               "speedup": {n: [3.0] * len(Ts) for n in names},
               "cache_bytes": {n: [1e6 * T for T in Ts] for n in (*names, "gru", "lstm")}}),
         (MSh, {"config": {"D": 48}, "models": {k: {"curve_steps": [0, 50, 100], "curve": [3.0, 2.5, 2.2]}
-                                               for k in MSh.KINDS}}),
+                                               for k in SM.KINDS}}),
         (MS, sel),
     ]
 

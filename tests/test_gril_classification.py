@@ -4,15 +4,16 @@ training run."""
 import numpy as np
 import pytest
 
-from minimal import constructions_gril
+from minimal.constructions import gd_as_gril
 from minimal.analysis import gril_gd
 from minimal.experiments.gril import classification as C
 from minimal.gradcheck import TOLERANCE, check_function, numerical_gradient, rel_error
 from minimal.tasks import gril_regression as G
+from minimal.experiments.gril import classifier
 
 
 def _params(rng, f, phi):
-    p = C.init_params(rng, f, phi, hidden=5)
+    p = classifier.init_params(rng, f, phi, hidden=5)
     p["beta"] = p["beta"] * 10.0          # an O(1) output, so that every path carries gradient
     if phi:                               # non-zero biases, so that their gradients are tested too
         p["b_1"], p["b_2"] = rng.standard_normal(5), rng.standard_normal(f)
@@ -25,7 +26,7 @@ def test_model_backward_matches_finite_differences(K, phi, rng):
     """φ -> GRIL -> last-window logits, for every parameter and every token (labels included)."""
     tasks = G.sample_classification(rng, 2, N=3, f=4, K=K)
     params = _params(rng, 4, phi)
-    errors = check_function(lambda p, x: C.forward(p, x, K), C.backward, params, tasks.tokens)
+    errors = check_function(lambda p, x: classifier.forward(p, x, K), classifier.backward, params, tasks.tokens)
     assert max(errors.values()) <= TOLERANCE, errors
 
 
@@ -34,9 +35,9 @@ def test_loss_gradients_match_finite_differences(K, rng):
     """The query CE (BCE for one logit, softmax CE otherwise) composed with the model."""
     tasks = G.sample_classification(rng, 3, N=3, f=4, K=K)
     params = _params(rng, 4, True)
-    _, grads = C.loss_and_grads(params, tasks)
+    _, grads = classifier.loss_and_grads(params, tasks)
     for name, p in params.items():
-        num = numerical_gradient(lambda: C.loss_and_grads(params, tasks)[0], p)
+        num = numerical_gradient(lambda: classifier.loss_and_grads(params, tasks)[0], p)
         assert rel_error(grads[name], num) <= TOLERANCE, name
 
 
@@ -44,12 +45,12 @@ def test_softmax_construction_is_one_ce_step(rng):
     """β = η on the raw one-hot tokens: logits η Σ y_i x_i^T x_q, GD's plus the same number in every entry."""
     tasks = G.sample_classification(rng, 50, N=10, f=10, K=3)
     eta = 0.7
-    z_con = C.construction_logits(tasks.tokens, 3, eta)
-    z_gd, _ = C.gd_logits(tasks.X, tasks.Y, eta)
+    z_con = classifier.construction_logits(tasks.tokens, 3, eta)
+    z_gd, _ = classifier.gd_logits(tasks.X, tasks.Y, eta)
     shift = z_con - z_gd
     assert np.abs(shift - shift[:, :1]).max() <= 1e-12                      # a per-task constant ...
     assert np.abs(shift).max() > 1e-3                                        # ... that is not zero
-    assert np.abs(C.probabilities(z_con) - C.probabilities(z_gd)).max() <= 1e-12
+    assert np.abs(classifier.probabilities(z_con) - classifier.probabilities(z_gd)).max() <= 1e-12
     assert rel_error(z_gd, np.einsum("bdk,bd->bk", gril_gd.ce_step(tasks.X, tasks.Y[:, :10], eta),
                                      tasks.X[:, -1])) <= 1e-12
 
@@ -59,13 +60,13 @@ def test_binary_construction_misses_the_half_offset(rng):
     residual 1/2 - y with β = -η) give GD exactly."""
     N, eta = 10, 0.6
     tasks = G.sample_classification(rng, 50, N=N, f=10, K=1)
-    z_gd, _ = C.gd_logits(tasks.X, tasks.Y, eta)
-    z_con = C.construction_logits(tasks.tokens, 1, eta)
+    z_gd, _ = classifier.gd_logits(tasks.X, tasks.Y, eta)
+    z_con = classifier.construction_logits(tasks.tokens, 1, eta)
     offset = 0.5 * eta * np.einsum("bnf,bf->b", tasks.X[:, :N], tasks.X[:, N])[:, None]
     assert np.abs(z_con - (z_gd + offset)).max() <= 1e-12 and np.abs(offset).max() > 1e-2
     centred = G.make_tokens(tasks.X, tasks.Y - 0.5)
-    assert np.abs(C.construction_logits(centred, 1, eta) - z_gd).max() <= 1e-12
-    acc = constructions_gril.ce_accumulate(tasks.X, 0.5 - tasks.Y[:, :N], eta, mode="sequential")
+    assert np.abs(classifier.construction_logits(centred, 1, eta) - z_gd).max() <= 1e-12
+    acc = gd_as_gril.ce_accumulate(tasks.X, 0.5 - tasks.Y[:, :N], eta, mode="sequential")
     assert np.abs(acc.logits - z_gd).max() <= 1e-12
 
 
@@ -78,17 +79,17 @@ def test_raw_binary_tokens_cannot_express_the_offset(rng):
     Y = np.zeros_like(tasks.Y)
     tokens = G.make_tokens(X, Y)
     for _ in range(3):
-        z, _ = C.forward(_params(rng, 4, False), tokens, 1)
+        z, _ = classifier.forward(_params(rng, 4, False), tokens, 1)
         assert np.abs(z).max() == 0.0
-    assert np.abs(C.gd_logits(X, Y, 1.0)[0]).max() > 1e-2
+    assert np.abs(classifier.gd_logits(X, Y, 1.0)[0]).max() > 1e-2
 
 
 def test_tune_eta_finds_the_minimum(rng):
     tasks = G.sample_classification(rng, 2000, K=3)
     labels = tasks.labels[:, -1]
-    eta, loss = C.tune_eta(tasks.X, tasks.Y, labels)
+    eta, loss = classifier.tune_eta(tasks.X, tasks.Y, labels)
     for other in (eta * 1.05, eta / 1.05):
-        assert loss < C.query_ce(C.gd_logits(tasks.X, tasks.Y, other)[0], labels)[0]
+        assert loss < classifier.query_ce(classifier.gd_logits(tasks.X, tasks.Y, other)[0], labels)[0]
 
 
 def test_short_run_beats_chance_and_tracks_gd():

@@ -4,7 +4,7 @@ compared with (``minimal.analysis.gril_gd``) are themselves checked against fini
 import numpy as np
 import pytest
 
-from minimal import constructions_gril as CG
+from minimal.constructions import gd_as_gril as CG
 from minimal.analysis import gril_gd as G
 from minimal.cells import gril
 from minimal.gradcheck import numerical_gradient, rel_error

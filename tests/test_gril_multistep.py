@@ -3,7 +3,7 @@ gradients against finite differences, the construction point against L GD steps,
 import numpy as np
 import pytest
 
-from minimal import constructions_gril
+from minimal.constructions import gd_as_gril
 from minimal.analysis import gril_gd
 from minimal.cells import gril
 from minimal.experiments.gril import model as M
@@ -12,24 +12,25 @@ from minimal.experiments.gril import sine as SN
 from minimal.gradcheck import TOLERANCE, check_function, rel_error
 from minimal.layers import mlp
 from minimal.tasks import gril_regression as G
+from minimal.experiments.gril import stack
 
 
 @pytest.mark.parametrize("L", [1, 2, 3])
 @pytest.mark.parametrize("n_out", [3, 2])
 def test_backward_matches_finite_differences(L, n_out, rng):
     tasks = G.sample(rng, 2, N=3, f=3, n_out=n_out)
-    params = MS.init_params(rng, 3, L, c_init=0.3)
+    params = stack.init_params(rng, 3, L, c_init=0.3)
 
     def forward(p, x):
-        return MS.predict(p, x, n_out)
+        return stack.predict(p, x, n_out)
 
-    errors = check_function(forward, MS.predict_backward, params, tasks.tokens)
+    errors = check_function(forward, stack.predict_backward, params, tasks.tokens)
     assert max(errors.values()) <= TOLERANCE, errors
 
 
-@pytest.mark.parametrize("variant", MS.SINE_VARIANTS)
+@pytest.mark.parametrize("variant", SN.SINE_VARIANTS)
 def test_sine_model_backward_matches_finite_differences(variant, rng):
-    tasks = MS.sample_sine(rng, 2, N=3, f=3)
+    tasks = SN.sample_sine(rng, 2, N=3, f=3)
     m_p = mlp.init(rng, 3, 4)
     if variant == "gd":
         g_p = SN.fixed_gd_block(3, 3, 1.0)
@@ -41,10 +42,10 @@ def test_sine_model_backward_matches_finite_differences(variant, rng):
         return {k: p[k] for k in SN.GRIL_KEYS}, {k: p[k] for k in SN.MLP_KEYS}
 
     def forward(p, x):
-        return MS.sine_predict(*split(p), x, 3)
+        return SN.sine_predict(*split(p), x, 3)
 
     def backward(p, cache, dy):
-        dx, g_g, g_m = MS.sine_predict_backward(*split(p), cache, dy)
+        dx, g_g, g_m = SN.sine_predict_backward(*split(p), cache, dy)
         return dx, {**g_g, **g_m}
 
     errors = check_function(forward, backward, params, tasks.tokens)
@@ -56,7 +57,7 @@ def test_heads_equal_the_gril_block_states(rng):
     tasks = G.sample(rng, 3, N=5, f=4)
     p = gril.init(rng, 4, 3)
     _, cache = gril.forward(p, tasks.tokens, s=2, mode="sequential")
-    Z = MS.head_forward(p["Q"], p["A"], gril.window(tasks.tokens, 3, 2))
+    Z = M.head_forward(p["Q"], p["A"], gril.window(tasks.tokens, 3, 2))
     assert rel_error(Z, cache.Z) <= 1e-13
 
 
@@ -65,17 +66,17 @@ def test_the_construction_is_L_gd_steps(L, rng):
     N, f = 10, 10
     tasks = G.sample(rng, 20, N=N, f=f)
     eta = 1.3
-    y_hat, _ = MS.predict(MS.construction(f, N, L, eta), tasks.tokens, f)
+    y_hat, _ = stack.predict(stack.construction(f, N, L, eta), tasks.tokens, f)
     y_gd = gril_gd.gd_predict(tasks.X, tasks.Y, eta, steps=L)
     assert np.abs(y_hat - y_gd).max() <= 1e-10
-    assert np.abs(y_hat - constructions_gril.multi_step_gd_forward(tasks.tokens, L, eta).y_hat).max() <= 1e-10
+    assert np.abs(y_hat - gd_as_gril.multi_step_gd_forward(tasks.tokens, L, eta).y_hat).max() <= 1e-10
     if L > 1:   # and it is not L - 1 steps: the check can fail
         assert np.abs(y_hat - gril_gd.gd_predict(tasks.X, tasks.Y, eta, steps=L - 1)).max() > 1e-2
 
 
 def test_construction_with_scalar_targets(rng):
     tasks = G.sample(rng, 10, N=6, f=4, n_out=1)
-    y_hat, _ = MS.predict(MS.construction(4, 6, 2, 0.8), tasks.tokens, 1)
+    y_hat, _ = stack.predict(stack.construction(4, 6, 2, 0.8), tasks.tokens, 1)
     assert np.abs(y_hat - gril_gd.gd_predict(tasks.X, tasks.Y, 0.8, steps=2)).max() <= 1e-10
 
 
@@ -112,10 +113,10 @@ def test_short_training_run_beats_the_zero_predictor():
 
 
 def test_params_are_checked(rng):
-    p = MS.init_params(rng, 3, 2)
+    p = stack.init_params(rng, 3, 2)
     del p["Q_tilde_2"]
     with pytest.raises(ValueError, match="params must hold"):
-        MS.predict(p, G.sample(rng, 1, N=2, f=3).tokens, 3)
+        stack.predict(p, G.sample(rng, 1, N=2, f=3).tokens, 3)
 
 
 def test_registered_with_the_gril_experiments():

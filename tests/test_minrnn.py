@@ -17,6 +17,7 @@ from scipy.special import expit
 
 from minimal.cells import gru, lstm, mingru, minlstm
 from minimal.gradcheck import TOLERANCE, backward_rel_errors, check_cell, rel_error
+from minimal.cells import _gates
 
 CELLS = {"mingru": mingru, "minlstm": minlstm}
 EXAMPLES = [(name, i) for name, mod in CELLS.items() for i in range(len(mod.examples(np.random.default_rng(0))))]
@@ -118,7 +119,7 @@ def test_forward_matches_the_papers_equations_written_out():
             hl = f / (f + i) * hl + i / (f + i) * cand(lin(q, "h", x[:, t]))
             want_g.append(hg)
             want_l.append(hl)
-        for mode in mingru.MODES:
+        for mode in _gates.MODES:
             kw = {"h0": h0, "mode": mode, "log_space": log_space, "backend": "numpy"}
             np.testing.assert_allclose(mingru.forward(p, x, **kw)[0], np.stack(want_g, 1), rtol=1e-13, atol=1e-13)
             np.testing.assert_allclose(minlstm.forward(q, x, **kw)[0], np.stack(want_l, 1), rtol=1e-13, atol=1e-13)
@@ -184,12 +185,12 @@ def test_log_space_states_are_positive_and_finite_for_saturated_gates(name):
 
 def test_g_is_positive_continuous_and_log_g_is_its_log():
     k = np.concatenate([np.linspace(-30, 30, 601), [0.0, -1e-300, 1e-300]])
-    assert np.all(mingru.g(k) > 0)
-    np.testing.assert_allclose(mingru.log_g(k), np.log(mingru.g(k)), rtol=1e-14, atol=0)
-    assert mingru.g(np.array(0.0)) == 0.5 and abs(mingru.g(np.array(-1e-12)) - 0.5) < 1e-12
+    assert np.all(_gates.g(k) > 0)
+    np.testing.assert_allclose(_gates.log_g(k), np.log(_gates.g(k)), rtol=1e-14, atol=0)
+    assert _gates.g(np.array(0.0)) == 0.5 and abs(_gates.g(np.array(-1e-12)) - 0.5) < 1e-12
     eps = 1e-6
     kk = k[np.abs(k) > 1e-3]
-    for f, df in ((mingru.g, mingru.dg), (mingru.log_g, mingru.dlog_g)):
+    for f, df in ((_gates.g, _gates.dg), (_gates.log_g, _gates.dlog_g)):
         np.testing.assert_allclose(df(kk), (f(kk + eps) - f(kk - eps)) / (2 * eps), rtol=1e-7, atol=1e-10)
 
 

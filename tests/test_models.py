@@ -9,6 +9,7 @@ from minimal.experiments.zucchet import architectures as A
 from minimal.gradcheck import TOLERANCE, check_function
 from minimal.layers import linear
 from minimal.models import Layer, Residual
+from minimal.experiments.zucchet import stacks
 
 EXAMPLES = models.examples(np.random.default_rng(0))
 
@@ -152,18 +153,18 @@ def _same(a, b):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("layers", [1, 2])
-@pytest.mark.parametrize("arch", A.ARCHS)
+@pytest.mark.parametrize("arch", stacks.ARCHS)
 def test_architectures_stack_is_bit_identical_to_the_reference(arch, layers, dtype):
-    p = A.init_model(np.random.default_rng(3), arch, 5, 3, 6, layers, 0.1, dtype)
+    p = stacks.init_model(np.random.default_rng(3), arch, 5, 3, 6, layers, 0.1, dtype)
     q = _ref_init(np.random.default_rng(3), arch, 5, 3, 6, layers, 0.1, dtype)
     assert list(p) == list(q) and all(_same(p[k], q[k]) for k in p)
     x = np.random.default_rng(4).standard_normal((3, 7, 5)).astype(dtype)
     for readout in ("all", "last"):
-        y, c = A.model_forward(p, x, arch, readout)
+        y, c = stacks.model_forward(p, x, arch, readout)
         y_ref, c_ref = _ref_forward(q, x, arch, readout, layers)
         assert _same(y, y_ref), readout
         dy = np.random.default_rng(5).standard_normal(y.shape).astype(dtype)
-        dx, g = A.model_backward(p, c, dy, arch)
+        dx, g = stacks.model_backward(p, c, dy, arch)
         dx_ref, g_ref = _ref_backward(q, c_ref, dy, arch, layers)
         assert _same(dx, dx_ref), readout
         assert list(g) == list(g_ref) and all(_same(g[k], g_ref[k]) for k in g), readout
@@ -171,9 +172,9 @@ def test_architectures_stack_is_bit_identical_to_the_reference(arch, layers, dty
 
 def test_the_reference_comparison_can_fail():
     # the bitwise test above must see a change in the last bit
-    p = A.init_model(np.random.default_rng(3), "gated_diagonal", 5, 3, 6, 1)
+    p = stacks.init_model(np.random.default_rng(3), "gated_diagonal", 5, 3, 6, 1)
     x = np.random.default_rng(4).standard_normal((3, 7, 5))
-    y, _ = A.model_forward(p, x, "gated_diagonal")
+    y, _ = stacks.model_forward(p, x, "gated_diagonal")
     q = dict(p)
     q["l0/D"] = np.nextafter(q["l0/D"], np.inf)
     assert not _same(_ref_forward(q, x, "gated_diagonal", "all", 1)[0], y)

@@ -15,6 +15,8 @@ import pytest
 
 from minimal import _atomic
 from minimal._atomic import atomic_write
+from minimal.data import data_path
+from minimal.experiments.minrnn import shakespeare_model as SM
 from minimal.train import load_checkpoint
 
 
@@ -244,7 +246,7 @@ def _damage_copy(tmp_path, monkeypatch, name, damage):
     import shutil
     from minimal.tasks import char_lm
     for f in ("meta.json", "train.txt", "test.txt"):
-        shutil.copy(char_lm.data_path("shakespeare", f), tmp_path / f)
+        shutil.copy(data_path("shakespeare", f), tmp_path / f)
     raw = bytearray((tmp_path / name).read_bytes())
     (tmp_path / name).write_bytes(bytes(damage(raw)))
     monkeypatch.setattr(char_lm, "data_path", lambda *parts: tmp_path.joinpath(*parts[1:]))
@@ -466,7 +468,7 @@ def test_an_overflow_in_the_min_cells_backward_names_the_callers_dy(cell, log_sp
 @pytest.fixture(scope="module")
 def tiny_lm():
     from minimal.experiments.minrnn import shakespeare as S
-    return S, S.init_lm(np.random.default_rng(3), "mingru", 5, 6, 2)
+    return S, SM.init_lm(np.random.default_rng(3), "mingru", 5, 6, 2)
 
 
 @pytest.mark.parametrize("kw, what", [
@@ -482,22 +484,22 @@ def test_generate_refuses_bad_arguments_by_name(tiny_lm, kw, what):
     S, params = tiny_lm
     args = {"prompt_ids": np.array([1, 2]), "n": 4, "temperature": 1.0} | kw
     with np.errstate(all="raise"), pytest.raises(ValueError, match=f"^{what} must"):
-        S.generate(params, "mingru", args["prompt_ids"], args["n"], np.random.default_rng(0),
+        SM.generate(params, "mingru", args["prompt_ids"], args["n"], np.random.default_rng(0),
                    temperature=args["temperature"])
 
 
 def test_generate_at_temperature_zero_is_greedy(tiny_lm):
     S, params = tiny_lm
-    ids = S.generate(params, "mingru", np.array([1]), 6, np.random.default_rng(0), temperature=0)
+    ids = SM.generate(params, "mingru", np.array([1]), 6, np.random.default_rng(0), temperature=0)
     states, tok, want = None, np.array([1]), []
     for _ in range(6):
-        z, states = S.step_logits(params, states, tok, "mingru")
+        z, states = SM.step_logits(params, states, tok, "mingru")
         tok = np.array([int(np.argmax(z[0]))])
         want.append(int(tok[0]))
     assert ids.tolist() == want
-    assert np.array_equal(S.generate(params, "mingru", np.array([1]), 6, np.random.default_rng(5), temperature=0),
+    assert np.array_equal(SM.generate(params, "mingru", np.array([1]), 6, np.random.default_rng(5), temperature=0),
                           ids)                                    # no randomness left
-    assert S.generate(params, "mingru", np.array([1]), 0, np.random.default_rng(0)).shape == (0,)
+    assert SM.generate(params, "mingru", np.array([1]), 0, np.random.default_rng(0)).shape == (0,)
 
 
 # item 8: `course student|html OUT` where OUT is a file is a one-line error, exit 2, as `reproduce --out FILE`
@@ -606,11 +608,11 @@ def test_a_diverging_language_model_stops_with_the_step_and_the_advice(kind):
     from minimal.experiments.minrnn import shakespeare as S
     from minimal.train import DivergedError, NonFiniteLossError, train
     rng = np.random.default_rng(0)
-    params = S.init_lm(rng, kind, 5, 6, 1)
+    params = SM.init_lm(rng, kind, 5, 6, 1)
     windows = rng.integers(0, 5, (4, 9))
     with pytest.raises(NonFiniteLossError, match=r"(?s)step [1-9]\d*.*Losses of steps \d+\.\.\d+: \[.*\].*"
                                                  r"Lower the learning rate") as e:
-        train(lambda p, step, g: S.lm_loss_and_grads(p, windows, kind), params, 20, lr_schedule=1e12,
+        train(lambda p, step, g: SM.lm_loss_and_grads(p, windows, kind), params, 20, lr_schedule=1e12,
               progress=False)
     if isinstance(e.value, DivergedError):         # a layer's own check met the NaN: it is named, with the step
         assert "NaN or inf" in str(e.value)
@@ -656,9 +658,9 @@ def test_shakespeare_eval_windows_beyond_the_test_text_is_named_before_training(
 
 
 def _experiment_configs():
-    from minimal.experiments import _MODULES, experiments
+    from minimal.experiments import MODULES, experiments
     seen = set()
-    for work in _MODULES:
+    for work in MODULES:
         for name, mod in experiments(work).items():
             if hasattr(mod, "Config") and mod.Config not in seen:
                 seen.add(mod.Config)

@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from minimal import report
+from minimal import report, verdicts
 
 
 def _section(text, title):
@@ -12,7 +12,7 @@ def _section(text, title):
 
 
 def _page(tmp_path, mode="quick", **meta):
-    mod = types.SimpleNamespace(TOLERANCE={"kv": report.Tolerance("log10", 0.5, 1.0)},
+    mod = types.SimpleNamespace(TOLERANCE={"kv": verdicts.Tolerance("log10", 0.5, 1.0)},
                                 METRICS={"loss": "mean squared error on the fixed set"},
                                 QUICK_MISSES="the loss floor of the full run", **meta)
     results = {"exp": {"metrics": {"loss": 0.26, "kv": 4e-7, "n": 85, "ms_per_step": 5.0, "curve": list(range(20)),
@@ -40,21 +40,21 @@ def test_the_page_puts_paper_next_to_ours_with_a_verdict_and_keeps_timings_apart
 
 
 def test_a_number_the_paper_rounds_is_matched_at_its_printed_precision():
-    assert report.verdict(33, 33.33) == "matches" and report.verdict(33, 33.6) == "differs"
-    tight = report.Tolerance("rel", 0.001, 0.05)
-    assert report.verdict(0.206, 0.2064, tight) == "matches" and report.verdict(0.206, 0.2066, tight) == "close"
-    assert report.verdict(0.1, 0.12) == "matches"   # 0.1 is printed to one decimal
-    assert report.verdict(4.97e-8, 4.974e-8, report.Tolerance("exact")) == "matches"
+    assert verdicts.verdict(33, 33.33) == "matches" and verdicts.verdict(33, 33.6) == "differs"
+    tight = verdicts.Tolerance("rel", 0.001, 0.05)
+    assert verdicts.verdict(0.206, 0.2064, tight) == "matches" and verdicts.verdict(0.206, 0.2066, tight) == "close"
+    assert verdicts.verdict(0.1, 0.12) == "matches"   # 0.1 is printed to one decimal
+    assert verdicts.verdict(4.97e-8, 4.974e-8, verdicts.Tolerance("exact")) == "matches"
     # a ratio we derived has no printed precision: the tolerance alone decides
-    assert report.verdict(0.206 / 0.207, 0.9, report.Tolerance("rel", 0.01, 0.05)) == "differs"
+    assert verdicts.verdict(0.206 / 0.207, 0.9, verdicts.Tolerance("rel", 0.01, 0.05)) == "differs"
 
 
 def test_a_claim_encoded_as_a_number_is_not_rounded_to_it():
     # 1.0 for "GRIL matches GD" is a claim, not a number printed to one decimal: 1.036 is close, not a match
-    claim = report.Tolerance("rel", 0.01, 0.10, printed=False)
-    assert report.verdict(1.0, 1.036) == "matches"            # read as a printed 1.0, 1.036 rounds to it
-    assert report.verdict(1.0, 1.036, claim) == "close" and report.verdict(1.0, 1.004, claim) == "matches"
-    assert report.verdict(1.0, 1.2, claim) == "differs"
+    claim = verdicts.Tolerance("rel", 0.01, 0.10, printed=False)
+    assert verdicts.verdict(1.0, 1.036) == "matches"            # read as a printed 1.0, 1.036 rounds to it
+    assert verdicts.verdict(1.0, 1.036, claim) == "close" and verdicts.verdict(1.0, 1.004, claim) == "matches"
+    assert verdicts.verdict(1.0, 1.2, claim) == "differs"
 
 
 def test_a_spread_stands_beside_its_mean_not_in_a_row_of_its_own(tmp_path):
@@ -71,7 +71,7 @@ def test_better_than_the_paper_and_out_of_a_quick_runs_reach_are_named(tmp_path)
     assert "| exp | far | 1 | 3 | not reached by a quick run |" in comparable
     notes = _section(text, "Notes on the verdicts")
     assert "`exp.far` (not reached by a quick run): needs 3 x more steps" in notes
-    assert counts[report.BETTER] == 1 and counts[report.QUICK] == 1
+    assert counts[verdicts.BETTER] == 1 and counts[verdicts.QUICK] == 1
     # a full run is judged as it is
     assert "| exp | far | 1 | 3 | differs |" in _page(tmp_path, mode="full", QUICK_UNREACHABLE=("far",))[0]
 
@@ -99,20 +99,20 @@ def test_a_string_metric_with_a_newline_keeps_the_table_one_row_per_line(tmp_pat
     (37.0, 35.9, ("error", 0.05, 0.25), "matches"), (85.7, 83.0, ("error", 0.05, 0.25), "close"),
     (99.5, 99.46, ("error", 0.05, 0.25), "matches")])
 def test_verdicts(paper, ours, tol, want):
-    assert report.verdict(paper, ours, None if tol is None else report.Tolerance(*tol)) == want
+    assert verdicts.verdict(paper, ours, None if tol is None else verdicts.Tolerance(*tol)) == want
 
 
 def test_every_experiment_of_every_work_has_page_notes_or_its_own():
     """Each experiment's page data (minimal.experiments.notes) names only patterns and kinds the report reads."""
-    from minimal.experiments import _MODULES, notes
+    from minimal.experiments import MODULES, notes
 
-    for work, names in _MODULES.items():
+    for work, names in MODULES.items():
         for name in names:
             page = notes.page(work, name)
             assert set(page) <= {"NOTES", "QUICK_UNREACHABLE", "BETTER", "METRICS", "QUICK_MISSES", "LESSON",
                                  "CLOSED_FORM"}, (work, name)
             assert all(v in ("lower", "higher") for v in page.get("BETTER", {}).values())
-    assert set(notes.PAGES) <= {f"{w}.{n}" for w, ns in _MODULES.items() for n in ns}
+    assert set(notes.PAGES) <= {f"{w}.{n}" for w, ns in MODULES.items() for n in ns}
 
 
 def test_every_note_reads_its_settings_from_the_experiments_config():
@@ -132,9 +132,9 @@ def test_every_note_reads_its_settings_from_the_experiments_config():
 
 def _paper_rows():
     """(work, name, module, key) for every metric that gets a row on a results page (a paper value, not a spread)."""
-    from minimal.experiments import _MODULES, experiments
+    from minimal.experiments import MODULES, experiments
 
-    for work in _MODULES:
+    for work in MODULES:
         for name, mod in experiments(work).items():
             for key in mod.PAPER:
                 if not (key.endswith("_std") and key[:-4] in mod.PAPER):
@@ -153,9 +153,11 @@ def test_every_row_that_may_not_match_has_a_note_that_says_why_and_names_its_les
     import fnmatch
     from pathlib import Path
 
+    from minimal.experiments import notes
+
     root = Path(report.__file__).resolve().parent.parent
     for work, name, mod, key in _paper_rows():
-        meta = report._Meta(work, name, mod)
+        meta = report._Meta(mod, notes.page(work, name))
         where = report.lesson(meta, key)
         assert where and (root / "notebooks" / where.split(" ")[0]).is_file(), (work, name, key, where)
         closed = any(fnmatch.fnmatchcase(key, p) for p in meta.get("CLOSED_FORM", ()))
@@ -185,9 +187,9 @@ def test_the_same_paper_number_gets_the_same_tolerance_across_a_works_experiment
     seen = {}
     for work, name, mod, key in _paper_rows():
         paper = mod.PAPER[key]
-        if isinstance(paper, bool) or not isinstance(paper, float) or report._printed_step(paper) is None:
+        if isinstance(paper, bool) or not isinstance(paper, float) or verdicts._printed_step(paper) is None:
             continue
-        tol = report._lookup(getattr(mod, "TOLERANCE", {}), key) or report._default(paper)
+        tol = report._lookup(getattr(mod, "TOLERANCE", {}), key) or verdicts.default_tolerance(paper)
         if not tol.printed:
             continue
         seen.setdefault((work, paper), {})[f"{name}.{key}"] = tol
@@ -200,11 +202,11 @@ def test_one_vocabulary_on_every_page_and_in_the_readme(tmp_path):
     from pathlib import Path
 
     text = _page(tmp_path)[0]
-    assert report.vocabulary_markdown() in text
-    for word, _ in report.VOCABULARY:
+    assert verdicts.vocabulary_markdown() in text
+    for word, _ in verdicts.VOCABULARY:
         assert f"- **{word}**: " in text
     readme = (Path(report.__file__).resolve().parent.parent / "README.md").read_text()
-    assert " ".join(report.vocabulary_markdown().split()) in " ".join(readme.split())   # as wrapped there
+    assert " ".join(verdicts.vocabulary_markdown().split()) in " ".join(readme.split())   # as wrapped there
 
 
 def test_measurements_keep_greek_letters_and_say_whose_timings_they_are(tmp_path):

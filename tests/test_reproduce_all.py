@@ -67,8 +67,8 @@ def test_the_index_counts_verdicts_per_work_full_and_quick_apart_and_says_why(tm
     assert "| 1 / 1 / 0 | 1 / 0 / 1 |" in row   # full: b matches, c close; quick: a matches, far differs
     assert "`exp.far`: paper 1, ours 3 (quick). A quick run trains too few steps" in index
     assert "- **matches** (2): `exp.a`, `sweep.b`." in index
-    from minimal import report
-    assert report.vocabulary_markdown() in index   # the same verdict words as every page
+    from minimal import verdicts
+    assert verdicts.vocabulary_markdown() in index   # the same verdict words as every page
     # the wall time is the one the run printed for the work, when given
     printed = RA.index_markdown(done, tmp_path, quick=True, seconds={"zucchet": 12.4})
     assert [line for line in printed.splitlines() if line.startswith("| `zucchet` |")][0].endswith("| 12 |")

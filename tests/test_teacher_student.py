@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from minimal import constructions, io
+from minimal import io
+from minimal.constructions import lsa_as_gated_rnn
 from minimal.cells import gated_rnn, lsa
 from minimal.experiments.zucchet import teacher_student as ts
 from minimal.tasks import lsa_teacher
@@ -29,7 +30,7 @@ def test_construction_solves_the_task_exactly(rng):
     """The Fig. 1 construction reaches loss 0: the task is realisable by the student architecture."""
     teacher = lsa_teacher.make_teacher(rng, 4)
     x_tilde, y_star = lsa_teacher.sample_batch(rng, teacher, 4, 32)
-    c = constructions.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
+    c = lsa_as_gated_rnn.lsa_to_gated_rnn(teacher.W_V, teacher.W_K, teacher.W_Q)
     y = gated_rnn.forward(c.params, x_tilde, lam=c.lam)[0]
     assert lsa_teacher.relative_loss(y, y_star) < 1e-24
     assert lsa_teacher.relative_loss(np.zeros_like(y_star), y_star) > 0.99

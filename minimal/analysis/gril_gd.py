@@ -1,6 +1,6 @@
 """Explicit gradient-descent references for GRIL's in-context tasks (Tian et al., "Learning in the Recurrent
 State", arXiv:2410.11687, Sec. 4.1-4.4, App. A.2, A.3, A.5, A.6, C.3). Plain NumPy, no recurrent network:
-the constructions of ``minimal.constructions_gril`` are tested against these functions.
+the constructions of ``minimal.constructions.gd_as_gril`` are tested against these functions.
 
 Regression (Eq. 4, Eq. 15; with the L2 term of App. A.5). A task holds N context pairs and a query,
 X (B, N + 1, f), Y (B, N + 1, n_o) (``minimal.tasks.gril_regression``); only x_1 .. x_N, y_1 .. y_N enter the loss

@@ -11,9 +11,9 @@ import importlib
 import pkgutil
 
 from ..validate import check_choice
-from ..contract import REQUIRED, Example
+from ..contract import REQUIRED
 
-__all__ = ["REGISTRY", "Example", "get"]
+__all__ = ["REGISTRY", "get"]
 
 
 def _discover():

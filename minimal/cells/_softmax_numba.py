@@ -13,14 +13,14 @@ all of them over the masked upper triangle too; here each row is read and writte
 with the vectorisable exp of ``minimal._scan_numba`` and float64 sums whatever the storage dtype. The sums are
 reassociated (``fastmath`` "reassoc": vector partial sums, faster than the strict order); no other
 fast-math flag, so a NaN or inf score still gives a NaN row, which the cell's finiteness check reports.
-``softmax_attention._weights`` is the NumPy reference these are tested against.
+``softmax_attention.softmax_weights`` is the NumPy reference these are tested against.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .._scan_numba import _exp_nonpositive
+from .._scan_numba import exp_nonpositive
 
 __all__ = ["causal_softmax_", "causal_softmax_backward_"]
 
@@ -39,7 +39,7 @@ def causal_softmax_(A, scale):
                 m = v if v > m else m              # a NaN score is skipped here, and poisons z below
             z = 0.0
             for s in range(t + 1):
-                e = _exp_nonpositive(row[s] - m)     # the max's own term is 1: z >= 1
+                e = exp_nonpositive(row[s] - m)     # the max's own term is 1: z >= 1
                 row[s] = e
                 z += e
             r = 1.0 / z

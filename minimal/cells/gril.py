@@ -19,7 +19,7 @@ selects it). Full windows are our convention for the edges; for the interleaved 
 
 With Q = e_2 e_1^T (U_j = y_j x_j^T, Eq. 7 and 10), q = e_3, A = 1 and β = η/N, the last output is
 (η/N) Σ_j y_j x_j^T x_{N+1}: one step of gradient descent from W = 0 applied to the query (Prop. 4.1;
-``minimal.constructions_gril``). With w = 1 the block is linear attention's single-token outer product (Sec. 4.5).
+``minimal.constructions.gd_as_gril``). With w = 1 the block is linear attention's single-token outer product (Sec. 4.5).
 
 Two modes of one function (``mode``; the words and their defaults: ``minimal.conventions``):
     parallel    (default) every window at once: the updates U_k, the recurrence of Z over windows, the readout.

@@ -39,8 +39,7 @@ from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forwa
                      log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
                      step_loop)
 
-__all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "g", "log_g",
-           "dg", "dlog_g", "log_sigmoid", "MODES"]
+__all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params"]
 
 GATES = ("z", "h")
 

@@ -43,8 +43,7 @@ from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forwa
                      log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
                      step_loop)
 
-__all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates",
-           "MODES"]
+__all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates"]
 
 GATES = ("f", "i", "h")
 

@@ -34,7 +34,7 @@ concatenated (in head order) before W_O. The params are those of one head (W_Q's
 by head), so ``n_heads`` is a forward keyword, not a parameter; n_heads = 1 is the single-head form above.
 
 Parallel mode computes q, k, v with one matmul by [W_Q; W_K; W_V] and the causal softmax (and, in ``backward``,
-its vector-Jacobian product) in one compiled pass a row (``cells._softmax_numba``); ``_weights`` is the NumPy
+its vector-Jacobian product) in one compiled pass a row (``cells._softmax_numba``); ``softmax_weights`` is the NumPy
 form it is tested against.
 
 Glossary: B batch, T time, D input features, D_k key/query features, D_v value features, D_out output features.
@@ -181,10 +181,10 @@ def _causal_apply_t(P, x, out):
     return out
 
 
-# The two forms below are also the bodies of ``minimal.kernels.softmax_attention_parallel`` / ``_rnn``, which
+# The two forms below are also the bodies of ``minimal.kernel_attention.softmax_attention_parallel`` / ``_rnn``, which
 # validate their arguments and pass their own ``scale``; this cell always uses scale = 1/sqrt(D_k).
 
-def _weights(q, k, scale, causal=True):
+def softmax_weights(q, k, scale, causal=True):
     """Transformer mode's weight matrix P = softmax_rows(scale q k^T + mask), the mask -inf for s > t.
 
     q: (B, T, D_k); k: (B, S, D_k) (S = T when causal); scale: a Python float (keeps float32 float32).
@@ -197,7 +197,7 @@ def _weights(q, k, scale, causal=True):
     return E / E.sum(axis=2, keepdims=True)
 
 
-def _read(q_t, state, scale):
+def online_read(q_t, state, scale):
     """Online-softmax readout of the state (K, V) by the query q_t.
 
     q_t: (B, D_k); state: KVState with K (B, t, D_k), V (B, t, D_v); scale: a Python float.
@@ -243,9 +243,9 @@ def step_forward(params, state, x_t, n_heads=1):
                         np.concatenate([state.V, v[:, None]], axis=1))
     h = _check_heads(n_heads, k.shape[1], v.shape[1])
     if h == 1:
-        o, _ = _read(q, state, 1.0 / math.sqrt(k.shape[1]))
+        o, _ = online_read(q, state, 1.0 / math.sqrt(k.shape[1]))
     else:
-        o, _ = _read(_split(q[:, None], h)[:, 0], KVState(_split(state.K, h), _split(state.V, h)),
+        o, _ = online_read(_split(q[:, None], h)[:, 0], KVState(_split(state.K, h), _split(state.V, h)),
                      1.0 / math.sqrt(k.shape[1] // h))
         o = _merge(o[:, None], h)[:, 0]
     y_t = o @ params["W_O"].T if "W_O" in params else o
@@ -282,14 +282,14 @@ def forward(params, x, mode=None, n_heads=1):
     scale = 1.0 / math.sqrt(k.shape[2])
     if mode == "parallel":
         P = _causal_scores(q, k)                              # (B h, T, T) scores, then P in place
-        _softmax_numba.causal_softmax_(P, scale)              # = _weights(q, k, scale), one pass a row
+        _softmax_numba.causal_softmax_(P, scale)              # = softmax_weights(q, k, scale), one pass a row
         o = _causal_apply(P, v, np.empty(q.shape[:2] + v.shape[2:], dtype=np.result_type(P, v)))
     else:
         # The state after step t is the prefix (k[:, :t+1], v[:, :t+1]); step_forward builds it by appending.
         P = np.zeros((q.shape[0], T, T), dtype=q.dtype)
         o = np.empty(q.shape[:2] + v.shape[2:], dtype=np.result_type(q, v))
         for t in range(T):
-            o[:, t], P[:, t, :t + 1] = _read(q[:, t], KVState(k[:, :t + 1], v[:, :t + 1]), scale)
+            o[:, t], P[:, t, :t + 1] = online_read(q[:, t], KVState(k[:, :t + 1], v[:, :t + 1]), scale)
     o = _merge(o, h)
     y = o @ params["W_O"].T if "W_O" in params else o
     check_finite_result("the scores q_t . k_s / sqrt(D_k) or the output y", y, {"x": x, **params})

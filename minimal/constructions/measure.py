@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..validate import check_array
-from .gated_rnn import GatedRNNConstruction, lsa_to_gated_rnn, lsa_to_gated_rnn_compact
-from .gru import GRUConstruction
-from .lru import LRUConstruction
-from .lstm import LSTMConstruction
+from .lsa_as_gated_rnn import GatedRNNConstruction, lsa_to_gated_rnn, lsa_to_gated_rnn_compact
+from .lsa_as_gru import GRUConstruction
+from .lsa_as_lru import LRUConstruction
+from .lsa_as_lstm import LSTMConstruction
 
 __all__ = ["n_params", "count_table", "convergence_rate"]
 

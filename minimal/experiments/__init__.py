@@ -17,7 +17,7 @@ from ..io import write_json
 from ..validate import check_choice
 
 # work -> experiment module names (in run order); a module listed here must exist.
-_MODULES = {
+MODULES = {
     "zucchet": ["teacher_student", "icl", "icl_seeds", "hidden_size", "architectures"],
     "gril": ["regression", "ablations", "multistep", "comparison", "classification"],
     "minrnn": ["param_counts", "runtime", "shakespeare", "selective_copy"],
@@ -26,8 +26,8 @@ _MODULES = {
 
 def experiments(work):
     """Return ``{name: module}`` for one work (e.g. ``"zucchet"``)."""
-    check_choice("work", work, _MODULES)
-    return {name: importlib.import_module(f"minimal.experiments.{work}.{name}") for name in _MODULES[work]}
+    check_choice("work", work, MODULES)
+    return {name: importlib.import_module(f"minimal.experiments.{work}.{name}") for name in MODULES[work]}
 
 
 def write_metrics(metrics, out_dir, file_name="metrics.json"):

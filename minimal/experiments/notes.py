@@ -23,7 +23,7 @@ metric with a paper value has a note (tests/test_report.py), since any row may c
 """
 from __future__ import annotations
 
-__all__ = ["page", "PAGES"]
+__all__ = ["page", "pages", "PAGES"]
 
 
 def _gril_scale(config, metrics):
@@ -387,3 +387,8 @@ PAGES = {
 def page(work, name):
     """The page data of experiment ``name`` of ``work`` (module docstring); {} when there is none."""
     return PAGES.get(f"{work}.{name}", {})
+
+
+def pages(work, names):
+    """``{name: page(work, name)}`` for the experiments ``names`` of ``work``: what ``minimal.report`` takes."""
+    return {name: page(work, name) for name in names}

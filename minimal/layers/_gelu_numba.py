@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .._scan_numba import _exp_nonpositive
+from .._scan_numba import exp_nonpositive
 
 __all__ = ["gelu_into", "gelu_backward_into"]
 
@@ -28,7 +28,7 @@ _A = 0.044715
 def _s(u):
     """σ(2y), y = c (u + a u^3)."""
     y = _C * (u + _A * u * u * u)
-    e = _exp_nonpositive(-2.0 * abs(y))
+    e = exp_nonpositive(-2.0 * abs(y))
     return 1.0 / (1.0 + e) if y >= 0.0 else e / (1.0 + e)
 
 

@@ -68,18 +68,17 @@ from .. import write_metrics
 from .._plotting import legend_beside, pyplot, save_figure
 from ... import _speed
 from ...optim import cosine_schedule
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...tasks import gril_regression
 from ...train import train
 from ...validate import check_config
 # the model and its GD reference (``classifier``), importable from here as before
 from .classifier import (GRIL_KEYS, PHI_KEYS, backward, construction_logits, forward, gd_logits,  # noqa: F401
                          init_params, loss_and_grads, phi_features, probabilities, query_ce, tune_eta)
-from .regression import _cos, _dist, save_weights
+from .regression import mean_cosine, mean_distance, save_weights
 
-__all__ = ["Config", "PAPER", "TOLERANCE", "METRICS", "TABLE_4", "Job", "TASKS", "init_params", "forward", "backward", "query_ce",
-           "loss_and_grads", "probabilities", "phi_features", "gd_logits", "tune_eta", "sensitivity",
-           "construction_logits", "eval_tasks", "train_job", "run_job", "compare", "run", "plot"]
+__all__ = ["Config", "PAPER", "TOLERANCE", "METRICS", "TABLE_4", "Job", "TASKS", "sensitivity", "eval_tasks",
+           "train_job", "run_job", "compare", "run", "plot"]
 
 TASKS = {"binary": 1, "softmax": 3}     # K: one sigmoid logit, or 3-class softmax (Figs. 7, 8)
 TABLE_4 = {"binary": {"lr": 1.23e-4, "weight_decay": 5.17e-3},   # App. B.6, Table 4 ("Sigmoid", f = 10)
@@ -178,7 +177,7 @@ def _sens_cos(J, J_gd):
     softmax logits are defined up to a per-task constant (GD's 1/K term moves all of them alike)."""
     if J.shape[1] > 1:
         J, J_gd = J - J.mean(axis=1, keepdims=True), J_gd - J_gd.mean(axis=1, keepdims=True)
-    return _cos(J, J_gd)
+    return mean_cosine(J, J_gd)
 
 
 def compare(params, tasks, eta):
@@ -190,7 +189,7 @@ def compare(params, tasks, eta):
     J = sensitivity(params, tasks.tokens, K)
     return {"loss": loss, "loss_gd": loss_gd, "gril_over_gd": loss / loss_gd,
             "acc": _accuracy(z, labels), "acc_gd": _accuracy(z_gd, labels),
-            "pred_l2": _dist(probabilities(z), probabilities(z_gd)),
+            "pred_l2": mean_distance(probabilities(z), probabilities(z_gd)),
             "agree": _accuracy(z, _argmax(z_gd)),            # same predicted class as GD
             "sens_cos": _sens_cos(J, W1.transpose(0, 2, 1))}   # GD: ∂z/∂x_{N+1} = W_1^T
 

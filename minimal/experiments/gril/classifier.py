@@ -37,7 +37,7 @@ while one CE step from W = 0 gives
              every logit of a task: softmax(z_GRIL) = softmax(z_GD) exactly. The construction IS one CE step.
     binary:  σ is not shift-invariant, so the construction is one CE step only after the label is centred:
              z_GD = z_GRIL - (η/2) Σ_i x_i^T x_{N+1}. The -1/2 term needs the window to carry y_i - 1/2 (= -r_i(0),
-             Prop. 4.3's residual at W = 0; ``constructions_gril.ce_accumulate`` with β = -η and r_i = 1/2 - y_i),
+             Prop. 4.3's residual at W = 0; ``gd_as_gril.ce_accumulate`` with β = -η and r_i = 1/2 - y_i),
              or a constant slot in the tokens. On raw {0, 1} tokens no GRIL weights can produce it: every term of
              o[0] = β_0 Σ_b Z[0, b] (C q)[b] carries a factor C_k[0, j] from slot 0 of the window (x_t[0], y_t or
              x_{t+1}[0]), while Σ_i x_i^T x_{N+1} has terms like x_i[1] x_{N+1}[1] with none. A learned φ with a

@@ -53,7 +53,7 @@ files under ``data/gril/sweeps/comparison``):
       softmax attention is the closest non-recurrent model), with the transformer far from one GD step.
     - multivariate task (Fig. 6 / Table 3): every model but GRIL ends at the zero predictor within its 1,000
       (attention) or 400 (recurrent) steps, as Table 3's no-LP baselines do.
-    - Two attention layers can compute one GD step exactly (``constructions_gril.attention_gd``: the lsa_2 stack
+    - Two attention layers can compute one GD step exactly (``gd_as_gril.attention_gd``: the lsa_2 stack
       at d_model = 2f + T = 41, float64 error ~1e-15, GD's loss 0.2039 on seed 0's multivariate set): the gap
       between the trained attention stand-ins and GD is one of optimisation within our step budget (and of
       width: the trained stacks are 32 wide), not of what two layers can represent.

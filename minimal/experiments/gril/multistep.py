@@ -90,7 +90,7 @@ from .._plotting import pyplot
 from ... import _speed
 from ...analysis import gril_gd
 from ...optim import cosine_schedule
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...tasks import gril_regression
 from ...train import train
 from ...validate import check_config, check_positive_int
@@ -102,10 +102,8 @@ from .tolerance import loss_tolerances
 from .stack import (STRIDE, W_WIN, Cache, construction, init_params, loss_and_grads, predict,  # noqa: F401
                     predict_backward)
 
-__all__ = ["init_params", "construction", "head_forward", "head_backward", "predict", "predict_backward",
-           "loss_and_grads", "sample_sine", "best_eta", "best_step_sizes", "Job", "SineJob", "train_job",
-           "train_sine_job", "run_job", "run_sine_job", "sine_predict", "sine_predict_backward", "Config", "PAPER",
-           "TOLERANCE", "METRICS", "run", "run_sine", "plot"]
+__all__ = ["best_eta", "best_step_sizes", "Job", "train_job", "run_job", "Config", "PAPER", "TOLERANCE", "METRICS",
+           "run", "run_sine", "plot"]
 
 SAVE_METRICS = True   # reproduce --full writes data/gril/<name>_full.json, which notebook gril_d loads
 

@@ -6,7 +6,7 @@ App. B.1). On one fixed set of 10^4 evaluation tasks (App. B.1) we compare it wi
 
     GD            one step from W_0 = 0 with the optimal size η* (``minimal.analysis.gril_gd``):
                   ŷ = (η*/N) Σ_i y_i x_i^T x_{N+1},  η* = N / (σ_x² (N + f - 1/5)),  σ_x² = a²/3
-    construction  the same GRIL block with the weights of Prop. 4.1 (``minimal.constructions_gril``)
+    construction  the same GRIL block with the weights of Prop. 4.1 (``minimal.constructions.gd_as_gril``)
     Newton        one Newton-Raphson step from W_0 = 0, (H + δ I)^{-1} ∇L with H = (1/N) Σ x x^T (App. C.3)
 
 and report (Fig. 2A-B) the losses, the L2 distance and cosine similarity of the predictions and of the input
@@ -49,8 +49,9 @@ import numpy as np
 
 from .. import write_metrics
 from .._plotting import pyplot, save_figure
-from ... import constructions_gril, io
+from ... import io
 from ...analysis import gril_gd
+from ...constructions import gd_as_gril
 from ...data import check_saved_shapes, data_path
 from ...tasks import gril_regression
 from . import model as M
@@ -133,12 +134,12 @@ def sensitivity(params, tokens, n_out):
     return J
 
 
-def _cos(a, b):
+def mean_cosine(a, b):
     a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
     return float(np.mean(np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))))
 
 
-def _dist(a, b):
+def mean_distance(a, b):
     return float(np.mean(np.linalg.norm((a - b).reshape(len(a), -1), axis=1)))
 
 
@@ -156,10 +157,10 @@ def compare(params, tasks, eta):
     loss_zero = gril_regression.query_loss(np.zeros_like(y), y)[0]
     out = {"loss": loss, "loss_gd": loss_gd, "loss_zero": loss_zero, "gril_over_gd": loss / loss_gd,
            "gd_over_zero": loss_gd / loss_zero, "gril_over_zero": loss / loss_zero,
-           "pred_l2": _dist(y_hat, y_gd), "pred_l2_over_norm": _dist(y_hat, y_gd) / _dist(y_gd, 0 * y_gd),
-           "sens_cos": _cos(J, J_gd), "sens_l2": _dist(J, J_gd)}
+           "pred_l2": mean_distance(y_hat, y_gd), "pred_l2_over_norm": mean_distance(y_hat, y_gd) / mean_distance(y_gd, 0 * y_gd),
+           "sens_cos": mean_cosine(J, J_gd), "sens_l2": mean_distance(J, J_gd)}
     if n_out > 1:
-        out["pred_cos"] = _cos(y_hat, y_gd)
+        out["pred_cos"] = mean_cosine(y_hat, y_gd)
     return out
 
 
@@ -220,9 +221,9 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         out.update({prefix + k: v for k, v in res.items()})
         out[prefix + "train_curve"] = [float(np.mean(c)) for c in np.array_split(losses, 50)]
         if target == "multivariate":
-            con = constructions_gril.one_step_gd(config.f, config.N, eta)
+            con = gd_as_gril.one_step_gd(config.f, config.N, eta)
             y = tasks.Y[:, -1]
-            y_con = constructions_gril.gril_predict(con, tasks.tokens)
+            y_con = gd_as_gril.gril_predict(con, tasks.tokens)
             out["construction_loss"] = gril_regression.query_loss(y_con, y)[0]
             out["construction_over_gd"] = out["construction_loss"] / res["loss_gd"]
             out["construction_vs_gd_max_abs"] = float(np.abs(y_con - gril_gd.gd_predict(tasks.X, tasks.Y, eta)).max())

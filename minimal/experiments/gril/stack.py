@@ -13,9 +13,9 @@ and the readout of App. A.3 applies one step to the previous layer's predictor w
 
 where Z, Z̃ are the states after the last window, C_N = [x_N, y_N, x_{N+1}] and q (3,) is a learned query read.
 At Q_l = e_2 e_1^T (Z = Σ y x^T), Q̃_l = e_1 e_1^T (Z̃ = Σ x x^T = S), A = Ã = 1, c_l = η/N and q = e_3 this is
-``constructions_gril.multi_step_gd_forward``: W_l = W_{l-1} - (η/N)(S W_{l-1} - Σ x y^T) = W_{l-1} - η ∇L(W_{l-1}),
+``gd_as_gril.multi_step_gd_forward``: W_l = W_{l-1} - (η/N)(S W_{l-1} - Σ x y^T) = W_{l-1} - η ∇L(W_{l-1}),
 L GD steps (``construction``; tested against ``gril_gd.gd_predict(..., steps=L)``). Z^(l)T is the transpose
-convention of ``constructions_gril`` (GRIL's Q = e_2 e_1^T stores Σ y x^T; W is (inputs, outputs)). Layer 1's
+convention of ``gd_as_gril`` (GRIL's Q = e_2 e_1^T stores Σ y x^T; W is (inputs, outputs)). Layer 1's
 Z̃ head multiplies W_0 = 0, so it is left out (it would only ever receive zero gradient).
 
 The backward mirrors the forward in reverse: dW_L = r ⊗ dŷ, r = C_N q; then per layer, from L down to 1,

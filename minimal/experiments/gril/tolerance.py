@@ -1,11 +1,7 @@
-"""How the GRIL experiments judge the paper's absolute losses (``minimal.report`` verdicts), in one place.
-
-A module of its own: ``minimal.report`` reads ``minimal.experiments.notes``, whose notes read ``gril.model``, so
-``model`` must not import ``report``.
-"""
+"""How the GRIL experiments judge the paper's absolute losses (``minimal.verdicts``), in one place."""
 from __future__ import annotations
 
-from ...report import Tolerance
+from ...verdicts import Tolerance
 
 __all__ = ["LOSS_TOLERANCE", "loss_tolerances"]
 

@@ -90,7 +90,7 @@ from ...data import data_path
 from ...layers import cross_entropy
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...sweep import Sweep
 from ...tasks import selective_copy as task
 from ...train import train

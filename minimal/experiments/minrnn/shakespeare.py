@@ -86,7 +86,7 @@ from .._plotting import pyplot
 from ... import _speed, io, models
 from ...data import check_saved_shapes, damaged, data_path, load_json
 from ...optim import cosine_schedule
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...tasks import char_lm
 from ...train import train
 # the models (their own module); imported by name, so ``shakespeare.<name>`` keeps working and the training
@@ -94,12 +94,9 @@ from ...train import train
 from .shakespeare_model import (KINDS, N_HEADS, T_MAX, base_kind, evaluate, generate, init_lm, is_log_space,
                                 lm_forward, lm_loss_and_grads, spec, state_nbytes, step_logits)
 
-__all__ = ["Config", "PAPER", "KINDS", "N_HEADS", "base_kind", "is_log_space", "run", "plot", "table", "summarise",
-           "seed_curves", "across_seeds", "step_cpu_seconds", "write_step_cpu", "STEP_CPU", "PAPER_SIZE",
-           "spec", "init_lm", "lm_forward", "lm_loss_and_grads", "evaluate", "step_logits", "generate",
-           "state_nbytes", "save_weights",
-           "load_weights", "load_curves", "WEIGHTS", "CURVES", "SMALL_WEIGHTS", "SMALL_CURVES", "VANILLA_WEIGHTS",
-           "VANILLA_CURVES"]
+__all__ = ["Config", "PAPER", "run", "plot", "table", "summarise", "seed_curves", "across_seeds", "step_cpu_seconds",
+           "write_step_cpu", "STEP_CPU", "PAPER_SIZE", "save_weights", "load_weights", "load_curves", "WEIGHTS",
+           "CURVES", "SMALL_WEIGHTS", "SMALL_CURVES", "VANILLA_WEIGHTS", "VANILLA_CURVES"]
 
 # Sec. 4.2 / Fig. 2: best test loss (nats per character) and the step it was reached at (D = 384, 3 layers); the
 # keys are those of run()'s flat metrics, so ``reproduce`` puts them side by side.

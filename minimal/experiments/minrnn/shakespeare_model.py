@@ -178,7 +178,7 @@ def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=Fa
     len(prompt) + n - 1 steps. Raises InputError naming ``temperature``, ``prompt_ids``, ``n`` or ``rng`` when
     bad."""
     from ...validate import InputError, check_positive_int   # here: this function's own checks
-    from ...train import _make_rng
+    from ...train import make_rng
     V = _shape(params)[0]
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
             or not np.isfinite(temperature) or temperature < 0:
@@ -193,7 +193,7 @@ def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=Fa
         raise InputError(f"prompt_ids must lie in [0, V = {V}), got prompt_ids[{bad[0]}] = {prompt_ids[bad[0]]}")
     prompt_ids = prompt_ids.astype(np.int64)
     if not (rng is None and temperature == 0):
-        rng = _make_rng(rng)
+        rng = make_rng(rng)
     states, memory, out = None, [], []
     tok = prompt_ids[:1]
     for t in range(prompt_ids.size + n - 1):

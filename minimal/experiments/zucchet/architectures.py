@@ -56,9 +56,8 @@ from ...train import NonFiniteLossError, train
 from ...validate import check_choice
 from .stacks import ARCHS, init_model, model_backward, model_forward, model_spec, n_params
 
-__all__ = ["ARCHS", "TASKS", "Job", "Config", "PAPER", "model_spec", "init_model", "model_forward", "model_backward",
-           "n_params", "task_spec", "run_job", "train_job", "jobs", "finished", "run", "summarise", "plot", "SWEEP",
-           "SWEEP_DIR", "FAMILIES", "COLOURS"]
+__all__ = ["TASKS", "Job", "Config", "PAPER", "task_spec", "run_job", "train_job", "jobs", "finished", "run",
+           "summarise", "plot", "SWEEP", "SWEEP_DIR", "FAMILIES", "COLOURS"]
 
 TASKS = ("teacher", "icl")
 SIGMA_W2_OOD = 2.0 / 3.0   # icl validation W*_ij ~ N(0, 2/3), twice the training variance (App. C.1, Sec. 4.3)

@@ -60,7 +60,7 @@ import numpy as np
 
 from .._plotting import legend_beside, pyplot, save_figure
 from ... import _speed, io
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...analysis import gd, polynomial
 from ...cells import gated_rnn
 from ...optim import cosine_schedule

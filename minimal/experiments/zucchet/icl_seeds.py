@@ -34,7 +34,7 @@ from .._plotting import pyplot, save_figure
 from . import icl
 from ... import io
 from ...data import data_path
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...sweep import Sweep, SweepConfig
 from ...train import load_checkpoint
 

@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import _speed, io
-from ...report import Tolerance
+from ...verdicts import Tolerance
 from ...analysis import identification, polynomial
 from ...cells import gated_rnn
 from ...optim import cosine_schedule

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cells import lstm
-from ._common import FORGET_BIAS, _check_attention, _check_eps
+from .common import FORGET_BIAS, check_attention, check_eps
 
 __all__ = ["LSTMConstruction", "lsa_to_lstm", "lstm_attention"]
 
@@ -50,8 +50,8 @@ def lsa_to_lstm(W_V, W_K, W_Q, eps):
         LSTMConstruction: params for ``lstm.forward`` (D inputs, H = 3 D_v D_k + D_v, with biases) and
         D_read (D_v, H).
     """
-    (D_v, D_k, D), (W_V, W_K, W_Q) = _check_attention(W_V, W_K, W_Q)
-    eps = _check_eps(eps)
+    (D_v, D_k, D), (W_V, W_K, W_Q) = check_attention(W_V, W_K, W_Q)
+    eps = check_eps(eps)
     n = D_v * D_k
     H = 3 * n + D_v
     A, Ap, C, Cp = slice(0, n), slice(n, 2 * n), slice(2 * n, 3 * n), slice(3 * n, H)

@@ -261,7 +261,7 @@ def softmax_attention_parallel(Q, K, V, scale=None, causal=True):
         Y: (B, T, D_v).
     """
     B, T, Dk, Dv = _check_qkv(Q, K, V)
-    return _softmax_cell._weights(Q, K, _check_scale(scale, Dk), causal) @ V
+    return _softmax_cell.softmax_weights(Q, K, _check_scale(scale, Dk), causal) @ V
 
 
 def softmax_attention_rnn(Q, K, V, scale=None):
@@ -284,5 +284,5 @@ def softmax_attention_rnn(Q, K, V, scale=None):
     for t in range(T):
         # the state after token t: every key and value so far (a view of the prefix, not a copy)
         state = _softmax_cell.KVState(K[:, :t + 1], V[:, :t + 1])
-        Y[:, t] = _softmax_cell._read(Q[:, t], state, scale)[0]
+        Y[:, t] = _softmax_cell.online_read(Q[:, t], state, scale)[0]
     return Y

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cells import gated_rnn
-from ._common import _check_attention, append_one
+from .common import append_one, check_attention
 
 __all__ = ["GatedRNNConstruction", "lsa_to_gated_rnn", "lsa_to_gated_rnn_compact", "gated_rnn_attention"]
 
@@ -79,7 +79,7 @@ def lsa_to_gated_rnn(W_V, W_K, W_Q):
         ``append_one``), H = D_v D_k + D_k hidden neurons, H_out = D_v D_k output gates, D_out = D_v, and
         ``lam`` (H,) = [1]*D_v D_k + [0]*D_k. Neuron (i, j) is at index i D_k + j.
     """
-    (D_v, D_k, D), (W_V, W_K, W_Q) = _check_attention(W_V, W_K, W_Q)
+    (D_v, D_k, D), (W_V, W_K, W_Q) = check_attention(W_V, W_K, W_Q)
     left = np.repeat(W_V, D_k, axis=0)           # row i D_k + j is W_V[i]
     right = np.tile(W_K, (D_v, 1))               # row i D_k + j is W_K[j]
     pairs = [(i * D_k + j, j, i) for i in range(D_v) for j in range(D_k)]
@@ -99,7 +99,7 @@ def lsa_to_gated_rnn_compact(W_V, W_K, W_Q, cond_max=1e8):
     Returns:
         GatedRNNConstruction: H = d(d+1)/2 + d hidden neurons, H_out = d^2 output gates, D_out = d.
     """
-    (D_v, D_k, D), (W_V, W_K, W_Q) = _check_attention(W_V, W_K, W_Q)
+    (D_v, D_k, D), (W_V, W_K, W_Q) = check_attention(W_V, W_K, W_Q)
     if D_k != D_v:
         raise ValueError(f"W_K must have shape (D_v={D_v}, D) for the compact construction (keys and values "
                          f"share one space), got shape {W_K.shape}")

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..cells import lru
 from ..conventions import renamed_keywords
-from ._common import _check_attention, _check_eps
+from .common import check_attention, check_eps
 
 __all__ = ["LRUConstruction", "lsa_to_lru", "lru_attention", "LOG_ONE"]
 
@@ -58,8 +58,8 @@ def lsa_to_lru(W_V, W_K, W_Q, eps):
         LRUConstruction with layer1, layer2 (``lru.forward(..., variant="out")`` params) and D_read
         (D_v, D_v D_k + D_k).
     """
-    (D_v, D_k, D), (W_V, W_K, W_Q) = _check_attention(W_V, W_K, W_Q)
-    eps = _check_eps(eps)
+    (D_v, D_k, D), (W_V, W_K, W_Q) = check_attention(W_V, W_K, W_Q)
+    eps = check_eps(eps)
     n = D_v * D_k
     P, M, Q = slice(0, n), slice(n, n + D_v), slice(n + D_v, n + D_v + D_k)
     H2 = n + D_v + D_k

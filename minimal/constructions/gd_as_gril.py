@@ -54,9 +54,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .cells import gril
-from .tasks import gril_regression
-from .validate import InputError, check_array, check_positive_int
+from ..cells import gril
+from ..tasks import gril_regression
+from ..validate import InputError, check_array, check_positive_int
 
 __all__ = ["GRILConstruction", "MultiStepGD", "CEAccumulation", "one_step_gd", "gril_predict", "scalar_context",
            "scalar_maps", "scalar_ssm_forward", "gd_heads", "multi_step_gd_forward", "ce_gd", "ce_accumulate",
@@ -275,7 +275,7 @@ def n_params(construction_or_params):
 def attention_gd_spec(f, N):
     """The ``minimal.models`` spec that ``attention_gd`` fills: ``experiments.gril.comparison.spec`` of "lsa_2"
     with ``positional=True`` at d_model = 2f + 2N + 1 (its init scales left out: every weight is set)."""
-    from .models import Layer, Residual
+    from ..models import Layer, Residual
 
     f, N = check_positive_int("f", f), check_positive_int("N", N)
     d, T = 2 * f + 2 * N + 1, 2 * N + 1

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..cells import gru
 from ..validate import check_array
-from ._common import FORGET_BIAS, _check_attention, _check_eps
+from .common import FORGET_BIAS, check_attention, check_eps
 
 __all__ = ["gru_running_sum", "gru_product_write", "gru_key_values", "GRUConstruction", "lsa_to_gru",
            "gru_attention"]
@@ -49,7 +49,7 @@ def gru_running_sum(x, eps=1e-3):
         (B, T, D) the estimates h_t / ε.
     """
     check_array("x", x, ndim=3, names=("B", "T", "D"))
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     D = x.shape[2]
     h, _ = gru.forward(_gru_params(D, eps * np.eye(D), np.eye(D), 40.0, 40.0), np.asarray(x, np.float64))
     return h / eps
@@ -108,7 +108,7 @@ def gru_key_values(W_V, W_K, eps):
     check_array("W_K", W_K, (None, W_V.shape[1]), names=("D_k", "D"))
     (d_v, D), d_k = W_V.shape, W_K.shape[0]
     W_V, W_K = np.asarray(W_V, dtype=np.float64), np.asarray(W_K, dtype=np.float64)
-    eps = _check_eps(eps)
+    eps = check_eps(eps)
     n = d_v * d_k
     params = _gru_zeros(D, 2 * n)
     params["W_z"][:n] = eps * np.tile(W_K, (d_v, 1))                          # z = σ(ε k_j) on A_ij, 1/2 on A'_ij
@@ -139,8 +139,8 @@ def lsa_to_gru(W_V, W_K, W_Q, eps=1e-3):
     Returns:
         ``GRUConstruction``; ``gru_attention(construction, x)`` runs it.
     """
-    (d_v, d_k, D), (W_V, W_K, W_Q) = _check_attention(W_V, W_K, W_Q)
-    eps = _check_eps(eps)
+    (d_v, d_k, D), (W_V, W_K, W_Q) = check_attention(W_V, W_K, W_Q)
+    eps = check_eps(eps)
     n = d_v * d_k
     kv = gru_key_values(W_V, W_K, eps)
     layer1 = _gru_zeros(D, 2 * n + d_k)
