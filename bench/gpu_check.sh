@@ -15,9 +15,8 @@
 #   5. the tables (issue 22's, allocating and preallocated; v1 by K; window)              -> $OUT/tables.txt
 set -u
 NAME=gpu_check
-source "$(dirname "$0")/_gpu_env.sh"   # OUT, say, TINY/TINYARG, numpy 2.4, env.log, PYTEST
-TIMEOUT_ARGS="--timeout 120 --timeout-method=thread"   # the first v3 test compiled for 56 s on the H200
-python3 -c "import pytest_timeout" 2>/dev/null || TIMEOUT_ARGS=""
+source "$(dirname "$0")/_gpu_env.sh"   # OUT, say, TINY/TINYARG, numpy 2.4, env.log, PYTEST, helpers
+timeout_args 120   # the first v3 test compiled for 56 s on the H200
 
 # 1. the launches that failed
 say "step 1: launch tests"
@@ -26,14 +25,10 @@ timeout 170 $PYTEST $TIMEOUT_ARGS tests/test_cuda_resources.py tests/test_cuda_s
 say "step 1 exit $? ($(tail -1 "$OUT/tests_launch.log"))"
 
 # 2. scan rows
-say "step 2: scan benchmark"
-timeout 160 python3 -m cuda_kernels.gpu_check scan "$OUT" $TINYARG > "$OUT/scan.log" 2>&1
-say "step 2 exit $? ($(grep -c . "$OUT/scan_rows.jsonl" 2>/dev/null || echo 0) rows)"
+rows_step "step 2: scan benchmark" 160 gpu_check scan
 
 # 3. window rows
-say "step 3: window benchmark"
-timeout 70 python3 -m cuda_kernels.gpu_check window "$OUT" $TINYARG > "$OUT/window.log" 2>&1
-say "step 3 exit $? ($(grep -c . "$OUT/window_rows.jsonl" 2>/dev/null || echo 0) rows)"
+rows_step "step 3: window benchmark" 70 gpu_check window
 
 # 4. the other hardware tests of the files this branch touched
 tests_in_time_left "step 4: remaining hardware tests" 400 30 tests_rest.log \

@@ -16,14 +16,11 @@
 #   4. the table (fraction of copy by K)                                      -> $OUT/v1_table.txt
 set -u
 NAME=gpu_check2
-source "$(dirname "$0")/_gpu_env.sh"   # OUT, say, TINY/TINYARG, numpy 2.4, env.log, PYTEST
-TIMEOUT_ARGS="--timeout 60 --timeout-method=thread"
-python3 -c "import pytest_timeout" 2>/dev/null || TIMEOUT_ARGS=""
+source "$(dirname "$0")/_gpu_env.sh"   # OUT, say, TINY/TINYARG, numpy 2.4, env.log, PYTEST, helpers
+timeout_args 60
 
 # 1. v1 rows
-say "step 1: v1 benchmark"
-timeout 50 python3 -m cuda_kernels.gpu_check v1 "$OUT" $TINYARG > "$OUT/v1.log" 2>&1
-say "step 1 exit $? ($(grep -c . "$OUT/v1_rows.jsonl" 2>/dev/null || echo 0) rows)"
+rows_step "step 1: v1 benchmark" 50 gpu_check v1
 
 # 2. the hardware tests the new defaults run through
 say "step 2: fit and v1/v2 large-problem tests"

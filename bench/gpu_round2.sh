@@ -16,20 +16,14 @@
 #      (v1/v2/v3's own hardware tests: tests/test_cuda_scan.py, tests/test_cuda_scan_v3.py)
 set -u
 NAME=gpu_round2
-source "$(dirname "$0")/_gpu_env.sh"   # OUT, say, TINY/TINYARG, numpy 2.4, env.log, PYTEST
+source "$(dirname "$0")/_gpu_env.sh"   # OUT, say, TINY/TINYARG, numpy 2.4, env.log, PYTEST, helpers
 timeout 10 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >> "$OUT/env.log" 2>&1
 python3 -c "import torch, numba_cuda; print('torch', torch.__version__, 'numba-cuda', numba_cuda.__version__)" \
   >> "$OUT/env.log" 2>&1
-TIMEOUT_ARGS="--timeout 120 --timeout-method=thread"
-python3 -c "import pytest_timeout" 2>/dev/null || TIMEOUT_ARGS=""
+timeout_args 120
 
-say "step 1: scan rows"
-timeout 170 python3 -m cuda_kernels.gpu_round2 scan "$OUT" $TINYARG > "$OUT/scan.log" 2>&1
-say "step 1 exit $? ($(grep -c . "$OUT/scan_rows.jsonl" 2>/dev/null || echo 0) rows)"
-
-say "step 2: window rows and phases"
-timeout 70 python3 -m cuda_kernels.gpu_round2 window "$OUT" $TINYARG > "$OUT/window.log" 2>&1
-say "step 2 exit $? ($(grep -c . "$OUT/window_rows.jsonl" 2>/dev/null || echo 0) rows)"
+rows_step "step 1: scan rows" 170 gpu_round2 scan
+rows_step "step 2: window rows and phases" 70 gpu_round2 window
 
 timeout 20 python3 -m cuda_kernels.gpu_round2 table "$OUT" > "$OUT/table.txt" 2>&1
 

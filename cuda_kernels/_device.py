@@ -1,11 +1,15 @@
-"""Device functions and constants the scan versions share (v2 in ``scan.py``, v3 in ``chunked.py``), and the
-``kernel`` decorator every kernel of this package is compiled with.
+"""Device functions and constants the scan versions share (v2 in ``scan.py``, v3 in ``chunked.py``, v4 in
+``lookback.py``), and the ``kernel`` decorator every kernel of this package is compiled with.
 
     kernel(threads)                 ``cuda.jit`` with launch bounds: a kernel launched with <= threads threads
     _combine_linear, _combine_log   the scan operator on pairs, linear and log space (``scan.py``'s docstring)
     _pad                            shared-memory index with one spare word every 32 banks (GPU Gems 3, Eq. 39-3)
     _pair_loader(dtype, op, reverse)  the load of scan position s (forward, or the backward's shifted pair)
     _grads_writer(dtype)            the backward's store of dL/da, dL/db, dL/dh0 from the adjoint g
+    _start_state(dtype, op, reverse)  the state entering the sequence: h0, or the identity's b (v3, v4)
+    _warp_scanner(dtype, op, CW, P, shuffle)  the Hillis-Steele scan of a lane's time-threads in a warp (v3, v4)
+    _chunk_scratch(dtype, NT, K, shuffle)      the registers and shared arrays of a chunk's scan (v3, v4)
+    _zero_int32(x)                  zeroes an int32 device array on the device (the look-back flags, v3, v4)
 
 Imports numpy and numba only: ``scan.py`` and ``chunked.py`` import this module, and it imports neither.
 """
@@ -20,6 +24,7 @@ from numba import cuda, float32, float64
 
 LOG_NUM_BANKS = 5            # 32 shared-memory banks
 REGISTERS_PER_BLOCK = 65536  # 32-bit registers one block may use (compute capability 5.0 - 9.0)
+FULL_MASK = 0xFFFFFFFF       # every lane of a warp takes part in a shuffle
 _NB_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 
 
@@ -104,3 +109,115 @@ def _grads_writer(dtype):
             dh0[bb, c] = a[bb, 0, c] * g
 
     return write_grads
+
+
+@lru_cache(maxsize=None)
+def _start_state(dtype, op, reverse):
+    """The state entering the sequence, shared by v3 and v4: a device function giving h0[bb, c] (forward, when
+    given) or the identity's b (h = 0, g = 0; -inf in log space) for channel c of C."""
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+    ID_B = 0.0 if op == "linear" else -math.inf
+
+    @cuda.jit(device=True, inline=True)
+    def start_state(h0, has_h0, bb, c, C):
+        if c < C and has_h0 and not reverse:
+            return h0[bb, c]
+        return nbdt(ID_B)
+
+    return start_state
+
+
+@lru_cache(maxsize=None)
+def _warp_scanner(dtype, op, CW, P, shuffle):
+    """The warp step of v3 and v4: a device function ``warp_scan(A, H, tid, tyw, hs_a, hs_b)`` giving the
+    inclusive (A, H) and exclusive (ea, eb) prefix of the thread's pair among the P time-threads of its lane in
+    its warp (tyw: the thread's time-thread index in the warp; lanes are CW apart). Hillis-Steele, log2 P
+    steps: ``cuda.shfl_up_sync`` (``shuffle``, real hardware) or the same steps through the shared arrays
+    hs_a, hs_b of NT words with block barriers (the simulator has no shuffles). Every thread of the block must
+    call it (barriers and full-mask shuffles)."""
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+    combine = _combine_linear if op == "linear" else _combine_log
+    ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
+
+    @cuda.jit(device=True, inline=True)
+    def warp_scan(A, H, tid, tyw, hs_a, hs_b):
+        ea = nbdt(ID_A)
+        eb = nbdt(ID_B)
+        if shuffle:
+            d = 1
+            while d < P:
+                # Lane tid - d CW is the same channel d time-threads earlier; every lane takes part (full mask).
+                pa = cuda.shfl_up_sync(FULL_MASK, A, d * CW)
+                pb = cuda.shfl_up_sync(FULL_MASK, H, d * CW)
+                if tyw >= d:
+                    A, H = combine(pa, pb, A, H)
+                d *= 2
+            if P > 1:
+                pa = cuda.shfl_up_sync(FULL_MASK, A, CW)
+                pb = cuda.shfl_up_sync(FULL_MASK, H, CW)
+                if tyw > 0:
+                    ea = pa
+                    eb = pb
+        else:
+            hs_a[tid] = A
+            hs_b[tid] = H
+            d = 1
+            while d < P:
+                pa = nbdt(ID_A)
+                pb = nbdt(ID_B)
+                # The previous step's values (or the first writes above) must be visible before they are read.
+                cuda.syncthreads()
+                if tyw >= d:
+                    pa = hs_a[tid - d * CW]
+                    pb = hs_b[tid - d * CW]
+                # Everyone has read before anyone overwrites: the shared array plays the shuffle's registers.
+                cuda.syncthreads()
+                if tyw >= d:
+                    A, H = combine(pa, pb, A, H)
+                    hs_a[tid] = A
+                    hs_b[tid] = H
+                d *= 2
+            # The last step's writes must land before the exclusive prefix is read from a neighbour.
+            cuda.syncthreads()
+            if tyw > 0:
+                ea = hs_a[tid - CW]
+                eb = hs_b[tid - CW]
+        return A, H, ea, eb
+
+    return warp_scan
+
+
+@lru_cache(maxsize=None)
+def _chunk_scratch(dtype, NT, K, shuffle):
+    """The arrays of v3's and v4's chunk scan, as a device function ``scratch()`` to call from a kernel (inlined,
+    so each kernel gets its own): the thread's K pairs ra, rb (registers), the warp scan's hs_a, hs_b (shared,
+    NT words; one word with shuffles, which need none) and the warp totals wa, wb (shared, NT words). Returns
+    (ra, rb, hs_a, hs_b, wa, wb)."""
+    nbdt = _NB_TYPES[np.dtype(dtype)]
+    HS = 1 if shuffle else NT
+
+    @cuda.jit(device=True, inline=True)
+    def scratch():
+        ra = cuda.local.array(K, nbdt)
+        rb = cuda.local.array(K, nbdt)
+        hs_a = cuda.shared.array(HS, nbdt)
+        hs_b = cuda.shared.array(HS, nbdt)
+        wa = cuda.shared.array(NT, nbdt)
+        wb = cuda.shared.array(NT, nbdt)
+        return ra, rb, hs_a, hs_b, wa, wb
+
+    return scratch
+
+
+@kernel(128)
+def _zero_int32_kernel(x):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        x[i] = 0
+
+
+def _zero_int32(x):
+    """Zero the int32 device array x on the device (no host copy); returns x."""
+    n = int(np.prod(x.shape))
+    _zero_int32_kernel[-(-n // 128), 128](x.reshape(n))
+    return x

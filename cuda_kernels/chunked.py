@@ -32,7 +32,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ._device import kernel
+from ._device import _zero_int32
 from .chunked_kernels import AGGREGATE, INCLUSIVE, WARP, _kernels, _shared_words  # noqa: F401
 from .workspace import _alloc, _dummy
 
@@ -141,19 +141,9 @@ def plan(shape3, CW, TW, K, chunks_per_block=None, target_blocks=TARGET_BLOCKS):
 
 
 
-@kernel(128)
-def _zero_int32(x):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        x[i] = 0
-
-
 def _zeroed_int32(workspace, name, shape):
     """An int32 device array of zeros: written on the device (no host copy), from ``workspace`` if given."""
-    x = _alloc(workspace, name, shape, np.int32)
-    n = int(np.prod(shape))
-    _zero_int32[-(-n // 128), 128](x.reshape(n))
-    return x
+    return _zero_int32(_alloc(workspace, name, shape, np.int32))
 
 
 def _lookback(look_back_kernel, shape3, CW, TW, K, dtype, args, outs, workspace=None):

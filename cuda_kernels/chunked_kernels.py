@@ -70,10 +70,10 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ._device import _NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _grads_writer, _pad, _pair_loader, kernel
+from ._device import (_NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _grads_writer, _pad, _pair_loader,
+                      _chunk_scratch, _start_state, _warp_scanner, kernel)
 
 WARP = 32
-FULL_MASK = 0xFFFFFFFF
 AGGREGATE, INCLUSIVE = 1, 2        # look-back flags (0: nothing published yet)
 
 
@@ -94,9 +94,11 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
     P = WS // CW                 # time-threads of one lane inside a warp
     L = TW * K                   # steps per chunk
     NS = _shared_words(NT, K)
-    HS = 1 if shuffle else NT    # the shared-memory warp scan's arrays; the shuffles need none
     load = _pair_loader(dtype, op, reverse)
     write_grads = _grads_writer(dtype)
+    warp_scan = _warp_scanner(dtype, op, CW, P, shuffle)    # step 3
+    start_state = _start_state(dtype, op, reverse)
+    scratch = _chunk_scratch(dtype, NT, K, shuffle)
 
     @cuda.jit(device=True, inline=True)
     def block_coords(x2, n_iter):
@@ -117,60 +119,8 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
         totals wa, wb (shared) and the thread's K pairs ra, rb (registers)."""
         sa = cuda.shared.array(NS, nbdt)
         sb = cuda.shared.array(NS, nbdt)
-        hs_a = cuda.shared.array(HS, nbdt)
-        hs_b = cuda.shared.array(HS, nbdt)
-        wa = cuda.shared.array(NT, nbdt)
-        wb = cuda.shared.array(NT, nbdt)
-        ra = cuda.local.array(K, nbdt)
-        rb = cuda.local.array(K, nbdt)
+        ra, rb, hs_a, hs_b, wa, wb = scratch()
         return sa, sb, hs_a, hs_b, wa, wb, ra, rb
-
-    @cuda.jit(device=True, inline=True)
-    def warp_scan(A, H, tid, tyw, hs_a, hs_b):
-        """Steps 3: inclusive and exclusive prefix of the thread's pair among the P time-threads of its lane
-        in its warp. Every thread of the block must call this (barriers and full-mask shuffles)."""
-        ea = nbdt(ID_A)
-        eb = nbdt(ID_B)
-        if shuffle:
-            d = 1
-            while d < P:
-                # Lane tid - d CW is the same channel d time-threads earlier; every lane takes part (full mask).
-                pa = cuda.shfl_up_sync(FULL_MASK, A, d * CW)
-                pb = cuda.shfl_up_sync(FULL_MASK, H, d * CW)
-                if tyw >= d:
-                    A, H = combine(pa, pb, A, H)
-                d *= 2
-            if P > 1:
-                pa = cuda.shfl_up_sync(FULL_MASK, A, CW)
-                pb = cuda.shfl_up_sync(FULL_MASK, H, CW)
-                if tyw > 0:
-                    ea = pa
-                    eb = pb
-        else:
-            hs_a[tid] = A
-            hs_b[tid] = H
-            d = 1
-            while d < P:
-                pa = nbdt(ID_A)
-                pb = nbdt(ID_B)
-                # The previous step's values (or the first writes above) must be visible before they are read.
-                cuda.syncthreads()
-                if tyw >= d:
-                    pa = hs_a[tid - d * CW]
-                    pb = hs_b[tid - d * CW]
-                # Everyone has read before anyone overwrites: the shared array plays the shuffle's registers.
-                cuda.syncthreads()
-                if tyw >= d:
-                    A, H = combine(pa, pb, A, H)
-                    hs_a[tid] = A
-                    hs_b[tid] = H
-                d *= 2
-            # The last step's writes must land before the exclusive prefix is read from a neighbour.
-            cuda.syncthreads()
-            if tyw > 0:
-                ea = hs_a[tid - CW]
-                eb = hs_b[tid - CW]
-        return A, H, ea, eb
 
     @cuda.jit(device=True, inline=True)
     def chunk_prefix(x1, x2, sa, sb, hs_a, hs_b, wa, wb, ra, rb, bb, s0, c0, cx, ty, T, C):
@@ -232,15 +182,9 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
             tot_b[bb, seg, c0 + cx] = tb
 
     @cuda.jit(device=True, inline=True)
-    def start_state(h0, has_h0, bb, c, C):
-        """The state entering the sequence: h0 (forward, when given) or the identity's b (h = 0, g = 0)."""
-        if c < C and has_h0 and not reverse:
-            return h0[bb, c]
-        return nbdt(ID_B)
-
-    @cuda.jit(device=True, inline=True)
     def segment_start(carry, h0, has_h0, bb, seg, c, C):
-        """The state entering a segment: the carried state S_{seg-1}, or ``start_state``."""
+        """The state entering a segment: the carried state S_{seg-1}, or ``start_state`` (h0 or the identity's
+        b: h = 0, g = 0)."""
         if c < C and seg > 0:
             return carry[bb, seg - 1, c]
         return start_state(h0, has_h0, bb, c, C)

@@ -94,14 +94,16 @@ def _timers(tiny):
     return bench._event_timer(REPEATS), bench._copy_seconds
 
 
-def _timed(write, name, fn, timer, nbytes, copy_s, tag, **extra):
-    """Time fn, write its row (or an error row); returns the seconds (NaN on error)."""
+def _timed(write, name, fn, timer, nbytes, copy_s, tag, torch_copy_s=None, **extra):
+    """Time fn, write its row (or an error row); returns the seconds (NaN on error). The row's vs_copy is
+    copy_s / seconds, and with ``torch_copy_s`` (a torch copy of the same bytes) vs_torch_copy too."""
     try:
         t = timer(fn)
     except Exception as e:  # noqa: BLE001 - a failing variant is a result, and the check goes on
         write(_error_row(name, e, tag, bytes=nbytes, **extra))
         return math.nan
-    write(bench.make_row(name, t, nbytes, copy_s, **tag, **extra))
+    more = {"vs_torch_copy": torch_copy_s / t} if torch_copy_s else {}
+    write(bench.make_row(name, t, nbytes, copy_s, **tag, **more, **extra))
     return t
 
 
@@ -303,13 +305,47 @@ def _fmt(v, digits=3):
     return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
 
 
+def _by(rows):
+    """Scan rows by shape, then by name: {(B, T, C): {name: row}}."""
+    by = {}
+    for r in rows:
+        by.setdefault(tuple(r.get("shape", ())), {})[r["name"]] = r
+    return by
+
+
+def _window_cases(wrows):
+    """Window rows by case, then by name: {((B, T, f), regime): {name: row}}."""
+    wby = {}
+    for r in wrows:
+        wby.setdefault((tuple(r.get("shape", ())), r.get("regime")), {})[r["name"]] = r
+    return wby
+
+
+def _finish(lines, errors):
+    """The table's last line (the failed variants and their errors), printed; returns the whole text."""
+    lines.append(f"\n{len(errors)} failed variant(s)" + "".join(f"\n  {r.get('shape')} {r['name']}: {r['error']}"
+                                                               for r in errors))
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def _main(argv, doc, commands):
+    """``python -m cuda_kernels.MODULE COMMAND OUT [--tiny]``: runs commands[COMMAND](OUT, tiny) and returns 0,
+    or prints doc and returns 2 when the words are off."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2 or argv[0] not in commands:
+        print(doc, file=sys.stderr)
+        return 2
+    commands[argv[0]](argv[1], "--tiny" in argv)
+    return 0
+
+
 def tables(out_dir):
     """The issue's table (fraction of copy, forward), allocating and preallocated; the K sweep; the backward;
     the window."""
     rows = _read(os.path.join(out_dir, "scan_rows.jsonl"))
-    by = {}
-    for r in rows:
-        by.setdefault(tuple(r.get("shape", ())), {})[r["name"]] = r
+    by = _by(rows)
     cols = [label for label, _, _ in VERSIONS]
 
     def frac(d, name):
@@ -344,38 +380,17 @@ def tables(out_dir):
     lines.append("\nwindow (GRIL), fraction of copy; backward / forward:")
     lines.append("| case | forward v3 | forward v3 prealloc | backward/forward | backward/forward prealloc |")
     lines.append("|---|---|---|---|---|")
-    wby = {}
-    for r in wrows:
-        wby.setdefault((tuple(r.get("shape", ())), r.get("regime")), {})[r["name"]] = r
-    for (shape, regime), d in wby.items():
+    for (shape, regime), d in _window_cases(wrows).items():
         ratio = d.get("backward / forward", {})
         lines.append(f"| {shape} {regime} | {frac(d, 'forward v3')} | {frac(d, 'forward v3 (preallocated)')} | "
                      f"{_fmt(ratio.get('allocating'), 2)} | {_fmt(ratio.get('preallocated'), 2)} |")
     errors += [r for r in wrows if "error" in r]
-    lines.append(f"\n{len(errors)} failed variant(s)" + "".join(f"\n  {r.get('shape')} {r['name']}: {r['error']}"
-                                                               for r in errors))
-    text = "\n".join(lines)
-    print(text)
-    return text
+    return _finish(lines, errors)
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) < 2 or argv[0] not in ("scan", "window", "table", "v1", "v1table"):
-        print(__doc__, file=sys.stderr)
-        return 2
-    what, out_dir, tiny = argv[0], argv[1], "--tiny" in argv
-    if what == "scan":
-        scan_check(out_dir, tiny)
-    elif what == "window":
-        window_check(out_dir, tiny)
-    elif what == "v1":
-        v1_check(out_dir, tiny)
-    elif what == "v1table":
-        v1_tables(out_dir)
-    else:
-        tables(out_dir)
-    return 0
+    return _main(argv, __doc__, {"scan": scan_check, "window": window_check, "table": lambda out, _: tables(out),
+                                 "v1": v1_check, "v1table": lambda out, _: v1_tables(out)})
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ from . import bench
 from . import lookback
 from . import scan as cs
 from . import window as cw
-from .gpu_check import _arrays, _error_row, _fmt, _grads, _read, _timers, _Writer
+from .gpu_check import (_arrays, _by, _error_row, _finish, _fmt, _grads, _main, _read, _timed, _timers,
+                        _window_cases, _Writer)
 
 REPEATS = 7
 MANY = (8, 4096, 8192)
@@ -57,15 +58,9 @@ def _tag(shape, **extra):
 
 
 def _time_row(write, name, fn, timer, nbytes, copies, tag, **extra):
-    """Time fn and write its row: vs_copy (numba copy), vs_torch_copy; an error row if it raises."""
-    try:
-        t = timer(fn)
-    except Exception as e:  # noqa: BLE001 - a failing variant is a result, and the run goes on
-        write(_error_row(name, e, tag, bytes=nbytes, **extra))
-        return math.nan
-    more = {"vs_torch_copy": copies[1] / t} if copies[1] else {}
-    write(bench.make_row(name, t, nbytes, copies[0], **tag, **more, **extra))
-    return t
+    """Time fn and write its row: vs_copy (numba copy), vs_torch_copy; an error row if it raises. copies: (numba
+    copy seconds, torch copy seconds or None)."""
+    return _timed(write, name, fn, timer, nbytes, copies[0], tag, torch_copy_s=copies[1], **extra)
 
 
 @cuda.jit
@@ -170,16 +165,10 @@ def scan_round(out_dir, tiny=False):
                                                       out=grads, workspace=ws), timer, bwd_b, CB, tag,
                       method="lookback", block=block, steps_per_thread=K)
         if not numba.config.ENABLE_CUDASIM:   # where v4's time goes: its kernel between events vs the whole call
-            for name, fn in (("v4 forward", lambda: cs.linear_scan(a, b, None, "lookback", out=out_h, workspace=ws)),
-                             ("v4 backward", lambda: cs.linear_scan_backward(a, h, dh, None, "lookback", out=grads,
-                                                                             workspace=ws))):
-                try:
-                    total, phases = _phases(fn)
-                    write({"name": f"phases: {name}", "seconds": total / 1e3, "total_ms": total,
-                           "kernels": [{"kernel": k, "grid": gd, "block": bd, "ms": ms} for k, gd, bd, ms in phases],
-                           "kernels_ms": sum(p[3] for p in phases), **tag})
-                except Exception as e:  # noqa: BLE001
-                    write(_error_row(f"phases: {name}", e, tag))
+            _phase_rows(write, (("v4 forward", lambda: cs.linear_scan(a, b, None, "lookback", out=out_h,
+                                                                      workspace=ws)),
+                                ("v4 backward", lambda: cs.linear_scan_backward(a, h, dh, None, "lookback",
+                                                                                out=grads, workspace=ws))), tag)
         if not tiny:   # check v4 against v2 on this shape (the default configuration), forward and backward
             try:
                 ref_h = cs.linear_scan(a, b, None, "blelloch").copy_to_host()
@@ -233,6 +222,19 @@ def _phases(fn, repeats=3):
     return best
 
 
+def _phase_rows(write, calls, tag):
+    """For each (name, fn) of calls, the row ``phases: name`` of ``_phases(fn)`` (total and per-kernel ms), or
+    an error row if it raises."""
+    for name, fn in calls:
+        try:
+            total, phases = _phases(fn)
+            write({"name": f"phases: {name}", "seconds": total / 1e3, "total_ms": total,
+                   "kernels": [{"kernel": k, "grid": gd, "block": bd, "ms": ms} for k, gd, bd, ms in phases],
+                   "kernels_ms": sum(p[3] for p in phases), **tag})
+        except Exception as e:  # noqa: BLE001
+            write(_error_row(f"phases: {name}", e, tag))
+
+
 def window_round(out_dir, tiny=False):
     timer, copy = _timers(tiny)
     write = _Writer(os.path.join(out_dir, "window_rows.jsonl"))
@@ -272,23 +274,9 @@ def window_round(out_dir, tiny=False):
                       lambda: cw.gril_forward(*args, version=3, segments=seg, out=o, workspace=ws, **sb), timer, nb,
                       (copy_t, None), tag, segments=seg)
         if not numba.config.ENABLE_CUDASIM:
-            for name, fn in (("forward v3", fwd), ("fused backward v2", bwd)):
-                try:
-                    total, phases = _phases(fn)
-                    write({"name": f"phases: {name}", "seconds": total / 1e3, "total_ms": total,
-                           "kernels": [{"kernel": k, "grid": gd, "block": bd, "ms": ms} for k, gd, bd, ms in phases],
-                           "kernels_ms": sum(p[3] for p in phases), **tag})
-                except Exception as e:  # noqa: BLE001
-                    write(_error_row(f"phases: {name}", e, tag))
+            _phase_rows(write, (("forward v3", fwd), ("fused backward v2", bwd)), tag)
         del args, Z, do, o, g, ws
     _log("window done")
-
-
-def _by(rows):
-    by = {}
-    for r in rows:
-        by.setdefault(tuple(r.get("shape", ())), {})[r["name"]] = r
-    return by
 
 
 def _best(d, prefix):
@@ -370,10 +358,7 @@ def tables(out_dir):
                  "(goal <= 3), forward GFLOP/s")
     lines.append("| case | forward v3 | backward / forward | forward GFLOP/s | met |")
     lines.append("|---|---|---|---|---|")
-    wby = {}
-    for r in wrows:
-        wby.setdefault((tuple(r.get("shape", ())), r.get("regime")), {})[r["name"]] = r
-    for (shape, regime), d in wby.items():
+    for (shape, regime), d in _window_cases(wrows).items():
         fr = d.get("forward v3 (preallocated)", {})
         ratio = d.get("backward / forward", {}).get("preallocated")
         gf = fr.get("flops", math.nan) / fr["seconds"] / 1e9 if fr.get("seconds") else math.nan
@@ -386,23 +371,11 @@ def tables(out_dir):
             if n.startswith("phases:"):
                 ks = ", ".join(f"{k['kernel']} {k['grid']}x{k['block']} {k['ms']:.3f}" for k in r["kernels"])
                 lines.append(f"  {n}: total {r['total_ms']:.3f} ms, kernels {r['kernels_ms']:.3f} ms: {ks}")
-    errors = [r for r in rows + wrows if "error" in r]
-    lines.append(f"\n{len(errors)} failed variant(s)" + "".join(f"\n  {r.get('shape')} {r['name']}: {r['error']}"
-                                                               for r in errors))
-    text = "\n".join(lines)
-    print(text)
-    return text
+    return _finish(lines, [r for r in rows + wrows if "error" in r])
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) < 2 or argv[0] not in ("scan", "window", "table"):
-        print(__doc__, file=sys.stderr)
-        return 2
-    what, out_dir, tiny = argv[0], argv[1], "--tiny" in argv
-    {"scan": lambda: scan_round(out_dir, tiny), "window": lambda: window_round(out_dir, tiny),
-     "table": lambda: tables(out_dir)}[what]()
-    return 0
+    return _main(argv, __doc__, {"scan": scan_round, "window": window_round, "table": lambda out, _: tables(out)})
 
 
 if __name__ == "__main__":

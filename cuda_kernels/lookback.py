@@ -61,14 +61,14 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ._device import _NB_TYPES, _combine_linear, _combine_log, _grads_writer, _pair_loader, kernel
+from ._device import (_NB_TYPES, _chunk_scratch, _combine_linear, _combine_log, _grads_writer, _pair_loader,
+                      _start_state, _warp_scanner, _zero_int32, kernel)
 from .workspace import _check_workspace, _dummy
 
 __all__ = ["forward", "backward", "tile", "check_options", "DEFAULT_BLOCK", "DEFAULT_STEPS", "EPOCH"]
 
 
 WARP = 32
-FULL_MASK = 0xFFFFFFFF
 DEFAULT_BLOCK = 256     # threads per block
 # K, steps per thread held in registers, by direction: the fastest (block, K) of v4's rows in the H100 run of
 # 2026-11-27 (``bench/results/gpu_round2_H100_2026-11-27_scan_rows.jsonl``, float32, fraction of a same-run numba
@@ -128,15 +128,11 @@ def _kernel(dtype, CW, TW, K, op, reverse, shuffle):
     P = WS // CW            # time-threads of one lane inside a warp
     NW = NT // WS           # warps per block
     L = TW * K
-    HS = 1 if shuffle else NT
     load = _pair_loader(dtype, op, reverse)
     write_grads = _grads_writer(dtype)
-
-    @cuda.jit(device=True, inline=True)
-    def start_state(h0, has_h0, bb, c, C):
-        if c < C and has_h0 and not reverse:
-            return h0[bb, c]
-        return nbdt(ID_B)
+    warp_scan = _warp_scanner(dtype, op, CW, P, shuffle)
+    start_state = _start_state(dtype, op, reverse)
+    scratch = _chunk_scratch(dtype, NT, K, shuffle)
 
     @cuda.jit(device=True, inline=True)
     def lane_scan(A, H, tid, cx, hs_a, hs_b, wa, wb):
@@ -147,43 +143,7 @@ def _kernel(dtype, CW, TW, K, op, reverse, shuffle):
         lane = tid % WS
         tyw = lane // CW
         w = tid // WS
-        ea = nbdt(ID_A)
-        eb = nbdt(ID_B)
-        if shuffle:
-            d = 1
-            while d < P:
-                pa = cuda.shfl_up_sync(FULL_MASK, A, d * CW)
-                pb = cuda.shfl_up_sync(FULL_MASK, H, d * CW)
-                if tyw >= d:
-                    A, H = combine(pa, pb, A, H)
-                d *= 2
-            if P > 1:
-                pa = cuda.shfl_up_sync(FULL_MASK, A, CW)
-                pb = cuda.shfl_up_sync(FULL_MASK, H, CW)
-                if tyw > 0:
-                    ea = pa
-                    eb = pb
-        else:
-            hs_a[tid] = A
-            hs_b[tid] = H
-            d = 1
-            while d < P:
-                pa = nbdt(ID_A)
-                pb = nbdt(ID_B)
-                cuda.syncthreads()   # the previous step's writes are visible
-                if tyw >= d:
-                    pa = hs_a[tid - d * CW]
-                    pb = hs_b[tid - d * CW]
-                cuda.syncthreads()   # everyone has read before anyone overwrites
-                if tyw >= d:
-                    A, H = combine(pa, pb, A, H)
-                    hs_a[tid] = A
-                    hs_b[tid] = H
-                d *= 2
-            cuda.syncthreads()
-            if tyw > 0:
-                ea = hs_a[tid - CW]
-                eb = hs_b[tid - CW]
+        A, H, ea, eb = warp_scan(A, H, tid, tyw, hs_a, hs_b)
         if tyw == P - 1:
             wa[w * CW + cx] = A
             wb[w * CW + cx] = H
@@ -207,12 +167,7 @@ def _kernel(dtype, CW, TW, K, op, reverse, shuffle):
         """Forward: x1 = a, x2 = b, out = h. Backward: x1 = a, x2 = dh, out = da, hsrc = the forward's h.
         ``inclusive_every`` (1 in use; a test hook): chunks k > 0 with (k + 1) % inclusive_every != 0 publish
         only their aggregate, so that look-backs must combine aggregates over several rounds."""
-        ra = cuda.local.array(K, nbdt)
-        rb = cuda.local.array(K, nbdt)
-        hs_a = cuda.shared.array(HS, nbdt)
-        hs_b = cuda.shared.array(HS, nbdt)
-        wa = cuda.shared.array(NT, nbdt)
-        wb = cuda.shared.array(NT, nbdt)
+        ra, rb, hs_a, hs_b, wa, wb = scratch()
         found = cuda.shared.array(CW, numba.int32)
         B, T, C = x2.shape
         cx = cuda.threadIdx.x
@@ -305,13 +260,6 @@ def _kernel(dtype, CW, TW, K, op, reverse, shuffle):
     return scan
 
 
-@kernel(128)
-def _zero_int32(x):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        x[i] = 0
-
-
 def _descriptors(workspace, shape, dtype):
     """(flags, agg_a, agg_b, inc) for (B, n_chunks, C); fresh flags are zeroed (once per buffer)."""
     key = ("v4 descriptors", tuple(int(v) for v in shape), np.dtype(dtype).str)
@@ -320,8 +268,7 @@ def _descriptors(workspace, shape, dtype):
     if fresh:
         bufs = (cuda.device_array(shape, dtype=np.int32),) + tuple(cuda.device_array(shape, dtype=dtype)
                                                                    for _ in range(3))
-        n = int(np.prod(shape))
-        _zero_int32[-(-n // 128), 128](bufs[0].reshape(n))
+        _zero_int32(bufs[0])
         if workspace is not None:
             workspace._buffers[key] = bufs
     return bufs, fresh

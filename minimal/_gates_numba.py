@@ -73,6 +73,16 @@ def _normalised(kf, ki):
     return (small, big, d, e) if d >= 0.0 else (big, small, d, e)
 
 
+@njit(cache=True, inline="always")
+def _log_coefficients(d, e, kh):
+    """(log σ(−d), log σ(d) + log g(kh), g(kh)) from the gate's logit d and e = exp(−|d|): the log-space scan
+    coefficients log a = −softplus(d), log b = −softplus(−d) + log g(k_h) and h̃ = g(k_h) of both cells
+    (minLSTM: d = δ, a = f'; minGRU: d = k_z, a = 1 − z)."""
+    l = log1p_unit(e)
+    g, log_g = _g_and_log_g(kh)
+    return -(max(d, 0.0) + l), -(max(-d, 0.0) + l) + log_g, g
+
+
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b):
     """Vanilla forward gates over flat (n,) arrays: f_n = f', i_n = i', b = i' k_h (the scan's a is f').
@@ -103,11 +113,7 @@ def minlstm_log_gates(k_f, k_i, k_h, f_n, i_n, log_a, log_b, h_tilde):
         fj, ij, d, e = _normalised(np.float64(k_f[j]), np.float64(k_i[j]))
         f_n[j] = fj
         i_n[j] = ij
-        l = log1p_unit(e)
-        log_a[j] = -(max(d, 0.0) + l)
-        g, log_g = _g_and_log_g(np.float64(k_h[j]))
-        h_tilde[j] = g
-        log_b[j] = -(max(-d, 0.0) + l) + log_g
+        log_a[j], log_b[j], h_tilde[j] = _log_coefficients(d, e, np.float64(k_h[j]))
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -156,11 +162,7 @@ def mingru_log_gates(k_z, k_h, z, log_a, log_b, h_tilde):
         kz = np.float64(k_z[j])
         e = exp_nonpositive(-abs(kz))
         z[j] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)     # σ(k_z), as ``_sigmoid``
-        l = log1p_unit(e)
-        log_a[j] = -(max(kz, 0.0) + l)
-        g, log_g = _g_and_log_g(np.float64(k_h[j]))
-        h_tilde[j] = g
-        log_b[j] = -(max(-kz, 0.0) + l) + log_g
+        log_a[j], log_b[j], h_tilde[j] = _log_coefficients(kz, e, np.float64(k_h[j]))
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})

@@ -49,12 +49,16 @@ def assert_close(got, want, dtype):
 
 
 def check_forward_backward(a, b, h0, dh, dtype, **kw):
+    """The kernels' forward and backward (``cs.linear_scan`` with kw: method, block, ...) against the NumPy
+    reference loop; returns the kernels' (h, (da, db, dh0))."""
     h_ref = ref.linear_scan(a, b, h0, method="sequential", backend="numpy")
-    assert_close(cs.linear_scan(a, b, h0, **kw), h_ref, dtype)
+    h = cs.linear_scan(a, b, h0, **kw)
+    assert_close(h, h_ref, dtype)
     got = cs.linear_scan_backward(a, h_ref, dh, h0, **kw)
     want = ref.linear_scan_backward(a, h_ref, dh, h0, method="sequential", backend="numpy")
     for g, w in zip(got, want):
         assert_close(g, w, dtype)
+    return h, got
 
 
 # ---------------------------------------------------------------------------------------------------------

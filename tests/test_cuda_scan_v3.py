@@ -22,6 +22,7 @@ from cuda_kernels import chunked
 from cuda_kernels import scan as cs
 from minimal import scan as ref
 from test_cuda_scan import _fast_thread_switching, assert_close, hardware, problem  # noqa: F401 (an autouse fixture)
+from test_cuda_scan import check_forward_backward as check_scan
 
 simulator = pytest.mark.skipif(not numba.config.ENABLE_CUDASIM, reason="emulates shuffles in the simulator")
 
@@ -58,14 +59,7 @@ def emulated_shuffles(monkeypatch):
 
 def check_forward_backward(a, b, h0, dh, dtype, **kw):
     """v3's forward and backward against the NumPy reference loop; returns v3's (h, (da, db, dh0))."""
-    h_ref = ref.linear_scan(a, b, h0, method="sequential", backend="numpy")
-    h = cs.linear_scan(a, b, h0, method="chunked", **kw)
-    assert_close(h, h_ref, dtype)
-    got = cs.linear_scan_backward(a, h_ref, dh, h0, method="chunked", **kw)
-    want = ref.linear_scan_backward(a, h_ref, dh, h0, method="sequential", backend="numpy")
-    for g, w in zip(got, want):
-        assert_close(g, w, dtype)
-    return h, got
+    return check_scan(a, b, h0, dh, dtype, method="chunked", **kw)
 
 
 # ---------------------------------------------------------------------------------------------------------

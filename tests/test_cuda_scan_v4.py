@@ -18,6 +18,7 @@ from cuda_kernels import lookback
 from cuda_kernels import scan as cs
 from minimal import scan as ref
 from test_cuda_scan import _fast_thread_switching, assert_close, hardware, problem  # noqa: F401 (an autouse fixture)
+from test_cuda_scan import check_forward_backward as check_scan
 from test_cuda_scan_v3 import emulated_shuffles, simulator  # noqa: F401 (a fixture)
 
 LENGTHS = (1, 2, 3, 7, 64, 1000, 1025)
@@ -26,15 +27,7 @@ V4 = dict(method="lookback")
 
 def check_forward_backward(a, b, h0, dh, dtype, **kw):
     """v4's forward and backward against the NumPy reference loop; returns v4's (h, (da, db, dh0))."""
-    kw = dict(V4, **kw)
-    h_ref = ref.linear_scan(a, b, h0, method="sequential", backend="numpy")
-    h = cs.linear_scan(a, b, h0, **kw)
-    assert_close(h, h_ref, dtype)
-    grads = cs.linear_scan_backward(a, h_ref, dh, h0, **kw)
-    want = ref.linear_scan_backward(a, h_ref, dh, h0, method="sequential", backend="numpy")
-    for g, w in zip(grads, want):
-        assert_close(g, w, dtype)
-    return h, grads
+    return check_scan(a, b, h0, dh, dtype, **dict(V4, **kw))
 
 
 @pytest.mark.parametrize("T", LENGTHS)
