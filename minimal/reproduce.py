@@ -36,7 +36,8 @@ from pathlib import Path
 from . import io, report
 from . import overrides as overrides_
 from .data import data_path
-from .experiments import experiments, notes
+from . import experiments as registry   # registry.experiments(work): looked up at call time (tests replace it)
+from .experiments import notes
 from .sweep import check_scheduler, job_key
 from .validate import InputError
 
@@ -56,7 +57,7 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
     or ``sweep_dir`` is set, and a full run of it writes no weights or metrics under ``data/`` (the notebooks
     load those). The entry of each experiment records its ``overrides`` and the ``config`` that ran."""
     check_scheduler(scheduler)
-    mods = every = experiments(work)
+    mods = every = registry.experiments(work)
     if only:
         unknown = sorted(set(only) - set(mods))
         if unknown:

@@ -119,7 +119,7 @@ def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monke
     from minimal import reproduce as R
 
     fake = fake_experiment
-    monkeypatch.setattr(R, "experiments", lambda work: {"plain": fake(None), "todo": fake(False), "done": fake(True)})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"plain": fake(None), "todo": fake(False), "done": fake(True)})
     res = R.reproduce("zucchet", quick=True, out_dir=tmp_path, progress=False)
     assert {k: (v["metrics"]["size"], v["mode"]) for k, v in res.items()} == {
         "plain": (1, "quick"), "todo": (1, "quick"), "done": (10, "full, all runs on disk")}
@@ -136,7 +136,7 @@ def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeyp
     from minimal import data, reproduce as R
 
     saving, silent = fake_experiment(SAVE_METRICS=True), fake_experiment()
-    monkeypatch.setattr(R, "experiments", lambda work: {"saving": saving, "silent": silent})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"saving": saving, "silent": silent})
     monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "data")   # the repository's data/, whatever the cwd
     monkeypatch.chdir(tmp_path)
     R.reproduce("gril", quick=True, out_dir=tmp_path / "out", progress=False)

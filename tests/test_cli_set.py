@@ -66,7 +66,7 @@ def test_set_reaches_the_config_adamw_results_json_and_the_page(tmp_path, monkey
 
 
 def test_a_run_without_set_records_no_overrides_and_the_page_says_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "experiments", lambda work: {"plain": fake_experiment()})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"plain": fake_experiment()})
     R.reproduce("gril", out_dir=tmp_path, progress=False)
     assert json.loads((tmp_path / "results.json").read_text())["plain"]["overrides"] == {}
     assert "Not the default configuration" not in (tmp_path / "results.md").read_text()
@@ -132,7 +132,7 @@ def test_malformed_items_and_flagged_fields_are_refused(items, message, capsys):
 
 # --- which experiments a key goes to; the variant it goes on top of -----------------------------------------------
 def test_with_several_experiments_a_key_goes_to_those_that_have_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "experiments", lambda work: {"train": _module(TrainConfig), "count": fake_experiment()})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"train": _module(TrainConfig), "count": fake_experiment()})
     res = R.reproduce("minrnn", out_dir=tmp_path, progress=False, overrides={"lr": "1e-3"})
     assert res["train"]["metrics"]["ran"]["lr"] == 1e-3 and res["train"]["overrides"] == {"lr": 1e-3}
     assert res["count"]["overrides"] == {} and res["count"]["metrics"] == {"size": 1}
@@ -142,7 +142,7 @@ def test_with_several_experiments_a_key_goes_to_those_that_have_it(tmp_path, mon
 
 
 def test_overrides_go_on_top_of_the_quick_or_full_variant(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "experiments", lambda work: {"train": _module(TrainConfig)})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"train": _module(TrainConfig)})
     quick = R.reproduce("gril", quick=True, out_dir=tmp_path, progress=False, overrides={"lr": "1e-3"})
     full = R.reproduce("gril", quick=False, out_dir=tmp_path, progress=False, overrides={"lr": "1e-3"})
     assert (quick["train"]["metrics"]["ran"]["steps"], quick["train"]["mode"]) == (10, "quick")
@@ -151,7 +151,7 @@ def test_overrides_go_on_top_of_the_quick_or_full_variant(tmp_path, monkeypatch)
 
 
 def test_with_overrides_quick_runs_quick_instead_of_loading_the_committed_grid(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "experiments", lambda work: {"done": fake_experiment(True)})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"done": fake_experiment(True)})
     res = R.reproduce("zucchet", quick=True, out_dir=tmp_path, progress=False, overrides={"size": "3"})
     assert (res["done"]["metrics"]["size"], res["done"]["mode"]) == (3, "quick")
 
@@ -159,7 +159,7 @@ def test_with_overrides_quick_runs_quick_instead_of_loading_the_committed_grid(t
 def test_a_full_run_with_overrides_leaves_the_committed_data_files_alone(tmp_path, monkeypatch):
     from minimal import data
 
-    monkeypatch.setattr(R, "experiments", lambda work: {"saving": fake_experiment(SAVE_METRICS=True)})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"saving": fake_experiment(SAVE_METRICS=True)})
     monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "data")
     R.reproduce("gril", quick=False, out_dir=tmp_path / "out", progress=False, overrides={"size": "3"})
     assert not (tmp_path / "data").exists()
@@ -179,7 +179,7 @@ def test_a_sweep_grid_changed_by_set_never_writes_into_the_committed_folder():
 def test_reproduce_all_gives_each_work_the_keys_its_experiments_have(tmp_path, monkeypatch):
     works = {"zucchet": {"train": _module(TrainConfig)}, "gril": {"count": fake_experiment()},
              "minrnn": {"count": fake_experiment()}}
-    monkeypatch.setattr(R, "experiments", lambda work: works[work])
+    monkeypatch.setattr(R.registry, "experiments", lambda work: works[work])
     done = RA.reproduce_all(out_dir=tmp_path, progress=False, overrides={"lr": "1e-3", "size": "4"})
     assert done["zucchet"]["train"]["overrides"] == {"lr": 1e-3}
     assert done["gril"]["count"]["overrides"] == {"size": 4} and done["gril"]["count"]["metrics"] == {"size": 4}

@@ -100,9 +100,6 @@ def test_the_library_never_imports_the_cli():
 # ---- one address per name ----------------------------------------------------------------------------------------
 # (module, name): re-exported on purpose, with the reason.
 ALLOWED_REEXPORTS = {
-    ("minimal.reproduce", "experiments"): "the seam tests replace (monkeypatch reproduce.experiments) to run fake "
-                                          "experiments through `reproduce` and `reproduce all` (reproduce_all reads "
-                                          "it at call time)",
     ("minimal.report", "judge"): "notebooks/minrnn_c_selective_copy.ipynb still imports it from here (its home is "
                                  "minimal.verdicts; that notebook is being rewritten elsewhere)",
 }

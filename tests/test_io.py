@@ -201,7 +201,7 @@ def test_reproduce_adds_the_metrics_to_the_sidecar_of_the_weights_it_wrote(tmp_p
             return cls()
     fake = types.SimpleNamespace(Config=Config, PAPER={}, SAVE_METRICS=True, run=run)
     monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "data")
-    monkeypatch.setattr(R, "experiments", lambda work: {"fake": fake})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"fake": fake})
     monkeypatch.setattr(R.report, "render", lambda *a, **k: "table")
     R.reproduce("gril", quick=False, out_dir=tmp_path / "out", progress=False)
     npz = tmp_path / "data" / "gril" / "fake_full.npz"

@@ -176,7 +176,7 @@ def test_train_killed_at_random_moments_resumes_bit_identical(tmp_path):
 def no_experiment_may_run(monkeypatch):
     from minimal import reproduce
 
-    monkeypatch.setattr(reproduce, "experiments", lambda work: pytest.fail("an experiment was looked up"))
+    monkeypatch.setattr(reproduce.registry, "experiments", lambda work: pytest.fail("an experiment was looked up"))
 
 
 @pytest.mark.parametrize("address, why", [("localhost:8786", "no protocol:// in front"), ("tcp://host", "no port"),
@@ -540,7 +540,7 @@ def test_reproduce_full_from_another_folder_writes_under_the_repository_data(tmp
     from minimal import data, reproduce as R
     seen = {}
     monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "repo" / "data")
-    monkeypatch.setattr(R, "experiments", lambda work: {"fake": _fake_experiment(seen)})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"fake": _fake_experiment(seen)})
     monkeypatch.setattr(R.report, "render", lambda *a, **k: "table")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
@@ -706,7 +706,7 @@ def _named_experiment(value):
 
 def test_reproduce_only_a_then_only_b_keeps_both_results(tmp_path, monkeypatch):
     from minimal import reproduce as R
-    monkeypatch.setattr(R, "experiments", lambda work: {"a": _named_experiment(1.0), "b": _named_experiment(2.0)})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"a": _named_experiment(1.0), "b": _named_experiment(2.0)})
     R.reproduce("gril", only=["a"], out_dir=tmp_path, progress=False)
     R.reproduce("gril", only=["b"], out_dir=tmp_path, progress=False)
     results = json.loads((tmp_path / "results.json").read_text())
@@ -730,7 +730,7 @@ def run(config, out_dir=None, progress=True):
     time.sleep(0.5)
     return {"value": float(len(name))}
 
-R.experiments = lambda work: {n: types.SimpleNamespace(Config=Config, PAPER={"value": 1.0}, run=run)
+R.registry.experiments = lambda work: {n: types.SimpleNamespace(Config=Config, PAPER={"value": 1.0}, run=run)
                               for n in ("first", "second", "third")}
 R.reproduce("gril", only=[name], out_dir=sys.argv[1], progress=False)
 '''

@@ -332,7 +332,7 @@ def test_reproduce_with_the_dashboard_port_is_a_one_line_error_before_any_experi
     from minimal import reproduce as R
     from minimal.__main__ import main
 
-    monkeypatch.setattr(R, "experiments", lambda work: pytest.fail("an experiment was looked up"))
+    monkeypatch.setattr(R.registry, "experiments", lambda work: pytest.fail("an experiment was looked up"))
     address = f"tcp://127.0.0.1:{dask_cluster['dashboard']}"
     kind, code, _ = _bounded(lambda: main(["reproduce", "gril", "--scheduler", address, "--connect-timeout", "2",
                                            "--out", str(tmp_path / "out"), "--no-progress"]), 40)
@@ -395,7 +395,7 @@ def committed_grid(tmp_path, monkeypatch):
     grid.run(Config(), progress=False)
     (tmp_path / "calls.log").write_text("")
     mod = types.SimpleNamespace(Config=Config, PAPER={}, run=grid.run, finished=grid.finished, SWEEP=grid)
-    monkeypatch.setattr(R, "experiments", lambda work: {"grid": mod})
+    monkeypatch.setattr(R.registry, "experiments", lambda work: {"grid": mod})
     return grid, Config
 
 

@@ -23,7 +23,7 @@ def _fake_work(work, fail=False):
 
 def test_reproduce_all_runs_every_work_and_links_each_result_and_figure(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(R, "experiments", lambda work: seen.append(work) or _fake_work(work))
+    monkeypatch.setattr(R.registry, "experiments", lambda work: seen.append(work) or _fake_work(work))
     monkeypatch.chdir(tmp_path)
     assert main(["reproduce", "all", "--quick", "--no-progress"]) == 0
     assert list(dict.fromkeys(seen)) == list(RA.WORKS)   # in order (the index looks each work up again)
@@ -40,7 +40,7 @@ def test_reproduce_all_runs_every_work_and_links_each_result_and_figure(tmp_path
 
 
 def test_reproduce_all_stops_at_a_failing_work_and_indexes_what_finished(tmp_path, monkeypatch):
-    monkeypatch.setattr(R, "experiments", lambda work: _fake_work(work, fail=(work == "gril")))
+    monkeypatch.setattr(R.registry, "experiments", lambda work: _fake_work(work, fail=(work == "gril")))
     with pytest.raises(RuntimeError, match="gril broke"):
         RA.reproduce_all(out_dir=tmp_path, progress=False)
     index = (tmp_path / "index.md").read_text()
@@ -56,7 +56,7 @@ def test_reproduce_all_refuses_only(capsys):
 def test_the_index_counts_verdicts_per_work_full_and_quick_apart_and_says_why(tmp_path, monkeypatch):
     mods = {"exp": types.SimpleNamespace(NOTES={"far": "a quick run trains too few steps"}),
             "sweep": types.SimpleNamespace()}
-    monkeypatch.setattr(R, "experiments", lambda work: mods)
+    monkeypatch.setattr(R.registry, "experiments", lambda work: mods)
     done = {"zucchet": {
         "exp": {"metrics": {"a": 1.0, "far": 3.0}, "paper": {"a": 1.0, "far": 1.0}, "seconds": 1.0, "figures": [],
                 "mode": "quick"},
@@ -75,7 +75,7 @@ def test_the_index_counts_verdicts_per_work_full_and_quick_apart_and_says_why(tm
 
 
 def test_the_main_job_prints_each_works_counts_and_page_not_the_page(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(R, "experiments", _fake_work)
+    monkeypatch.setattr(R.registry, "experiments", _fake_work)
     seen = []
     real = R.reproduce
     monkeypatch.setattr(R, "reproduce", lambda *a, **kw: seen.append(kw["progress"]) or real(*a, **kw))
