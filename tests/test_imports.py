@@ -100,8 +100,6 @@ def test_the_library_never_imports_the_cli():
 # ---- one address per name ----------------------------------------------------------------------------------------
 # (module, name): re-exported on purpose, with the reason.
 ALLOWED_REEXPORTS = {
-    ("minimal.report", "judge"): "notebooks/minrnn_c_selective_copy.ipynb still imports it from here (its home is "
-                                 "minimal.verdicts; that notebook is being rewritten elsewhere)",
 }
 # (importing module, module, name): a private name one module of minimal takes from another, with the reason.
 ALLOWED_PRIVATE = {}
