@@ -308,7 +308,7 @@ def run_job(job: Job):
 class Config:
     """The grid: ``kinds`` x ``depths`` x ``seeds`` x ``log_space``, plus ``reference_kinds`` (vanilla: a GRU or
     LSTM has no log-space form) at ``reference_depth``, plus (``with_table1_vanilla``) the jobs of
-    ``table1_vanilla()``.
+    ``table1_vanilla_8tokens()``.
 
     The default is Table 1's minGRU grid with the paper's 16 data tokens (T = 64): 1, 2, 3 layers, in log space (the
     form the paper trains) and vanilla, 3 seeds, each trained until its accuracy stops rising (``eval_every``,
