@@ -289,7 +289,7 @@ def blelloch_backward(a, h, dh, h0):
 # ---------------------------------------------------------------------------------------------------------
 
 # exp and log1p from multiply-adds and selects only, so that LLVM vectorises the sweep over C: NumPy's and
-# libm's exp / log1p are scalar calls here (~10-30 ns each), and SVML, which would vectorise them, needs an
+# libm's exp / log1p are scalar calls here, and SVML, which would vectorise them, needs an
 # llvmlite built with Intel's patch (``python -m numba -s``: "llvmlite Using SVML Patched LLVM: False" for the
 # PyPI wheels). Both are accurate to a few ulp in float64 (tests/test_scan.py checks them against NumPy).
 _LN2_HI = 6.93147180369123816490e-01   # ln 2 split (fdlibm): k * _LN2_HI is exact for |k| < 2^21
@@ -312,7 +312,7 @@ def exp_nonpositive(x):
     k = np.floor(x * _INV_LN2 + 0.5)
     r = (x - k * _LN2_HI) - k * _LN2_LO
     # Estrin's scheme for sum_{n<=13} r^n / n!: a tree of multiply-adds four deep, where Horner's rule is a chain
-    # of 13 that leaves the vector units waiting on each multiply-add's latency (measured: 1.5x the time)
+    # of 13 that leaves the vector units waiting on each multiply-add's latency (slower when timed)
     r2 = r * r
     r4 = r2 * r2
     p = (((1.0 + r) + r2 * (1.0 / 2.0 + r * (1.0 / 6.0)))

@@ -69,7 +69,7 @@ def _forward_into(x, Q, q, beta, A, s, o, Z_out):
             # column j of Z: Z[i, j] = A[i, j] Z[i, j] + Σ_n (C_k Q)[i, n] x[t0 + n, j], and its share
             # Z[i, j] r[j] of the readout; every loop over i is a contiguous sweep of length f.
             if w <= 3:
-                # One sweep per column with the three terms written out: 1.75x faster at f = 10, w = 3 than
+                # One sweep per column with the three terms written out: faster at f = 10, w = 3 than
                 # the general loop below (one sweep instead of w + 2). For w < 3 the missing terms are zero
                 # rows of pt times a real (finite) token, so they add exact zeros.
                 for j in range(f):

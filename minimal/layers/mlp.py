@@ -46,7 +46,7 @@ def gelu(u):
 def gelu_grad(u):
     """d GELU / du of the tanh approximation."""
     th = np.tanh(_C * (u + _A * u * u * u))
-    # products, not powers: NumPy's pow is ~100x slower on float32 arrays
+    # products, not powers: NumPy's pow is far slower on float32 arrays
     return 0.5 * (1.0 + th) + 0.5 * u * (1.0 - th * th) * _C * (1.0 + 3.0 * _A * u * u)
 
 

@@ -352,7 +352,7 @@ class Config(SweepConfig):
     steps: int = 1_000                          # ours (CPU time): the attention models, multivariate
     steps_scalar_attention: int = 30_000        # ours: the attention models on the scalar task, past the
                                                 # ~20,000-step plateau at the zero predictor (issue 31)
-    seeds_scalar_attention: tuple = (0, 1)      # ours (CPU time: ~10-50 min a run on one shared core)
+    seeds_scalar_attention: tuple = (0, 1)      # ours (CPU time: 30,000 steps a run)
     steps_recurrent: int = 400                  # ours: the recurrent stand-ins (CPU time; module docstring)
     steps_gril: int = 3_000                     # ours (as ablations, whose job files it reuses)
     lr: float = 3e-3                            # ours (stacks)

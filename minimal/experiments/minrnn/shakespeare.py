@@ -158,7 +158,7 @@ class Config:
     sample_chars: int = 300       # characters generated from each trained model (the Transformer: at most
                                   # T - 1, the positions its learned embedding has)
     seed: int = 0
-    dtype: str = "float32"        # training precision (project notes: 2x faster than float64)
+    dtype: str = "float32"        # training precision (faster than float64 on a CPU)
 
     def __post_init__(self):
         """Every field checked by its own name before any training (``minimal.validate.check_config``)."""

@@ -160,7 +160,7 @@ def _loss_and_grads(params, step, rng, teacher, config, h=None):
 def train_student(config, progress=True, checkpoint_path=None):
     """Draw the teacher and train the student. Returns (teacher, params float64, losses, seconds/step); the
     time per step is NaN when the run resumed from a finished checkpoint and trained no step."""
-    _speed.tune()   # one BLAS thread, glibc keeps freed temporaries (TOOLING-NOTES; ~3-10x per step)
+    _speed.tune()   # one BLAS thread, glibc keeps freed temporaries (TOOLING-NOTES)
     rng = np.random.default_rng(config.seed)
     teacher = task.make_teacher(rng, config.d)
     params = {k: v.astype(np.float32) for k, v in init_student(rng, config).items()}
