@@ -155,6 +155,7 @@ def test_training_stops_when_the_accuracy_stops_rising(monkeypatch):
     # weights but does not reset the clock, so the run stops at step 8 = 4 + patience
     assert out["curve"]["steps"] == [2, 4, 6, 8] and out["steps_run"] == 8 and out["stopped_early"]
     assert out["steps_to_best"] == 6 and scored == [20.05]
+    assert out["train_loss_tail"] == 1.0                  # the losses of a stopped run are kept
 
 
 def test_log_space_and_vanilla_models_differ():

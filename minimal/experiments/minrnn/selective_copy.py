@@ -263,11 +263,13 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
             if job.patience is not None and step - best["step"] >= job.patience:
                 raise _Converged
         b = task.sample(batch_rng, job.batch, job.T, job.n_data, job.vocab)
-        return loss_and_grads(p, job, b.inputs, b.targets)
+        loss, grads = loss_and_grads(p, job, b.inputs, b.targets)
+        seen.append(loss)                   # a run stopped by _Converged returns no TrainResult: its losses
+        return loss, grads
 
     schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
                                  warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-2)
-    losses = []
+    seen = []
     try:
         res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, clip=job.clip,
                     progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=500,
@@ -276,7 +278,7 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
         if job.eval_every is not None:
             record(job.steps, params)
     except _Converged:
-        pass
+        losses = np.array(seen, dtype=np.float64)
     if job.eval_every is not None:
         params = best["params"]
     return params, losses, curve
@@ -299,7 +301,7 @@ def run_job(job: Job):
         steps_run = curve["steps"][-1]
     else:
         steps_run = job.steps
-    tail = losses[-max(1, len(losses) // 20):] if len(losses) else [float("nan")]
+    tail = losses[-max(1, len(losses) // 20):]
     return out | {"train_loss_tail": float(np.mean(tail)), "train_seconds": seconds,
                   "ms_per_step": 1e3 * seconds / steps_run}
 
