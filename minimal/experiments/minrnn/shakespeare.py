@@ -78,6 +78,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -86,6 +87,7 @@ from .._plotting import pyplot
 from ... import _speed, io, models
 from ...data import check_saved_shapes, damaged, data_path, load_json
 from ...optim import cosine_schedule
+from ...stopping import Plateau
 from ...verdicts import Tolerance
 from ...tasks import char_lm
 from ...train import train
@@ -136,24 +138,33 @@ VANILLA_CURVES = data_path("minrnn", "shakespeare_vanilla.json")
 
 @dataclass
 class Config:
+    """The full run (``Config()``): every model trained until its best test loss stops improving (App. C.2's
+    models are "evaluated every 25 steps" and their best is reported): at a constant learning rate after the
+    warm-up, training stops once ``patience`` steps have passed without the test-subset loss falling ``min_gain``
+    below its best, or at ``steps`` (the cap). ``fixed()`` is the earlier fixed-length run (a cosine schedule over
+    2,400 steps, no stopping rule)."""
     D: int = 64                   # ours (App. C.2: embedding dimension 384)
     n_layers: int = 3             # App. C.2: three layers
     T: int = T_MAX                # ours (nanoGPT shakespeare_char: block size 256; the paper does not say)
     batch: int = 16               # ours (App. C.2: 64)
-    steps: int = 2400             # ours (App. C.2: 5,000); CPU time a step: ``STEP_CPU``
-    lr: float = 3e-3              # ours, the cosine's peak (App. C.2: 1e-3, and no schedule for this task): a
-                                  # choice for short runs, not a measured optimum
-    final_lr: float = 1e-4        # ours: the cosine's floor at the last step
+    steps: int = 8000             # the cap (App. C.2: 5,000 steps); CPU time a step: ``STEP_CPU``
+    lr: float = 3e-3              # ours, the peak after warm-up (App. C.2: 1e-3, no schedule): a choice for a
+                                  # small model on a CPU budget, not a measured optimum
+    final_lr: float = 3e-3        # the cosine's floor at ``steps``: equal to lr, the rate is constant after the
+                                  # warm-up (App. C.2 gives no schedule); fixed(): 1e-4
     warmup: int = 100             # ours
     clip: float = 1.0             # App. C.2: gradients clipped to 1.0
-    dropout: float = 0.1          # ours (App. C.2: 0.2): a 0.2 M-parameter model sees ~5 M characters here and
-                                  # under-fits rather than over-fits (a choice, not a measured optimum)
+    dropout: float = 0.1          # ours (App. C.2: 0.2): a 0.2 M-parameter model under-fits rather than over-fits
+                                  # (a choice, not a measured optimum)
     weight_decay: float = 0.0     # the paper gives none for language modelling
     expansion: int = 2            # App. C.2: "an expansion factor of 2"
     kernel: int = 4               # App. C.1: convolution kernel size 4
     eval_every: int = 25          # as the paper (App. C.2: "evaluated every 25 steps")
     eval_windows: int = 64        # ours: the fixed test subset (64 x 128 = 8,192 targets) evaluated every
                                   # eval_every steps
+    patience: Optional[int] = 500  # stop once the best test-subset loss has not fallen min_gain for this many
+                                   # steps (None: train all ``steps``)
+    min_gain: float = 0.005       # nats per character that count as an improvement (ours)
     kinds: tuple = ("mingru", "minlstm", "attention", "mingru_vanilla")   # KINDS (also "minlstm_vanilla")
     sample_chars: int = 300       # characters generated from each trained model (the Transformer: at most
                                   # T - 1, the positions its learned embedding has)
@@ -166,21 +177,27 @@ class Config:
         check_config(self, {**dict.fromkeys(("D", "n_layers", "T", "batch", "steps", "expansion", "kernel",
                                               "eval_every", "eval_windows"), "int>=1"),
                             "lr": "float>0", "clip": ("optional", "float>0"), "dropout": "[0,1)",
-                            "sample_chars": "int>=0",
+                            "sample_chars": "int>=0", "patience": ("optional", "int>=1"), "min_gain": "float>=0",
                             "kinds": ("subset of", KINDS), "dtype": ("one of", ("float32", "float64"))})
+
+    @classmethod
+    def fixed(cls, **kw):
+        """The fixed-length run (committed as ``FIXED_CURVES``): a cosine schedule from 3e-3 to 1e-4 over 2,400
+        steps, no stopping rule; ``kw`` replaces fields."""
+        return cls(**{"steps": 2400, "final_lr": 1e-4, "patience": None, **kw})
 
     @classmethod
     def small(cls):
         """The committed three-way comparison (``SMALL_CURVES``): log-space minGRU and minLSTM, vanilla minGRU and
-        the Transformer at D = 32, T = 64, 400 steps, evaluated every 25 steps."""
-        return cls(D=32, T=64, batch=16, steps=400, warmup=40, eval_every=25, eval_windows=64,
-                   kinds=("mingru", "attention", "minlstm", "mingru_vanilla"), sample_chars=63)
+        the Transformer at D = 32, T = 64, 400 steps (cosine to 1e-4), evaluated every 25 steps."""
+        return cls(D=32, T=64, batch=16, steps=400, warmup=40, final_lr=1e-4, patience=None, eval_every=25,
+                   eval_windows=64, kinds=("mingru", "attention", "minlstm", "mingru_vanilla"), sample_chars=63)
 
     @classmethod
     def quick(cls):
         """A few minutes: minGRU in log space and vanilla, and the Transformer, at D = 48, T = 64, 300 steps."""
-        return cls(D=48, T=64, batch=16, steps=300, warmup=30, eval_every=50, eval_windows=32,
-                   kinds=("mingru", "mingru_vanilla", "attention"), sample_chars=200)
+        return cls(D=48, T=64, batch=16, steps=300, warmup=30, final_lr=1e-4, patience=None, eval_every=50,
+                   eval_windows=32, kinds=("mingru", "mingru_vanilla", "attention"), sample_chars=200)
 
 
 # --- CPU time per training step ---------------------------------------------------------------------------------
@@ -261,40 +278,72 @@ def load_curves(path=CURVES):
 
 
 # --- the run --------------------------------------------------------------------------------------------------
+class _Converged(Exception):
+    """Raised from inside ``train`` once the best test loss stopped improving (``Config.patience``)."""
+
+
 def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
+    """Train one model; returns (scored params, losses, curve, wall seconds less evaluation, CPU seconds, steps run,
+    whether the stopping rule ended the run, the step it resumed from). With ``config.patience`` the scored params
+    are the best evaluated ones (kept beside the checkpoint, so a resumed run keeps them); without, the last."""
     rng = np.random.default_rng([config.seed, _SEED_INDEX[base_kind(kind)]])
     V = len(data.vocab)
     params = init_lm(rng, kind, V, config.D, config.n_layers, config.expansion, config.kernel, config.dtype,
                      T_max=config.T)
-    curve_path = None if checkpoint_path is None else Path(checkpoint_path).with_suffix(".curve.json")
-    curve = {}
+    curve_path = best_path = None
+    if checkpoint_path is not None:
+        curve_path = Path(checkpoint_path).with_suffix(".curve.json")
+        best_path = Path(checkpoint_path).with_suffix(".best.npz")
+    curve, best = {}, {"params": None}
     if curve_path is not None and curve_path.exists() and Path(checkpoint_path).exists():
         curve = {int(k): v for k, v in json.loads(curve_path.read_text()).items()}
+        if best_path.exists():
+            best["params"] = io.load_weights(best_path)[0]["best"]
+    rule = None if config.patience is None else Plateau.replay(curve, config.patience, config.min_gain)
     t_eval = [0.0]
+    seen = []
 
     def record(step, p):
         t0 = time.perf_counter()
-        curve[step] = evaluate(p, eval_set, kind)
+        loss = evaluate(p, eval_set, kind)
+        curve[step] = loss
         t_eval[0] += time.perf_counter() - t0
+        if rule is not None and rule.update(step, loss):
+            best["params"] = p
+            if best_path is not None:
+                io.save_weights(best_path, {"best": p}, {"kind": kind, "step": step})
         if curve_path is not None:
             io.write_json(curve_path, curve)
 
     def loss_and_grads(p, step, g):
         if step % config.eval_every == 0:
             record(step, p)
-        return lm_loss_and_grads(p, char_lm.sample_batch(data.train, config.batch, config.T, g), kind,
-                                 config.dropout, g)
+            if rule is not None and rule.stale(step):
+                raise _Converged
+        loss, grads = lm_loss_and_grads(p, char_lm.sample_batch(data.train, config.batch, config.T, g), kind,
+                                        config.dropout, g)
+        seen.append(loss)
+        return loss, grads
 
     schedule = functools.partial(cosine_schedule, total_steps=config.steps, peak_lr=config.lr,
                                  warmup_steps=config.warmup, final_lr=config.final_lr)
     t0, c0 = time.perf_counter(), time.process_time()
-    res = train(loss_and_grads, params, config.steps, lr_schedule=schedule, checkpoint_path=checkpoint_path,
-                checkpoint_every=config.eval_every, progress=progress, rng=rng, clip=config.clip,
-                weight_decay=config.weight_decay, desc=LABELS[kind],
-                config={**dataclasses.asdict(config), "kinds": None, "sample_chars": None, "kind": kind})
+    try:
+        res = train(loss_and_grads, params, config.steps, lr_schedule=schedule, checkpoint_path=checkpoint_path,
+                    checkpoint_every=config.eval_every, progress=progress, rng=rng, clip=config.clip,
+                    weight_decay=config.weight_decay, desc=LABELS[kind],
+                    config={**dataclasses.asdict(config), "kinds": None, "sample_chars": None, "kind": kind})
+        record(config.steps, res.params)
+        out, losses, stopped, resumed = res.params, res.losses, False, res.resumed_from
+        trained = res.steps_trained
+    except _Converged:
+        # train raised out, so there is no TrainResult: the losses are those this process saw (a resumed run's
+        # earlier losses are in its checkpoint)
+        out, losses, stopped, resumed, trained = None, np.asarray(seen, np.float64), True, None, len(seen)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    record(config.steps, res.params)
-    return res, curve, seconds - t_eval[0], cpu
+    if config.patience is not None:
+        out = best["params"]
+    return out, losses, curve, seconds - t_eval[0], cpu, max(curve), stopped, resumed, trained
 
 
 def run(config: Config = None, out_dir=None, progress=True, save_weights_path=None):
@@ -326,25 +375,28 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         ckpt = None if out_dir is None else Path(out_dir) / f"{kind}_checkpoint.npz"
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
-        res, curve, seconds, cpu = _train_one(kind, config, data, eval_set, ckpt, progress)
-        params_by_kind[kind] = res.params
+        params, losses, curve, seconds, cpu, steps_run, stopped, resumed, trained = _train_one(
+            kind, config, data, eval_set, ckpt, progress)
+        params_by_kind[kind] = params
         steps = sorted(curve)
         losses = [curve[s] for s in steps]
         best = int(np.argmin(losses))
         prompt = char_lm.encode("\n", data.vocab)
         n_chars = config.sample_chars if base_kind(kind) != "attention" else min(config.sample_chars,
                                                                                   config.T - prompt.size)
-        ids = generate(res.params, kind, prompt, n_chars,
+        ids = generate(params, kind, prompt, n_chars,
                        np.random.default_rng([config.seed, 1, _SEED_INDEX[base_kind(kind)]]))
         out["models"][kind] = {
             "log_space": is_log_space(kind), "eval_every": config.eval_every, "curve_steps": steps, "curve": losses, "best_test_loss": losses[best], "steps_to_best": steps[best],
-            "final_test_loss": evaluate(res.params, full_set, kind),
-            "train_loss_tail": float(np.mean(res.losses[-max(1, len(res.losses) // 20):])),
-            "train_curve": [float(np.mean(c)) for c in np.array_split(res.losses, min(50, len(res.losses)))],
-            "n_params": models.n_params(res.params), "train_seconds": seconds, "cpu_seconds": cpu,
+            "final_test_loss": evaluate(params, full_set, kind),
+            "train_loss_tail": float(np.mean(losses[-max(1, len(losses) // 20):])) if len(losses) else None,
+            "train_curve": [float(np.mean(c)) for c in np.array_split(losses, min(50, len(losses)))]
+            if len(losses) else [],
+            "n_params": models.n_params(params), "train_seconds": seconds, "cpu_seconds": cpu,
             # a resumed, finished run trains no step: its time per step was not measured (NaN, not seconds / 1)
-            "ms_per_step": 1e3 * seconds / res.steps_trained if res.steps_trained else float("nan"),
-            "resumed_from": res.resumed_from, "sample": char_lm.decode(ids, data.vocab)}
+            "ms_per_step": 1e3 * seconds / trained if trained else float("nan"),
+            "steps_run": steps_run, "stopped_early": stopped,
+            "resumed_from": resumed, "sample": char_lm.decode(ids, data.vocab)}
     out = summarise(out)
     if save_weights_path is not None:
         save_weights(save_weights_path, params_by_kind, config, out)   # the metrics are the sidecar's metadata
