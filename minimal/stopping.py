@@ -15,6 +15,10 @@ a run scores.
 
 ``Plateau.replay(curve)`` rebuilds the rule from a saved evaluation curve {step: value}, so a resumed run stops
 where an uninterrupted one would.
+
+``ReduceOnPlateau`` trains until no learning rate helps any more: each time the rule above is met the learning rate
+is multiplied by ``factor`` and the rule starts afresh; the run stops at the plateau after the last reduction. The
+learning rate of a step is a function of the evaluations before it, so a resumed run replays it exactly.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import math
 
 from minimal.validate import InputError
 
-__all__ = ["Plateau"]
+__all__ = ["Plateau", "ReduceOnPlateau"]
 
 
 class Plateau:
@@ -73,6 +77,71 @@ class Plateau:
     def replay(cls, curve, patience, min_gain, mode="min"):
         """The rule after the evaluations of ``curve`` ({step: value}), in step order."""
         rule = cls(patience, min_gain, mode)
+        for step in sorted(curve):
+            rule.update(step, curve[step])
+        return rule
+
+
+class ReduceOnPlateau:
+    """A learning rate cut at each plateau, and a stop at the last one.
+
+    lr(step) = lr · min(1, (step + 1) / warmup) · factor^k, k = the number of reductions made at evaluations at or
+    before ``step``. A ``Plateau(patience, min_gain, mode)`` watches each phase; when it is stale, the first
+    ``reductions`` times a new phase starts (k + 1, a fresh Plateau from the next evaluation on), the next time
+    ``done`` becomes True. The best value and its step are tracked over the whole run.
+
+    Args:
+        lr: the first phase's learning rate (> 0); warmup: linear warm-up steps (int >= 0);
+        patience, min_gain, mode: the ``Plateau`` of each phase; factor: in (0, 1); reductions: int >= 0.
+    Attributes:
+        starts: the steps where the phases after the first began; done; best, best_step.
+    """
+
+    def __init__(self, lr, patience, min_gain, factor=0.1, reductions=2, warmup=0, mode="min"):
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (math.isfinite(lr) and lr > 0):
+            raise InputError(f"lr must be a finite number > 0, got {lr!r}")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < 1:
+            raise InputError(f"factor must be a number in (0, 1), got {factor!r}")
+        for name, v in (("reductions", reductions), ("warmup", warmup)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InputError(f"{name} must be an integer >= 0, got {v!r}")
+        self.base, self.factor, self.reductions, self.warmup = float(lr), float(factor), reductions, warmup
+        self.patience, self.min_gain, self.mode = patience, min_gain, mode
+        self.phase = Plateau(patience, min_gain, mode)
+        self.overall = Plateau(patience, min_gain, mode)
+        self.starts, self.done = [], False
+
+    @property
+    def best(self):
+        return self.overall.best
+
+    @property
+    def best_step(self):
+        return self.overall.best_step
+
+    def update(self, step, value):
+        """Record an evaluation; True when it is the best of the run so far. After it, ``done`` says whether the
+        run should stop and ``lr(step)`` is the rate of the step that follows the evaluation."""
+        improved = self.overall.update(step, value)
+        self.phase.update(step, value)
+        if not self.done and self.phase.stale(step):
+            if len(self.starts) < self.reductions:
+                self.starts.append(int(step))
+                self.phase = Plateau(self.patience, self.min_gain, self.mode)
+            else:
+                self.done = True
+        return improved
+
+    def lr(self, step):
+        """The learning rate of 0-based ``step``."""
+        k = sum(s <= step for s in self.starts)
+        warm = min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
+        return self.base * warm * self.factor ** k
+
+    @classmethod
+    def replay(cls, curve, **kw):
+        """The schedule after the evaluations of ``curve`` ({step: value}), in step order (``kw``: __init__'s)."""
+        rule = cls(**kw)
         for step in sorted(curve):
             rule.update(step, curve[step])
         return rule

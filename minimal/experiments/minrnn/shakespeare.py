@@ -87,7 +87,7 @@ from .._plotting import pyplot
 from ... import _speed, io, models
 from ...data import check_saved_shapes, damaged, data_path, load_json
 from ...optim import cosine_schedule
-from ...stopping import Plateau
+from ...stopping import ReduceOnPlateau
 from ...verdicts import Tolerance
 from ...tasks import char_lm
 from ...train import train
@@ -139,19 +139,20 @@ VANILLA_CURVES = data_path("minrnn", "shakespeare_vanilla.json")
 @dataclass
 class Config:
     """The full run (``Config()``): every model trained until its best test loss stops improving (App. C.2's
-    models are "evaluated every 25 steps" and their best is reported): at a constant learning rate after the
-    warm-up, training stops once ``patience`` steps have passed without the test-subset loss falling ``min_gain``
-    below its best, or at ``steps`` (the cap). ``fixed()`` is the earlier fixed-length run (a cosine schedule over
-    2,400 steps, no stopping rule)."""
+    models are "evaluated every 25 steps" and their best is reported). With ``patience`` set, the learning rate is
+    ``minimal.stopping.ReduceOnPlateau``'s: ``lr`` after the warm-up until ``patience`` steps pass without the
+    test-subset loss falling ``min_gain`` (small falls add up), then ``factor`` times lower, ``reductions`` times;
+    the run stops at the plateau after the last reduction, or at ``steps`` (the cap). With ``patience=None`` (the
+    classmethods) a cosine schedule runs from ``lr`` to ``final_lr`` over ``steps``. ``fixed()`` is the
+    fixed-length run at this size (2,400 steps)."""
     D: int = 64                   # ours (App. C.2: embedding dimension 384)
     n_layers: int = 3             # App. C.2: three layers
     T: int = T_MAX                # ours (nanoGPT shakespeare_char: block size 256; the paper does not say)
     batch: int = 16               # ours (App. C.2: 64)
     steps: int = 8000             # the cap (App. C.2: 5,000 steps); CPU time a step: ``STEP_CPU``
-    lr: float = 3e-3              # ours, the peak after warm-up (App. C.2: 1e-3, no schedule): a choice for a
-                                  # small model on a CPU budget, not a measured optimum
-    final_lr: float = 3e-3        # the cosine's floor at ``steps``: equal to lr, the rate is constant after the
-                                  # warm-up (App. C.2 gives no schedule); fixed(): 1e-4
+    lr: float = 3e-3              # ours, the first rate after warm-up (App. C.2: 1e-3, no schedule): a choice for
+                                  # a small model on a CPU budget, not a measured optimum
+    final_lr: float = 1e-4        # the cosine's floor at ``steps`` (runs with patience=None)
     warmup: int = 100             # ours
     clip: float = 1.0             # App. C.2: gradients clipped to 1.0
     dropout: float = 0.1          # ours (App. C.2: 0.2): a 0.2 M-parameter model under-fits rather than over-fits
@@ -165,6 +166,8 @@ class Config:
     patience: Optional[int] = 500  # stop once the best test-subset loss has not fallen min_gain for this many
                                    # steps (None: train all ``steps``)
     min_gain: float = 0.005       # nats per character that count as an improvement (ours)
+    factor: float = 0.1           # the learning rate's cut at each plateau (ours)
+    reductions: int = 2           # cuts before the run stops at a plateau: 3e-3, 3e-4, 3e-5 (ours)
     kinds: tuple = ("mingru", "minlstm", "attention", "mingru_vanilla")   # KINDS (also "minlstm_vanilla")
     sample_chars: int = 300       # characters generated from each trained model (the Transformer: at most
                                   # T - 1, the positions its learned embedding has)
@@ -178,25 +181,29 @@ class Config:
                                               "eval_every", "eval_windows"), "int>=1"),
                             "lr": "float>0", "clip": ("optional", "float>0"), "dropout": "[0,1)",
                             "sample_chars": "int>=0", "patience": ("optional", "int>=1"), "min_gain": "float>=0",
+                            "factor": "(0,1]", "reductions": "int>=0",
                             "kinds": ("subset of", KINDS), "dtype": ("one of", ("float32", "float64"))})
+        if self.factor == 1:
+            from ...validate import InputError
+            raise InputError("Config.factor must be in (0, 1) (the learning rate's cut at a plateau), got 1")
 
     @classmethod
     def fixed(cls, **kw):
         """The fixed-length run (committed as ``FIXED_CURVES``): a cosine schedule from 3e-3 to 1e-4 over 2,400
         steps, no stopping rule; ``kw`` replaces fields."""
-        return cls(**{"steps": 2400, "final_lr": 1e-4, "patience": None, **kw})
+        return cls(**{"steps": 2400, "patience": None, **kw})
 
     @classmethod
     def small(cls):
         """The committed three-way comparison (``SMALL_CURVES``): log-space minGRU and minLSTM, vanilla minGRU and
         the Transformer at D = 32, T = 64, 400 steps (cosine to 1e-4), evaluated every 25 steps."""
-        return cls(D=32, T=64, batch=16, steps=400, warmup=40, final_lr=1e-4, patience=None, eval_every=25,
+        return cls(D=32, T=64, batch=16, steps=400, warmup=40, patience=None, eval_every=25,
                    eval_windows=64, kinds=("mingru", "attention", "minlstm", "mingru_vanilla"), sample_chars=63)
 
     @classmethod
     def quick(cls):
         """A few minutes: minGRU in log space and vanilla, and the Transformer, at D = 48, T = 64, 300 steps."""
-        return cls(D=48, T=64, batch=16, steps=300, warmup=30, final_lr=1e-4, patience=None, eval_every=50,
+        return cls(D=48, T=64, batch=16, steps=300, warmup=30, patience=None, eval_every=50,
                    eval_windows=32, kinds=("mingru", "mingru_vanilla", "attention"), sample_chars=200)
 
 
@@ -284,8 +291,9 @@ class _Converged(Exception):
 
 def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     """Train one model; returns (scored params, losses, curve, wall seconds less evaluation, CPU seconds, steps run,
-    whether the stopping rule ended the run, the step it resumed from). With ``config.patience`` the scored params
-    are the best evaluated ones (kept beside the checkpoint, so a resumed run keeps them); without, the last."""
+    whether the stopping rule ended the run, the step it resumed from, steps trained here, the steps where the
+    learning rate was cut). With ``config.patience`` the scored params are the best evaluated ones (kept beside
+    the checkpoint, so a resumed run keeps them); without, the last."""
     rng = np.random.default_rng([config.seed, _SEED_INDEX[base_kind(kind)]])
     V = len(data.vocab)
     params = init_lm(rng, kind, V, config.D, config.n_layers, config.expansion, config.kernel, config.dtype,
@@ -296,10 +304,16 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
         best_path = Path(checkpoint_path).with_suffix(".best.npz")
     curve, best = {}, {"params": None}
     if curve_path is not None and curve_path.exists() and Path(checkpoint_path).exists():
-        curve = {int(k): v for k, v in json.loads(curve_path.read_text()).items()}
+        with np.load(checkpoint_path, allow_pickle=False) as z:
+            done = int(z["step"])
+        # evaluations from the checkpoint's step on are made again by the resumed run
+        curve = {int(k): v for k, v in json.loads(curve_path.read_text()).items() if int(k) < done}
         if best_path.exists():
             best["params"] = io.load_weights(best_path)[0]["best"]
-    rule = None if config.patience is None else Plateau.replay(curve, config.patience, config.min_gain)
+    sched = None
+    if config.patience is not None:
+        sched = ReduceOnPlateau.replay(curve, lr=config.lr, patience=config.patience, min_gain=config.min_gain,
+                                       factor=config.factor, reductions=config.reductions, warmup=config.warmup)
     t_eval = [0.0]
     seen = []
 
@@ -308,7 +322,7 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
         loss = evaluate(p, eval_set, kind)
         curve[step] = loss
         t_eval[0] += time.perf_counter() - t0
-        if rule is not None and rule.update(step, loss):
+        if sched is not None and sched.update(step, loss):
             best["params"] = p
             if best_path is not None:
                 io.save_weights(best_path, {"best": p}, {"kind": kind, "step": step})
@@ -318,15 +332,16 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     def loss_and_grads(p, step, g):
         if step % config.eval_every == 0:
             record(step, p)
-            if rule is not None and rule.stale(step):
+            if sched is not None and sched.done:
                 raise _Converged
         loss, grads = lm_loss_and_grads(p, char_lm.sample_batch(data.train, config.batch, config.T, g), kind,
                                         config.dropout, g)
         seen.append(loss)
         return loss, grads
 
-    schedule = functools.partial(cosine_schedule, total_steps=config.steps, peak_lr=config.lr,
-                                 warmup_steps=config.warmup, final_lr=config.final_lr)
+    schedule = sched.lr if sched is not None else functools.partial(
+        cosine_schedule, total_steps=config.steps, peak_lr=config.lr, warmup_steps=config.warmup,
+        final_lr=config.final_lr)
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         res = train(loss_and_grads, params, config.steps, lr_schedule=schedule, checkpoint_path=checkpoint_path,
@@ -341,9 +356,10 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
         # earlier losses are in its checkpoint)
         out, losses, stopped, resumed, trained = None, np.asarray(seen, np.float64), True, None, len(seen)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    if config.patience is not None:
+    if sched is not None:
         out = best["params"]
-    return out, losses, curve, seconds - t_eval[0], cpu, max(curve), stopped, resumed, trained
+    cuts = [] if sched is None else list(sched.starts)
+    return out, losses, curve, seconds - t_eval[0], cpu, max(curve), stopped, resumed, trained, cuts
 
 
 def run(config: Config = None, out_dir=None, progress=True, save_weights_path=None):
@@ -375,7 +391,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         ckpt = None if out_dir is None else Path(out_dir) / f"{kind}_checkpoint.npz"
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
-        params, losses, curve, seconds, cpu, steps_run, stopped, resumed, trained = _train_one(
+        params, losses, curve, seconds, cpu, steps_run, stopped, resumed, trained, cuts = _train_one(
             kind, config, data, eval_set, ckpt, progress)
         params_by_kind[kind] = params
         steps = sorted(curve)
@@ -395,7 +411,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
             "n_params": models.n_params(params), "train_seconds": seconds, "cpu_seconds": cpu,
             # a resumed, finished run trains no step: its time per step was not measured (NaN, not seconds / 1)
             "ms_per_step": 1e3 * seconds / trained if trained else float("nan"),
-            "steps_run": steps_run, "stopped_early": stopped,
+            "steps_run": steps_run, "stopped_early": stopped, "lr_cut_steps": cuts,
             "resumed_from": resumed, "sample": char_lm.decode(ids, data.vocab)}
     out = summarise(out)
     if save_weights_path is not None:
