@@ -36,8 +36,11 @@ COMMANDS = {   # committed files that `reproduce <work> --full` does not write: 
     "gril/multistep_full": "python -m minimal reproduce gril --full --only multistep",
     "gril/classification_full": "python -m minimal reproduce gril --full --only classification",
     "minrnn/shakespeare_small": f'python -c "{_S}S.run(S.Config.small(), save_weights_path=S.SMALL_WEIGHTS)"',
-    "minrnn/shakespeare_vanilla": (f'python -c "{_S}S.run(S.Config(kinds=(\'mingru_vanilla\', \'minlstm_vanilla\'), '
-                                   f'eval_every=100), save_weights_path=S.VANILLA_WEIGHTS)"'),
+    "minrnn/shakespeare_vanilla": (f'python -c "{_S}S.run(S.Config.fixed(kinds=(\'mingru_vanilla\', '
+                                   f'\'minlstm_vanilla\'), eval_every=100), save_weights_path=S.VANILLA_WEIGHTS)"'),
+    "minrnn/shakespeare_fixed": f'python -c "{_S}S.run(S.Config.fixed(), save_weights_path=S.FIXED_WEIGHTS)"',
+    **{f"minrnn/shakespeare_{name}_seed{s}": f'python -c "{_S}S.run_seed({s}, {name!r})"'
+       for name in ("full", "fixed") for s in (1, 2)},
 }
 
 

@@ -14,8 +14,9 @@ Covered: GRIL's multi-step run (``data/gril/multistep_full.json``: the two-layer
 run (``classification_full.json``: the softmax model without feature map, 400 steps), one job of GRIL's model
 comparison sweep (``sweeps/comparison``: the one-layer LSA stand-in, 200 steps), and minRNN's Shakespeare runs
 (``data/minrnn/shakespeare_vanilla.json``: the vanilla minGRU's first 48 steps; ``shakespeare_small.json``: the
-Transformer's and the log-space minGRU's first 8; ``shakespeare_full.json``: the Transformer's and the log-space
-minLSTM's first 48; and each one's test loss at step 0).
+Transformer's and the log-space minGRU's first 8; ``shakespeare_fixed.json``: the Transformer's and the log-space
+minLSTM's first 48; ``shakespeare_full.json``, trained until the best test loss stopped improving: the Transformer's
+and the log-space minGRU's first chunk; and each one's test loss at step 0).
 Zucchet: the teacher-student run (``data/zucchet/teacher_student_full.npz`` stores every step's loss: the first 40
 steps), the ICL run (``icl_full.npz``: the first of its 200 curve means, 4,800 steps) and two jobs of the
 architecture sweep (a teacher-student LRU In-Skip job, an ICL GRU job: the first of their 40 curve points). They
@@ -124,11 +125,9 @@ def _replay_shakespeare(monkeypatch, file, kind):
     from minimal.tasks import char_lm
 
     stored = _json("minrnn", file)
-    cfg = dict(stored["config"])
-    cfg["kinds"] = tuple(cfg["kinds"])
-    config = S.Config(**cfg)
+    config = S.Config.from_saved(stored["config"])
     m = stored["models"][kind]
-    n = _chunk(config.steps, len(m["train_curve"]))
+    n = _chunk(m.get("steps_run", config.steps), len(m["train_curve"]))   # a stopped run trained steps_run steps
     got = _first_steps(monkeypatch, S, n)
     evals = []
     real_evaluate = SM.evaluate
@@ -153,7 +152,13 @@ def test_minrnn_shakespeare_small(monkeypatch, kind):
 
 
 @pytest.mark.parametrize("kind", ["attention", "minlstm"])
+def test_minrnn_shakespeare_fixed(monkeypatch, kind):
+    _replay_shakespeare(monkeypatch, "shakespeare_fixed.json", kind)
+
+
+@pytest.mark.parametrize("kind", ["attention", "mingru"])
 def test_minrnn_shakespeare_full(monkeypatch, kind):
+    """Config(): the learning rate of its first steps is the plateau schedule's (warm-up, then 3e-3)."""
     if not data_path("minrnn", "shakespeare_full.json").exists():
         pytest.skip("shakespeare_full.json is not committed here")
     _replay_shakespeare(monkeypatch, "shakespeare_full.json", kind)

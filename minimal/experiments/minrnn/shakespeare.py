@@ -96,9 +96,9 @@ from ...train import train
 from .shakespeare_model import (KINDS, N_HEADS, T_MAX, base_kind, evaluate, generate, init_lm, is_log_space,
                                 lm_forward, lm_loss_and_grads, spec, state_nbytes, step_logits)
 
-__all__ = ["Config", "PAPER", "run", "plot", "table", "summarise", "seed_curves", "across_seeds", "step_cpu_seconds",
+__all__ = ["Config", "PAPER", "run", "plot", "table", "summarise", "seed_curves", "run_seed", "across_seeds", "step_cpu_seconds",
            "write_step_cpu", "STEP_CPU", "PAPER_SIZE", "save_weights", "load_weights", "load_curves", "WEIGHTS",
-           "CURVES", "SMALL_WEIGHTS", "SMALL_CURVES", "VANILLA_WEIGHTS", "VANILLA_CURVES"]
+           "CURVES", "FIXED_WEIGHTS", "FIXED_CURVES", "SMALL_WEIGHTS", "SMALL_CURVES", "VANILLA_WEIGHTS", "VANILLA_CURVES"]
 
 # Sec. 4.2 / Fig. 2: best test loss (nats per character) and the step it was reached at (D = 384, 3 layers); the
 # keys are those of run()'s flat metrics, so ``reproduce`` puts them side by side.
@@ -126,8 +126,10 @@ LABELS = {"mingru": "minGRU", "minlstm": "minLSTM", "attention": "Transformer", 
           "mingru_vanilla": "minGRU (vanilla)", "minlstm_vanilla": "minLSTM (vanilla)"}
 CLAIM = 0.03   # "comparable": minGRU / minLSTM at most 3 % above the same-size Transformer's test loss
 
-WEIGHTS = data_path("minrnn", "shakespeare_full.npz")
-CURVES = data_path("minrnn", "shakespeare_full.json")
+WEIGHTS = data_path("minrnn", "shakespeare_full.npz")          # Config(), seed 0: trained until the best stops
+CURVES = data_path("minrnn", "shakespeare_full.json")           # improving (seeds 1, 2: shakespeare_full_seed<s>.json)
+FIXED_WEIGHTS = data_path("minrnn", "shakespeare_fixed.npz")    # Config.fixed(), seed 0: 2,400 steps
+FIXED_CURVES = data_path("minrnn", "shakespeare_fixed.json")    # (seeds 1, 2: shakespeare_fixed_seed<s>.json)
 SMALL_WEIGHTS = data_path("minrnn", "shakespeare_small.npz")     # Config.small()
 SMALL_CURVES = data_path("minrnn", "shakespeare_small.json")
 # The first committed run, vanilla cells only (every 100 steps); its "attention" curve is the earlier Transformer
@@ -186,6 +188,13 @@ class Config:
         if self.factor == 1:
             from ...validate import InputError
             raise InputError("Config.factor must be in (0, 1) (the learning rate's cut at a plateau), got 1")
+
+    @classmethod
+    def from_saved(cls, saved):
+        """The Config of a saved run's ``config`` dict (lists back to tuples); a run saved before the stopping rule
+        existed has no "patience" key and ran its whole cosine schedule (patience None)."""
+        saved = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}
+        return cls(**{"patience": None, **saved})
 
     @classmethod
     def fixed(cls, **kw):
@@ -266,7 +275,7 @@ def load_weights(path=WEIGHTS, config=None):
     path = Path(path)
     out, saved = io.load_weights(path)
     if config is None:
-        config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+        config = Config.from_saved(saved)
     V = None
     for kind, p in out.items():
         if kind not in KINDS:
@@ -447,11 +456,27 @@ def summarise(out):
     return out
 
 
-def seed_curves(seeds=(0, 1, 2)):
-    """The committed full-Config runs, one metrics dict per seed that is on disk: seed 0 is ``CURVES`` (with the
-    weights), seed s > 0 ``data/minrnn/shakespeare_full_seed<s>.json`` (curves only)."""
-    paths = {s: CURVES if s == 0 else data_path("minrnn", f"shakespeare_full_seed{s}.json") for s in seeds}
+def seed_curves(seeds=(0, 1, 2), name="full"):
+    """The committed runs of ``Config()`` (``name="full"``) or ``Config.fixed()`` (``"fixed"``), one metrics dict per
+    seed that is on disk: seed 0 is ``shakespeare_<name>.json`` (beside the weights), seed s > 0
+    ``data/minrnn/shakespeare_<name>_seed<s>.json`` (curves only)."""
+    if name not in ("full", "fixed"):
+        raise ValueError(f"name must be 'full' or 'fixed', got {name!r}")
+    paths = {s: data_path("minrnn", f"shakespeare_{name}.json" if s == 0 else f"shakespeare_{name}_seed{s}.json")
+             for s in seeds}
     return {s: load_curves(p) for s, p in paths.items() if Path(p).exists()}
+
+
+def run_seed(seed, name="full", progress=False):
+    """Train ``Config(seed=seed)`` (``name="full"``) or ``Config.fixed(seed=seed)`` (``"fixed"``), every model, and
+    write its metrics, curves only, to ``data/minrnn/shakespeare_<name>_seed<seed>.json`` (``seed_curves`` reads
+    them; seed 0 is written with its weights by ``run(config, save_weights_path=...)``). Returns the metrics."""
+    if name not in ("full", "fixed"):
+        raise ValueError(f"name must be 'full' or 'fixed', got {name!r}")
+    config = Config(seed=seed) if name == "full" else Config.fixed(seed=seed)
+    out = run(config, progress=progress)
+    io.write_json(data_path("minrnn", f"shakespeare_{name}_seed{seed}.json"), out)
+    return out
 
 
 def across_seeds(runs):
