@@ -311,7 +311,7 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     if checkpoint_path is not None:
         curve_path = Path(checkpoint_path).with_suffix(".curve.json")
         best_path = Path(checkpoint_path).with_suffix(".best.npz")
-    curve, best = {}, {"params": None}
+    curve, best, done = {}, {"params": None}, None
     if curve_path is not None and curve_path.exists() and Path(checkpoint_path).exists():
         with np.load(checkpoint_path, allow_pickle=False) as z:
             done = int(z["step"])
@@ -363,7 +363,7 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     except _Converged:
         # train raised out, so there is no TrainResult: the losses are those this process saw (a resumed run's
         # earlier losses are in its checkpoint)
-        out, losses, stopped, resumed, trained = None, np.asarray(seen, np.float64), True, None, len(seen)
+        out, losses, stopped, resumed, trained = None, np.asarray(seen, np.float64), True, done, len(seen)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     if sched is not None:
         out = best["params"]
