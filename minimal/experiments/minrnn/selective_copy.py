@@ -54,7 +54,7 @@ and as an error rate, 100 − accuracy, ``TOLERANCE``):
   3.2 and 0.5 %); minLSTM in log space is close at two layers (82.5 against 85.7) and differs at three (7.9 %
   wrong against 4.0 %), and its two- and three-layer vanilla rows are above Table 1's. At two and three layers
   every vanilla minLSTM run is above every log-space one; the two minGRU forms overlap. No run stopped by itself:
-  each reached the 4,000-step cap still rising, by 1.3 to 5.0 points over its last 1,000 steps, so these are
+  each reached the 4,000-step cap still rising, by 1.4 to 5.0 points over its last 1,000 steps, so these are
   accuracies at the cap, not converged ones. One layer beats answering every marker with the sequence's most
   frequent data token (20.5 %, ``tasks.selective_copy.most_frequent_accuracy``) through recency: the last data
   token 64 to 84 % right, no other position above 47 %;
