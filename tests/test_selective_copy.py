@@ -97,10 +97,11 @@ def test_one_layer_mingru_state_is_a_sum_of_per_token_terms(rng):
 def test_registered_and_grid():
     assert "selective_copy" in experiments("minrnn")
     jobs = S.jobs(S.Config())
-    # the default: Table 1's minGRU with the paper's 16 data tokens, both forms, each trained until it stops rising
-    assert len(jobs) == 3 * 3 * 2 and len(set(jobs)) == len(jobs) and {j.kind for j in jobs} == {"mingru"}
-    lstm = S.jobs(S.Config.minlstm())
-    assert [dataclasses.replace(j, kind="mingru") for j in lstm] == jobs
+    # the default: Table 1's two cells with the paper's 16 data tokens, both forms, each trained until it stops rising
+    assert len(jobs) == 2 * 3 * 3 * 2 and len(set(jobs)) == len(jobs)
+    gru = [j for j in jobs if j.kind == "mingru"]
+    lstm = [j for j in jobs if j.kind == "minlstm"]
+    assert len(gru) == len(lstm) == 18 and [dataclasses.replace(j, kind="mingru") for j in lstm] == gru
     assert all(j.n_data == 16 and j.T == 64 and j.eval_every and j.patience for j in jobs)
     assert {j.log_space for j in jobs} == {True, False}
     table1 = S.jobs(S.Config.table1_vanilla_8tokens())
@@ -131,10 +132,10 @@ def test_job_rejects_bad_stopping_fields(field, value, match):
         S.Config(eval_every=None, patience=10)
 
 
-def test_training_stops_when_the_accuracy_stops_rising(monkeypatch):
-    """With ``patience``, a run stops ``patience`` steps after its last rise of ``min_gain`` points and scores the
-    best evaluated weights; without it, it runs to the cap."""
-    accuracies = iter([10.0, 20.0, 20.05, 19.0, 18.0, 17.0, 16.0, 15.0])
+def _scripted_run(monkeypatch, accuracies, steps=40, eval_every=2, patience=4, min_gain=0.1):
+    """``run_job`` on a fake model whose evaluations return ``accuracies`` in turn; returns (run_job's dict, the
+    accuracy the final score was computed from: that of the weights train_job returned)."""
+    accuracies = iter(accuracies)
     seen, scored = {}, []                         # id(params) -> the accuracy it was given; the final score's
 
     def fake_evaluate(params, job, batch=None):
@@ -146,16 +147,65 @@ def test_training_stops_when_the_accuracy_stops_rising(monkeypatch):
 
     monkeypatch.setattr(S, "evaluate", fake_evaluate)
     monkeypatch.setattr(S, "eval_batch", lambda job: "the fixed set")
-    job = S.Job(kind="mingru", depth=1, T=8, n_data=2, D=4, expansion=1, steps=40, eval_every=2, patience=4,
-                min_gain=0.1)
     monkeypatch.setattr(S, "init_params", lambda rng, job: {"w": np.zeros(1)})
     monkeypatch.setattr(S, "loss_and_grads", lambda p, job, x, y: (1.0, {"w": np.ones(1)}))
+    job = S.Job(kind="mingru", depth=1, T=8, n_data=2, D=4, expansion=1, steps=steps, eval_every=eval_every,
+                patience=patience, min_gain=min_gain)
     out = S.run_job(job)
+    return out, scored[0]
+
+
+def test_training_stops_when_the_accuracy_stops_rising(monkeypatch):
+    """With ``patience``, a run stops ``patience`` steps after its last rise of ``min_gain`` points and scores the
+    best evaluated weights."""
+    out, scored = _scripted_run(monkeypatch, [10.0, 20.0, 20.05, 19.0, 18.0, 17.0, 16.0, 15.0])
     # evaluations at steps 2, 4, 6, 8: 20 at step 4 is the last rise >= 0.1; 20.05 (step 6) is kept as the best
-    # weights but does not reset the clock, so the run stops at step 8 = 4 + patience
+    # weights but does not restart the clock, so the run stops at step 8 = 4 + patience
     assert out["curve"]["steps"] == [2, 4, 6, 8] and out["steps_run"] == 8 and out["stopped_early"]
-    assert out["steps_to_best"] == 6 and scored == [20.05]
+    assert out["steps_to_best"] == 6 and scored == 20.05
     assert out["train_loss_tail"] == 1.0                  # the losses of a stopped run are kept
+
+
+def test_a_flat_accuracy_is_stopped(monkeypatch):
+    out, scored = _scripted_run(monkeypatch, [30.0] * 30)
+    # the clock starts at the first evaluation (step 2) and nothing restarts it: stopped at 2 + patience; the first
+    # of equal accuracies is the best (a later one is not strictly better)
+    assert out["steps_run"] == 6 and out["stopped_early"] and out["steps_to_best"] == 2 and scored == 30.0
+
+
+def test_small_rises_that_add_up_keep_a_run_going(monkeypatch):
+    """Each evaluation gains 0.06 points, less than min_gain = 0.1, but every second one is 0.12 above the value
+    where the clock last restarted: the run is never stale and trains to the cap, scoring its last evaluation."""
+    rising = [10.0 + 0.06 * k for k in range(20)]          # steps 2, 4, ..., 40
+    out, scored = _scripted_run(monkeypatch, rising)
+    assert out["steps_run"] == 40 and not out["stopped_early"] and out["curve"]["steps"] == list(range(2, 41, 2))
+    assert out["steps_to_best"] == 40 and scored == rising[-1]
+
+
+def test_without_patience_a_run_goes_to_the_cap_and_scores_its_best(monkeypatch):
+    falling = [50.0, 40.0] + [30.0] * 18
+    out, scored = _scripted_run(monkeypatch, falling, patience=None)
+    assert out["steps_run"] == 40 and not out["stopped_early"] and out["steps_to_best"] == 2 and scored == 50.0
+
+
+def test_the_committed_16_token_runs_replay_to_their_recorded_steps():
+    """Replaying each committed curve through the job's stopping rule gives the run's recorded best step, and the
+    rule was stale at no evaluation before the cap (so the rule, applied live, would have stopped none of them)."""
+    config = S.Config()
+    if not S.finished(config):
+        pytest.skip("the 16-token grid is not committed here")
+    from minimal.sweep import config_dict, load_records
+    wanted = {tuple(sorted(config_dict(j).items())): j for j in S.jobs(config)}
+    records = [r for r in load_records(S.SWEEP.dir(config), name=S.SWEEP.name)
+               if tuple(sorted(r["config"].items())) in wanted]
+    assert len(records) == len(wanted) == 36
+    for r in records:
+        job, res, curve = wanted[tuple(sorted(r["config"].items()))], r["result"], r["result"]["curve"]
+        assert S.replay(curve, job).best_step == res["steps_to_best"]
+        for i, step in enumerate(curve["steps"][:-1]):      # the last evaluation is the cap's, after training
+            prefix = {"steps": curve["steps"][:i + 1], "accuracy": curve["accuracy"][:i + 1]}
+            assert not S.replay(prefix, job).stale(step), (r["config"], step)
+        assert res["steps_run"] == job.steps and not res["stopped_early"]
 
 
 def test_log_space_and_vanilla_models_differ():

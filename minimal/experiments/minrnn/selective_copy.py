@@ -35,11 +35,10 @@ sequences shared by every run.
 
 Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job; ``run(config)`` loads a grid that is on disk),
 3 seeds per cell; in each seed both forms start from the same weights and see the same sequences:
-- ``Config()`` (``python -m minimal reproduce minrnn --full --only selective_copy``): minGRU at 1, 2, 3 layers, log
-  space and vanilla, with the paper's M = 16 data tokens at T = 64, each evaluated every 200 steps and trained until
-  its accuracy has not risen by 0.1 points for 1,000 steps, or to the cap of 4,000 steps (18 runs);
-  ``Config.minlstm()`` is the same grid for minLSTM (committed, 18 runs; not yet in the notebook or on the results
-  page);
+- ``Config()`` (``python -m minimal reproduce minrnn --full --only selective_copy``): minGRU and minLSTM at 1, 2, 3
+  layers, log space and vanilla, with the paper's M = 16 data tokens at T = 64, each evaluated every 200 steps and
+  trained until its accuracy has not risen by 0.1 points for 1,000 steps (``minimal.stopping.Plateau``: small rises
+  add up), or to the cap of 4,000 steps (36 runs);
 - ``Config.log_space_400_8tokens()`` and ``Config.vanilla_400_8tokens()``: minGRU and minLSTM at 1, 2, 3 layers with
   M = 8 data tokens at T = 32, exactly 400 steps, log space and vanilla (18 runs each);
 - ``Config.log_space_1500_8tokens()`` and ``Config.table1_vanilla_8tokens()``: the same cells at 1,500 steps, the
@@ -49,13 +48,16 @@ What they find (accuracy %, mean ± std over 3 seeds, 1 / 2 / 3 layers; Table 1:
 37.6 / 85.7 / 96.0; notebook ``minrnn_c_selective_copy`` asserts each number; an accuracy is judged both as itself
 and as an error rate, 100 − accuracy, ``TOLERANCE``):
 - 16 data tokens, minGRU: log space 32.1 ± 1.4 / 84.9 ± 6.8 / 91.8 ± 2.4; vanilla 33.3 ± 1.2 / 93.8 ± 7.9 /
-  92.9 ± 1.8. Every two- and three-layer run is more than 40 points above every one-layer run (the depth
-  effect), but on the error rate all four deeper rows differ
-  from Table 1 (6.2 to 15.1 % wrong against 3.2 and 0.5 %). No run stopped by itself: each reached the 4,000-step
-  cap still rising, by 1.4 to 4.9 points over its last 1,000 steps, so these are accuracies at the cap, not
-  converged ones. One layer beats answering every marker with the sequence's most frequent data token (20.5 %,
-  ``tasks.selective_copy.most_frequent_accuracy``) through recency: the last data token 64 to 82 % right, no other
-  position above 44 %;
+  92.9 ± 1.8; minLSTM: log space 33.3 ± 0.6 / 82.5 ± 2.5 / 92.1 ± 3.3; vanilla 34.2 ± 0.8 / 96.6 ± 2.9 /
+  96.7 ± 0.2. In both cells every two- and three-layer run is more than 40 points above every one-layer run (the
+  depth effect). On the error rate all four deeper minGRU rows differ from Table 1 (6.2 to 15.1 % wrong against
+  3.2 and 0.5 %); minLSTM in log space is close at two layers (82.5 against 85.7) and differs at three (7.9 %
+  wrong against 4.0 %), and its two- and three-layer vanilla rows are above Table 1's. At two and three layers
+  every vanilla minLSTM run is above every log-space one; the two minGRU forms overlap. No run stopped by itself:
+  each reached the 4,000-step cap still rising, by 1.4 to 5.0 points over its last 1,000 steps, so these are
+  accuracies at the cap, not converged ones. One layer beats answering every marker with the sequence's most
+  frequent data token (20.5 %, ``tasks.selective_copy.most_frequent_accuracy``) through recency: the last data
+  token 64 to 84 % right, no other position above 47 %;
 - 8 data tokens, 400 steps, log space: minGRU 34.0 ± 0.3 / 39.4 ± 1.2 / 39.2 ± 2.3, minLSTM 35.4 ± 0.6 / 37.7 ± 0.7 /
   38.6 ± 1.5; vanilla: minGRU 36.2 ± 0.2 / 54.2 ± 5.5 / 56.3 ± 2.5, minLSTM 37.2 ± 0.3 / 49.8 ± 1.2 / 60.7 ± 5.9. The
   depth effect has barely started in log space, and at two and three layers every vanilla run is above every
@@ -77,8 +79,6 @@ Differs from the paper (App. C.2-C.3), each for CPU time (the paper: up to 400,0
   steps (paper: Adam at 3e-4, no schedule given; far too slow for a budget of a few thousand steps); AdamW without
   weight decay; batch 64 in one step (paper: two accumulated batches of 32, the same gradient); clipping at 1.0 as
   in the paper;
-- the notebook and the results page report minGRU with 16 data tokens; minLSTM's grid (``Config.minlstm()``) is
-  committed but not yet reported;
 - no dropout (paper 0.1): every step draws fresh sequences, so there is nothing to overfit;
 - 3 seeds per cell (the paper does not say how many), float32; accuracy on 2,048 fixed sequences;
 - GRU and LSTM at one layer (Table 1 has only the minimal models), with the same H = 6 D, vanilla, 1,500 steps,
@@ -105,13 +105,14 @@ from ...layers import cross_entropy
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
 from ...verdicts import Tolerance
+from ...stopping import Plateau
 from ...sweep import Sweep
 from ...tasks import selective_copy as task
 from ...train import train
 from ...validate import InputError, check_config
 
 __all__ = ["Config", "Job", "PAPER", "TOLERANCE", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
-           "eval_batch", "evaluate", "train_job", "run_job", "jobs", "row_key", "summarise", "finished", "run", "plot"]
+           "eval_batch", "evaluate", "train_job", "replay", "run_job", "jobs", "row_key", "summarise", "finished", "run", "plot"]
 
 KINDS = ("mingru", "minlstm", "gru", "lstm")
 SWEEP_DIR = data_path("minrnn", "sweeps")
@@ -151,8 +152,8 @@ class Job:
     log_space: bool = True      # App. B.3: minGRU / minLSTM in log space, as the paper trains; False: the vanilla
                                 # cells (GRU / LSTM have no log-space form: the flag is ignored for them)
     eval_every: Optional[int] = 200   # evaluate every this many steps and keep the best (None: only at the end)
-    patience: Optional[int] = 1_000   # stop when the best accuracy has not risen by min_gain for this many steps
-    min_gain: float = 0.1             # points of accuracy that count as a rise (App. C.2: "early stopping")
+    patience: Optional[int] = 1_000   # stop after this many steps without a rise of min_gain (stopping.Plateau)
+    min_gain: float = 0.1             # points of accuracy that restart the clock (App. C.2: "early stopping")
 
     def __post_init__(self):
         for name in ("eval_every", "patience"):
@@ -235,32 +236,39 @@ class _Converged(Exception):
     """Raised from inside ``train`` to stop a run whose accuracy stopped rising (``Job.patience``)."""
 
 
+def _rule(job):
+    """The job's stopping rule on the accuracy (%). Without ``job.patience`` it only tracks the best evaluation:
+    ``stale`` is never asked, so its patience (1) does not matter."""
+    return Plateau(job.patience if job.patience is not None else 1, job.min_gain, mode="max")
+
+
 def train_job(job: Job, progress=False, checkpoint_path=None):
     """Train one model on fresh sequences every step; returns (params, losses, curve).
 
     With ``job.eval_every`` the model is evaluated every ``eval_every`` steps and after the last; ``params`` are
-    the best evaluated ones, and with ``job.patience`` training stops once ``patience`` steps have passed without
-    the accuracy rising ``min_gain`` points above its best (the cosine schedule runs over ``job.steps``, the cap).
-    ``curve`` is ``{"steps": [...], "accuracy": [...]}`` (empty lists without ``eval_every``)."""
+    the best evaluated ones (the first of the highest accuracy), and with ``job.patience`` training stops by
+    ``minimal.stopping.Plateau`` (mode "max"): once ``patience`` steps have passed since the accuracy last rose
+    ``min_gain`` points above the value where the clock last restarted, so small rises add up (the cosine schedule
+    runs over ``job.steps``, the cap). ``curve`` is ``{"steps": [...], "accuracy": [...]}`` (empty lists without
+    ``eval_every``)."""
     _speed.tune()
     params = init_params(np.random.default_rng(job.seed), job)
     fixed = eval_batch(job) if job.eval_every is not None else None
     curve = {"steps": [], "accuracy": []}
-    best = {"accuracy": -1.0, "step": 0, "params": params}
+    rule = _rule(job)
+    best = {"params": params}
 
     def record(step, p):
         acc = evaluate(p, job, fixed)["accuracy"]
         curve["steps"].append(int(step))
         curve["accuracy"].append(acc)
-        if acc >= best["accuracy"] + job.min_gain or best["accuracy"] < 0:
-            best.update(accuracy=acc, step=int(step), params=p)
-        elif acc > best["accuracy"]:   # a rise below min_gain: keep these weights, but the clock runs on
-            best.update(accuracy=acc, params=p)
+        if rule.update(step, acc):          # strictly better than every earlier evaluation: score these weights
+            best["params"] = p
 
     def lg(p, step, batch_rng):
         if job.eval_every is not None and step > 0 and step % job.eval_every == 0:
             record(step, p)
-            if job.patience is not None and step - best["step"] >= job.patience:
+            if job.patience is not None and rule.stale(step):
                 raise _Converged
         b = task.sample(batch_rng, job.batch, job.T, job.n_data, job.vocab)
         loss, grads = loss_and_grads(p, job, b.inputs, b.targets)
@@ -284,19 +292,28 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
     return params, losses, curve
 
 
+def replay(curve, job):
+    """The job's stopping rule (``Plateau``, mode "max") after the evaluations of a saved ``curve``
+    ({"steps": [...], "accuracy": [...]}, as ``train_job`` returns and a job file keeps): its ``best_step`` is the
+    scored evaluation; the rule replayed on the evaluations up to a step is ``stale`` there when the live run
+    would have stopped at that step."""
+    return Plateau.replay(dict(zip(curve["steps"], curve["accuracy"])), _rule(job).patience, job.min_gain, "max")
+
+
 def run_job(job: Job):
     """Train, then evaluate on the fixed set (a JSON-ready dict, for ``minimal.sweep``).
 
     With ``job.eval_every`` also: "steps_run" (where training stopped), "steps_to_best" (the evaluation whose
-    weights are scored: the last rise of ``min_gain`` points or more, or a smaller rise after it), "stopped_early"
-    and "curve"."""
+    weights are scored: the first of the highest accuracy, ``Plateau.best_step`` replayed on the curve),
+    "stopped_early" and "curve"."""
     t0 = time.perf_counter()
     params, losses, curve = train_job(job)
     seconds = time.perf_counter() - t0
     out = evaluate(params, job)
     if job.eval_every is not None:
-        i = int(np.argmax(curve["accuracy"]))
-        out |= {"steps_run": curve["steps"][-1], "steps_to_best": curve["steps"][i],
+        best_step = replay(curve, job).best_step
+        out |= {"steps_run": curve["steps"][-1],
+                "steps_to_best": 0 if best_step is None else best_step,   # 0: all NaN, the initial weights
                 "stopped_early": curve["steps"][-1] < job.steps, "curve": curve}
         steps_run = curve["steps"][-1]
     else:
@@ -312,12 +329,11 @@ class Config:
     LSTM has no log-space form) at ``reference_depth``, plus (``with_table1_vanilla``) the jobs of
     ``table1_vanilla_8tokens()``.
 
-    The default is Table 1's minGRU grid with the paper's 16 data tokens (T = 64): 1, 2, 3 layers, in log space (the
-    form the paper trains) and vanilla, 3 seeds, each trained until its accuracy stops rising (``eval_every``,
-    ``patience``) or ``steps`` (the cap); ``minlstm()`` is the same grid for minLSTM (committed). The
-    classmethods ``*_8tokens`` are the earlier grids with 8 data tokens (T = 32) at fixed 400 or 1,500 steps, both
-    cells (module docstring)."""
-    kinds: tuple = ("mingru",)                # Table 1 (minLSTM: minlstm())
+    The default is Table 1's grid with the paper's 16 data tokens (T = 64): minGRU and minLSTM at 1, 2, 3 layers,
+    in log space (the form the paper trains) and vanilla, 3 seeds, each trained until its accuracy stops rising
+    (``eval_every``, ``patience``) or ``steps`` (the cap). The classmethods ``*_8tokens`` are the earlier grids with
+    8 data tokens (T = 32) at fixed 400 or 1,500 steps, both cells (module docstring)."""
+    kinds: tuple = ("mingru", "minlstm")      # Table 1
     depths: tuple = (1, 2, 3)                 # Table 1
     seeds: tuple = (0, 1, 2)                  # ours (the paper does not say)
     log_space: tuple = (True, False)          # App. B.3: the paper's form (True), and the vanilla cells
@@ -348,12 +364,6 @@ class Config:
         """minGRU at one and two layers in log space, two seeds, 300 steps: a few CPU minutes."""
         return cls(kinds=("mingru",), depths=(1, 2), seeds=(0, 1), log_space=(True,), steps=300, eval_every=100,
                    patience=None)
-
-    @classmethod
-    def minlstm(cls):
-        """The default grid for minLSTM: Table 1's other cell with 16 data tokens (committed; not yet in the notebook
-        or on the results page)."""
-        return cls(kinds=("minlstm",))
 
     @classmethod
     def _8tokens(cls, **kw):
