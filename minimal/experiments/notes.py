@@ -57,6 +57,16 @@ def _sc_budget(config):
     return f"{steps} steps (the paper: up to 400,000)"
 
 
+def _lm_budget(config):
+    """How a Shakespeare run was trained: until its best test loss stopped improving (with a cap), or a fixed count."""
+    steps = config.get("steps", "?")
+    steps = f"{steps:,}" if isinstance(steps, int) else steps
+    if config.get("patience"):
+        return (f"trained until its best test loss stopped improving (the learning rate cut tenfold at each "
+                f"{config['patience']}-step plateau, stopped at the plateau after the last cut; cap {steps} steps)")
+    return f"{steps} steps"
+
+
 _TS_WHY = ("the loss and the scores keep falling by orders of magnitude with training, and pruning finds fewer "
            "neurons in use as they do, so a quick run stops far from Table 1's numbers.")
 _ICL_WHY = ("the loss and the one-token polynomial settle slowly; a quick run stops above one GD step's loss, with "
@@ -328,19 +338,26 @@ PAGES = {
         "QUICK_UNREACHABLE": ("test_loss_*", "steps_to_best_*", "ratio_*", "steps_ratio_*"),
         "NOTES": {
             "test_loss_*": lambda c, m: f"our model is D = {c.get('D', '?')} wide with context {c.get('T', '?')}, "
-                                        f"batch {c.get('batch', '?')}, {c.get('steps', '?')} steps; the paper's "
-                                        "is D = 384, batch 64, 5,000 steps: a smaller model that sees fewer "
-                                        "characters has a higher loss.",
-            "steps_to_best_*": lambda c, m: f"the step of the best test loss is bounded by the run's length, "
-                                            f"{c.get('steps', '?')} steps evaluated every "
-                                            f"{c.get('eval_every', '?')} (the paper: 5,000, every 25).",
-            "steps_ratio_*": lambda c, m: f"both models' steps to their best loss are capped by the run's length, "
-                                          f"{c.get('steps', '?')} steps (the paper: 5,000), so their ratio is near 1 "
-                                          "where the paper's Transformer needs about 3.5 times minGRU's steps.",
-            "ratio_*": lambda c, m: f"minimal RNN / Transformer at D = {c.get('D', '?')}, {c.get('steps', '?')} "
-                                    "steps; the paper's ratio is at D = 384 with its own Transformer (6 heads, "
-                                    "learned positions), trained to its best: a short run favours whichever model "
-                                    "learns faster early, not the better model.",
+                                        f"batch {c.get('batch', '?')}, {_lm_budget(c)}; the paper's is D = 384, "
+                                        "batch 64, 5,000 steps: a smaller model that sees fewer characters has a "
+                                        "higher loss.",
+            "steps_to_best_*": lambda c, m: (f"the step of the best test loss is bounded by the run's length, "
+                                             f"{c.get('steps', '?')} steps evaluated every {c.get('eval_every', '?')}"
+                                             " (the paper: 5,000, every 25)." if c.get("patience") is None else
+                                             f"{_lm_budget(c)}, evaluated every {c.get('eval_every', '?')} (the "
+                                             "paper: 5,000 steps, every 25, its models past their best before the "
+                                             "end); our models stop improving at a smaller size, not by "
+                                             "over-fitting."),
+            "steps_ratio_*": lambda c, m: (f"both models' steps to their best loss are capped by the run's length, "
+                                           f"{c.get('steps', '?')} steps (the paper: 5,000), so their ratio is near "
+                                           "1 where the paper's Transformer needs about 3.5 times minGRU's steps."
+                                           if c.get("patience") is None else
+                                           f"each model {_lm_budget(c)}: the ratio compares where each stopped "
+                                           f"improving at D = {c.get('D', '?')}, not a best passed by over-fitting "
+                                           "as in the paper."),
+            "ratio_*": lambda c, m: f"minimal RNN / Transformer at D = {c.get('D', '?')}, {_lm_budget(c)}; the "
+                                    "paper's ratio is at D = 384 with its own Transformer (6 heads, learned "
+                                    "positions), trained to its best.",
         },
         "METRICS": {"test_loss_<model>": "cross-entropy (nats per character) of the final model on every test "
                                          "window", "steps_to_best_<model>": "the evaluation step of the lowest "
