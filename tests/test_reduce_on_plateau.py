@@ -162,3 +162,23 @@ def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, 
     resumed = S.run(c, out_dir=tmp_path, progress=False)["models"]["mingru"]
     assert resumed["curve"][-1] == 99.0 and resumed["steps_run"] == at
     assert resumed["final_test_loss"] == whole["final_test_loss"]
+
+
+def test_a_stopped_run_reports_its_training_losses_not_its_evaluations(tiny, monkeypatch, tmp_path):
+    """train_curve / train_loss_tail of a run the rule stopped are its training losses (every step's, chunked),
+    which the run has no TrainResult for."""
+    from minimal.experiments.minrnn import shakespeare as S
+
+    c, whole = tiny
+    real, seen = S.lm_loss_and_grads, []
+
+    def spy(*a):
+        loss, grads = real(*a)
+        seen.append(loss)
+        return loss, grads
+
+    monkeypatch.setattr(S, "lm_loss_and_grads", spy)
+    m = S.run(c, progress=False)["models"]["mingru"]
+    assert m["stopped_early"] and len(seen) == m["steps_run"] == whole["steps_run"]
+    assert m["train_curve"] == [float(np.mean(x)) for x in np.array_split(seen, 50)]
+    assert m["train_loss_tail"] == float(np.mean(seen[-(len(seen) // 20):]))

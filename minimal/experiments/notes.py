@@ -346,8 +346,7 @@ PAGES = {
                                              " (the paper: 5,000, every 25)." if c.get("patience") is None else
                                              f"{_lm_budget(c)}, evaluated every {c.get('eval_every', '?')} (the "
                                              "paper: 5,000 steps, every 25, its models past their best before the "
-                                             "end); our models stop improving at a smaller size, not by "
-                                             "over-fitting."),
+                                             "end)."),
             "steps_ratio_*": lambda c, m: (f"both models' steps to their best loss are capped by the run's length, "
                                            f"{c.get('steps', '?')} steps (the paper: 5,000), so their ratio is near "
                                            "1 where the paper's Transformer needs about 3.5 times minGRU's steps."

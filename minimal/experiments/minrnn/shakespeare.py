@@ -400,7 +400,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         ckpt = None if out_dir is None else Path(out_dir) / f"{kind}_checkpoint.npz"
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
-        params, losses, curve, seconds, cpu, steps_run, stopped, resumed, trained, cuts = _train_one(
+        params, train_losses, curve, seconds, cpu, steps_run, stopped, resumed, trained, cuts = _train_one(
             kind, config, data, eval_set, ckpt, progress)
         params_by_kind[kind] = params
         steps = sorted(curve)
@@ -414,9 +414,10 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         out["models"][kind] = {
             "log_space": is_log_space(kind), "eval_every": config.eval_every, "curve_steps": steps, "curve": losses, "best_test_loss": losses[best], "steps_to_best": steps[best],
             "final_test_loss": evaluate(params, full_set, kind),
-            "train_loss_tail": float(np.mean(losses[-max(1, len(losses) // 20):])) if len(losses) else None,
-            "train_curve": [float(np.mean(c)) for c in np.array_split(losses, min(50, len(losses)))]
-            if len(losses) else [],
+            "train_loss_tail": float(np.mean(train_losses[-max(1, len(train_losses) // 20):]))
+            if len(train_losses) else None,
+            "train_curve": [float(np.mean(c)) for c in np.array_split(train_losses, min(50, len(train_losses)))]
+            if len(train_losses) else [],
             "n_params": models.n_params(params), "train_seconds": seconds, "cpu_seconds": cpu,
             # a resumed, finished run trains no step: its time per step was not measured (NaN, not seconds / 1)
             "ms_per_step": 1e3 * seconds / trained if trained else float("nan"),
