@@ -4,6 +4,7 @@ same step. The Shakespeare experiment trains with it (``Config()``); its interru
 import numpy as np
 import pytest
 
+from minimal.experiments.minrnn import shakespeare_model as SM
 from minimal.stopping import ReduceOnPlateau
 from minimal.validate import InputError
 
@@ -93,7 +94,7 @@ def test_an_interrupted_shakespeare_run_resumes_to_the_same_stop(tmp_path, monke
     from minimal.experiments.minrnn import shakespeare as S
 
     c, whole = tiny
-    real, calls = S.evaluate, []
+    real, calls = SM.evaluate, []
 
     def interrupt(*a):
         calls.append(1)
@@ -156,7 +157,7 @@ def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, 
     with pytest.raises(_Crash):
         S.run(c, out_dir=tmp_path, progress=False)
     monkeypatch.setattr(io, "write_json", real)
-    real_eval = S.evaluate
+    real_eval = SM.evaluate
     monkeypatch.setattr(S, "evaluate", lambda p, windows, kind: 99.0 if len(windows) == c.eval_windows
                         else real_eval(p, windows, kind))
     resumed = S.run(c, out_dir=tmp_path, progress=False)["models"]["mingru"]
@@ -170,7 +171,7 @@ def test_a_stopped_run_reports_its_training_losses_not_its_evaluations(tiny, mon
     from minimal.experiments.minrnn import shakespeare as S
 
     c, whole = tiny
-    real, seen = S.lm_loss_and_grads, []
+    real, seen = SM.lm_loss_and_grads, []
 
     def spy(*a):
         loss, grads = real(*a)
