@@ -11,6 +11,7 @@ from minimal.gradcheck import rel_error
 from minimal.tasks import char_lm
 from minimal.data import data_path
 from minimal.experiments.minrnn import shakespeare_model as SM
+from minimal.stopping import ReduceOnPlateau
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +210,32 @@ def test_the_committed_fixed_runs_say_what_the_docstring_says():
             assert 2300 <= m["steps_to_best"] <= 2400
             tail = [c for t, c in zip(m["curve_steps"], m["curve"]) if t >= 2200]
             assert max(tail) - min(tail) < 0.01
+
+
+def test_the_committed_runs_until_the_best_stops_improving_say_what_the_docstring_says():
+    """The three seeds of Config() (``shakespeare_full*.json``): every model stopped by the plateau rule after two
+    cuts, and the numbers the module docstring quotes."""
+    runs = S.seed_curves()
+    assert sorted(runs) == [0, 1, 2]
+    assert all(S.Config.from_saved(r["config"]) == S.Config(seed=s) for s, r in runs.items())
+    a = S.across_seeds(runs)
+    kinds = ("mingru", "minlstm", "mingru_vanilla", "attention")
+    got = {k: (round(a[f"test_loss_{k}"], 3), round(a[f"test_loss_{k}_std"], 3)) for k in kinds}
+    assert got == {"mingru": (1.585, 0.004), "minlstm": (1.574, 0.011), "mingru_vanilla": (1.568, 0.014),
+                   "attention": (1.658, 0.010)}
+    assert [(round(a[f"ratio_{k}_to_transformer"], 3), round(a[f"ratio_{k}_to_transformer_std"], 3))
+            for k in kinds[:3]] == [(0.956, 0.004), (0.950, 0.012), (0.946, 0.005)]
+    assert (round(a["steps_ratio_attention_to_mingru"], 2), round(a["steps_ratio_attention_to_mingru_std"], 2)) == \
+        (1.31, 0.14)
+    for r in runs.values():
+        for kind, m in r["models"].items():
+            assert m["stopped_early"] and len(m["lr_cut_steps"]) == 2 and m["steps_run"] < S.Config().steps
+            # the rule replayed on the saved curve cuts and stops where the run did
+            rule = ReduceOnPlateau.replay(dict(zip(m["curve_steps"], m["curve"])), lr=3e-3, patience=500,
+                                            min_gain=0.005, warmup=100)
+            assert rule.done and rule.starts == m["lr_cut_steps"] and rule.best_step == m["steps_to_best"]
+            assert m["curve_steps"][-1] == m["steps_run"]
+            assert len(m["train_curve"]) == 50
 
 
 def test_step_cpu_times_are_the_docstrings():
