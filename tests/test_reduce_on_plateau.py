@@ -85,6 +85,25 @@ def tiny(tmp_path_factory):
     return c, whole
 
 
+def _crash_after_evaluation(monkeypatch, config, out_dir, at):
+    """Run ``config`` into ``out_dir`` and crash (``_Crash``) right after the curve file got the evaluation at step
+    ``at``; afterwards ``minimal.io.write_json`` is the real one again."""
+    from minimal import io
+    from minimal.experiments.minrnn import shakespeare as S
+
+    real = io.write_json
+
+    def crash(path, obj, *a, **k):
+        real(path, obj, *a, **k)
+        if str(path).endswith(".curve.json") and at in obj:
+            raise _Crash
+
+    monkeypatch.setattr(io, "write_json", crash)
+    with pytest.raises(_Crash):
+        S.run(config, out_dir=out_dir, progress=False)
+    monkeypatch.setattr(io, "write_json", real)
+
+
 _SAME = ("curve_steps", "curve", "lr_cut_steps", "steps_run", "steps_to_best", "best_test_loss", "final_test_loss")
 
 
@@ -117,22 +136,11 @@ def test_a_crash_after_an_evaluation_was_saved_resumes_to_the_same_stop(tmp_path
     """The run dies right after the curve file got the evaluation at the first cut (or at the stop) and before the
     next checkpoint: the resumed run makes that evaluation again (it must not count it twice, which would move
     the cuts) and, at the stop, scores the best weights saved before the crash."""
-    from minimal import io
     from minimal.experiments.minrnn import shakespeare as S
 
     c, whole = tiny
     at = whole["lr_cut_steps"][0] if where == "first cut" else whole["steps_run"]
-    real = io.write_json
-
-    def crash(path, obj, *a, **k):
-        real(path, obj, *a, **k)
-        if str(path).endswith(".curve.json") and at in obj:
-            raise _Crash
-
-    monkeypatch.setattr(io, "write_json", crash)
-    with pytest.raises(_Crash):
-        S.run(c, out_dir=tmp_path, progress=False)
-    monkeypatch.setattr(io, "write_json", real)
+    _crash_after_evaluation(monkeypatch, c, tmp_path, at)
     resumed = S.run(c, out_dir=tmp_path, progress=False)["models"]["mingru"]
     assert resumed["resumed_from"] == at
     for key in _SAME:
@@ -142,21 +150,11 @@ def test_a_crash_after_an_evaluation_was_saved_resumes_to_the_same_stop(tmp_path
 def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, monkeypatch, tiny):
     """Crash right after the stop's evaluation was saved; on resume no evaluation is a new best (the test subset's
     loss is made worse than any), so the weights scored must be the ones saved beside the checkpoint."""
-    from minimal import io
     from minimal.experiments.minrnn import shakespeare as S
 
     c, whole = tiny
-    at, real = whole["steps_run"], io.write_json
-
-    def crash(path, obj, *a, **k):
-        real(path, obj, *a, **k)
-        if str(path).endswith(".curve.json") and at in obj:
-            raise _Crash
-
-    monkeypatch.setattr(io, "write_json", crash)
-    with pytest.raises(_Crash):
-        S.run(c, out_dir=tmp_path, progress=False)
-    monkeypatch.setattr(io, "write_json", real)
+    at = whole["steps_run"]
+    _crash_after_evaluation(monkeypatch, c, tmp_path, at)
     real_eval = SM.evaluate
     monkeypatch.setattr(S, "evaluate", lambda p, windows, kind: 99.0 if len(windows) == c.eval_windows
                         else real_eval(p, windows, kind))
