@@ -238,6 +238,30 @@ def test_the_committed_runs_until_the_best_stops_improving_say_what_the_docstrin
             assert len(m["train_curve"]) == 50
 
 
+def test_the_committed_config_is_loaded_not_trained(tmp_path, monkeypatch):
+    """run(Config()) loads the committed seed-0 run (as a sweep loads its grid), so `reproduce minrnn --quick`
+    reports it; another seed, another Config or a request for new weights trains."""
+    from minimal.reproduce import reproduce
+
+    assert S.finished(S.Config())
+    assert not S.finished(S.Config(seed=1)) and not S.finished(S.Config(lr=1e-3))
+    assert not S.finished(S.Config(kinds=("mingru",)))
+
+    def no_training(*a, **k):
+        raise AssertionError("trained")
+
+    monkeypatch.setattr(S, "train", no_training)
+    got = S.run(S.Config(), out_dir=tmp_path / "run", progress=False)
+    saved = S.load_curves()
+    assert got["models"] == saved["models"] and got["test_loss_mingru"] == saved["test_loss_mingru"]
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["models"] == saved["models"]
+    with pytest.raises(AssertionError, match="trained"):
+        S.run(S.Config(seed=1), progress=False)
+    res = reproduce("minrnn", quick=True, only=["shakespeare"], out_dir=tmp_path / "page", progress=False)
+    assert res["shakespeare"]["mode"] == "full, all runs on disk"
+    assert res["shakespeare"]["metrics"]["ratio_mingru_to_transformer"] == saved["ratio_mingru_to_transformer"]
+
+
 def test_step_cpu_times_are_the_docstrings():
     t = json.loads(S.STEP_CPU.read_text())
     assert {k: round(v, 2) for k, v in t["config_size"].items()} == {"mingru": 0.09, "minlstm": 0.09,

@@ -354,9 +354,10 @@ PAGES = {
                                            f"each model {_lm_budget(c)}: the ratio compares where each stopped "
                                            f"improving at D = {c.get('D', '?')}, not a best passed by over-fitting "
                                            "as in the paper."),
-            "ratio_*": lambda c, m: f"minimal RNN / Transformer at D = {c.get('D', '?')}, {_lm_budget(c)}; the "
-                                    "paper's ratio is at D = 384 with its own Transformer (6 heads, learned "
-                                    "positions), trained to its best.",
+            "ratio_*": lambda c, m: f"minimal RNN / Transformer at D = {c.get('D', '?')}, {_lm_budget(c)}, seed "
+                                    f"{c.get('seed', '?')} (the lesson has three seeds); the paper's ratio is at "
+                                    "D = 384 with its own Transformer (6 heads, learned positions), trained to its "
+                                    "best.",
         },
         "METRICS": {"test_loss_<model>": "cross-entropy (nats per character) of the final model on every test "
                                          "window", "steps_to_best_<model>": "the evaluation step of the lowest "

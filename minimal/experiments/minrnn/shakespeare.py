@@ -114,7 +114,7 @@ from ...train import train
 from .shakespeare_model import (KINDS, N_HEADS, T_MAX, base_kind, evaluate, generate, init_lm, is_log_space,
                                 lm_forward, lm_loss_and_grads, spec, state_nbytes, step_logits)
 
-__all__ = ["Config", "PAPER", "run", "plot", "table", "summarise", "seed_curves", "run_seed", "across_seeds", "step_cpu_seconds",
+__all__ = ["Config", "PAPER", "run", "finished", "plot", "table", "summarise", "seed_curves", "run_seed", "across_seeds", "step_cpu_seconds",
            "write_step_cpu", "STEP_CPU", "PAPER_SIZE", "save_weights", "load_weights", "load_curves", "WEIGHTS",
            "CURVES", "FIXED_WEIGHTS", "FIXED_CURVES", "SMALL_WEIGHTS", "SMALL_CURVES", "VANILLA_WEIGHTS", "VANILLA_CURVES"]
 
@@ -389,8 +389,23 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     return out, losses, curve, seconds - t_eval[0], cpu, max(curve), stopped, resumed, trained, cuts
 
 
+def finished(config):
+    """True when ``config`` is the Config of the committed seed-0 run (``CURVES``, beside ``WEIGHTS``): ``run``
+    then loads it instead of training, as a sweep loads a grid that is on disk (``reproduce --quick`` reports it)."""
+    if not (Path(CURVES).is_file() and Path(WEIGHTS).is_file()):
+        return False
+    try:
+        saved = load_curves(CURVES)
+        return Config.from_saved(saved["config"]) == config and set(saved.get("models", ())) == set(config.kinds)
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
 def run(config: Config = None, out_dir=None, progress=True, save_weights_path=None):
     """Train every model in ``config.kinds`` and compare their test losses with the paper's (module docstring).
+
+    A ``config`` whose run is committed (``finished``: ``Config()``, seed 0) is loaded from ``CURVES``, not trained,
+    unless ``save_weights_path`` asks for new weights (``reproduce --full``); delete the file to retrain.
 
     Args:
         config: a ``Config`` (default: the full run); out_dir: folder for metrics.json and the per-model
@@ -403,6 +418,11 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         ``summarise``; "paper"; "config".
     """
     config = Config() if config is None else config
+    if save_weights_path is None and finished(config):
+        out = {k: v for k, v in load_curves(CURVES).items() if k != "weights"}
+        out["loaded_from"] = str(CURVES)
+        write_metrics(out, out_dir)
+        return out
     _speed.tune()
     data = char_lm.load()
     if config.eval_windows > (data.test.size - 1) // config.T:
