@@ -104,7 +104,8 @@ def _crash_after_evaluation(monkeypatch, config, out_dir, at):
     monkeypatch.setattr(io, "write_json", real)
 
 
-_SAME = ("curve_steps", "curve", "lr_cut_steps", "steps_run", "steps_to_best", "best_test_loss", "final_test_loss")
+_SAME = ("curve_steps", "curve", "lr_cut_steps", "steps_run", "steps_to_best", "best_test_loss", "final_test_loss",
+         "train_curve", "train_loss_tail")
 
 
 def test_an_interrupted_shakespeare_run_resumes_to_the_same_stop(tmp_path, monkeypatch, tiny):

@@ -62,8 +62,9 @@ def _lm_budget(config):
     steps = config.get("steps", "?")
     steps = f"{steps:,}" if isinstance(steps, int) else steps
     if config.get("patience"):
-        return (f"trained until its best test loss stopped improving (the learning rate cut tenfold at each "
-                f"{config['patience']}-step plateau, stopped at the plateau after the last cut; cap {steps} steps)")
+        return (f"trained until its best test loss stopped improving (the learning rate multiplied by "
+                f"{config.get('factor', '?')} at each {config['patience']}-step plateau, stopped at the plateau after "
+                f"the last cut; cap {steps} steps)")
     return f"{steps} steps"
 
 

@@ -96,7 +96,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -316,11 +316,22 @@ class _Converged(Exception):
     """Raised from inside ``train`` once the best test loss stopped improving (``Config.patience``)."""
 
 
+class _Trained(NamedTuple):
+    params: dict            # the scored params: the best evaluated ones with config.patience, else the last
+    losses: np.ndarray      # (steps_run,) the training loss of every step, a resumed run's earlier ones included
+    curve: dict             # {step: test-subset loss}
+    seconds: float          # wall seconds of this process's training, evaluations left out
+    cpu: float              # CPU seconds of the same
+    steps_run: int
+    stopped: bool           # the stopping rule ended the run (not the cap)
+    resumed_from: Optional[int]
+    trained: int            # steps trained by this process
+    cuts: list              # the steps where the learning rate was cut
+
+
 def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
-    """Train one model; returns (scored params, losses, curve, wall seconds less evaluation, CPU seconds, steps run,
-    whether the stopping rule ended the run, the step it resumed from, steps trained here, the steps where the
-    learning rate was cut). With ``config.patience`` the scored params are the best evaluated ones (kept beside
-    the checkpoint, so a resumed run keeps them); without, the last."""
+    """Train one model (``_Trained``). With ``config.patience`` the scored params are the best evaluated ones (kept
+    beside the checkpoint, so a resumed run keeps them); without, the last."""
     rng = np.random.default_rng([config.seed, _SEED_INDEX[base_kind(kind)]])
     V = len(data.vocab)
     params = init_lm(rng, kind, V, config.D, config.n_layers, config.expansion, config.kernel, config.dtype,
@@ -329,10 +340,10 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     if checkpoint_path is not None:
         curve_path = Path(checkpoint_path).with_suffix(".curve.json")
         best_path = Path(checkpoint_path).with_suffix(".best.npz")
-    curve, best, done = {}, {"params": None}, None
+    curve, best, done, earlier = {}, {"params": None}, None, np.zeros(0)
     if curve_path is not None and curve_path.exists() and Path(checkpoint_path).exists():
         with np.load(checkpoint_path, allow_pickle=False) as z:
-            done = int(z["step"])
+            done, earlier = int(z["step"]), np.asarray(z["losses"], np.float64)
         # evaluations from the checkpoint's step on are made again by the resumed run
         curve = {int(k): v for k, v in json.loads(curve_path.read_text()).items() if int(k) < done}
         if best_path.exists():
@@ -379,14 +390,14 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
         out, losses, stopped, resumed = res.params, res.losses, False, res.resumed_from
         trained = res.steps_trained
     except _Converged:
-        # train raised out, so there is no TrainResult: the losses are those this process saw (a resumed run's
-        # earlier losses are in its checkpoint)
-        out, losses, stopped, resumed, trained = None, np.asarray(seen, np.float64), True, done, len(seen)
+        # train raised out, so there is no TrainResult: the losses are the checkpoint's (a resumed run) and those
+        # this process saw
+        out, losses, stopped, resumed, trained = None, np.concatenate([earlier, seen]), True, done, len(seen)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     if sched is not None:
         out = best["params"]
     cuts = [] if sched is None else list(sched.starts)
-    return out, losses, curve, seconds - t_eval[0], cpu, max(curve), stopped, resumed, trained, cuts
+    return _Trained(out, losses, curve, seconds - t_eval[0], cpu, max(curve), stopped, resumed, trained, cuts)
 
 
 def finished(config):
@@ -438,8 +449,8 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         ckpt = None if out_dir is None else Path(out_dir) / f"{kind}_checkpoint.npz"
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
-        params, train_losses, curve, seconds, cpu, steps_run, stopped, resumed, trained, cuts = _train_one(
-            kind, config, data, eval_set, ckpt, progress)
+        r = _train_one(kind, config, data, eval_set, ckpt, progress)
+        params, train_losses, curve = r.params, r.losses, r.curve
         params_by_kind[kind] = params
         steps = sorted(curve)
         losses = [curve[s] for s in steps]
@@ -456,11 +467,11 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
             if len(train_losses) else None,
             "train_curve": [float(np.mean(c)) for c in np.array_split(train_losses, min(50, len(train_losses)))]
             if len(train_losses) else [],
-            "n_params": models.n_params(params), "train_seconds": seconds, "cpu_seconds": cpu,
+            "n_params": models.n_params(params), "train_seconds": r.seconds, "cpu_seconds": r.cpu,
             # a resumed, finished run trains no step: its time per step was not measured (NaN, not seconds / 1)
-            "ms_per_step": 1e3 * seconds / trained if trained else float("nan"),
-            "steps_run": steps_run, "stopped_early": stopped, "lr_cut_steps": cuts,
-            "resumed_from": resumed, "sample": char_lm.decode(ids, data.vocab)}
+            "ms_per_step": 1e3 * r.seconds / r.trained if r.trained else float("nan"),
+            "steps_run": r.steps_run, "stopped_early": r.stopped, "lr_cut_steps": r.cuts,
+            "resumed_from": r.resumed_from, "sample": char_lm.decode(ids, data.vocab)}
     out = summarise(out)
     if save_weights_path is not None:
         save_weights(save_weights_path, params_by_kind, config, out)   # the metrics are the sidecar's metadata
