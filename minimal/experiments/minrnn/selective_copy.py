@@ -91,6 +91,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,13 +100,13 @@ from typing import Optional
 import numpy as np
 
 from .. import _plotting
-from ... import _speed, models
+from ... import _speed, io, models
 from ...data import data_path
 from ...layers import cross_entropy
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
 from ...verdicts import Tolerance
-from ...stopping import Plateau
+from ...stopping import Plateau, ReduceOnPlateau
 from ...sweep import Sweep
 from ...tasks import selective_copy as task
 from ...train import train
@@ -154,6 +155,10 @@ class Job:
     eval_every: Optional[int] = 200   # evaluate every this many steps and keep the best (None: only at the end)
     patience: Optional[int] = 1_000   # stop after this many steps without a rise of min_gain (stopping.Plateau)
     min_gain: float = 0.1             # points of accuracy that restart the clock (App. C.2: "early stopping")
+    reductions: Optional[int] = None  # None: cosine decay over ``steps``; k: the rate starts at lr and is cut by
+                                      # ``factor`` at each of k plateaus, the run stops at the next one
+                                      # (stopping.ReduceOnPlateau; ours, App. C.2 gives no schedule)
+    factor: float = 0.1               # the cut of each reduction
 
     def __post_init__(self):
         for name in ("eval_every", "patience"):
@@ -165,6 +170,15 @@ class Job:
                              "eval_every steps), got eval_every=None")
         if not (np.isfinite(self.min_gain) and self.min_gain >= 0):
             raise ValueError(f"Job.min_gain must be a finite number >= 0, got {self.min_gain!r}")
+        if self.reductions is not None:
+            if not (isinstance(self.reductions, (int, np.integer)) and not isinstance(self.reductions, bool)
+                    and self.reductions >= 0):
+                raise ValueError(f"Job.reductions must be None or an integer >= 0, got {self.reductions!r}")
+            if self.patience is None:
+                raise ValueError("Job.reductions needs Job.patience (a cut is made at each plateau of the "
+                                 "accuracy), got patience=None")
+        if not (np.isfinite(self.factor) and 0 < self.factor < 1):
+            raise ValueError(f"Job.factor must be a number in (0, 1), got {self.factor!r}")
 
 
 def spec(kind, depth, D, H, vocab, log_space=False):
@@ -236,85 +250,132 @@ class _Converged(Exception):
     """Raised from inside ``train`` to stop a run whose accuracy stopped rising (``Job.patience``)."""
 
 
-def _rule(job):
-    """The job's stopping rule on the accuracy (%). Without ``job.patience`` it only tracks the best evaluation:
-    ``stale`` is never asked, so its patience (1) does not matter."""
-    return Plateau(job.patience if job.patience is not None else 1, job.min_gain, mode="max")
+def _warmup(job):
+    return min(job.warmup_steps, job.steps // 10)
+
+
+def _rule(job, curve=None):
+    """The job's rule on the accuracy (%), after the evaluations of ``curve`` ({step: accuracy}). With
+    ``job.reductions`` a ``ReduceOnPlateau`` (it also gives the learning rate); otherwise a ``Plateau``, which
+    without ``job.patience`` only tracks the best evaluation (``stale`` is never asked, so its patience, 1, does not
+    matter)."""
+    curve = {} if curve is None else curve
+    if job.reductions is not None:
+        return ReduceOnPlateau.replay(curve, lr=job.lr, patience=job.patience, min_gain=job.min_gain,
+                                      factor=job.factor, reductions=int(job.reductions), warmup=_warmup(job),
+                                      mode="max")
+    return Plateau.replay(curve, job.patience if job.patience is not None else 1, job.min_gain, "max")
+
+
+def _stops(job, rule, step):
+    """True when the run stops after its evaluation at ``step``."""
+    if job.patience is None:
+        return False
+    return rule.done if job.reductions is not None else rule.stale(step)
 
 
 def train_job(job: Job, progress=False, checkpoint_path=None):
     """Train one model on fresh sequences every step; returns (params, losses, curve).
 
     With ``job.eval_every`` the model is evaluated every ``eval_every`` steps and after the last; ``params`` are
-    the best evaluated ones (the first of the highest accuracy), and with ``job.patience`` training stops by
+    the best evaluated ones (the first of the highest accuracy). With ``job.patience`` training stops by
     ``minimal.stopping.Plateau`` (mode "max"): once ``patience`` steps have passed since the accuracy last rose
-    ``min_gain`` points above the value where the clock last restarted, so small rises add up (the cosine schedule
-    runs over ``job.steps``, the cap). ``curve`` is ``{"steps": [...], "accuracy": [...]}`` (empty lists without
-    ``eval_every``)."""
+    ``min_gain`` points above the value where the clock last restarted, so small rises add up. Without
+    ``job.reductions`` the learning rate follows a cosine over ``job.steps``, the cap; with it,
+    ``minimal.stopping.ReduceOnPlateau``: ``lr`` until the first plateau, cut by ``factor`` at each of
+    ``reductions`` plateaus, and the run stops at the next one (or at the cap). ``curve`` is
+    ``{"steps": [...], "accuracy": [...]}`` (empty lists without ``eval_every``).
+
+    ``checkpoint_path`` (a ``.npz``): checkpoints every ``eval_every`` steps (500 without), the evaluations so far
+    beside it (``.curve.json``) and the best weights (``.best.npz``); a run started again with the same path
+    resumes where the last checkpoint left off and stops where an uninterrupted run would."""
     _speed.tune()
     params = init_params(np.random.default_rng(job.seed), job)
     fixed = eval_batch(job) if job.eval_every is not None else None
-    curve = {"steps": [], "accuracy": []}
-    rule = _rule(job)
-    best = {"params": params}
+    curve, best, done, earlier = {}, {"params": params}, 0, np.zeros(0)
+    curve_path = best_path = None
+    if checkpoint_path is not None:
+        curve_path = Path(checkpoint_path).with_suffix(".curve.json")
+        best_path = Path(checkpoint_path).with_suffix(".best.npz")
+        if curve_path.exists() and Path(checkpoint_path).exists():
+            with np.load(checkpoint_path, allow_pickle=False) as z:
+                done, earlier = int(z["step"]), np.asarray(z["losses"], np.float64)
+            # evaluations from the checkpoint's step on are made again by the resumed run
+            curve = {int(k): v for k, v in json.loads(curve_path.read_text()).items() if int(k) < done}
+            if best_path.exists():
+                best["params"] = io.load_weights(best_path)[0]
+    rule = _rule(job, curve)
 
     def record(step, p):
         acc = evaluate(p, job, fixed)["accuracy"]
-        curve["steps"].append(int(step))
-        curve["accuracy"].append(acc)
+        curve[int(step)] = acc
         if rule.update(step, acc):          # strictly better than every earlier evaluation: score these weights
             best["params"] = p
+            if best_path is not None:
+                io.save_weights(best_path, p, job, {"step": int(step)})
+        if curve_path is not None:
+            io.write_json(curve_path, curve)
 
     def lg(p, step, batch_rng):
         if job.eval_every is not None and step > 0 and step % job.eval_every == 0:
             record(step, p)
-            if job.patience is not None and rule.stale(step):
+            if _stops(job, rule, step):
                 raise _Converged
         b = task.sample(batch_rng, job.batch, job.T, job.n_data, job.vocab)
         loss, grads = loss_and_grads(p, job, b.inputs, b.targets)
         seen.append(loss)                   # a run stopped by _Converged returns no TrainResult: its losses
         return loss, grads
 
-    schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
-                                 warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-2)
+    if job.reductions is not None:
+        schedule = rule.lr
+    else:
+        schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
+                                     warmup_steps=_warmup(job), final_lr=job.lr * 1e-2)
     seen = []
     try:
         res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, clip=job.clip,
-                    progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=500,
+                    progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=job.eval_every or 500,
                     config=dataclasses.asdict(job), desc=f"selective copy {job.kind} x{job.depth} seed={job.seed}")
         params, losses = res.params, res.losses
         if job.eval_every is not None:
             record(job.steps, params)
     except _Converged:
-        losses = np.array(seen, dtype=np.float64)
+        # no TrainResult: the losses are the checkpoint's (a resumed run) and those this process saw
+        losses = np.concatenate([earlier, np.array(seen, dtype=np.float64)])
     if job.eval_every is not None:
         params = best["params"]
-    return params, losses, curve
+    steps = sorted(curve)
+    return params, losses, {"steps": steps, "accuracy": [curve[k] for k in steps]}
 
 
 def replay(curve, job):
-    """The job's stopping rule (``Plateau``, mode "max") after the evaluations of a saved ``curve``
-    ({"steps": [...], "accuracy": [...]}, as ``train_job`` returns and a job file keeps): its ``best_step`` is the
-    scored evaluation; the rule replayed on the evaluations up to a step is ``stale`` there when the live run
-    would have stopped at that step."""
-    return Plateau.replay(dict(zip(curve["steps"], curve["accuracy"])), _rule(job).patience, job.min_gain, "max")
+    """The job's rule (``Plateau``, or ``ReduceOnPlateau`` with ``job.reductions``; mode "max") after the
+    evaluations of a saved ``curve`` ({"steps": [...], "accuracy": [...]}, as ``train_job`` returns and a job file
+    keeps): its ``best_step`` is the scored evaluation; replayed on the evaluations up to a step, it says the live
+    run stopped there when ``stale`` (``Plateau``) or ``done`` (``ReduceOnPlateau``); ``ReduceOnPlateau.starts``
+    are the steps where the learning rate was cut."""
+    return _rule(job, dict(zip(curve["steps"], curve["accuracy"])))
 
 
-def run_job(job: Job):
-    """Train, then evaluate on the fixed set (a JSON-ready dict, for ``minimal.sweep``).
+def run_job(job: Job, checkpoint_path=None):
+    """Train, then evaluate on the fixed set (a JSON-ready dict, for ``minimal.sweep``); ``checkpoint_path``: as
+    ``train_job``'s (a resumed run's times count only what this process trained).
 
     With ``job.eval_every`` also: "steps_run" (where training stopped), "steps_to_best" (the evaluation whose
-    weights are scored: the first of the highest accuracy, ``Plateau.best_step`` replayed on the curve),
-    "stopped_early" and "curve"."""
+    weights are scored: the first of the highest accuracy, ``best_step`` of the rule replayed on the curve),
+    "stopped_early" and "curve"; with ``job.reductions`` also "lr_cut_steps" (the rule's ``starts``)."""
     t0 = time.perf_counter()
-    params, losses, curve = train_job(job)
+    params, losses, curve = train_job(job, checkpoint_path=checkpoint_path)
     seconds = time.perf_counter() - t0
     out = evaluate(params, job)
     if job.eval_every is not None:
-        best_step = replay(curve, job).best_step
+        rule = replay(curve, job)
+        best_step = rule.best_step
         out |= {"steps_run": curve["steps"][-1],
                 "steps_to_best": 0 if best_step is None else best_step,   # 0: all NaN, the initial weights
                 "stopped_early": curve["steps"][-1] < job.steps, "curve": curve}
+        if job.reductions is not None:
+            out["lr_cut_steps"] = list(rule.starts)
         steps_run = curve["steps"][-1]
     else:
         steps_run = job.steps
@@ -346,6 +407,8 @@ class Config:
     D: int = Job.D
     eval_every: Optional[int] = Job.eval_every
     patience: Optional[int] = Job.patience
+    reductions: Optional[int] = Job.reductions
+    factor: float = Job.factor
     n_workers: int = 1                        # one process (each run uses one BLAS thread)
     scheduler: Optional[str] = None
     processes: bool = True
@@ -354,16 +417,29 @@ class Config:
 
     def __post_init__(self):
         # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-        check_config(self, {"eval_every": ("optional", "int>=1"), "patience": ("optional", "int>=1")})
+        check_config(self, {"eval_every": ("optional", "int>=1"), "patience": ("optional", "int>=1"),
+                            "reductions": ("optional", "int>=0")})
         if self.patience is not None and self.eval_every is None:
             raise InputError("Config.patience needs Config.eval_every (the accuracy it watches is evaluated every "
                              "eval_every steps), got eval_every=None")
+        if self.reductions is not None and self.patience is None:
+            raise InputError("Config.reductions needs Config.patience (a cut is made at each plateau of the "
+                             "accuracy), got patience=None")
+        if not 0 < self.factor < 1:
+            raise InputError(f"Config.factor must be a number in (0, 1), got {self.factor!r}")
 
     @classmethod
     def quick(cls):
         """minGRU at one and two layers in log space, two seeds, 300 steps: a few CPU minutes."""
         return cls(kinds=("mingru",), depths=(1, 2), seeds=(0, 1), log_space=(True,), steps=300, eval_every=100,
                    patience=None)
+
+    @classmethod
+    def reduce_on_plateau(cls):
+        """Table 1's grid with 16 data tokens (T = 64), log space and vanilla, 3 seeds, each trained until its
+        accuracy stops rising at every learning rate: 1e-2 until the first plateau (1,000 steps without a rise of
+        0.1 points), then 1e-3, then 1e-4, stopped at the third plateau; cap 30,000 steps."""
+        return cls(steps=30_000, reductions=2)
 
     @classmethod
     def _8tokens(cls, **kw):
@@ -396,7 +472,8 @@ def jobs(config: Config):
     """One ``Job`` per (kind, depth, seed, log_space), then the reference kinds (vanilla) at ``reference_depth``, then
     (``with_table1_vanilla``) the jobs of ``Config.table1_vanilla_8tokens()``."""
     common = dict(steps=config.steps, lr=config.lr, T=config.T, n_data=config.n_data, D=config.D,
-                  eval_every=config.eval_every, patience=config.patience)
+                  eval_every=config.eval_every, patience=config.patience, reductions=config.reductions,
+                  factor=config.factor)
     out = [Job(kind=k, depth=int(d), seed=int(s), log_space=bool(ls), **common)
            for ls in config.log_space for k in config.kinds for d in config.depths for s in config.seeds]
     out += [Job(kind=k, depth=int(config.reference_depth), seed=int(s), log_space=False, **common)
