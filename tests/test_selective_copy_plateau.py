@@ -1,0 +1,149 @@
+"""Selective copying trained until no learning rate helps any more (``Job.reductions``, stopping.ReduceOnPlateau):
+the rate is cut at each plateau of the accuracy and the run stops at the plateau after the last cut; a run stopped
+by Ctrl-C or a crash resumes from its checkpoint to the same cuts, the same stop and the same scored weights."""
+import numpy as np
+import pytest
+
+from minimal import io
+from minimal.experiments.minrnn import selective_copy as S
+from minimal.stopping import ReduceOnPlateau
+
+
+def test_the_plateau_schedule_cuts_the_rate_at_each_plateau_and_stops_after_the_last(monkeypatch):
+    """A scripted accuracy: rises to step 6, then flat. With patience 4 and 2 reductions the rate is lr up to the
+    evaluation at step 10 (4 steps after the last rise), lr / 10 after it; each new phase's clock starts at its
+    first evaluation (step 12), so the next cut is at 16 and the stop at 22. Each step trains at the rate the rule
+    gave it, and the weights scored are those of the best evaluation."""
+    accuracies = iter([10.0, 20.0, 30.0] + [30.0] * 20)          # evaluations at steps 2, 4, 6, 8, ...
+    seen, scored, rates = {}, [], []
+
+    def fake_evaluate(params, job, batch=None):
+        if batch is None:
+            scored.append(seen[id(params)])
+            return {"accuracy": -1.0}
+        seen[id(params)] = next(accuracies)
+        return {"accuracy": seen[id(params)]}
+
+    real_train = S.train
+
+    def spy_train(lg, params, steps, lr_schedule, **kw):
+        return real_train(lg, params, steps, lr_schedule=lambda s: rates.append(lr_schedule(s)) or rates[-1], **kw)
+
+    monkeypatch.setattr(S, "evaluate", fake_evaluate)
+    monkeypatch.setattr(S, "eval_batch", lambda job: "the fixed set")
+    monkeypatch.setattr(S, "init_params", lambda rng, job: {"w": np.zeros(1)})
+    monkeypatch.setattr(S, "loss_and_grads", lambda p, job, x, y: (1.0, {"w": np.ones(1)}))
+    monkeypatch.setattr(S, "train", spy_train)
+    job = S.Job(kind="mingru", depth=1, T=8, n_data=2, D=4, expansion=1, steps=100, eval_every=2, patience=4,
+                min_gain=0.1, reductions=2, factor=0.1, warmup_steps=0, lr=1.0)
+    out = S.run_job(job)
+    assert out["lr_cut_steps"] == [10, 16] and out["steps_run"] == 22 and out["stopped_early"]
+    assert out["steps_to_best"] == 6 and scored == [30.0]
+    assert len(rates) == 22                                       # steps 0..21 trained, stopped at 22's evaluation
+    assert rates[:10] == [1.0] * 10
+    assert rates[10:16] == pytest.approx([0.1] * 6, rel=1e-15) and rates[16:] == pytest.approx([0.01] * 6, rel=1e-15)
+    # the rule a saved curve replays to is the live one
+    rule = S.replay(out["curve"], job)
+    assert isinstance(rule, ReduceOnPlateau) and rule.starts == [10, 16] and rule.done and rule.best_step == 6
+
+
+@pytest.mark.parametrize("kw,match", [({"reductions": -1}, "Job.reductions must be None or an integer >= 0"),
+                                      ({"reductions": 2, "patience": None}, "Job.reductions needs Job.patience"),
+                                      ({"factor": 1.0}, r"Job.factor must be a number in \(0, 1\)")])
+def test_bad_schedule_fields_are_named(kw, match):
+    with pytest.raises(ValueError, match=match):
+        S.Job(**kw)
+
+
+def test_bad_schedule_fields_of_a_config_are_named():
+    with pytest.raises(ValueError, match="Config.reductions needs Config.patience"):
+        S.Config(reductions=2, patience=None)
+    with pytest.raises(ValueError, match="factor"):
+        S.Config(factor=1.5)
+
+
+def test_the_reduce_on_plateau_grid_is_table_1s():
+    jobs = S.jobs(S.Config.reduce_on_plateau())
+    assert len(jobs) == 36 and {(j.kind, j.depth, j.log_space) for j in jobs} == {
+        (k, d, ls) for k in ("mingru", "minlstm") for d in (1, 2, 3) for ls in (True, False)}
+    assert all(j.reductions == 2 and j.factor == 0.1 and j.patience == 1_000 and j.min_gain == 0.1
+               and j.eval_every == 200 and j.steps == 30_000 and j.n_data == 16 and j.T == 64 for j in jobs)
+
+
+TINY = S.Job(kind="mingru", depth=1, T=8, n_data=2, D=4, expansion=1, steps=300, eval_every=4, patience=12,
+             min_gain=3.0, reductions=2, n_eval=64, batch=8, lr=3e-2)
+_SAME = ("curve", "lr_cut_steps", "steps_run", "steps_to_best", "stopped_early", "accuracy", "accuracy_by_position",
+         "eval_loss", "train_loss_tail")
+
+
+@pytest.fixture(scope="module")
+def whole():
+    out = S.run_job(TINY)
+    assert out["stopped_early"] and len(out["lr_cut_steps"]) == 2 and out["steps_run"] < TINY.steps
+    return out
+
+
+class _Crash(Exception):
+    """A crash train does not catch (no checkpoint is written on the way out), like a SIGKILL."""
+
+
+def _crash_after_evaluation(monkeypatch, ckpt, at):
+    """Run TINY with checkpoints at ``ckpt`` and crash right after the curve file got the evaluation at step ``at``."""
+    real = io.write_json
+
+    def crash(path, obj, *a, **k):
+        real(path, obj, *a, **k)
+        if str(path).endswith(".curve.json") and at in obj:
+            raise _Crash
+
+    monkeypatch.setattr(io, "write_json", crash)
+    with pytest.raises(_Crash):
+        S.run_job(TINY, checkpoint_path=ckpt)
+    monkeypatch.setattr(io, "write_json", real)
+
+
+def test_an_interrupted_run_resumes_to_the_same_stop(tmp_path, monkeypatch, whole):
+    """Ctrl-C at an evaluation between the two cuts, then the same call again: the same curve, cuts, stop, scored
+    weights and training losses as the run that was never interrupted."""
+    at = (whole["lr_cut_steps"][0] + whole["lr_cut_steps"][1]) // 2 // TINY.eval_every * TINY.eval_every
+    real, calls = S.evaluate, []
+
+    def interrupt(params, job, batch=None):
+        calls.append(1)
+        if batch is not None and len(calls) == at // TINY.eval_every:
+            raise KeyboardInterrupt
+        return real(params, job, batch)
+
+    monkeypatch.setattr(S, "evaluate", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
+    monkeypatch.setattr(S, "evaluate", real)
+    with np.load(tmp_path / "ckpt.npz") as z:
+        assert int(z["step"]) == at
+    resumed = S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
+    for key in _SAME:
+        assert resumed[key] == whole[key], key
+
+
+@pytest.mark.parametrize("where", ["first cut", "stop"])
+def test_a_crash_after_an_evaluation_was_saved_resumes_to_the_same_stop(tmp_path, monkeypatch, whole, where):
+    """The run dies right after the curve file got the evaluation at the first cut (or at the stop): the resumed
+    run makes that evaluation again (counting it twice would move the cuts) and stops where the whole run did."""
+    at = whole["lr_cut_steps"][0] if where == "first cut" else whole["steps_run"]
+    _crash_after_evaluation(monkeypatch, tmp_path / "ckpt.npz", at)
+    resumed = S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
+    for key in _SAME:
+        assert resumed[key] == whole[key], key
+
+
+def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, monkeypatch, whole):
+    """Crash right after the stop's evaluation was saved; on resume no evaluation is a new best (the fixed set's
+    accuracy is made worse than any), so the weights scored must be the ones saved beside the checkpoint."""
+    at = whole["steps_run"]
+    _crash_after_evaluation(monkeypatch, tmp_path / "ckpt.npz", at)
+    real = S.evaluate
+    monkeypatch.setattr(S, "evaluate", lambda p, job, batch=None: {"accuracy": -1.0} if batch is not None
+                        else real(p, job))
+    resumed = S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
+    assert resumed["curve"]["accuracy"][-1] == -1.0 and resumed["steps_run"] == at
+    assert resumed["accuracy"] == whole["accuracy"] and resumed["eval_loss"] == whole["eval_loss"]
