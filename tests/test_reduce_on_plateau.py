@@ -8,6 +8,8 @@ from minimal.experiments.minrnn import shakespeare_model as SM
 from minimal.stopping import ReduceOnPlateau
 from minimal.validate import InputError
 
+from _crash import crash_after_evaluation
+
 
 def _feed(rule, curve):
     for step in sorted(curve):
@@ -70,10 +72,6 @@ def test_bad_arguments_are_named(kw, name):
         ReduceOnPlateau(**args)
 
 
-class _Crash(Exception):
-    """A crash train does not catch (no checkpoint is written on the way out), like a SIGKILL."""
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from minimal.experiments.minrnn import shakespeare as S
@@ -83,25 +81,6 @@ def tiny(tmp_path_factory):
     whole = S.run(c, out_dir=tmp_path_factory.mktemp("whole"), progress=False)["models"]["mingru"]
     assert whole["stopped_early"] and len(whole["lr_cut_steps"]) == 2 and whole["steps_run"] < c.steps
     return c, whole
-
-
-def _crash_after_evaluation(monkeypatch, config, out_dir, at):
-    """Run ``config`` into ``out_dir`` and crash (``_Crash``) right after the curve file got the evaluation at step
-    ``at``; afterwards ``minimal.io.write_json`` is the real one again."""
-    from minimal import io
-    from minimal.experiments.minrnn import shakespeare as S
-
-    real = io.write_json
-
-    def crash(path, obj, *a, **k):
-        real(path, obj, *a, **k)
-        if str(path).endswith(".curve.json") and at in obj:
-            raise _Crash
-
-    monkeypatch.setattr(io, "write_json", crash)
-    with pytest.raises(_Crash):
-        S.run(config, out_dir=out_dir, progress=False)
-    monkeypatch.setattr(io, "write_json", real)
 
 
 _SAME = ("curve_steps", "curve", "lr_cut_steps", "steps_run", "steps_to_best", "best_test_loss", "final_test_loss",
@@ -141,7 +120,7 @@ def test_a_crash_after_an_evaluation_was_saved_resumes_to_the_same_stop(tmp_path
 
     c, whole = tiny
     at = whole["lr_cut_steps"][0] if where == "first cut" else whole["steps_run"]
-    _crash_after_evaluation(monkeypatch, c, tmp_path, at)
+    crash_after_evaluation(monkeypatch, lambda: S.run(c, out_dir=tmp_path, progress=False), at)
     resumed = S.run(c, out_dir=tmp_path, progress=False)["models"]["mingru"]
     assert resumed["resumed_from"] == at
     for key in _SAME:
@@ -155,7 +134,7 @@ def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, 
 
     c, whole = tiny
     at = whole["steps_run"]
-    _crash_after_evaluation(monkeypatch, c, tmp_path, at)
+    crash_after_evaluation(monkeypatch, lambda: S.run(c, out_dir=tmp_path, progress=False), at)
     real_eval = SM.evaluate
     monkeypatch.setattr(S, "evaluate", lambda p, windows, kind: 99.0 if len(windows) == c.eval_windows
                         else real_eval(p, windows, kind))

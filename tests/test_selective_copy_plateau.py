@@ -4,9 +4,11 @@ by Ctrl-C or a crash resumes from its checkpoint to the same cuts, the same stop
 import numpy as np
 import pytest
 
-from minimal import io
 from minimal.experiments.minrnn import selective_copy as S
 from minimal.stopping import ReduceOnPlateau
+from minimal.train import train
+
+from _crash import crash_after_evaluation
 
 
 def test_the_plateau_schedule_cuts_the_rate_at_each_plateau_and_stops_after_the_last(monkeypatch):
@@ -24,16 +26,14 @@ def test_the_plateau_schedule_cuts_the_rate_at_each_plateau_and_stops_after_the_
         seen[id(params)] = next(accuracies)
         return {"accuracy": seen[id(params)]}
 
-    real_train = S.train
-
     def spy_train(lg, params, steps, lr_schedule, **kw):
-        return real_train(lg, params, steps, lr_schedule=lambda s: rates.append(lr_schedule(s)) or rates[-1], **kw)
+        return train(lg, params, steps, lr_schedule=lambda s: rates.append(lr_schedule(s)) or rates[-1], **kw)
 
     monkeypatch.setattr(S, "evaluate", fake_evaluate)
     monkeypatch.setattr(S, "eval_batch", lambda job: "the fixed set")
     monkeypatch.setattr(S, "init_params", lambda rng, job: {"w": np.zeros(1)})
     monkeypatch.setattr(S, "loss_and_grads", lambda p, job, x, y: (1.0, {"w": np.ones(1)}))
-    monkeypatch.setattr(S, "train", spy_train)
+    monkeypatch.setattr(f"{S.__name__}.train", spy_train)   # the name selective_copy calls
     job = S.Job(kind="mingru", depth=1, T=8, n_data=2, D=4, expansion=1, steps=100, eval_every=2, patience=4,
                 min_gain=0.1, reductions=2, factor=0.1, warmup_steps=0, lr=1.0)
     out = S.run_job(job)
@@ -83,25 +83,6 @@ def whole():
     return out
 
 
-class _Crash(Exception):
-    """A crash train does not catch (no checkpoint is written on the way out), like a SIGKILL."""
-
-
-def _crash_after_evaluation(monkeypatch, ckpt, at):
-    """Run TINY with checkpoints at ``ckpt`` and crash right after the curve file got the evaluation at step ``at``."""
-    real = io.write_json
-
-    def crash(path, obj, *a, **k):
-        real(path, obj, *a, **k)
-        if str(path).endswith(".curve.json") and at in obj:
-            raise _Crash
-
-    monkeypatch.setattr(io, "write_json", crash)
-    with pytest.raises(_Crash):
-        S.run_job(TINY, checkpoint_path=ckpt)
-    monkeypatch.setattr(io, "write_json", real)
-
-
 def test_an_interrupted_run_resumes_to_the_same_stop(tmp_path, monkeypatch, whole):
     """Ctrl-C at an evaluation between the two cuts, then the same call again: the same curve, cuts, stop, scored
     weights and training losses as the run that was never interrupted."""
@@ -130,7 +111,7 @@ def test_a_crash_after_an_evaluation_was_saved_resumes_to_the_same_stop(tmp_path
     """The run dies right after the curve file got the evaluation at the first cut (or at the stop): the resumed
     run makes that evaluation again (counting it twice would move the cuts) and stops where the whole run did."""
     at = whole["lr_cut_steps"][0] if where == "first cut" else whole["steps_run"]
-    _crash_after_evaluation(monkeypatch, tmp_path / "ckpt.npz", at)
+    crash_after_evaluation(monkeypatch, lambda: S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz"), at)
     resumed = S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
     for key in _SAME:
         assert resumed[key] == whole[key], key
@@ -140,7 +121,7 @@ def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, 
     """Crash right after the stop's evaluation was saved; on resume no evaluation is a new best (the fixed set's
     accuracy is made worse than any), so the weights scored must be the ones saved beside the checkpoint."""
     at = whole["steps_run"]
-    _crash_after_evaluation(monkeypatch, tmp_path / "ckpt.npz", at)
+    crash_after_evaluation(monkeypatch, lambda: S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz"), at)
     real = S.evaluate
     monkeypatch.setattr(S, "evaluate", lambda p, job, batch=None: {"accuracy": -1.0} if batch is not None
                         else real(p, job))

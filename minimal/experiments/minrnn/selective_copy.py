@@ -91,7 +91,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,8 +99,9 @@ from typing import Optional
 import numpy as np
 
 from .. import _plotting
-from ... import _speed, io, models
+from ... import _speed, models
 from ...data import data_path
+from ...evaluations import Evaluations
 from ...layers import cross_entropy
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
@@ -290,31 +290,15 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
     beside it (``.curve.json``) and the best weights (``.best.npz``); a run started again with the same path
     resumes where the last checkpoint left off and stops where an uninterrupted run would."""
     _speed.tune()
-    params = init_params(np.random.default_rng(job.seed), job)
+    params = initial = init_params(np.random.default_rng(job.seed), job)
     fixed = eval_batch(job) if job.eval_every is not None else None
-    curve, best, done, earlier = {}, {"params": params}, 0, np.zeros(0)
-    curve_path = best_path = None
-    if checkpoint_path is not None:
-        curve_path = Path(checkpoint_path).with_suffix(".curve.json")
-        best_path = Path(checkpoint_path).with_suffix(".best.npz")
-        if curve_path.exists() and Path(checkpoint_path).exists():
-            with np.load(checkpoint_path, allow_pickle=False) as z:
-                done, earlier = int(z["step"]), np.asarray(z["losses"], np.float64)
-            # evaluations from the checkpoint's step on are made again by the resumed run
-            curve = {int(k): v for k, v in json.loads(curve_path.read_text()).items() if int(k) < done}
-            if best_path.exists():
-                best["params"] = io.load_weights(best_path)[0]
-    rule = _rule(job, curve)
+    log = Evaluations(checkpoint_path, meta=dataclasses.asdict(job))
+    rule = _rule(job, log.curve)
 
     def record(step, p):
         acc = evaluate(p, job, fixed)["accuracy"]
-        curve[int(step)] = acc
-        if rule.update(step, acc):          # strictly better than every earlier evaluation: score these weights
-            best["params"] = p
-            if best_path is not None:
-                io.save_weights(best_path, p, job, {"step": int(step)})
-        if curve_path is not None:
-            io.write_json(curve_path, curve)
+        # best: strictly better than every earlier evaluation, so these weights are scored
+        log.record(step, acc, p, best=rule.update(step, acc))
 
     def lg(p, step, batch_rng):
         if job.eval_every is not None and step > 0 and step % job.eval_every == 0:
@@ -340,12 +324,11 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
         if job.eval_every is not None:
             record(job.steps, params)
     except _Converged:
-        # no TrainResult: the losses are the checkpoint's (a resumed run) and those this process saw
-        losses = np.concatenate([earlier, np.array(seen, dtype=np.float64)])
-    if job.eval_every is not None:
-        params = best["params"]
-    steps = sorted(curve)
-    return params, losses, {"steps": steps, "accuracy": [curve[k] for k in steps]}
+        losses = log.losses(seen)
+    if job.eval_every is not None:     # the best evaluated weights (the initial ones if no evaluation was finite)
+        params = initial if log.best_params is None else log.best_params
+    steps = sorted(log.curve)
+    return params, losses, {"steps": steps, "accuracy": [log.curve[k] for k in steps]}
 
 
 def replay(curve, job):

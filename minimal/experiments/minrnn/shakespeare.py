@@ -92,7 +92,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +103,7 @@ from .. import write_metrics
 from .._plotting import pyplot
 from ... import _speed, io, models
 from ...data import check_saved_shapes, damaged, data_path, load_json
+from ...evaluations import Evaluations
 from ...optim import cosine_schedule
 from ...stopping import ReduceOnPlateau
 from ...verdicts import Tolerance
@@ -336,18 +336,8 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     V = len(data.vocab)
     params = init_lm(rng, kind, V, config.D, config.n_layers, config.expansion, config.kernel, config.dtype,
                      T_max=config.T)
-    curve_path = best_path = None
-    if checkpoint_path is not None:
-        curve_path = Path(checkpoint_path).with_suffix(".curve.json")
-        best_path = Path(checkpoint_path).with_suffix(".best.npz")
-    curve, best, done, earlier = {}, {"params": None}, None, np.zeros(0)
-    if curve_path is not None and curve_path.exists() and Path(checkpoint_path).exists():
-        with np.load(checkpoint_path, allow_pickle=False) as z:
-            done, earlier = int(z["step"]), np.asarray(z["losses"], np.float64)
-        # evaluations from the checkpoint's step on are made again by the resumed run
-        curve = {int(k): v for k, v in json.loads(curve_path.read_text()).items() if int(k) < done}
-        if best_path.exists():
-            best["params"] = io.load_weights(best_path)[0]["best"]
+    log = Evaluations(checkpoint_path, meta={"kind": kind})
+    curve = log.curve
     sched = None
     if config.patience is not None:
         sched = ReduceOnPlateau.replay(curve, lr=config.lr, patience=config.patience, min_gain=config.min_gain,
@@ -358,14 +348,8 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     def record(step, p):
         t0 = time.perf_counter()
         loss = evaluate(p, eval_set, kind)
-        curve[step] = loss
         t_eval[0] += time.perf_counter() - t0
-        if sched is not None and sched.update(step, loss):
-            best["params"] = p
-            if best_path is not None:
-                io.save_weights(best_path, {"best": p}, {"kind": kind, "step": step})
-        if curve_path is not None:
-            io.write_json(curve_path, curve)
+        log.record(step, loss, p, best=sched is not None and sched.update(step, loss))
 
     def loss_and_grads(p, step, g):
         if step % config.eval_every == 0:
@@ -392,10 +376,10 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     except _Converged:
         # train raised out, so there is no TrainResult: the losses are the checkpoint's (a resumed run) and those
         # this process saw
-        out, losses, stopped, resumed, trained = None, np.concatenate([earlier, seen]), True, done, len(seen)
+        out, losses, stopped, resumed, trained = None, log.losses(seen), True, log.resumed_from, len(seen)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     if sched is not None:
-        out = best["params"]
+        out = log.best_params
     cuts = [] if sched is None else list(sched.starts)
     return _Trained(out, losses, curve, seconds - t_eval[0], cpu, max(curve), stopped, resumed, trained, cuts)
 
