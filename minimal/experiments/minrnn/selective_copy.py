@@ -418,11 +418,12 @@ class Config:
                    patience=None)
 
     @classmethod
-    def reduce_on_plateau(cls):
+    def reduce_on_plateau(cls, **kw):
         """Table 1's grid with 16 data tokens (T = 64), log space and vanilla, 3 seeds, each trained until its
         accuracy stops rising at every learning rate: 1e-2 until the first plateau (1,000 steps without a rise of
-        0.1 points), then 1e-3, then 1e-4, stopped at the third plateau; cap 30,000 steps."""
-        return cls(steps=30_000, reductions=2)
+        0.1 points), then 1e-3, then 1e-4, stopped at the third plateau; cap 30,000 steps. ``kw``: other fields
+        (e.g. ``kinds=("mingru",)``, one cell's half of the grid)."""
+        return cls(**{"steps": 30_000, "reductions": 2, **kw})
 
     @classmethod
     def _8tokens(cls, **kw):
@@ -475,7 +476,7 @@ def summarise(records):
     """Per (kind, depth, form): mean and std (over seeds, ddof = 0) of the accuracy (%), keys ``row_key`` (e.g.
     ``mingru_2`` in log space, ``mingru_2_vanilla``) + "", "_std", "_seeds", "_runs" (per-seed accuracies),
     "_ms_per_step", and for runs trained until their accuracy stopped rising "_steps_to_best" and "_steps_run" (per
-    seed); "rows" lists the row keys, each log-space row before its vanilla row."""
+    seed), with the plateau schedule also "_lr_cut_steps" (per seed, the steps where the rate was cut); "rows" lists the row keys, each log-space row before its vanilla row."""
     table = {}
     for r in records:
         c = r["config"]
@@ -494,6 +495,8 @@ def summarise(records):
         if all("steps_to_best" in res for res in ordered):      # trained until the accuracy stopped rising
             out[f"{key}_steps_to_best"] = [int(res["steps_to_best"]) for res in ordered]
             out[f"{key}_steps_run"] = [int(res["steps_run"]) for res in ordered]
+        if all("lr_cut_steps" in res for res in ordered):       # the plateau schedule: where the rate was cut
+            out[f"{key}_lr_cut_steps"] = [list(res["lr_cut_steps"]) for res in ordered]
     out["rows"] = [row_key(k, d, not v) for k, d, v in sorted(table)]
     return out
 
