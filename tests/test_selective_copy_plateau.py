@@ -128,3 +128,14 @@ def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, 
     resumed = S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
     assert resumed["curve"]["accuracy"][-1] == -1.0 and resumed["steps_run"] == at
     assert resumed["accuracy"] == whole["accuracy"] and resumed["eval_loss"] == whole["eval_loss"]
+
+
+def test_the_results_page_says_how_a_run_was_trained():
+    import dataclasses
+    from minimal.experiments import notes
+
+    plateau = notes._sc_budget(dataclasses.asdict(S.Config.reduce_on_plateau()))
+    assert "multiplied by 0.1 at each 1,000-step plateau" in plateau and "cap 30,000 steps" in plateau
+    capped = notes._sc_budget(dataclasses.asdict(S.Config()))
+    assert "cap of 4,000 steps" in capped and "multiplied" not in capped
+    assert notes._sc_budget(dataclasses.asdict(S.Config.log_space_400_8tokens())).startswith("400 steps")

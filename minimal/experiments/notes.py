@@ -52,6 +52,10 @@ def _sc_budget(config):
     """How a selective-copying run was trained: until its accuracy stopped rising, with a cap, or a fixed count."""
     steps = config.get("steps", "?")
     steps = f"{steps:,}" if isinstance(steps, int) else steps
+    if config.get("patience") and config.get("reductions") is not None:
+        return (f"until its accuracy stopped rising at every learning rate (the rate multiplied by "
+                f"{config.get('factor', '?')} at each {config['patience']:,}-step plateau, stopped at the plateau "
+                f"after the last cut; cap {steps} steps; the paper: up to 400,000)")
     if config.get("patience"):
         return f"until its accuracy stopped rising or the cap of {steps} steps (the paper: up to 400,000)"
     return f"{steps} steps (the paper: up to 400,000)"
