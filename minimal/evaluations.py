@@ -49,13 +49,15 @@ class Evaluations:
             return
         ckpt = Path(checkpoint_path)
         self.curve_path, self.best_path = ckpt.with_suffix(".curve.json"), ckpt.with_suffix(".best.npz")
-        if not (self.curve_path.exists() and ckpt.exists()):
+        if not ckpt.exists():
             return
+        # (a checkpoint may predate the first evaluation: then there is no curve file yet)
         with np.load(ckpt, allow_pickle=False) as z:
             self.resumed_from, self.earlier_losses = int(z["step"]), np.asarray(z["losses"], np.float64)
-        # evaluations from the checkpoint's step on are made again by the resumed run
-        self.curve = {int(k): v for k, v in json.loads(self.curve_path.read_text()).items()
-                      if int(k) < self.resumed_from}
+        if self.curve_path.exists():
+            # evaluations from the checkpoint's step on are made again by the resumed run
+            self.curve = {int(k): v for k, v in json.loads(self.curve_path.read_text()).items()
+                          if int(k) < self.resumed_from}
         if self.best_path.exists():
             self.best_params = io.load_weights(self.best_path)[0]["best"]
 

@@ -18,7 +18,8 @@ hash of (fn's import path, config), so the same job always maps to the same file
 
 Files are written by the client as jobs finish, atomically (temporary file + ``os.replace``), so a killed
 sweep leaves only whole files, and a worker on another machine needs no shared file system. A re-run loads
-the jobs whose file exists and computes only the rest (resume). A job file that cannot be read as a record
+the jobs whose file exists and computes only the rest (resume); with ``checkpoint_dir``
+a long job also resumes from its own last checkpoint (``fn(config, checkpoint_path=...)``). A job file that cannot be read as a record
 (empty, truncated, garbage, a git merge conflict) counts as missing: the job is computed again and its file
 rewritten, with a ``RuntimeWarning`` naming the file. A job that raises is not written (a re-run retries it);
 the others finish first, then ``run_sweep`` raises ``SweepError`` listing the failures.
@@ -56,7 +57,8 @@ from tqdm import tqdm
 from .io import write_json
 from .validate import InputError, check_config, check_positive_int
 
-__all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path", "all_on_disk", "load_records",
+__all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path",
+           "checkpoint_path", "all_on_disk", "load_records",
            "finite_or_nan", "check_scheduler", "SweepError", "SchedulerUnreachable",
            "SCHEDULER_PROTOCOLS"]
 
@@ -143,11 +145,17 @@ def _write_json_atomic(path, record):
     write_json(path, record, sort_keys=True)   # keys sorted: a record's text depends on its content alone
 
 
-def _timed(fn, config):
-    """What a worker runs: the job and its wall time."""
+def _timed(fn, config, checkpoint_path=None):
+    """What a worker runs: the job (given ``checkpoint_path`` when there is one) and its wall time."""
     t0 = time.perf_counter()
-    result = fn(config)
+    result = fn(config) if checkpoint_path is None else fn(config, checkpoint_path=checkpoint_path)
     return result, time.perf_counter() - t0
+
+
+def checkpoint_path(checkpoint_dir, fn, config, name=None):
+    """``<checkpoint_dir>/<name>-<job_key>.npz``: where a job of a sweep with ``checkpoint_dir`` keeps its
+    checkpoint (and whatever it writes beside it, ``<name>-<job_key>.*``) until its job file is written."""
+    return Path(checkpoint_dir) / (job_path(checkpoint_dir, fn, config, name).stem + ".npz")
 
 
 def load_records(out_dir, name=None):
@@ -277,7 +285,8 @@ def _client(scheduler, n_workers, threads_per_worker, processes, connect_timeout
 
 
 def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=None, n_workers=1,
-              threads_per_worker=1, processes=True, progress=True, desc="sweep", connect_timeout=30.0):
+              threads_per_worker=1, processes=True, progress=True, desc="sweep", connect_timeout=30.0,
+              checkpoint_dir=None):
     """Run ``fn(config)`` for every config not yet on disk; return all records in the order of ``configs``.
 
     Args:
@@ -291,6 +300,10 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
         progress: show a tqdm bar over the jobs still to run. desc: its label.
         connect_timeout: seconds (> 0) that ``scheduler`` has to answer dask's handshake as a scheduler; only
             asked when there is a job to run.
+        checkpoint_dir: None, or a folder: each job is called as ``fn(config, checkpoint_path=...)``
+            (``checkpoint_path``), so a killed sweep resumes a long job from its last checkpoint, not only from
+            the last finished job; a job's ``<name>-<job_key>.*`` files there are deleted once its job file is
+            written.
     Returns:
         list of records ``{"function", "config", "result", "seconds"}``, one per config.
     Raises:
@@ -327,7 +340,12 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
         try:
             from distributed import as_completed
 
-            futures = {client.submit(_timed, fn, c, pure=False): p for p, c in todo.items()}
+            ckpts = {p: None if checkpoint_dir is None else checkpoint_path(checkpoint_dir, fn, c, name)
+                     for p, c in todo.items()}
+            for c in ckpts.values():
+                if c is not None:
+                    c.parent.mkdir(parents=True, exist_ok=True)
+            futures = {client.submit(_timed, fn, c, ckpts[p], pure=False): p for p, c in todo.items()}
             bar = tqdm(total=len(futures), disable=not progress, desc=desc)
             for future in as_completed(futures):
                 path = futures[future]
@@ -337,6 +355,9 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
                               "result": _plain(result), "seconds": float(seconds)}
                     _write_json_atomic(path, record)
                     records[path] = record
+                    if ckpts[path] is not None:            # the job is on disk: its checkpoint is not needed
+                        for f in ckpts[path].parent.glob(ckpts[path].stem + ".*"):
+                            f.unlink()
                 except Exception as e:  # noqa: BLE001 - one failing job must not lose the others
                     failures[path.name] = f"{type(e).__name__}: {e}"
                 bar.update(1)
@@ -394,6 +415,8 @@ class Sweep:
         folder: where the job files go unless ``config.sweep_dir`` names another folder.
         Config: the experiment's config class; ``Config()`` (the paper grid) is used when config is None.
         desc: the progress bar's label.
+        checkpoints: ``job`` takes ``checkpoint_path=`` and resumes from it: ``run`` passes ``run_sweep`` the
+            folder ``checkpoint_folder()``.
     A ``Config`` is a ``SweepConfig`` with its grid's fields and ``n_workers`` (see ``run_sweep``).
     """
     name: str
@@ -403,6 +426,7 @@ class Sweep:
     folder: Path
     Config: type
     desc: str = "sweep"
+    checkpoints: bool = False
 
     def is_quick(self, config):
         """True if ``config``'s grid is the experiment's quick grid (``Config.quick()``'s jobs, whatever the
@@ -420,6 +444,11 @@ class Sweep:
 
         cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
         return Path(cache) / "minimal" / "quick-sweeps" / self.name
+
+    def checkpoint_folder(self):
+        """Where the jobs of a Sweep with ``checkpoints`` keep their checkpoints while they run: a per-user cache
+        (``$XDG_CACHE_HOME`` or ``~/.cache``)/minimal/sweep-checkpoints/<name>, never a committed folder."""
+        return self.quick_folder().parent.parent / "sweep-checkpoints" / self.name
 
     def dir(self, config):
         """The folder of ``config``'s job files: ``config.sweep_dir`` if set; else ``quick_folder()`` for the quick
@@ -458,7 +487,8 @@ class Sweep:
         records = run_sweep(self.job, self.jobs(config), self.dir(config), name=self.name,
                             scheduler=config.scheduler, n_workers=config.n_workers, processes=config.processes,
                             progress=progress, desc=self.desc,
-                            connect_timeout=getattr(config, "connect_timeout", 30.0))
+                            connect_timeout=getattr(config, "connect_timeout", 30.0),
+                            checkpoint_dir=self.checkpoint_folder() if self.checkpoints else None)
         takes_config = len(inspect.signature(self.summarise).parameters) > 1
         result = self.summarise(records, config) if takes_config else self.summarise(records)
         return with_sweep_summary(result, records, time.perf_counter() - t0, out_dir)

@@ -49,7 +49,8 @@ def test_the_plateau_schedule_cuts_the_rate_at_each_plateau_and_stops_after_the_
 
 @pytest.mark.parametrize("kw,match", [({"reductions": -1}, "Job.reductions must be None or an integer >= 0"),
                                       ({"reductions": 2, "patience": None}, "Job.reductions needs Job.patience"),
-                                      ({"factor": 1.0}, r"Job.factor must be a number in \(0, 1\)")])
+                                      ({"factor": 1.0}, r"Job.factor must be a number in \(0, 1\)"),
+                                      ({"factor": "0.1"}, r"Job.factor must be a number in \(0, 1\), got '0.1'")])
 def test_bad_schedule_fields_are_named(kw, match):
     with pytest.raises(ValueError, match=match):
         S.Job(**kw)
@@ -106,6 +107,40 @@ def test_an_interrupted_run_resumes_to_the_same_stop(tmp_path, monkeypatch, whol
         assert resumed[key] == whole[key], key
 
 
+@pytest.mark.parametrize("at", [2, 10])
+def test_a_run_interrupted_between_evaluations_resumes_to_the_same_stop(tmp_path, monkeypatch, whole, at):
+    """Ctrl-C inside the training step ``at``: before the first evaluation (step 2, no curve file yet) and between two
+    (step 10); the checkpoint written on the way out holds ``at`` steps' losses, which the resumed run keeps."""
+    real, calls = S.loss_and_grads, []
+
+    def interrupt(*a):
+        calls.append(1)
+        if len(calls) == at + 1:
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(S, "loss_and_grads", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
+    monkeypatch.setattr(S, "loss_and_grads", real)
+    with np.load(tmp_path / "ckpt.npz") as z:
+        assert int(z["step"]) == at and z["losses"].shape == (at,)
+    assert (tmp_path / "ckpt.curve.json").exists() == (at > TINY.eval_every)
+    resumed, never = S.train_job(TINY, checkpoint_path=tmp_path / "ckpt.npz"), S.train_job(TINY)
+    assert resumed.curve == never.curve == whole["curve"] and resumed.steps_trained == len(never.losses) - at
+    np.testing.assert_array_equal(resumed.losses, never.losses)          # every step's, the checkpoint's first
+    for name in never.params:
+        np.testing.assert_array_equal(resumed.params[name], never.params[name])
+
+
+def test_resuming_a_stopped_run_trains_nothing_and_says_so(tmp_path, whole):
+    first = S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
+    again = S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")      # the stop's checkpoint: the rule stops at once
+    for key in _SAME:
+        assert first[key] == whole[key] and again[key] == whole[key], key
+    assert np.isfinite(first["ms_per_step"]) and np.isnan(again["ms_per_step"])
+
+
 @pytest.mark.parametrize("where", ["first cut", "stop"])
 def test_a_crash_after_an_evaluation_was_saved_resumes_to_the_same_stop(tmp_path, monkeypatch, whole, where):
     """The run dies right after the curve file got the evaluation at the first cut (or at the stop): the resumed
@@ -135,7 +170,7 @@ def test_the_results_page_says_how_a_run_was_trained():
     from minimal.experiments import notes
 
     plateau = notes._sc_budget(dataclasses.asdict(S.Config.reduce_on_plateau()))
-    assert "multiplied by 0.1 at each 1,000-step plateau" in plateau and "cap 30,000 steps" in plateau
+    assert "multiplied by 0.1 at each of the first 2 1,000-step plateaus" in plateau and "cap 30,000 steps" in plateau
     capped = notes._sc_budget(dataclasses.asdict(S.Config()))
     assert "cap of 4,000 steps" in capped and "multiplied" not in capped
     assert notes._sc_budget(dataclasses.asdict(S.Config.log_space_400_8tokens())).startswith("400 steps")

@@ -192,3 +192,44 @@ def test_a_sweep_runs_its_grid_once_then_is_finished_and_summarises_with_or_with
     assert by_records.record(Cfg(2))["result"]["square"] == 2.0
     elsewhere = Grid(sweep_dir=str(tmp_path / "elsewhere"))
     assert by_records.dir(elsewhere) == tmp_path / "elsewhere" and not by_records.finished(elsewhere)
+
+
+def counting_job(config, checkpoint_path=None):
+    """A long job in two halves: the first call writes its checkpoint (the first half) and dies when config.b < 0;
+    a call that finds the checkpoint does only the second half. Logs "half <a>" per half it computes."""
+    from pathlib import Path
+
+    ckpt = Path(checkpoint_path)
+    with open(os.environ["SWEEP_TEST_LOG"], "a") as f:
+        if not ckpt.exists():
+            f.write(f"1{config.a}\n")
+            ckpt.write_text("first half")
+            (ckpt.parent / (ckpt.stem + ".curve.json")).write_text("{}")      # what the job keeps beside it
+            if config.b < 0:
+                raise RuntimeError("killed after its checkpoint")
+        f.write(f"2{config.a}\n")
+    return {"from": str(ckpt)}
+
+
+def test_a_checkpointed_job_resumes_from_its_checkpoint_and_leaves_none_behind(tmp_path, log):
+    """With ``checkpoint_dir`` each job gets its own path (named by its job key); a job killed after its checkpoint
+    resumes from it on the re-run (its first half is not computed again), and once a job's file is written its
+    checkpoint files are gone."""
+    out, ck = tmp_path / "out", tmp_path / "ckpt"
+    kw = dict(processes=False, progress=False, checkpoint_dir=ck)
+    with pytest.raises(sweep.SweepError):
+        sweep.run_sweep(counting_job, [Cfg(a=1), Cfg(a=2, b=-1.0)], out, **kw)
+    assert calls(log) == [11, 12, 21]                           # job 2 died after its first half
+    assert sorted(p.name for p in ck.iterdir()) == sorted(
+        sweep.checkpoint_path(ck, counting_job, Cfg(a=2, b=-1.0)).stem + s for s in (".curve.json", ".npz"))
+    log.write_text("")
+    records = sweep.run_sweep(counting_job, [Cfg(a=1), Cfg(a=2, b=-1.0)], out, **kw)
+    assert calls(log) == [22]                                   # only job 2's second half
+    assert records[1]["result"]["from"] == str(sweep.checkpoint_path(ck, counting_job, Cfg(a=2, b=-1.0)))
+    assert list(ck.iterdir()) == []
+
+
+def test_a_sweep_with_checkpoints_keeps_them_in_a_cache_folder_not_the_committed_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    s = sweep.Sweep("grid", counting_job, grid_jobs, lambda r: {}, tmp_path / "committed", Cfg, checkpoints=True)
+    assert s.checkpoint_folder() == tmp_path / "cache" / "minimal" / "sweep-checkpoints" / "grid"

@@ -94,7 +94,7 @@ import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -177,7 +177,8 @@ class Job:
             if self.patience is None:
                 raise ValueError("Job.reductions needs Job.patience (a cut is made at each plateau of the "
                                  "accuracy), got patience=None")
-        if not (np.isfinite(self.factor) and 0 < self.factor < 1):
+        if not (isinstance(self.factor, (int, float)) and not isinstance(self.factor, bool)
+                and 0 < self.factor < 1):
             raise ValueError(f"Job.factor must be a number in (0, 1), got {self.factor!r}")
 
 
@@ -274,8 +275,15 @@ def _stops(job, rule, step):
     return rule.done if job.reductions is not None else rule.stale(step)
 
 
+class _Trained(NamedTuple):
+    params: dict
+    losses: np.ndarray       # every step's training loss, a resumed run's earlier steps included
+    curve: dict              # {"steps": [...], "accuracy": [...]}
+    steps_trained: int       # the steps this call trained (0: it resumed a finished checkpoint)
+
+
 def train_job(job: Job, progress=False, checkpoint_path=None):
-    """Train one model on fresh sequences every step; returns (params, losses, curve).
+    """Train one model on fresh sequences every step; returns ``(params, losses, curve, steps_trained)``.
 
     With ``job.eval_every`` the model is evaluated every ``eval_every`` steps and after the last; ``params`` are
     the best evaluated ones (the first of the highest accuracy). With ``job.patience`` training stops by
@@ -320,15 +328,15 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
         res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, clip=job.clip,
                     progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=job.eval_every or 500,
                     config=dataclasses.asdict(job), desc=f"selective copy {job.kind} x{job.depth} seed={job.seed}")
-        params, losses = res.params, res.losses
+        params, losses, trained = res.params, res.losses, res.steps_trained
         if job.eval_every is not None:
             record(job.steps, params)
     except _Converged:
-        losses = log.losses(seen)
+        losses, trained = log.losses(seen), len(seen)
     if job.eval_every is not None:     # the best evaluated weights (the initial ones if no evaluation was finite)
         params = initial if log.best_params is None else log.best_params
     steps = sorted(log.curve)
-    return params, losses, {"steps": steps, "accuracy": [log.curve[k] for k in steps]}
+    return _Trained(params, losses, {"steps": steps, "accuracy": [log.curve[k] for k in steps]}, trained)
 
 
 def replay(curve, job):
@@ -342,13 +350,14 @@ def replay(curve, job):
 
 def run_job(job: Job, checkpoint_path=None):
     """Train, then evaluate on the fixed set (a JSON-ready dict, for ``minimal.sweep``); ``checkpoint_path``: as
-    ``train_job``'s (a resumed run's times count only what this process trained).
+    ``train_job``'s (a resumed run's "train_seconds" and "ms_per_step" count only what this call trained: NaN
+    ms per step when it trained nothing).
 
     With ``job.eval_every`` also: "steps_run" (where training stopped), "steps_to_best" (the evaluation whose
     weights are scored: the first of the highest accuracy, ``best_step`` of the rule replayed on the curve),
     "stopped_early" and "curve"; with ``job.reductions`` also "lr_cut_steps" (the rule's ``starts``)."""
     t0 = time.perf_counter()
-    params, losses, curve = train_job(job, checkpoint_path=checkpoint_path)
+    params, losses, curve, trained = train_job(job, checkpoint_path=checkpoint_path)
     seconds = time.perf_counter() - t0
     out = evaluate(params, job)
     if job.eval_every is not None:
@@ -357,14 +366,11 @@ def run_job(job: Job, checkpoint_path=None):
         out |= {"steps_run": curve["steps"][-1],
                 "steps_to_best": 0 if best_step is None else best_step,   # 0: all NaN, the initial weights
                 "stopped_early": curve["steps"][-1] < job.steps, "curve": curve}
-        if job.reductions is not None:
-            out["lr_cut_steps"] = list(rule.starts)
-        steps_run = curve["steps"][-1]
-    else:
-        steps_run = job.steps
+        if job.reductions is not None:      # (a cut at the cap's evaluation would have trained no step)
+            out["lr_cut_steps"] = [s for s in rule.starts if s < job.steps]
     tail = losses[-max(1, len(losses) // 20):]
     return out | {"train_loss_tail": float(np.mean(tail)), "train_seconds": seconds,
-                  "ms_per_step": 1e3 * seconds / steps_run}
+                  "ms_per_step": 1e3 * seconds / trained if trained else float("nan")}
 
 
 @dataclass
@@ -503,7 +509,7 @@ def summarise(records):
 
 # job files data/minrnn/sweeps/selective_copy/selective_copy-<job_key>.json
 SWEEP = Sweep("selective_copy", run_job, jobs, summarise, SWEEP_DIR / "selective_copy", Config,
-              desc="selective copying")
+              desc="selective copying", checkpoints=True)
 finished, run = SWEEP.finished, SWEEP.run
 
 

@@ -380,7 +380,8 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     if sched is not None:
         out = log.best_params
-    cuts = [] if sched is None else list(sched.starts)
+    # (a cut at the cap's evaluation would have trained no step)
+    cuts = [] if sched is None else [s for s in sched.starts if s < config.steps]
     return _Trained(out, losses, curve, seconds - t_eval[0], cpu, max(curve), stopped, resumed, trained, cuts)
 
 
