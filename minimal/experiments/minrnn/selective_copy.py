@@ -39,6 +39,11 @@ Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job; ``run(c
   layers, log space and vanilla, with the paper's M = 16 data tokens at T = 64, each evaluated every 200 steps and
   trained until its accuracy has not risen by 0.1 points for 1,000 steps (``minimal.stopping.Plateau``: small rises
   add up), or to the cap of 4,000 steps (36 runs);
+- ``Config.reduce_on_plateau(kinds=("mingru",))``: the minGRU jobs of ``Config()`` (the same seeds, initial weights,
+  sequences and evaluation set) trained until the accuracy stops rising at every learning rate
+  (``minimal.stopping.ReduceOnPlateau``): 1e-2 after 100 warm-up steps, cut tenfold at each of the first two
+  plateaus of the rule above (1,000 steps without a rise of 0.1 points), stopped at the third; cap 30,000 steps
+  (18 runs). A job can resume from its checkpoint (``run_job(job, checkpoint_path)``; the sweep passes one);
 - ``Config.log_space_400_8tokens()`` and ``Config.vanilla_400_8tokens()``: minGRU and minLSTM at 1, 2, 3 layers with
   M = 8 data tokens at T = 32, exactly 400 steps, log space and vanilla (18 runs each);
 - ``Config.log_space_1500_8tokens()`` and ``Config.table1_vanilla_8tokens()``: the same cells at 1,500 steps, the
@@ -74,11 +79,12 @@ Differs from the paper (App. C.2-C.3), each for CPU time (the paper: up to 400,0
   instead of ~255:1;
 - width D = 32 (paper: input dimension 64), H = 6 D = 192;
 - ``Config()`` stops a run once its accuracy (every 200 steps, on the fixed set) has not risen by 0.1 points for
-  1,000 steps, with a cap of 4,000 steps; the 8-token grids train exactly 400 or 1,500 steps (paper: 400,000,
-  with early stopping). Peak lr 1e-2 with a cosine decay to 1e-4 over the run and min(100, steps / 10) warm-up
-  steps (paper: Adam at 3e-4, no schedule given; far too slow for a budget of a few thousand steps); AdamW without
-  weight decay; batch 64 in one step (paper: two accumulated batches of 32, the same gradient); clipping at 1.0 as
-  in the paper;
+  1,000 steps, with a cap of 4,000 steps; ``Config.reduce_on_plateau()`` cuts the rate tenfold at each of the
+  first two such plateaus and stops at the third (cap 30,000 steps); the 8-token grids train exactly 400 or 1,500
+  steps (paper: 400,000, with early stopping). Peak lr 1e-2 with min(100, steps / 10) warm-up steps, then a cosine
+  decay to 1e-4 over the run (or the plateau cuts above; paper: Adam at 3e-4, no schedule given; far too slow for
+  a budget of a few thousand steps); AdamW without weight decay; batch 64 in one step (paper: two accumulated
+  batches of 32, the same gradient); clipping at 1.0 as in the paper;
 - no dropout (paper 0.1): every step draws fresh sequences, so there is nothing to overfit;
 - 3 seeds per cell (the paper does not say how many), float32; accuracy on 2,048 fixed sequences;
 - GRU and LSTM at one layer (Table 1 has only the minimal models), with the same H = 6 D, vanilla, 1,500 steps,
