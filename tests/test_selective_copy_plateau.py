@@ -174,3 +174,29 @@ def test_the_results_page_says_how_a_run_was_trained():
     capped = notes._sc_budget(dataclasses.asdict(S.Config()))
     assert "cap of 4,000 steps" in capped and "multiplied" not in capped
     assert notes._sc_budget(dataclasses.asdict(S.Config.log_space_400_8tokens())).startswith("400 steps")
+
+
+def test_the_committed_mingru_runs_replay_to_their_recorded_cuts_and_stops():
+    """Each committed run of ``Config.reduce_on_plateau(kinds=("mingru",))``: the rule replayed on its saved curve,
+    evaluation by evaluation, cuts the rate where the run recorded it, is done first at the run's last evaluation
+    (the live run stopped there, not before and not at the cap) and scores the recorded best evaluation."""
+    from minimal.sweep import config_dict, load_records
+
+    config = S.Config.reduce_on_plateau(kinds=("mingru",))
+    if not S.finished(config):
+        pytest.skip("the minGRU reduce-on-plateau grid is not committed here")
+    wanted = {tuple(sorted(config_dict(j).items())): j for j in S.jobs(config)}
+    records = [r for r in load_records(S.SWEEP.dir(config), name=S.SWEEP.name)
+               if tuple(sorted(r["config"].items())) in wanted]
+    assert len(records) == len(wanted) == 18
+    for r in records:
+        job, res, curve = wanted[tuple(sorted(r["config"].items()))], r["result"], r["result"]["curve"]
+        done_at = None
+        for i, step in enumerate(curve["steps"]):
+            rule = S.replay({"steps": curve["steps"][:i + 1], "accuracy": curve["accuracy"][:i + 1]}, job)
+            if rule.done:
+                done_at = step
+                break
+        assert done_at == res["steps_run"] == curve["steps"][-1] < job.steps and res["stopped_early"], r["config"]
+        assert rule.starts == res["lr_cut_steps"] and len(rule.starts) == job.reductions
+        assert rule.best_step == res["steps_to_best"]
