@@ -200,3 +200,26 @@ def test_the_committed_mingru_runs_replay_to_their_recorded_cuts_and_stops():
         assert done_at == res["steps_run"] == curve["steps"][-1] < job.steps and res["stopped_early"], r["config"]
         assert rule.starts == res["lr_cut_steps"] and len(rule.starts) == job.reductions
         assert rule.best_step == res["steps_to_best"]
+
+
+def test_the_docstring_states_the_committed_mingru_runs():
+    """The module docstring's numbers for the reduce-on-plateau minGRU grid are the committed runs'."""
+    import re
+
+    config = S.Config.reduce_on_plateau(kinds=("mingru",))
+    if not S.finished(config):
+        pytest.skip("the minGRU reduce-on-plateau grid is not committed here")
+    r = S.run(config, progress=False)
+    text = " ".join(S.__doc__.split())
+    log = " / ".join(f"{r[f'mingru_{d}']:.1f} ± {r[f'mingru_{d}_std']:.1f}" for d in (1, 2, 3))
+    van = " / ".join(f"{r[f'mingru_{d}_vanilla']:.1f} ± {r[f'mingru_{d}_vanilla_std']:.1f}" for d in (1, 2, 3))
+    assert f"log space {log}; vanilla {van}." in text
+    rows = [k for k in r["rows"]]
+    stop = sum((r[k + "_steps_run"] for k in rows), [])
+    best = sum((r[k + "_steps_to_best"] for k in rows), [])
+    assert f"at steps {min(stop):,} to {max(stop):,} (best evaluations at {min(best):,} to {max(best):,})" in text
+    capped = S.run(S.Config(), progress=False)
+    gain = [a - b for k in rows for a, b in zip(r[k + "_runs"], capped[k + "_runs"])]
+    assert f"{sum(g > 0 for g in gain)} of the {len(gain)} end above" in text and f"up to {max(gain):.1f} points" in text
+    wrong = [f"{100 - r[k]:.1f}" for k in ("mingru_2", "mingru_3")]
+    assert re.search(rf"{wrong[0]} and {wrong[1]} % wrong", text)
