@@ -180,17 +180,14 @@ def test_the_committed_mingru_runs_replay_to_their_recorded_cuts_and_stops():
     """Each committed run of ``Config.reduce_on_plateau(kinds=("mingru",))``: the rule replayed on its saved curve,
     evaluation by evaluation, cuts the rate where the run recorded it, is done first at the run's last evaluation
     (the live run stopped there, not before and not at the cap) and scores the recorded best evaluation."""
-    from minimal.sweep import config_dict, load_records
-
     config = S.Config.reduce_on_plateau(kinds=("mingru",))
     if not S.finished(config):
         pytest.skip("the minGRU reduce-on-plateau grid is not committed here")
-    wanted = {tuple(sorted(config_dict(j).items())): j for j in S.jobs(config)}
-    records = [r for r in load_records(S.SWEEP.dir(config), name=S.SWEEP.name)
-               if tuple(sorted(r["config"].items())) in wanted]
-    assert len(records) == len(wanted) == 18
-    for r in records:
-        job, res, curve = wanted[tuple(sorted(r["config"].items()))], r["result"], r["result"]["curve"]
+    jobs = S.jobs(config)
+    assert len(jobs) == 18
+    for job in jobs:
+        r = S.SWEEP.record(job, config)
+        res, curve = r["result"], r["result"]["curve"]
         done_at = None
         for i, step in enumerate(curve["steps"]):
             rule = S.replay({"steps": curve["steps"][:i + 1], "accuracy": curve["accuracy"][:i + 1]}, job)
