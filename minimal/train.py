@@ -18,7 +18,8 @@ Checkpoints are ``.npz`` files holding only plain arrays (loadable with ``allow_
 
 A checkpoint is written every ``checkpoint_every`` steps, after the last step, and when the run is
 interrupted: Ctrl-C (KeyboardInterrupt) or SIGTERM (what ``timeout``, a cluster scheduler or a CI cancel send;
-``Terminated``, a KeyboardInterrupt), both re-raised after saving. ``train`` installs its SIGTERM handler only
+``Terminated``, a KeyboardInterrupt), both re-raised after saving, also when one lands while a compiled
+(Numba) function returns, which Python reports as a SystemError caused by it. ``train`` installs its SIGTERM handler only
 in the main thread, only while it runs, and puts the previous one back. A checkpoint is written to a temporary
 file and moved into place with ``os.replace``, so a crash never leaves a half-written checkpoint. Because the
 rng state is saved with the parameters, a resumed run ends with bitwise the same parameters as an
@@ -398,6 +399,15 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
         if path is not None:
             save(done)
         raise
+    except SystemError as e:
+        # Ctrl-C or SIGTERM that lands while a compiled (Numba) function returns reaches here as a SystemError
+        # ("returned a result with an exception set") whose cause is the KeyboardInterrupt: save as for one
+        interrupt = _interrupt_behind(e)
+        if interrupt is None:
+            raise
+        if path is not None:
+            save(done)
+        raise interrupt from None
     finally:
         _restore_sigterm(old_handler)
         bar.close()
@@ -414,6 +424,17 @@ def _warn_if_the_loss_rose(losses, desc):
         warnings.warn(f"{desc}: the loss ended at {final:.4g} (mean of the last {max(1, len(losses) // 20)} "
                       f"steps of {len(losses)}), {final / losses[0]:.3g}x its first value {losses[0]:.4g}: the "
                       f"run diverged.{_tail(losses)} {ADVICE}", LossRoseWarning, stacklevel=3)
+
+
+def _interrupt_behind(error):
+    """The KeyboardInterrupt (Ctrl-C, or ``Terminated``) in ``error``'s chain of causes and contexts, or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _raise_terminated(signum, frame):

@@ -100,6 +100,42 @@ def test_resume_after_keyboard_interrupt_is_bitwise_identical(tmp_path, referenc
     assert_same_result(resumed, reference)
 
 
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt(), Terminated("SIGTERM (signal 15) during train")])
+def test_an_interrupt_that_lands_in_a_compiled_function_still_saves(tmp_path, reference, interrupt):
+    """A Ctrl-C or SIGTERM whose handler runs while a Numba function returns surfaces as a SystemError ("returned
+    a result with an exception set") caused by the KeyboardInterrupt: train saves as for the interrupt itself and
+    raises the interrupt, so the run resumes from the step it reached."""
+    path = tmp_path / "ckpt.npz"
+
+    def interrupted(params, step, rng):
+        if step == 5:
+            try:
+                raise interrupt
+            except KeyboardInterrupt as e:
+                raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set") from e
+        return regression(params, step, rng)
+
+    with pytest.raises(type(interrupt)):
+        train(interrupted, init_params(), STEPS, checkpoint_path=path, checkpoint_every=100, **KW)
+    assert load_checkpoint(path).step == 5
+    resumed = train(regression, init_params(), STEPS, checkpoint_path=path, **KW)
+    assert resumed.resumed_from == 5
+    assert_same_result(resumed, reference)
+
+
+def test_a_system_error_without_an_interrupt_behind_it_is_a_crash(tmp_path):
+    path = tmp_path / "ckpt.npz"
+
+    def broken(params, step, rng):
+        if step == 5:
+            raise SystemError("a real one")
+        return regression(params, step, rng)
+
+    with pytest.raises(SystemError, match="a real one"):
+        train(broken, init_params(), STEPS, checkpoint_path=path, checkpoint_every=3, **KW)
+    assert load_checkpoint(path).step == 3              # the last periodic checkpoint, nothing saved on the way out
+
+
 def test_resume_after_a_crash_starts_from_the_last_periodic_checkpoint(tmp_path, reference):
     path = tmp_path / "ckpt.npz"
 
