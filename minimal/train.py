@@ -19,8 +19,8 @@ Checkpoints are ``.npz`` files holding only plain arrays (loadable with ``allow_
 A checkpoint is written every ``checkpoint_every`` steps, after the last step, and when the run is
 interrupted: Ctrl-C (KeyboardInterrupt) or SIGTERM (what ``timeout``, a cluster scheduler or a CI cancel send;
 ``Terminated``, a KeyboardInterrupt), both re-raised after saving, also when one lands while a compiled
-(Numba) function returns, which Python reports as a SystemError caused by it. ``train`` installs its SIGTERM handler only
-in the main thread, only while it runs, and puts the previous one back. A checkpoint is written to a temporary
+(Numba) function returns, which Python reports as a SystemError caused by it. ``train`` installs its SIGTERM
+handler only in the main thread, only while it runs, and puts the previous one back. A checkpoint is written to a temporary
 file and moved into place with ``os.replace``, so a crash never leaves a half-written checkpoint. Because the
 rng state is saved with the parameters, a resumed run ends with bitwise the same parameters as an
 uninterrupted one (``tests/test_reliability.py`` kills runs with SIGKILL at random moments and checks it).
