@@ -18,8 +18,8 @@ hash of (fn's import path, config), so the same job always maps to the same file
 
 Files are written by the client as jobs finish, atomically (temporary file + ``os.replace``), so a killed
 sweep leaves only whole files, and a worker on another machine needs no shared file system. A re-run loads
-the jobs whose file exists and computes only the rest (resume); with ``checkpoint_dir``
-a long job also resumes from its own last checkpoint (``fn(config, checkpoint_path=...)``). A job file that cannot be read as a record
+the jobs whose file exists and computes only the rest (resume); with ``checkpoint_dir`` a long job also resumes
+from its own last checkpoint (``fn(config, checkpoint_path=...)``). A job file that cannot be read as a record
 (empty, truncated, garbage, a git merge conflict) counts as missing: the job is computed again and its file
 rewritten, with a ``RuntimeWarning`` naming the file. A job that raises is not written (a re-run retries it);
 the others finish first, then ``run_sweep`` raises ``SweepError`` listing the failures.

@@ -495,7 +495,8 @@ def summarise(records):
     """Per (kind, depth, form): mean and std (over seeds, ddof = 0) of the accuracy (%), keys ``row_key`` (e.g.
     ``mingru_2`` in log space, ``mingru_2_vanilla``) + "", "_std", "_seeds", "_runs" (per-seed accuracies),
     "_ms_per_step", and for runs trained until their accuracy stopped rising "_steps_to_best" and "_steps_run" (per
-    seed), with the plateau schedule also "_lr_cut_steps" (per seed, the steps where the rate was cut); "rows" lists the row keys, each log-space row before its vanilla row."""
+    seed), with the plateau schedule also "_lr_cut_steps" (per seed, the steps where the rate was cut); "rows"
+    lists the row keys, each log-space row before its vanilla row."""
     table = {}
     for r in records:
         c = r["config"]
