@@ -97,8 +97,11 @@ def test_one_layer_mingru_state_is_a_sum_of_per_token_terms(rng):
 def test_registered_and_grid():
     assert "selective_copy" in experiments("minrnn")
     jobs = S.jobs(S.Config())
-    # the default: Table 1's two cells with the paper's 16 data tokens, both forms, each trained until it stops rising
+    # the default: Table 1's two cells with the paper's 16 data tokens, both forms, each trained until no rate helps
     assert len(jobs) == 2 * 3 * 3 * 2 and len(set(jobs)) == len(jobs)
+    assert all(j.reductions == 2 and j.steps == 30_000 for j in jobs)
+    # the capped grid: the same jobs with the cosine schedule over 4,000 steps
+    assert S.jobs(S.Config.capped()) == [dataclasses.replace(j, steps=4_000, reductions=None) for j in jobs]
     gru = [j for j in jobs if j.kind == "mingru"]
     lstm = [j for j in jobs if j.kind == "minlstm"]
     assert len(gru) == len(lstm) == 18 and [dataclasses.replace(j, kind="mingru") for j in lstm] == gru
@@ -191,9 +194,9 @@ def test_without_patience_a_run_goes_to_the_cap_and_scores_its_best(monkeypatch)
 def test_the_committed_16_token_runs_replay_to_their_recorded_steps():
     """Replaying each committed curve through the job's stopping rule gives the run's recorded best step, and the
     rule was stale at no evaluation before the cap (so the rule, applied live, would have stopped none of them)."""
-    config = S.Config()
+    config = S.Config.capped()
     if not S.finished(config):
-        pytest.skip("the 16-token grid is not committed here")
+        pytest.skip("the capped 16-token grid is not committed here")
     from minimal.sweep import config_dict, load_records
     wanted = {tuple(sorted(config_dict(j).items())): j for j in S.jobs(config)}
     records = [r for r in load_records(S.SWEEP.dir(config), name=S.SWEEP.name)

@@ -63,8 +63,8 @@ def test_bad_schedule_fields_of_a_config_are_named():
         S.Config(factor=1.5)
 
 
-def test_the_reduce_on_plateau_grid_is_table_1s():
-    jobs = S.jobs(S.Config.reduce_on_plateau())
+def test_the_default_grid_is_table_1s_trained_until_no_rate_helps():
+    jobs = S.jobs(S.Config())
     assert len(jobs) == 36 and {(j.kind, j.depth, j.log_space) for j in jobs} == {
         (k, d, ls) for k in ("mingru", "minlstm") for d in (1, 2, 3) for ls in (True, False)}
     assert all(j.reductions == 2 and j.factor == 0.1 and j.patience == 1_000 and j.min_gain == 0.1
@@ -169,22 +169,22 @@ def test_the_results_page_says_how_a_run_was_trained():
     import dataclasses
     from minimal.experiments import notes
 
-    plateau = notes._sc_budget(dataclasses.asdict(S.Config.reduce_on_plateau()))
-    assert "multiplied by 0.1 at each of the first 2 1,000-step plateaus" in plateau and "cap 30,000 steps" in plateau
-    capped = notes._sc_budget(dataclasses.asdict(S.Config()))
+    plateau = notes._sc_budget(dataclasses.asdict(S.Config()))
+    assert "multiplied by 0.1 at each of the first 2 plateaus of 1,000 steps" in plateau and "cap 30,000 steps" in plateau
+    capped = notes._sc_budget(dataclasses.asdict(S.Config.capped()))
     assert "cap of 4,000 steps" in capped and "multiplied" not in capped
     assert notes._sc_budget(dataclasses.asdict(S.Config.log_space_400_8tokens())).startswith("400 steps")
 
 
-def test_the_committed_mingru_runs_replay_to_their_recorded_cuts_and_stops():
-    """Each committed run of ``Config.reduce_on_plateau(kinds=("mingru",))``: the rule replayed on its saved curve,
-    evaluation by evaluation, cuts the rate where the run recorded it, is done first at the run's last evaluation
-    (the live run stopped there, not before and not at the cap) and scores the recorded best evaluation."""
-    config = S.Config.reduce_on_plateau(kinds=("mingru",))
+def test_the_committed_runs_replay_to_their_recorded_cuts_and_stops():
+    """Each committed run of ``Config()``: the rule replayed on its saved curve, evaluation by evaluation, cuts the
+    rate where the run recorded it, is done first at the run's last evaluation (the live run stopped there, not
+    before and not at the cap) and scores the recorded best evaluation."""
+    config = S.Config()
     if not S.finished(config):
-        pytest.skip("the minGRU reduce-on-plateau grid is not committed here")
+        pytest.skip("the 16-token grid of Config() is not committed here")
     jobs = S.jobs(config)
-    assert len(jobs) == 18
+    assert len(jobs) == 36
     for job in jobs:
         r = S.SWEEP.record(job, config)
         res, curve = r["result"], r["result"]["curve"]
@@ -199,24 +199,39 @@ def test_the_committed_mingru_runs_replay_to_their_recorded_cuts_and_stops():
         assert rule.best_step == res["steps_to_best"]
 
 
-def test_the_docstring_states_the_committed_mingru_runs():
-    """The module docstring's numbers for the reduce-on-plateau minGRU grid are the committed runs'."""
+def test_the_docstring_states_the_committed_runs():
+    """The module docstring's numbers for ``Config()``, Table 1's grid trained until no rate helps, are the
+    committed runs'."""
     import re
 
-    config = S.Config.reduce_on_plateau(kinds=("mingru",))
+    config = S.Config()
     if not S.finished(config):
-        pytest.skip("the minGRU reduce-on-plateau grid is not committed here")
+        pytest.skip("the 16-token grid of Config() is not committed here")
     r = S.run(config, progress=False)
     text = " ".join(S.__doc__.split())
-    log = " / ".join(f"{r[f'mingru_{d}']:.1f} ± {r[f'mingru_{d}_std']:.1f}" for d in (1, 2, 3))
-    van = " / ".join(f"{r[f'mingru_{d}_vanilla']:.1f} ± {r[f'mingru_{d}_vanilla_std']:.1f}" for d in (1, 2, 3))
-    assert f"log space {log}; vanilla {van}." in text
-    rows = [k for k in r["rows"]]
+    for kind, name in (("mingru", "minGRU"), ("minlstm", "minLSTM")):
+        log = " / ".join(f"{r[f'{kind}_{d}']:.1f} ± {r[f'{kind}_{d}_std']:.1f}" for d in (1, 2, 3))
+        van = " / ".join(f"{r[f'{kind}_{d}_vanilla']:.1f} ± {r[f'{kind}_{d}_vanilla_std']:.1f}" for d in (1, 2, 3))
+        assert f"{name}: log space {log}; vanilla {van}" in text
+        ones = r[f"{kind}_1_runs"] + r[f"{kind}_1_vanilla_runs"]
+        deeper = sum((r[f"{kind}_{d}{s}_runs"] for d in (2, 3) for s in ("", "_vanilla")), [])
+        assert min(deeper) - max(ones) > 48          # "in each cell ... more than 48 points"
+    assert "in each cell every deeper run stays more than 48 points above every one-layer run" in text
+    rows = r["rows"]
     stop = sum((r[k + "_steps_run"] for k in rows), [])
     best = sum((r[k + "_steps_to_best"] for k in rows), [])
     assert f"at steps {min(stop):,} to {max(stop):,} (best evaluations at {min(best):,} to {max(best):,})" in text
-    capped = S.run(S.Config(), progress=False)
+    capped = S.run(S.Config.capped(), progress=False)
     gain = [a - b for k in rows for a, b in zip(r[k + "_runs"], capped[k + "_runs"])]
     assert f"{sum(g > 0 for g in gain)} of the {len(gain)} end above" in text and f"up to {max(gain):.1f} points" in text
     wrong = [f"{100 - r[k]:.1f}" for k in ("mingru_2", "mingru_3")]
-    assert re.search(rf"{wrong[0]} and {wrong[1]} % wrong", text)
+    times = [f"{(100 - r[k]) / (100 - S.PAPER[k]):.1f}" for k in ("mingru_2", "mingru_3")]
+    assert re.search(rf"{wrong[0]} and {wrong[1]} % wrong, {times[0]} and {times[1]} times", text)
+    lstm = [(100 - r[k]) / (100 - S.PAPER[k.replace("_vanilla", "")]) for k in rows
+            if k.startswith("minlstm") and "_1" not in k]
+    assert f"({min(lstm):.2f} to {max(lstm):.2f} times its error rate)" in text
+    assert f"(log space {r['mingru_2']:.1f} against {r['minlstm_2']:.1f})" in text
+    one = [np.array(S.SWEEP.record(j, config)["result"]["accuracy_by_position"]) for j in S.jobs(config) if j.depth == 1]
+    last, others = [p[-1] for p in one], [p[:-1].max() for p in one]
+    assert (f"the last data token {min(last):.0f} to {max(last):.0f} % right, no other position above "
+            f"{max(others):.0f} %") in text

@@ -54,8 +54,8 @@ def _sc_budget(config):
     steps = f"{steps:,}" if isinstance(steps, int) else steps
     if config.get("patience") and config.get("reductions") is not None:
         return (f"until its accuracy stopped rising at every learning rate (the rate multiplied by "
-                f"{config.get('factor', '?')} at each of the first {config['reductions']} {config['patience']:,}-step "
-                f"plateaus, stopped at the next one; cap {steps} steps; the paper: up to 400,000)")
+                f"{config.get('factor', '?')} at each of the first {config['reductions']} plateaus of "
+                f"{config['patience']:,} steps, stopped at the next one; cap {steps} steps; the paper: up to 400,000)")
     if config.get("patience"):
         return f"until its accuracy stopped rising or the cap of {steps} steps (the paper: up to 400,000)"
     return f"{steps} steps (the paper: up to 400,000)"
