@@ -55,7 +55,8 @@ def _sc_budget(config):
     if config.get("patience") and config.get("reductions") is not None:
         return (f"until its accuracy stopped rising at every learning rate (the rate multiplied by "
                 f"{config.get('factor', '?')} at each of the first {config['reductions']} plateaus of "
-                f"{config['patience']:,} steps, stopped at the next one; cap {steps} steps; the paper: up to 400,000)")
+                f"{config['patience']:,} steps and stopped at the next one, with a cap of {steps} steps; the paper: "
+                "up to 400,000)")
     if config.get("patience"):
         return f"until its accuracy stopped rising or the cap of {steps} steps (the paper: up to 400,000)"
     return f"{steps} steps (the paper: up to 400,000)"
