@@ -20,8 +20,8 @@ A checkpoint is written every ``checkpoint_every`` steps, after the last step, a
 interrupted: Ctrl-C (KeyboardInterrupt) or SIGTERM (what ``timeout``, a cluster scheduler or a CI cancel send;
 ``Terminated``, a KeyboardInterrupt), both re-raised after saving, also when one lands while a compiled
 (Numba) function returns, which Python reports as a SystemError caused by it. ``train`` installs its SIGTERM
-handler only in the main thread, only while it runs, and puts the previous one back. A checkpoint is written to a temporary
-file and moved into place with ``os.replace``, so a crash never leaves a half-written checkpoint. Because the
+handler only in the main thread, only while it runs, and puts the previous one back. A checkpoint is written to a
+temporary file and moved into place with ``os.replace``, so a crash never leaves a half-written checkpoint. Because the
 rng state is saved with the parameters, a resumed run ends with bitwise the same parameters as an
 uninterrupted one (``tests/test_reliability.py`` kills runs with SIGKILL at random moments and checks it).
 A file that cannot be read as a checkpoint, or holds an inconsistent state, raises ``CheckpointError``
@@ -395,18 +395,16 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
                 bar.set_postfix(loss=f"{loss:.4g}")
             if path is not None and (done.step % checkpoint_every == 0 or done.step == steps):
                 save(done)
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM through _catch_sigterm's handler (Terminated)
-        if path is not None:
-            save(done)
-        raise
-    except SystemError as e:
-        # Ctrl-C or SIGTERM that lands while a compiled (Numba) function returns reaches here as a SystemError
-        # ("returned a result with an exception set") whose cause is the KeyboardInterrupt: save as for one
+    except (KeyboardInterrupt, SystemError) as e:
+        # Ctrl-C, or SIGTERM through _catch_sigterm's handler (Terminated); one that lands while a compiled (Numba)
+        # function returns reaches here as a SystemError ("returned a result with an exception set") caused by it
         interrupt = _interrupt_behind(e)
         if interrupt is None:
             raise
         if path is not None:
             save(done)
+        if interrupt is e:
+            raise
         raise interrupt from None
     finally:
         _restore_sigterm(old_handler)

@@ -170,7 +170,8 @@ def test_the_results_page_says_how_a_run_was_trained():
     from minimal.experiments import notes
 
     plateau = notes._sc_budget(dataclasses.asdict(S.Config()))
-    assert "multiplied by 0.1 at each of the first 2 plateaus of 1,000 steps" in plateau and "a cap of 30,000 steps" in plateau
+    assert "multiplied by 0.1 at each of the first 2 plateaus of 1,000 steps" in plateau
+    assert "a cap of 30,000 steps" in plateau
     capped = notes._sc_budget(dataclasses.asdict(S.Config.capped()))
     assert "cap of 4,000 steps" in capped and "multiplied" not in capped
     assert notes._sc_budget(dataclasses.asdict(S.Config.log_space_400_8tokens())).startswith("400 steps")

@@ -58,10 +58,10 @@ and as an error rate, 100 − accuracy, ``TOLERANCE``):
   to 20,000 (best evaluations at 7,000 to 20,000), and 34 of the 36 end above the same seed at the 4,000-step cap,
   by up to 16.2 points. One layer is above Table 1 in both cells ("close"), still answering from recency (the last
   data token 84 to 95 % right, no other position above 74 %), and in each cell every deeper run stays more than 48
-  points above every one-layer run (the depth effect). minGRU in log space is within a point of Table 1 at two and three layers
-  but 4.2 and 1.0 % wrong, 1.3 and 2.1 times the paper's error rate ("differs"). minLSTM is above Table 1 at two and
-  three layers in both forms (0.08 to 0.46 times its error rate): Table 1's gap between the cells at two layers
-  (96.8 against 85.7) does not appear (log space 95.8 against 95.6);
+  points above every one-layer run (the depth effect). minGRU in log space is within a point of Table 1 at two and
+  three layers but 4.2 and 1.0 % wrong, 1.3 and 2.1 times the paper's error rate ("differs"). minLSTM is above
+  Table 1 at two and three layers in both forms (0.08 to 0.46 times its error rate): Table 1's gap between the
+  cells at two layers (96.8 against 85.7) does not appear (log space 95.8 against 95.6);
 - 16 data tokens at the 4,000-step cap (``Config.capped()``): minGRU: log space 32.1 ± 1.4 / 84.9 ± 6.8 / 91.8 ± 2.4;
   vanilla 33.3 ± 1.2 / 93.8 ± 7.9 / 92.9 ± 1.8; minLSTM: log space 33.3 ± 0.6 / 82.5 ± 2.5 / 92.1 ± 3.3; vanilla
   34.2 ± 0.8 / 96.6 ± 2.9 / 96.7 ± 0.2. Every two- and three-layer run is more than 40 points above every one-layer
