@@ -35,6 +35,9 @@
     python -m minimal course release OUT [--lesson NAME ...]
         an nbgrader course directory: source/ with nbgrader metadata made from the solution marks, release/ by
         `nbgrader generate_assignment`, rubric.json (see minimal.assignments and notebooks/INSTRUCTOR.md).
+    python -m minimal course grade COURSE LESSON [--unsafe]
+        grades every submission of LESSON in COURSE: each student's notebook runs in a sandbox (bubblewrap) with no
+        rights over the course, its answers are judged outside the student's kernel, feedback shows no hidden check
     python -m minimal course html OUT [--mathjax-url URL]
         the executed notebooks as HTML pages with an index page from notebooks/README.md, the syllabus
         (MathJax from a local copy when installed: works offline).
@@ -184,6 +187,13 @@ def _course(args):
                   f"{issues[0][0]}: {issues[0][1]}")
         print(f"{len(args.out)} notebook(s), {len(found)} " + ("to tidy" if args.check else "tidied"))
         return 1 if (args.check and found) else 0
+    if args.what == "grade":
+        from . import assignments
+
+        if len(args.out) != 2:
+            raise InputError(f"course grade takes COURSE LESSON (a course folder and a lesson), got {args.out}")
+        assignments.grade(args.out[0], args.out[1].removesuffix(".ipynb"), unsafe=args.unsafe)
+        return 0
     if len(args.out) != 1:
         raise InputError(f"course {args.what} takes one output folder, got {args.out}")
     out, notes = args.out[0], []
@@ -270,8 +280,8 @@ def build_parser():
 
     p = sub.add_parser("course", help="the course: student edition, nbgrader release, HTML site, slides; tidy "
                                             "committed notebooks")
-    p.add_argument("what", choices=["student", "release", "html", "slides", "tidy"])
-    p.add_argument("out", nargs="+", help="output folder (tidy: the notebook files)")
+    p.add_argument("what", choices=["student", "release", "grade", "html", "slides", "tidy"])
+    p.add_argument("out", nargs="+", help="output folder (grade: COURSE LESSON; tidy: the notebook files)")
     edit = p.add_mutually_exclusive_group()
     edit.add_argument("--force", action="store_true", help="student: overwrite files that differ (a student's work)")
     edit.add_argument("--update", action="store_true",
@@ -283,6 +293,8 @@ def build_parser():
                                     "node_modules/reveal.js, else 4.6.1 from the npm registry, kept in ~/.cache/minimal)")
     p.add_argument("--reveal-cdn", action="store_true", help="slides: load reveal.js from its CDN (online only)")
     p.add_argument("--check", action="store_true", help="tidy: only report; exit code 1 if a notebook needs it")
+    p.add_argument("--unsafe", action="store_true",
+                   help="grade: run the submissions without a sandbox, with your rights (only for work you trust)")
     p.set_defaults(func=_course)
     return parser
 
@@ -326,7 +338,7 @@ def main(argv=None):
     try:
         if args.command == "reproduce":
             _check_reproduce(args)
-        elif args.command == "course" and args.what != "tidy":
+        elif args.command == "course" and args.what not in ("tidy", "grade"):
             if len(args.out) != 1:
                 raise InputError(f"course {args.what} takes one output folder, got {args.out}")
             _check_out(args.out[0], "OUT")

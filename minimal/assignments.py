@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,22 +37,35 @@ from .nbtidy import read_notebook
 from .validate import InputError
 
 __all__ = ["POINTS", "HIDDEN_BEGIN", "HIDDEN_END", "source_notebook", "rubric", "release", "submit", "autograde",
-           "scores", "cell_scores", "lesson_id",
+           "grade", "scores", "cell_scores", "lesson_id",
            "nbgrader_available"]
 
 POINTS = 10                       # per exercise that has a check, split over its test cells
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 SCHEMA = 3                        # nbgrader's cell metadata schema (nbgrader 0.9)
-CONFIG = '''c = get_config()  # noqa: F821  (nbgrader's config file)
+CONFIG = '''import os
+
+c = get_config()  # noqa: F821  (nbgrader's config file)
 c.CourseDirectory.course_id = "minimal"
-c.CourseDirectory.root = {root!r}
+# the folder of this file: a course folder copied or moved (a new term, another machine) grades itself
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 # the lesson's own figures and tables stay in the release (exercise outputs are cleared when the source is written)
 from nbgrader.converters import GenerateAssignment  # noqa: E402
 from nbgrader.preprocessors import ClearOutput  # noqa: E402
 c.GenerateAssignment.preprocessors = [p for p in GenerateAssignment.class_traits()["preprocessors"].default()
                                       if p is not ClearOutput]
-c.ClearSolutions.code_stub = {{"python": '# YOUR CODE HERE\\nraise NotImplementedError("not done yet")'}}
-c.Execute.timeout = 900     # a lesson runs in seconds to a minute or two on one core
+c.ClearSolutions.code_stub = {"python": '# YOUR CODE HERE\\nraise NotImplementedError("not done yet")'}
+# autograde runs each submission in a sandbox (minimal.sandbox) and judges its recorded answers outside the
+# student's kernel (minimal.judge); feedback shows no hidden check and no HTML from a submission, with MathJax local
+from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
+from nbgrader.preprocessors import Execute  # noqa: E402
+from minimal.grader import SandboxedExecute, StripHiddenTests  # noqa: E402
+c.Autograde.autograde_preprocessors = [SandboxedExecute if p is Execute else p for p in
+                                       Autograde.class_traits()["autograde_preprocessors"].default()]
+c.SandboxedExecute.course_root = c.CourseDirectory.root
+c.GenerateFeedback.preprocessors = [StripHiddenTests, *GenerateFeedback.class_traits()["preprocessors"].default()]
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.mathjax_url = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 '''
 
 
@@ -153,11 +168,15 @@ def rubric(nb):
             "total": sum(p for e in exercises.values() for p in e.values())}
 
 
-def _nbgrader(args, root, check=True):
+def _nbgrader(args, root, check=True, extra_env=None):
     """Run ``nbgrader ARGS`` in the course directory ``root`` (a subprocess: nbgrader is an application)."""
     if not nbgrader_available():
         raise InputError("course release needs nbgrader: pip install 'nbgrader>=0.9,<0.10' (the [dev] extra has it)")
-    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True)
+    # nbgrader runs `alembic` from PATH: this interpreter's bin folder first, so that an environment used without
+    # being activated works
+    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    env.update(extra_env or {})
+    run = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True, env=env)
     if check and (run.returncode != 0 or "Exception while loading config file" in run.stderr):
         raise RuntimeError(f"nbgrader {' '.join(args)} failed ({run.returncode}):\n{run.stdout}\n{run.stderr}")
     return run
@@ -180,7 +199,7 @@ def release(out_dir, notebooks=None, names=None, generate=True):
     if unknown:
         raise InputError(f"names must be lessons of the syllabus, got {unknown}")
     root.mkdir(parents=True, exist_ok=True)
-    (root / "nbgrader_config.py").write_text(CONFIG.format(root=str(root)), encoding="utf-8")
+    (root / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
     rubrics = {}
     for name in (order if names is None else [n for n in order if n in names]):
         nb = source_notebook(read_notebook(src / name))
@@ -218,12 +237,60 @@ def submit(root, lesson, student, fill_answers=False):
     return folder / name
 
 
-def autograde(root, lesson, students=None):
-    """``nbgrader autograde`` of ``lesson`` (``--student`` each of ``students``, else everyone submitted)."""
+def autograde(root, lesson, students=None, unsafe=False):
+    """``nbgrader autograde`` of ``lesson`` (``--student`` each of ``students``, else everyone submitted), each
+    submission in the sandbox (``minimal.grader.SandboxedExecute``, set by the course's ``nbgrader_config.py``)."""
+    from .grader import UNSAFE_ENV
+
     args = ["autograde", lesson, "--force"]
     if students:
         args += ["--CourseDirectory.student_id=" + (students[0] if len(students) == 1 else "*")]
-    return _nbgrader(args, root)
+    return _nbgrader(args, root, extra_env={UNSAFE_ENV: "1" if unsafe else "0"})
+
+
+def _check_course(root, lesson):
+    root = Path(root)
+    if not (root / "nbgrader_config.py").is_file():
+        raise InputError(f"COURSE must be a course folder written by `python -m minimal course release`, but "
+                         f"{str(root)!r} has no nbgrader_config.py")
+    if not (root / "source" / lesson).is_dir():
+        known = sorted(p.name for p in (root / "source").iterdir()) if (root / "source").is_dir() else []
+        raise InputError(f"LESSON must be one of the course's lessons {known}, got {lesson!r}")
+    return root
+
+
+def grade(root, lesson, unsafe=False, log=print):
+    """``python -m minimal course grade COURSE LESSON``: the reference run (once per version of the lesson),
+    ``nbgrader autograde`` of every submission in the sandbox, ``nbgrader generate_feedback`` with no hidden check
+    and MathJax beside every page. Returns ``{student: (score, max_score)}``."""
+    from . import grader, sandbox
+
+    root = _check_course(root, lesson).resolve()
+    kind, sentence = sandbox.isolation()
+    if kind is None and not unsafe:
+        raise InputError(f"no sandbox for student code on this machine: {sentence}. Without one a submission runs "
+                         f"with your rights (it can read the solutions and write the gradebook); install it, or pass "
+                         f"--unsafe for work you trust")
+    log(f"isolation: {sentence if kind else 'NONE (--unsafe): ' + sentence}")
+    students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{lesson}")) \
+        if (root / "submitted").is_dir() else []
+    if not students:
+        raise InputError(f"no submission of {lesson} in {root / 'submitted'}/<student>/{lesson}/")
+    grader.reference_run(root, lesson)
+    autograde(root, lesson, unsafe=unsafe)
+    _nbgrader(["generate_feedback", lesson, "--force"], root)
+    folder, _, _ = course.local_mathjax()
+    for page in (root / "feedback").glob(f"*/{lesson}"):
+        if folder is not None and not (page / "mathjax").exists():
+            try:
+                shutil.copytree(folder, page / "mathjax", copy_function=os.link)   # hard links: no copies
+            except OSError:
+                shutil.rmtree(page / "mathjax", ignore_errors=True)
+                shutil.copytree(folder, page / "mathjax")
+    result = scores(root, lesson)
+    for student, (score, top) in sorted(result.items()):
+        log(f"{student}: {score:g} / {top:g}")
+    return result
 
 
 def scores(root, lesson):
