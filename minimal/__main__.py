@@ -38,9 +38,11 @@
     python -m minimal course grade COURSE LESSON [--unsafe]
         grades every submission of LESSON in COURSE: each student's notebook runs in a sandbox (bubblewrap) with no
         rights over the course, its answers are judged outside the student's kernel, feedback shows no hidden check
-    python -m minimal course html OUT [--mathjax-url URL]
+    python -m minimal course html OUT [--instructor] [--mathjax-url URL]
         the executed notebooks as HTML pages with an index page from notebooks/README.md, the syllabus
-        (MathJax from a local copy when installed: works offline).
+        (MathJax from a local copy when installed: works offline). The default is the student site (each lesson's
+        student edition: no solution, no hidden check); --instructor writes the instructor's site with the
+        solutions folded, the guide, and a warning on every page.
     python -m minimal course slides OUT [--reveal DIR | --reveal-cdn] [--mathjax-url URL]
         one reveal.js deck per lesson (a slide per section, sub-slides of a screen); reveal.js copied next to the
         decks (a local one, else reveal.js 4.6.1 fetched once from the npm registry with npm pack): works offline.
@@ -210,7 +212,9 @@ def _course(args):
                                                               if r["ungraded"] else ""))
         written = sorted(Path(out).glob("release/*/*.ipynb"))
     elif args.what == "html":
-        written = course.html(out, mathjax_url=args.mathjax_url, notes=notes)
+        written = course.html(out, mathjax_url=args.mathjax_url, notes=notes, instructor=args.instructor)
+        notes.append("the INSTRUCTOR's site: every solution and hidden check is in it; do not publish it to students"
+                     if args.instructor else "the student site: no solution, no hidden check, no instructor's guide")
     else:
         written = course.slides(out, mathjax_url=args.mathjax_url, reveal=args.reveal, notes=notes,
                                 cdn=args.reveal_cdn)
@@ -293,6 +297,9 @@ def build_parser():
                                     "node_modules/reveal.js, else 4.6.1 from the npm registry, kept in ~/.cache/minimal)")
     p.add_argument("--reveal-cdn", action="store_true", help="slides: load reveal.js from its CDN (online only)")
     p.add_argument("--check", action="store_true", help="tidy: only report; exit code 1 if a notebook needs it")
+    p.add_argument("--instructor", action="store_true",
+                   help="html: the instructor's site (every solution and the guide, a warning on every page); the "
+                        "default is the student site, which holds no solution")
     p.add_argument("--unsafe", action="store_true",
                    help="grade: run the submissions without a sandbox, with your rights (only for work you trust)")
     p.set_defaults(func=_course)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,7 +57,7 @@ c.GenerateAssignment.preprocessors = [p for p in GenerateAssignment.class_traits
                                       if p is not ClearOutput]
 c.ClearSolutions.code_stub = {"python": '# YOUR CODE HERE\\nraise NotImplementedError("not done yet")'}
 # autograde runs each submission in a sandbox (minimal.sandbox) and judges its recorded answers outside the
-# student's kernel (minimal.judge); feedback shows no hidden check and no HTML from a submission, with MathJax local
+# student's kernel (minimal.judge); feedback shows no hidden check and no HTML from a submission (MathJax: course grade puts a copy beside each page)
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 from nbgrader.preprocessors import Execute  # noqa: E402
 from minimal.grader import SandboxedExecute, StripHiddenTests  # noqa: E402
@@ -65,7 +66,6 @@ c.Autograde.autograde_preprocessors = [SandboxedExecute if p is Execute else p f
 c.SandboxedExecute.course_root = c.CourseDirectory.root
 c.GenerateFeedback.preprocessors = [StripHiddenTests, *GenerateFeedback.class_traits()["preprocessors"].default()]
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.mathjax_url = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 '''
 
 
@@ -279,14 +279,20 @@ def grade(root, lesson, unsafe=False, log=print):
     grader.reference_run(root, lesson)
     autograde(root, lesson, unsafe=unsafe)
     _nbgrader(["generate_feedback", lesson, "--force"], root)
-    folder, _, _ = course.local_mathjax()
+    folder, url, _ = course.local_mathjax()
     for page in (root / "feedback").glob(f"*/{lesson}"):
-        if folder is not None and not (page / "mathjax").exists():
+        if folder is None:
+            continue
+        if not (page / "mathjax").exists():
             try:
                 shutil.copytree(folder, page / "mathjax", copy_function=os.link)   # hard links: no copies
             except OSError:
                 shutil.rmtree(page / "mathjax", ignore_errors=True)
                 shutil.copytree(folder, page / "mathjax")
+        for html in page.glob("*.html"):   # nbgrader's feedback template names MathJax's CDN whatever is configured
+            text = html.read_text(encoding="utf-8")
+            html.write_text(re.sub(r'src="https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/[^"]*"', f'src="{url}"', text),
+                            encoding="utf-8")
     result = scores(root, lesson)
     for student, (score, top) in sorted(result.items()):
         log(f"{student}: {score:g} / {top:g}")

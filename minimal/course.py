@@ -23,8 +23,9 @@ is not a dependency: it needs a gradebook database and server extensions for wha
 its markers work unchanged if an instructor moves to it.
 
 ``html(out)`` renders the executed notebooks with nbconvert's ``HTMLExporter`` (the JupyterLab template): one page
-per lesson with a bar linking the syllabus and the previous and next lesson, solutions folded into ``<details>``
-so that a reader can try first, links between notebooks pointing at the pages, and ``index.html`` rendered from
+per lesson with a bar linking the syllabus and the previous and next lesson. The default is the student site, each
+lesson as its student edition (no solution, no hidden check); ``html(out, instructor=True)`` is the instructor's,
+solutions folded into ``<details>``, the guide as ``instructor.html`` and a banner on every page saying so; links between notebooks pointing at the pages, and ``index.html`` rendered from
 the syllabus. Nothing is executed: the pages show the committed outputs. MathJax comes from a local copy when one
 is installed (``local_mathjax``: PyPI's ``jupyter-server-mathjax``, which the ``[notebooks]`` extra brings, copied
 next to the pages; else Debian's ``libjs-mathjax``), else from its CDN with a printed note; require.js, jQuery and
@@ -533,10 +534,18 @@ def _exporter(mathjax_url, template=_TEMPLATE, kind="HTMLExporter", **kw):
                                     template_file=name, mathjax_url=mathjax_url, **kw)
 
 
-def html(out_dir, notebooks=None, mathjax_url=None, notes=None):
+INSTRUCTOR_BANNER = ("**Instructor edition: this page shows every solution and hidden check.** Do not publish it to "
+                     "students; `python -m minimal course html OUT` (without `--instructor`) writes the student site.")
+
+
+def html(out_dir, notebooks=None, mathjax_url=None, notes=None, instructor=False):
     """Render the syllabus (``index.html``) and every lesson (``NAME.html``) into ``out_dir``; returns the
-    written paths, the index first. MathJax: ``mathjax_url`` if given, else a local copy (``local_mathjax``),
-    else the CDN; ``notes`` (a list) receives a line saying which."""
+    written paths, the index first. The default is the student site: every lesson as its student edition
+    (``student_notebook``: no solution, no hidden check, no output of an exercise) and no instructor's guide.
+    ``instructor=True`` writes the instructor's site: the committed lessons with their solutions folded, the guide
+    as ``instructor.html``, and a banner on every page saying that it holds the answers. MathJax: ``mathjax_url``
+    if given, else a local copy (``local_mathjax``), else the CDN; ``notes`` (a list) receives a line saying
+    which."""
     src = notebooks_dir(notebooks)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -546,19 +555,23 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None):
     books = {name: _read(src / name) for name in order}
     titles = {name: title(nb) for name, nb in books.items()}
 
-    index = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(_site_links((src / SYLLABUS).read_text()))])
+    banner = [nbformat.v4.new_markdown_cell(INSTRUCTOR_BANNER)] if instructor else []
+    syllabus = (src / SYLLABUS).read_text()
+    if not instructor:      # the student site has no instructor's guide to link to
+        syllabus = re.sub(r"\[([^\]]*)\]\(" + re.escape(GUIDE) + r"\)", r"\1", syllabus)
+    index = nbformat.v4.new_notebook(cells=banner + [nbformat.v4.new_markdown_cell(_site_links(syllabus))])
     body, _ = exporter.from_notebook_node(index, resources={"metadata": {"name": "minimal: the course"}})
     written = [out / "index.html"]
     written[0].write_text(body, encoding="utf-8")
-    if (src / GUIDE).is_file():
-        guide = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+    if instructor and (src / GUIDE).is_file():
+        guide = nbformat.v4.new_notebook(cells=banner + [nbformat.v4.new_markdown_cell(
             "[Course syllabus](index.html)\n\n" + _site_links((src / GUIDE).read_text(encoding="utf-8")))])
         body, _ = exporter.from_notebook_node(guide, resources={"metadata": {"name": "minimal: running the course"}})
         written.append(out / _page(GUIDE))
         written[-1].write_text(body, encoding="utf-8")
 
     for i, name in enumerate(order):
-        nb = copy.deepcopy(books[name])
+        nb = copy.deepcopy(books[name]) if instructor else student_notebook(books[name])
         nav = ["[Course syllabus](index.html)"]
         if i > 0:
             nav.append(f"previous: [{titles[order[i - 1]]}]({_page(order[i - 1])})")
@@ -568,6 +581,7 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None):
             if cell.cell_type == "markdown":
                 cell.source = _site_links(cell.source)
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"*Lesson {i + 1} of {len(order)}* · " + " · ".join(nav)))
+        nb.cells[:0] = copy.deepcopy(banner)
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": titles[name]}})
         path = out / _page(name)
         path.write_text(body, encoding="utf-8")

@@ -284,9 +284,11 @@ def _relative(link):
 
 
 def test_html_site_has_every_page_and_every_relative_link_resolves(tmp_path):
-    assert main(["course", "html", str(tmp_path)]) == 0
+    assert main(["course", "html", str(tmp_path), "--instructor"]) == 0
     pages = sorted(p.name for p in tmp_path.glob("*.html"))
     assert pages == sorted(["index.html", "instructor.html"] + [n.replace(".ipynb", ".html") for n in NOTEBOOKS])
+    for page in pages:     # the instructor's site says on every page that it holds the answers
+        assert "Instructor edition: this page shows every solution" in (tmp_path / page).read_text(encoding="utf-8")
     linked = {}
     for page in pages:
         text = (tmp_path / page).read_text(encoding="utf-8")
@@ -322,3 +324,34 @@ def test_course_refuses_a_folder_without_a_syllabus(tmp_path, capsys):
     with pytest.raises(ValueError, match="syllabus"):
         course.lessons(tmp_path)
     assert Path(course.NOTEBOOKS / course.SYLLABUS).exists()
+
+
+def test_the_student_site_holds_no_solution_hidden_check_or_guide(tmp_path):
+    """``course html`` (the default) is the site a student may read: every solution line and hidden check of every
+    lesson is searched for in its pages and none is found; the instructor's guide is neither a page nor a link."""
+    import html as h
+
+    assert main(["course", "html", str(tmp_path)]) == 0
+    pages = sorted(p.name for p in tmp_path.glob("*.html"))
+    assert pages == sorted(["index.html"] + [n.replace(".ipynb", ".html") for n in NOTEBOOKS])
+    text = {p: h.unescape((tmp_path / p).read_text(encoding="utf-8")) for p in pages}
+    secret = set()
+    for name in NOTEBOOKS:
+        nb = nbformat.read(course.NOTEBOOKS / name, as_version=4)
+        for cell in nb.cells:
+            if course.is_solution(cell) and cell.cell_type == "markdown":
+                secret.update(line.strip() for line in cell.source.splitlines() if len(line.strip()) > 40)
+            for begin, end in ((course.BEGIN, course.END), (course.HIDDEN_BEGIN, course.HIDDEN_END)):
+                inside = False
+                for line in cell.source.splitlines():
+                    if line.strip() == begin:
+                        inside = True
+                    elif line.strip() == end:
+                        inside = False
+                    elif inside and len(line.strip()) > 24:
+                        secret.add(line.strip())
+    assert len(secret) > 200
+    found = {p: [s for s in secret if s in t] for p, t in text.items()}
+    assert not any(found.values()), {p: f[:2] for p, f in found.items() if f}
+    assert all("instructor.html" not in t and "Instructor edition" not in t for t in text.values())
+    assert '<details class="solution">' not in text[GRADED[0].replace(".ipynb", ".html")]

@@ -41,7 +41,7 @@ TIMEOUT_MS = 180_000       # MathJax on a long lesson takes seconds of a loaded 
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     notes = []
-    course.html(out, notes=notes)
+    course.html(out, notes=notes, instructor=True)     # the instructor's site: solutions folded
     return out, notes
 
 
