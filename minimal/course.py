@@ -303,8 +303,10 @@ Fifteen lessons, one notebook each, from "attention is an RNN" to three papers t
 derives one result step by step (an equation, a few lines of code, the library's version, an asserted number) and
 ends with exercises for you to work.
 
-**Set up.** Install the package with its notebook extra (`pip install "minimal[notebooks]"`, or the wheel your
-instructor gives you: `pip install "minimal-0.1.0-py3-none-any.whl[notebooks]"`) and check it:
+**Set up.** Install the course's package with its notebook extra: the wheel your instructor gives you
+(`pip install "./minimal_recurrent_attention-0.1.0-py3-none-any.whl[notebooks]"`), or from a clone of the course's
+repository (`pip install ".[notebooks]"` in it). Not `pip install minimal`: that name on the public index is another
+project. The package imports as `minimal`; check it with
 `python -m minimal check` (exit code 0 when every check passes). Then run `jupyter lab` in this folder and open
 this file. The lessons load the data they need from the installed package; nothing is downloaded.
 

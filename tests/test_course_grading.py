@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from minimal import assignments as A
-from minimal import course
+from minimal import course, sandbox
 
 if not A.nbgrader_available():
     warnings.warn("NBGRADER ROUND TRIP SKIPPED: nbgrader is not installed (pip install -e '.[dev]')")
@@ -85,6 +85,45 @@ def test_every_failing_check_says_what_it_expected(released):
     assert bare == [], f"{len(bare)} checks without a message in words, e.g. {bare[:3]}"
 
 
+def test_every_check_records_its_answers_and_prints_nothing_before_judging_them(released):
+    """Each test cell hands its answers to the grader (``grading.record``, judged outside the kernel) and shows no
+    measured value before its first assert: a failing prediction must not print the answer on its way out."""
+    import ast
+
+    from minimal import judge
+
+    root, _ = released
+    early = []
+    for lesson in LESSONS:
+        src = nbformat.read(root / "source" / lesson / f"{lesson}.ipynb", as_version=4)
+        for grade_id, rs in judge.rules(src).items():       # raises on a test cell without a record
+            assert rs, (lesson, grade_id)
+        for c in src.cells:
+            md = c.metadata.get("nbgrader", {})
+            if not (md.get("grade") and not md.get("solution")):
+                continue
+            body = ast.parse(re.sub(r"(?m)^\s*[%!].*$", "", c.source)).body
+            kinds = [("assert" if any(isinstance(n, ast.Assert) for n in ast.walk(st)) else
+                      "show" if any(_shows(n) for n in ast.walk(st)) else "") for st in body
+                     if not isinstance(st, (ast.FunctionDef, ast.ClassDef))]
+            shown = [k for k in kinds if k]
+            if shown and shown[0] == "show":
+                early.append(f"{lesson} {md['grade_id']}")
+    assert early == [], f"check cells that print or plot before their first assert: {early}"
+
+
+def _shows(node):
+    """A call that prints, displays or draws."""
+    import ast
+
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    if isinstance(f, ast.Name):
+        return f.id in ("print", "display")
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("plt", "ax", "fig", "axes")
+
+
 def _asserts(source):
     """Each assert statement of ``source`` (continuation lines joined)."""
     import ast
@@ -111,7 +150,7 @@ def test_reference_solutions_get_full_points_and_the_release_none(released, less
     root, rubrics = released
     A.submit(root, lesson, "reference", fill_answers=True)
     A.submit(root, lesson, "untouched")
-    A.autograde(root, lesson)
+    A.autograde(root, lesson, unsafe=sandbox.isolation()[0] is None)    # the reference is trusted work
     total = rubrics[lesson]["total"]
     ref = A.cell_scores(root, lesson, "reference")
     lost = {k: v for k, v in ref.items() if v[1] > 0 and v[0] != v[1]}

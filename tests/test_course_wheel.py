@@ -53,7 +53,8 @@ def edition(tmp_path_factory):
     run = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                           str(tmp / "dist"), str(src)], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
-    whl = next((tmp / "dist").glob("minimal-*.whl"))
+    whl = next((tmp / "dist").glob("minimal_recurrent_attention-*.whl"))
+    assert f'pip install "./{whl.name}[notebooks]"' in course.STUDENT_INTRO, "the student README names another wheel"
     site = tmp / "site"
     run = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(whl)],
                          capture_output=True, text=True, env=env)
@@ -110,7 +111,9 @@ def test_run_all_reaches_the_last_cell_from_the_wheel(edition):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count is not None for c in code), "every code cell ran"
     errors = [o for c in code for o in c.outputs if o.output_type == "error"]
-    assert errors and all(o.ename == "NotImplementedError" and course.NOT_DONE in o.evalue for o in errors)
+    assert errors and all((o.ename == "NotImplementedError" and course.NOT_DONE in o.evalue)
+                          or (o.ename == "NotAnswered" and "not answered yet" in o.evalue) for o in errors), \
+        {(o.ename, o.evalue[:60]) for o in errors}
     where = probe.outputs[0].text.split()
     assert where[0].startswith(str(edition["site"])) and where[1] == str(edition["site"] / "minimal" / "_data")
 
