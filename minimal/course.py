@@ -574,6 +574,11 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None, instructor=False
 
     for i, name in enumerate(order):
         nb = copy.deepcopy(books[name]) if instructor else student_notebook(books[name])
+        if not instructor:      # a stub is not a solution to fold: the student page shows it as a cell
+            for cell in nb.cells:
+                tags = cell.metadata.get("tags", [])
+                if SOLUTION_TAG in tags:
+                    tags.remove(SOLUTION_TAG)
         nav = ["[Course syllabus](index.html)"]
         if i > 0:
             nav.append(f"previous: [{titles[order[i - 1]]}]({_page(order[i - 1])})")
