@@ -192,9 +192,7 @@ def _course(args):
     if args.what == "grade":
         from . import assignments
 
-        if len(args.out) != 2:
-            raise InputError(f"course grade takes COURSE LESSON (a course folder and a lesson), got {args.out}")
-        assignments.grade(args.out[0], args.out[1].removesuffix(".ipynb"), unsafe=args.unsafe)
+        assignments.grade(args.course_dir, args.lesson_name.removesuffix(".ipynb"), unsafe=args.unsafe)
         return 0
     if len(args.out) != 1:
         raise InputError(f"course {args.what} takes one output folder, got {args.out}")
@@ -282,27 +280,61 @@ def build_parser():
                    help="with --scheduler: seconds it has to answer as a dask scheduler (default 30)")
     p.set_defaults(func=_reproduce)
 
-    p = sub.add_parser("course", help="the course: student edition, nbgrader release, HTML site, slides; tidy "
-                                            "committed notebooks")
-    p.add_argument("what", choices=["student", "release", "grade", "html", "slides", "tidy"])
-    p.add_argument("out", nargs="+", help="output folder (grade: COURSE LESSON; tidy: the notebook files)")
-    edit = p.add_mutually_exclusive_group()
-    edit.add_argument("--force", action="store_true", help="student: overwrite files that differ (a student's work)")
+    p = sub.add_parser("course", help="the course: student edition, nbgrader release and grading, HTML site, "
+                                      "slides; tidy committed notebooks",
+                       description="The course built from notebooks/: `python -m minimal course WHAT --help` for each.")
+    p.set_defaults(func=_course, force=False, update=False, lesson=None, mathjax_url=None, reveal=None,
+                   reveal_cdn=False, check=False, unsafe=False, instructor=False)
+    what = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+
+    c = what.add_parser("student", help="the student edition of every lesson, with a student README",
+                        description="Write the student edition into OUT: every solution replaced by a stub, the "
+                                    "outputs of exercises cleared, a student README (see minimal.course).")
+    c.add_argument("out", nargs=1, metavar="OUT", help="output folder (created if missing)")
+    edit = c.add_mutually_exclusive_group()
+    edit.add_argument("--force", action="store_true", help="overwrite files that differ (a student's work)")
     edit.add_argument("--update", action="store_true",
-                      help="student: rewrite the lessons not edited since the last edition; an edited one's new "
-                           "version goes beside it (NAME.new.ipynb); nothing is deleted")
-    p.add_argument("--lesson", nargs="+", metavar="NAME", help="release: only these lessons (file names)")
-    p.add_argument("--mathjax-url", help="html, slides: MathJax 2 to load (default: a local copy, else its CDN)")
-    p.add_argument("--reveal", help="slides: a reveal.js 4 folder (default: $MINIMAL_REVEAL_JS, "
-                                    "node_modules/reveal.js, else 4.6.1 from the npm registry, kept in ~/.cache/minimal)")
-    p.add_argument("--reveal-cdn", action="store_true", help="slides: load reveal.js from its CDN (online only)")
-    p.add_argument("--check", action="store_true", help="tidy: only report; exit code 1 if a notebook needs it")
-    p.add_argument("--instructor", action="store_true",
-                   help="html: the instructor's site (every solution and the guide, a warning on every page); the "
-                        "default is the student site, which holds no solution")
-    p.add_argument("--unsafe", action="store_true",
-                   help="grade: run the submissions without a sandbox, with your rights (only for work you trust)")
-    p.set_defaults(func=_course)
+                      help="rewrite the lessons not edited since the last edition; an edited one's new version goes "
+                           "beside it (NAME.new.ipynb); nothing is deleted")
+
+    c = what.add_parser("release", help="an nbgrader course directory, one assignment per lesson",
+                        description="Write an nbgrader course directory into OUT: source/ with nbgrader metadata, "
+                                    "release/ (no solution, no hidden check), rubric.json (notebooks/INSTRUCTOR.md).")
+    c.add_argument("out", nargs=1, metavar="OUT", help="the course folder (created if missing)")
+    c.add_argument("--lesson", nargs="+", metavar="NAME", help="only these lessons (file names)")
+
+    c = what.add_parser("grade", help="grade every submission of a lesson, each in a sandbox",
+                        description="Grade every submission of LESSON in COURSE (a folder written by `course "
+                                    "release`): each student's notebook runs in a bubblewrap sandbox with no rights "
+                                    "over the course, its recorded answers are judged outside the student's kernel "
+                                    "against the reference run, and the feedback shows no hidden check. Exit 0 when "
+                                    "grading completed, whatever the scores.")
+    c.add_argument("course_dir", metavar="COURSE", help="the course folder (written by course release)")
+    c.add_argument("lesson_name", metavar="LESSON", help="the lesson, e.g. zucchet_a_lsa_is_an_rnn")
+    c.add_argument("--unsafe", action="store_true",
+                   help="grade without a sandbox, the submissions running with your rights (only for work you trust)")
+
+    c = what.add_parser("html", help="the lessons as web pages (the student site by default)",
+                        description="Render the lessons as web pages with the syllabus as OUT/index.html; the "
+                                    "default is the student site (no solution, no hidden check, no guide).")
+    c.add_argument("out", nargs=1, metavar="OUT", help="output folder (created if missing)")
+    c.add_argument("--instructor", action="store_true",
+                   help="the instructor's site: every solution folded, the guide, a warning on every page")
+    c.add_argument("--mathjax-url", help="MathJax 2 to load (default: a local copy, else its CDN)")
+
+    c = what.add_parser("slides", help="one reveal.js deck per lesson",
+                        description="Write one reveal.js deck per lesson into OUT (a slide per section), with "
+                                    "reveal.js copied beside the decks: offline by default.")
+    c.add_argument("out", nargs=1, metavar="OUT", help="output folder (created if missing)")
+    c.add_argument("--reveal", help="a reveal.js 4 folder (default: $MINIMAL_REVEAL_JS, node_modules/reveal.js, else "
+                                    "4.6.1 from the npm registry, kept in ~/.cache/minimal)")
+    c.add_argument("--reveal-cdn", action="store_true", help="load reveal.js from its CDN (online only)")
+    c.add_argument("--mathjax-url", help="MathJax 2 to load (default: a local copy, else its CDN)")
+
+    c = what.add_parser("tidy", help="drop execution timestamps and timing text from committed notebooks",
+                        description="Drop execution timestamps and timing text from notebooks (minimal.nbtidy).")
+    c.add_argument("out", nargs="*", metavar="NOTEBOOK", help="the notebook files")
+    c.add_argument("--check", action="store_true", help="only report; exit code 1 if a notebook needs it")
     return parser
 
 

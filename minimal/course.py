@@ -274,6 +274,8 @@ def _write_edition(out, files, force=False, update=False, notes=None):
         edited = manifest.get(p.name) != _sha(now)
         if force or (update and not edited):
             plan[p] = text
+        elif update and manifest.get(f"{p.name}@edition", manifest.get(p.name)) == _sha(text):
+            continue        # the lesson has not changed since the last edition: no new version to put beside it
         elif update:
             other = _beside(p, text, manifest)
             if other is None:
@@ -293,6 +295,8 @@ def _write_edition(out, files, force=False, update=False, notes=None):
     for p, text in files.items():       # files already as this edition writes them belong to it too
         if p not in plan and p.exists() and p.read_text(encoding="utf-8") == text:
             manifest[p.name] = _sha(text)
+    for p, text in files.items():       # what this edition holds for each lesson, wherever it was written
+        manifest[f"{p.name}@edition"] = _sha(text)
     mpath.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return list(plan)
 

@@ -139,6 +139,9 @@ def test_update_rewrites_only_unedited_lessons_and_never_loses_work(tmp_path):
     course.student(out, src, update=True)
     assert (out / "a.ipynb").read_text() == work and (out / "a.new.ipynb").read_text() == work_new
     assert "Another hint." in (out / "a.new-2.ipynb").read_text()
+    # the same edition again over work the student edited everywhere: no identical copy (a.new-3) is written
+    _student_edits(out / "a.new-2.ipynb", "x = 43")
+    assert course.student(out, src, update=True) == [] and not (out / "a.new-3.ipynb").exists()
     assert main(["course", "student", str(out), "--update"]) == 0     # the CLI: the real lessons join them
     assert (out / "a.ipynb").read_text() == work and (out / course.lessons()[0]).is_file()
 
@@ -355,3 +358,14 @@ def test_the_student_site_holds_no_solution_hidden_check_or_guide(tmp_path):
     assert not any(found.values()), {p: f[:2] for p, f in found.items() if f}
     assert all("instructor.html" not in t and "Instructor edition" not in t for t in text.values())
     assert '<details class="solution">' not in text[GRADED[0].replace(".ipynb", ".html")]
+
+def test_each_course_command_has_its_own_help():
+    """`course grade --help` describes grading, `course html --help` the site: not one shared text for all."""
+    import subprocess
+    import sys
+
+    texts = {w: subprocess.run([sys.executable, "-m", "minimal", "course", w, "--help"], capture_output=True,
+                               text=True).stdout for w in ("student", "release", "grade", "html", "slides", "tidy")}
+    assert len(set(texts.values())) == len(texts)
+    assert "--unsafe" in texts["grade"] and "--unsafe" not in texts["html"]
+    assert "--instructor" in texts["html"] and "--lesson" in texts["release"] and "--update" in texts["student"]
