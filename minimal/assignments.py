@@ -202,7 +202,12 @@ def release(out_dir, notebooks=None, names=None, generate=True):
     (root / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
     rubrics = {}
     for name in (order if names is None else [n for n in order if n in names]):
-        nb = source_notebook(read_notebook(src / name))
+        raw = read_notebook(src / name)
+        try:               # unbalanced solution markers: one line naming the lesson and the cell
+            course.student_notebook(raw)
+        except InputError as e:
+            raise InputError(f"{name}: {e}") from None
+        nb = source_notebook(raw)
         folder = root / "source" / lesson_id(name)
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / name)

@@ -290,7 +290,11 @@ def _write_edition(out, files, force=False, update=False, notes=None):
                          + "; --update rewrites the unedited ones and writes an edited one's new version beside it "
                            "(NAME.new.ipynb), --force overwrites them all")
     for p, text in plan.items():
-        p.write_text(text, encoding="utf-8")
+        try:
+            p.write_text(text, encoding="utf-8")
+        except OSError as e:     # a read-only folder or a full disk: one line naming the folder, not a traceback
+            raise InputError(f"cannot write {p.name} into {str(out)!r} ({e.strerror or type(e).__name__}): give a "
+                             f"folder you can write to") from None
         manifest[p.name] = _sha(text)
     for p, text in files.items():       # files already as this edition writes them belong to it too
         if p not in plan and p.exists() and p.read_text(encoding="utf-8") == text:

@@ -369,3 +369,26 @@ def test_each_course_command_has_its_own_help():
     assert len(set(texts.values())) == len(texts)
     assert "--unsafe" in texts["grade"] and "--unsafe" not in texts["html"]
     assert "--instructor" in texts["html"] and "--lesson" in texts["release"] and "--update" in texts["student"]
+
+
+def test_release_names_the_lesson_and_cell_of_an_unclosed_solution(tmp_path):
+    """A lesson with ``### BEGIN SOLUTION`` and no END: one line naming the lesson and the cell, not nbgrader's
+    62-line traceback."""
+    from minimal import assignments
+
+    src = _course_src(tmp_path)
+    nb = nbformat.read(src / "a.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if course.BEGIN in c.source)
+    cell.source = cell.source.replace(course.END, "")
+    nbformat.write(nb, src / "a.ipynb")
+    with pytest.raises(ValueError, match=r"^a\.ipynb: cell \d+ .*needs its '### END SOLUTION'"):
+        assignments.release(tmp_path / "out", notebooks=src, generate=False)
+
+
+def test_an_unwritable_student_folder_is_one_line(tmp_path, monkeypatch, capsys):
+    def refuse(self, *a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(Path, "write_text", refuse)
+    assert main(["course", "student", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write ") and "Permission denied" in err and len(err.splitlines()) == 1
