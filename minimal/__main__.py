@@ -372,6 +372,25 @@ def _check_reproduce(args):
         _check_out(args.out, "--out")
 
 
+def _interrupted(e):
+    """Say in one line what an interrupt left behind and how to go on; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
+    import shlex
+
+    from .train import Terminated
+
+    what, code = ("SIGTERM", 143) if isinstance(e, Terminated) else ("Ctrl-C", 130)
+    again = "python -m minimal " + shlex.join(sys.argv[1:])
+    ckpt = getattr(e, "checkpoint", None)
+    if ckpt:
+        path, step, steps = ckpt
+        print(f"interrupted ({what}): checkpoint saved at step {step:,} of {steps:,} in {path}; `{again}` resumes "
+              f"from it (results of finished experiments and sweep jobs are kept too)", file=sys.stderr)
+    else:
+        print(f"interrupted ({what}) before any training step could be saved; `{again}` starts again (finished "
+              f"sweep jobs and results are kept)", file=sys.stderr)
+    return code
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
@@ -382,6 +401,8 @@ def main(argv=None):
                 raise InputError(f"course {args.what} takes one output folder, got {args.out}")
             _check_out(args.out[0], "OUT")
         return args.func(args)
+    except KeyboardInterrupt as e:      # Ctrl-C, or SIGTERM during training (train.Terminated): one line, no traceback
+        return _interrupted(e)
     except InputError as e:  # a bad argument reaches the user as one line; any other error keeps its traceback
         print(f"error: {e}", file=sys.stderr)
         return 2

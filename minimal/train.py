@@ -403,6 +403,7 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
             raise
         if path is not None:
             save(done)
+            interrupt.checkpoint = (str(path), int(done.step), int(steps))   # for the one line the CLI prints
         if interrupt is e:
             raise
         raise interrupt from None
