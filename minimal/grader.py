@@ -39,6 +39,8 @@ __all__ = ["execute", "reference_run", "limits_for", "SandboxedExecute", "StripH
 REFERENCE = "reference"          # COURSE/reference/<lesson>/: the reference records, outside source/ and release/
 UNSAFE_ENV = "MINIMAL_GRADE_UNSAFE"
 MAX_NOTEBOOK = 64 * 2 ** 20      # an executed submission larger than this is not read back
+CELL_FACTOR, CELL_MARGIN = 5, 30    # a student's cell may take this times the reference's slowest, plus seconds
+RUN_FACTOR, RUN_MARGIN = 3, 120     # the whole run: this times the reference's, plus seconds
 KEEP = ("text/plain", "image/png")   # output kinds a feedback page shows; no HTML or script from a submission
 
 
@@ -107,15 +109,16 @@ def reference_run(course_root, lesson, notebook=None):
 
 
 def limits_for(reference_folder):
-    """The sandbox's limits for one lesson, from its reference run: a cell may take five times the slowest cell of
-    the reference plus 30 s, the whole run three times the reference plus two minutes (for the kernel's start
-    and a cold compile); never nbgrader's 900 s per cell for a lesson whose cells take seconds."""
+    """The sandbox's limits for one lesson, from its reference run: a cell may take ``CELL_FACTOR`` times the
+    slowest cell of the reference plus ``CELL_MARGIN`` seconds, the whole run ``RUN_FACTOR`` times the reference
+    plus ``RUN_MARGIN`` seconds (the kernel's start and a cold compile), rather than one timeout for every lesson
+    whatever its cells take."""
     from .sandbox import Limits
 
     seconds = json.loads((Path(reference_folder) / "run.json").read_text())["seconds"]
     total = sum(seconds)
-    return Limits(cell_timeout=int(5 * max(seconds) + 30), wall_seconds=int(3 * total + 120),
-                  cpu_seconds=int(3 * total + 120))
+    return Limits(cell_timeout=int(CELL_FACTOR * max(seconds) + CELL_MARGIN),
+                  wall_seconds=int(RUN_FACTOR * total + RUN_MARGIN), cpu_seconds=int(RUN_FACTOR * total + RUN_MARGIN))
 
 
 def _clean_outputs(outputs):
