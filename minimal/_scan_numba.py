@@ -4,8 +4,8 @@ Every kernel takes C-contiguous (B, T, C) arrays (``minimal.scan`` flattens the 
 (B, C) initial states of one dtype (float32 or float64), and writes into output arrays passed in (``*_into``),
 so that a benchmark can time the scan apart from the page faults of fresh allocations; the plain-named
 wrappers allocate the outputs. Time is the outer loop and the contiguous channel axis the inner one, so each
-step is a vectorisable sweep over C: a scan along a strided axis is latency-bound instead (TOOLING-NOTES).
-One thread: ``prange`` gave no speedup on the project's CPUs (TOOLING-NOTES), so batch rows run one after
+step is a vectorisable sweep over C: a scan along a strided axis is latency-bound instead (measured here).
+One thread: ``prange`` gave no speedup on the project's CPUs (measured here), so batch rows run one after
 another.
 
 The backward kernels check NaN and inf on their outputs, in the pass that writes them: every value the adjoint

@@ -1,5 +1,5 @@
-"""Process tuning for training small NumPy models on one CPU core (project TOOLING-NOTES, "Training small
-NumPy models fast"): one BLAS thread, and glibc kept from handing large temporaries back to the OS every step.
+"""Process tuning for training small NumPy models on one CPU core (measured on the project's 2-core machines):
+one BLAS thread, and glibc kept from handing large temporaries back to the OS every step.
 
     from minimal import _speed
     _speed.tune()          # once, at the start of a training run; safe to call again

@@ -21,7 +21,7 @@ G_k = dL/dZ_k = A ⊙ G_{k+1} + (β ⊙ do_k) r_k^T kept in an (f, f) local buff
 Everything accumulates in the input dtype (float32 stays float32). The parameter gradients are summed per
 batch element in local buffers and then added to the totals, a two-level sum that keeps float32 rounding
 closer to that of a pairwise sum than one running total over all B T' windows would.
-Plain loops, batch rows one after another: ``prange`` gives no speedup on the project's CPUs (TOOLING-NOTES).
+Plain loops, batch rows one after another: ``prange`` gives no speedup on the project's CPUs (measured here).
 
 Glossary: B batch, T input steps, f features, w window width, s stride, T' = (T - w) / s + 1 windows.
 """

