@@ -163,13 +163,9 @@ def verdict(rule, reference, student):
     else:
         names = {k: v for k, v in student.items()}
         names.update(ref=reference, np=np, module=importlib.import_module)
-        try:
+        try:        # the rule is the instructor's code; the names are globals so that a comprehension sees them
             with np.errstate(all="ignore"):
-                ok = bool(np.all(eval(compile(rule.rule, f"<rule of {rule.check}>", "eval"), {"__builtins__": {
-                    "abs": abs, "all": all, "any": any, "len": len, "max": max, "min": min, "sorted": sorted,
-                    "float": float, "int": int, "bool": bool, "set": set, "tuple": tuple, "list": list,
-                    "round": round, "sum": sum, "range": range, "zip": zip, "dict": dict, "isinstance": isinstance,
-                    "str": str}}, names)))
+                ok = bool(np.all(eval(compile(rule.rule, f"<rule of {rule.check}>", "eval"), names)))
         except Exception:          # a student's value of the wrong shape or kind: the rule cannot hold
             ok = False
     return Verdict(ok, "passed" if ok else rule.message)
