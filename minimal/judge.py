@@ -161,7 +161,7 @@ def verdict(rule, reference, student):
         ok = student.keys() == reference.keys() and all(_same(student[k], reference[k], rule.rtol, rule.atol)
                                                          for k in reference)
     else:
-        names = {k: v for k, v in student.items()}
+        names = {k: student[k] for k in rule.names if k in student}     # what the record call named, no more
         names.update(ref=reference, np=np, module=importlib.import_module)
         try:        # the rule is the instructor's code; the names are globals so that a comprehension sees them
             with np.errstate(all="ignore"):

@@ -28,9 +28,10 @@ import os
 import re
 from pathlib import Path
 from .overrides import value_text
-from .verdicts import VERDICTS, default_tolerance, judge, vocabulary_markdown
+from .verdicts import VERDICTS, default_tolerance, direction, is_claim, is_setting, judge, vocabulary_markdown
 
-__all__ = ["render", "write", "rows", "count", "summary", "is_timing", "reader_name", "overrides_markdown"]
+__all__ = ["render", "write", "rows", "claims", "settings", "count", "summary", "is_timing", "reader_name",
+           "overrides_markdown", "grouped_notes"]
 
 _TIMING_WORDS = ("seconds", "ms_per_step", "_ms", "wall", "time_", "tokens_per_s", "steps_per_s")
 NO_NOTE = "no note"   # what a non-matching row without a note shows (tests/test_report.py fails on it)
@@ -211,18 +212,70 @@ def rows(results, modules, pages=None):
         for key, ours in metrics.items():
             if key not in paper or key.endswith("_std") and key[:-4] in paper:
                 continue
+            if is_claim(paper[key]) or is_setting(key):     # listed apart (``claims``, ``settings``)
+                continue
             tol = _lookup(tols, key) or default_tolerance(paper[key])
-            v = judge(paper[key], ours, tol, _lookup(better, key),
-                      bool(unreachable) and any(fnmatch.fnmatchcase(key, u) for u in unreachable))
             sk = _spread_key(key, metrics)
             p_spread = paper.get(sk) if sk else paper.get(f"{key}_std")
+            o_spread = metrics.get(sk) if sk else None
+            v = judge(paper[key], ours, tol, direction(key, _lookup(better, key)),
+                      bool(unreachable) and any(fnmatch.fnmatchcase(key, u) for u in unreachable),
+                      paper_spread=p_spread, ours_spread=o_spread)
             n = metrics.get(f"{key}_seeds")
             note = _note(meta, key, metrics, mode, sets)
             if v != "matches":
                 note = _explained(note, lesson(meta, key))
-            out.append((name, key, _with_spread(paper[key], p_spread), _with_spread(ours, metrics.get(sk), n), v,
-                        tol.describe(), mode, note))
+            described = tol.describe() + (" (or 1 / 2 combined sd)" if p_spread is not None else "")
+            out.append((name, key, _with_spread(paper[key], p_spread), _with_spread(ours, o_spread, n), v,
+                        described, mode, note))
     return out
+
+
+def claims(results, modules, pages=None):
+    """The paper's yes/no claims: (experiment, key, paper's claim, ours, "holds" / "does not hold" / "n/a", mode,
+    note). Not verdicts: a page lists them apart and counts none of them as a match."""
+    out = []
+    for name, res in results.items():
+        meta = _Meta(modules.get(name), (pages or {}).get(name))
+        metrics, paper, mode = res["metrics"], res.get("paper", {}), res.get("mode", "")
+        for key, ours in metrics.items():
+            if key in paper and is_claim(paper[key]):
+                try:
+                    holds = "holds" if bool(ours) == bool(paper[key]) else "does not hold"
+                except (TypeError, ValueError):
+                    holds = "n/a"
+                note = _note(meta, key, metrics, mode, res.get("overrides") or {})
+                if holds != "holds":
+                    note = _explained(note, lesson(meta, key))
+                yes = lambda v: "yes" if v else "no"  # noqa: E731
+                out.append((name, key, yes(paper[key]), yes(ours) if isinstance(ours, (bool, int, float)) else
+                            _fmt(ours), holds, mode, note))
+    return out
+
+
+def settings(results, modules, pages=None):
+    """Set-up counts beside the paper's (``verdicts.is_setting``: seeds): (experiment, key, paper, ours)."""
+    return [(name, key, _fmt(res["paper"][key]), _fmt(ours)) for name, res in results.items()
+            for key, ours in res["metrics"].items() if key in res.get("paper", {}) and is_setting(key)
+            and not is_claim(res["paper"][key])]
+
+
+def grouped_notes(items):
+    """``[(label, verdict, note)]`` -> one line per distinct note, every row it explains named once:
+    "- `a.x`, `a.y` (differs): note" (a note is never repeated verbatim)."""
+    order, by = [], {}
+    for label, verdict, note in items:
+        text = note or NO_NOTE
+        if text not in by:
+            order.append(text)
+            by[text] = []
+        by[text].append((label, verdict))
+    lines = []
+    for text in order:
+        labels = ", ".join(f"`{label}`" for label, _ in by[text])
+        kinds = "; ".join(dict.fromkeys(v for _, v in by[text]))
+        lines.append(f"- {labels} ({kinds}): {text}")
+    return lines
 
 
 def count(table_rows):
@@ -287,22 +340,36 @@ def render(work, quick, results, modules, out_dir=".", measurements="measurement
     pages = pages or {}
     table = rows(results, modules, pages)
     counts = count(table)
+    said = claims(results, modules, pages)
+    setup = settings(results, modules, pages)
     title = f"# {work}: paper vs ours ({'quick' if quick else 'full'} run)"
     comp = ["| experiment | metric | paper | ours | verdict | tolerance (matches / close) | run |",
             "|---|---|---|---|---|---|---|"]
     comp += [f"| {n} | {k} | {p} | {o} | {v} | {t} | {m}{', --set' if results[n].get('overrides') else ''} |"
              for n, k, p, o, v, t, m, _ in table]
+    held = sum(c[4] == "holds" for c in said)
+    claim_text = f" Claims of the paper (yes / no, counted apart): {held} of {len(said)} hold." if said else ""
     parts = [title, "",
-             f"Paper-comparable metrics: {summary(counts)}. A spread (± one standard deviation over seeds) stands "
+             f"Paper-comparable metrics: {summary(counts)}.{claim_text} A spread (± one standard deviation over seeds) stands "
              "beside its mean; \"run\" says whether the experiment ran its quick configuration, its full one, or "
              "loaded a full run committed under `data/`, and \"--set\" that fields of it were changed. The "
              "verdicts:", "", vocabulary_markdown(), "", *overrides_markdown(results, modules),
-             "## Paper-comparable results", "", *comp, "", "## Notes on the verdicts", ""]
-    noted = [(n, k, v, note) for n, k, _, _, v, _, _, note in table if v != "matches"]
-    for n, k, v, note in noted:
-        parts.append(f"- `{n}.{k}` ({v}): {note or NO_NOTE}")
+             "## Paper-comparable results", "", *comp, ""]
+    if said:
+        parts += ["## Claims (yes / no)", "",
+                  "Statements of the paper that hold or do not; they are not numbers to match and are counted in no "
+                  "verdict.", "", "| experiment | claim | paper | ours | | run |", "|---|---|---|---|---|---|"]
+        parts += [f"| {n} | {k} | {p} | {o} | {h} | {m} |" for n, k, p, o, h, m, _ in said] + [""]
+    if setup:
+        parts += ["## Set-up beside the paper's", "",
+                  "How the runs were made (not results, not judged):", "", "| experiment | setting | paper | ours |",
+                  "|---|---|---|---|", *[f"| {n} | {k} | {p} | {o} |" for n, k, p, o in setup], ""]
+    parts += ["## Notes on the verdicts", ""]
+    noted = [(f"{n}.{k}", v, note) for n, k, _, _, v, _, _, note in table if v != "matches"]
+    noted += [(f"{n}.{k}", h, note) for n, k, _, _, h, _, note in said if h != "holds"]
+    parts += grouped_notes(noted)
     if not noted:
-        parts.append("Every paper-comparable metric matches.")
+        parts.append("Every paper-comparable metric matches and every claim holds.")
     parts += ["", "How each experiment differs from the paper (from its module's docstring):", ""]
     for name in results:
         text = _differs_list(modules.get(name))

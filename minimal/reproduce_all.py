@@ -91,16 +91,18 @@ def index_markdown(done, out_root, quick, seconds=None):
         by = {}
         for r in table[work]:
             by.setdefault(r[4], []).append(r)
-        for verdict in verdicts.VERDICTS:
-            if verdict not in by:
-                continue
-            if verdict == "matches":
+        for verdict in verdicts.VERDICTS:      # the keys only: each row's numbers and note are on the work's page
+            if verdict in by:
                 names = ", ".join(f"`{r[0]}.{r[1]}`" for r in by[verdict])
-                lines.append(f"- **matches** ({len(by[verdict])}): {names}.")
-                continue
-            lines.append(f"- **{verdict}** ({len(by[verdict])}):")
-            lines += [f"  - `{r[0]}.{r[1]}`: paper {r[2]}, ours {r[3]} ({r[6]}). {_sentence(r[7])}".rstrip()
-                      for r in by[verdict]]
+                lines.append(f"- **{verdict}** ({len(by[verdict])}): {names}.")
+        said = report.claims(results, experiments(work), notes.pages(work, results))
+        if said:
+            not_held = [f"`{c[0]}.{c[1]}`" for c in said if c[4] != "holds"]
+            lines.append(f"- **claims** (yes / no, counted apart): {sum(c[4] == 'holds' for c in said)} of "
+                         f"{len(said)} hold" + (f"; not: {', '.join(not_held)}." if not_held else "."))
+        if any(v != "matches" for v in by) or (said and any(c[4] != "holds" for c in said)):
+            lines.append(f"- Why each one does not match, and the lesson that shows it: "
+                         f"[{work}/results.md, Notes on the verdicts]({work}/results.md#notes-on-the-verdicts).")
         lines += ["", "| experiment | configuration | wall time (s) | figures |", "|---|---|---|---|"]
         for name, r in results.items():
             figs = ", ".join(f"[{Path(f).name}]({_rel(f, out_root)})" for f in r.get("figures", []))

@@ -6,18 +6,27 @@ Verdicts (``judge``). First the tolerance (the module's ``TOLERANCE``: key -> ``
     "log10"    |log10(ours / paper)| <= match decades: matches; <= close: close     (quantities like 5e-8)
     "exact"    ours == paper: matches; |ours - paper| <= close: close                 (counts, orderings)
     "error"    the worse of "rel" on the accuracy and "rel" on the error rate 100 - x    (accuracies in %)
-Integers and booleans default to "exact" with close = 0. A list is compared entry by entry (worst verdict).
-Then three refinements, in order:
+A number the paper gives (an int included: 175x, 575 steps, 33 %) defaults to "rel"; a count that must come out
+exactly (86 pruned neurons) says so in its TOLERANCE. A list is compared entry by entry (worst verdict).
+Not verdicts at all (``minimal.report`` lists them apart and counts none of them as a match): a yes/no claim (a
+paper value True / False), which holds or does not, and a set-up count (``is_setting``: the seeds of a run),
+which is how it was run, not a result.
+Then four refinements, in order:
+    spread              where the paper gives a spread (± one standard deviation over its seeds), the difference
+                        of the means is judged against the combined spread s = sqrt(s_paper² + s_ours²): within
+                        s matches, within 2 s is close (``spread_verdict``); the better of this and the tolerance's
+                        verdict stands, so a number inside the paper's own spread never reads "differs".
     printed precision   a number the paper prints (at most 4 significant digits, e.g. 33 or 0.206) is matched by
                         ours rounded the same way: 33.33 matches 33 (``printed_match``). Derived ratios such as
                         0.206 / 0.207 have no printed precision and keep the tolerance alone. A float loses
                         trailing zeros (0.10 reads as 0.1, matched within 0.05): give such a number a TOLERANCE.
                         A paper value that encodes a claim, not a printed number (1.0 for "GRIL matches GD"),
                         gets a Tolerance with ``printed=False``: the tolerance alone decides.
-    better              a "close" / "differs" row on the better side of the paper (the experiment's ``BETTER``:
-                        key pattern -> "lower" / "higher"; "at_most" tolerances are lower-is-better) reads
-                        "better than the paper"; an experiment declares BETTER only where the row's note says
-                        what made the number better (an easier task, not a better model).
+    better              a "close" / "differs" row on the better side of the paper reads "better than the
+                        paper". Which side is better is declared once per metric (``direction``): the
+                        experiment's ``BETTER`` (key pattern -> "lower" / "higher"), else ``DIRECTION`` (every
+                        loss is lower-is-better), else "lower" for an "at_most" tolerance; every rule uses it.
+                        The row's note says what made the number better (an easier task, not a better model).
     quick               in a quick run, a "close" / "differs" row the experiment declares out of a quick run's
                         reach (``QUICK_UNREACHABLE``) reads "not reached by a quick run", not "differs".
 """
@@ -27,7 +36,8 @@ import math
 from typing import NamedTuple
 
 __all__ = ["Tolerance", "VERDICTS", "VOCABULARY", "TOLERANCE_RULE", "BETTER", "QUICK", "verdict", "judge",
-           "printed_match", "vocabulary_markdown", "default_tolerance"]
+           "printed_match", "vocabulary_markdown", "default_tolerance", "DIRECTION", "direction", "is_claim",
+           "is_setting", "spread_verdict", "SETTINGS"]
 
 _ORDER = {"matches": 0, "close": 1, "differs": 2, "n/a": 3}
 BETTER, QUICK = "better than the paper", "not reached by a quick run"
@@ -37,9 +47,10 @@ VERDICTS = ("matches", "close", "differs", BETTER, QUICK, "n/a")   # the order o
 # (tests/test_report.py checks the README against it).
 VOCABULARY = (
     ("matches", "our number is within the row's first tolerance of the paper's, or equal to it at the precision "
-                "the paper prints (33.33 matches 33)."),
-    ("close", "outside the first tolerance, within the second."),
-    ("differs", "outside both tolerances."),
+                "the paper prints (33.33 matches 33), or, where the paper gives a spread over seeds, within one "
+                "combined standard deviation of it (sqrt(paper's² + ours²))."),
+    ("close", "outside the first tolerance, within the second, or within two combined standard deviations."),
+    ("differs", "outside both tolerances and, where there is a spread, beyond two combined standard deviations."),
     (BETTER, "outside the first tolerance on the side the paper counts as better (a lower loss, a higher "
              "accuracy); the row's note says what made it so, such as an easier task, which is not a claim of a "
              "better model."),
@@ -48,9 +59,13 @@ VOCABULARY = (
     ("n/a", "no number to compare."),
 )
 TOLERANCE_RULE = ("Tolerances: ±5% (matches) / ±25% (close) of the paper's number unless the row names another; a "
-                  "paper number gets the same tolerance in every experiment of a work that reports it. Every row "
-                  "that does not match has a note on its work's page that says why, and the lesson (notebook) "
-                  "that shows it.")
+                  "paper number gets the same tolerance in every experiment of a work that reports it. Which side "
+                  "of the paper is better is declared once per metric (a loss: lower). Yes/no claims (they hold or "
+                  "not) and set-up counts (seeds) are listed apart and counted in no verdict. Every row that does "
+                  "not match, and every claim that does not hold, has a note on its work's page that says why, and "
+                  "the lesson (notebook) that shows it.")
+DIRECTION = {"*_loss": "lower", "*_loss_*": "lower", "loss": "lower", "loss_*": "lower"}   # key pattern -> side
+SETTINGS = ("seeds", "*_seeds", "n_seeds")      # set-up counts: how a run was made, not what it found
 
 
 def vocabulary_markdown():
@@ -77,10 +92,52 @@ class Tolerance(NamedTuple):
 
 
 def default_tolerance(paper):
-    """The tolerance of a row that names none: "exact" (close = 0) for integers and booleans, else ``Tolerance()``."""
-    if isinstance(paper, bool) or isinstance(paper, int):
+    """The tolerance of a row that names none: "exact" (close = 0) for a yes/no claim (a bool), else
+    ``Tolerance()`` (an int the paper prints, 175x or 575 steps, is a measured number like any other)."""
+    if isinstance(paper, bool):
         return Tolerance("exact", 0.0, 0.0)
     return Tolerance()
+
+
+def _match(key, patterns):
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def is_claim(paper_value):
+    """A yes/no claim of the paper (True / False): it holds or not; it is not a number to match."""
+    return isinstance(paper_value, (bool,)) or type(paper_value).__name__ == "bool_"
+
+
+def is_setting(key):
+    """A set-up count (``SETTINGS``: the number of seeds): how a run was made, not a result."""
+    return _match(key, SETTINGS)
+
+
+def direction(key, declared=None):
+    """The better side of ``key``'s metric: ``declared`` (the experiment's BETTER entry), else ``DIRECTION``'s, else
+    None."""
+    if declared:
+        return declared
+    import fnmatch
+
+    return next((side for pattern, side in DIRECTION.items() if fnmatch.fnmatchcase(key, pattern)), None)
+
+
+def spread_verdict(paper, ours, paper_spread, ours_spread=None):
+    """"matches" within one combined standard deviation sqrt(s_p² + s_o²), "close" within two, else "differs";
+    "n/a" without a spread or a number."""
+    try:
+        p, o, sp = float(paper), float(ours), float(paper_spread)
+        so = 0.0 if ours_spread is None else float(ours_spread)
+    except (TypeError, ValueError):
+        return "n/a"
+    s = math.hypot(sp, so)
+    if not all(map(math.isfinite, (p, o, s))) or s <= 0:
+        return "n/a"
+    d = abs(o - p)
+    return "matches" if d <= s else "close" if d <= 2 * s else "differs"
 
 
 def _one(paper, ours, tol):
@@ -156,11 +213,16 @@ def _better(paper, ours, direction):
     return (direction == "lower" and o < p) or (direction == "higher" and o > p)
 
 
-def judge(paper, ours, tol=None, better=None, unreachable=False):
-    """The row's verdict (module docstring): ``verdict``, then "better than the paper" when ``better``
-    ("lower" / "higher") says ours is on the good side, then "not reached by a quick run" when ``unreachable``."""
+def judge(paper, ours, tol=None, better=None, unreachable=False, paper_spread=None, ours_spread=None):
+    """The row's verdict (module docstring): ``verdict``, the better of it and ``spread_verdict`` where the paper
+    gives a spread, then "better than the paper" when ``better`` ("lower" / "higher") says ours is on the good
+    side, then "not reached by a quick run" when ``unreachable``."""
     tol = default_tolerance(paper) if tol is None else tol
     v = verdict(paper, ours, tol)
+    if paper_spread is not None:
+        sv = spread_verdict(paper, ours, paper_spread, ours_spread)
+        if sv != "n/a" and _ORDER[sv] < _ORDER.get(v, 3):
+            v = sv
     if v not in ("close", "differs"):
         return v
     better = "lower" if better is None and tol.kind == "at_most" else better

@@ -30,17 +30,18 @@ def test_the_page_puts_paper_next_to_ours_with_a_verdict_and_keeps_timings_apart
     comparable = _section(text, "Paper-comparable results")
     assert "| exp | loss | 0.25 | 0.26 | matches | ±5% / ±25% | quick |" in comparable
     assert "| exp | kv | 4.5e-08 | 4e-07 | close | 0.5 / 1 decades | quick |" in comparable
-    assert "| exp | n | 86 | 85 | differs | equal | quick |" in comparable
+    assert "| exp | n | 86 | 85 | matches | ±5% / ±25% | quick |" in comparable     # an int is a measured number
     assert "ms_per_step" not in text and "curve" not in text and "extra" not in comparable
     assert "| ms per step | `ms_per_step` | 5 |" in other and "| extra | `extra` | 1.5 |" in other
     assert "wall time of the experiment (s) | | 3.0" in other
     assert "the loss floor of the full run" in text and "`exp.loss`: mean squared error" in text
     assert "[f.png](exp/f.png)" in text and "[measurements.md](measurements.md)" in text
-    assert (counts["matches"], counts["close"], counts["differs"]) == (2, 2, 2)   # loss, pct; kv, acc; n, far
+    assert (counts["matches"], counts["close"], counts["differs"]) == (3, 2, 1)   # loss, pct, n; kv, acc; far
 
 
 def test_a_number_the_paper_rounds_is_matched_at_its_printed_precision():
-    assert verdicts.verdict(33, 33.33) == "matches" and verdicts.verdict(33, 33.6) == "differs"
+    exact = verdicts.Tolerance("exact", 0.0, 0.0)
+    assert verdicts.verdict(33, 33.33, exact) == "matches" and verdicts.verdict(33, 33.6, exact) == "differs"
     tight = verdicts.Tolerance("rel", 0.001, 0.05)
     assert verdicts.verdict(0.206, 0.2064, tight) == "matches" and verdicts.verdict(0.206, 0.2066, tight) == "close"
     assert verdicts.verdict(0.1, 0.12) == "matches"   # 0.1 is printed to one decimal
@@ -178,7 +179,7 @@ def test_a_row_without_a_note_or_a_closed_form_note_with_a_step_count_is_caught(
     """The page shows "no note" for a non-matching row without one (what the test above rules out), and the
     step-count check sees a count."""
     text = _page(tmp_path)[0]
-    assert f"`exp.n` (differs): {report.NO_NOTE}" in text
+    assert any("`exp.far`" in line and line.endswith(f"): {report.NO_NOTE}") for line in text.splitlines())
     assert _STEP_COUNT.search("trained 5000 steps") and _STEP_COUNT.search("20,000 steps")
     assert not _STEP_COUNT.search("one GD step at η*, a closed form")
 
@@ -224,3 +225,48 @@ def test_measurements_keep_greek_letters_and_say_whose_timings_they_are(tmp_path
     run, sweep = other.split("## sweep")
     assert "Timings (this run, on this machine)" in run
     assert "recorded by those runs when they were trained" in sweep and "loading the committed runs (s) | | 0.2" in sweep
+
+
+def _claims_page(tmp_path):
+    mod = types.SimpleNamespace(NOTES={"acc*": "the task is easier here", "loss*": "fewer steps here"},
+                                TOLERANCE={"acc*": verdicts.Tolerance("error", 0.05, 0.25)})
+    results = {"exp": {"metrics": {"gated_beats_lstm": 1, "lru_helps": 0, "seeds": 4, "acc": 95.83, "acc_std": 2.2,
+                                   "acc3": 98.96, "acc3_std": 0.3, "loss_a": 0.5, "loss_b": 0.6,
+                                   "newton_loss": 7.5e-14},
+                       "paper": {"gated_beats_lstm": True, "lru_helps": True, "seeds": 4, "acc": 96.8,
+                                 "acc_std": 3.2, "acc3": 99.5, "acc3_std": 0.2, "loss_a": 0.25, "loss_b": 0.25,
+                                 "newton_loss": 0.114},
+                       "seconds": 1.0, "figures": [], "mode": "full"}}
+    counts = report.write("w", False, results, {"exp": mod}, tmp_path)
+    return (tmp_path / "results.md").read_text(), counts
+
+
+def test_claims_and_set_up_counts_are_listed_apart_and_counted_in_no_verdict(tmp_path):
+    text, counts = _claims_page(tmp_path)
+    comparable = _section(text, "Paper-comparable results")
+    assert "gated_beats_lstm" not in comparable and "seeds" not in comparable
+    assert sum(counts.values()) == 5                        # acc, acc3, loss_a, loss_b, newton_loss only
+    assert "| exp | gated_beats_lstm | yes | yes | holds | full |" in _section(text, "Claims (yes / no)")
+    assert "| exp | lru_helps | yes | no | does not hold | full |" in _section(text, "Claims (yes / no)")
+    assert "| exp | seeds | 4 | 4 |" in _section(text, "Set-up beside the paper's")
+    assert "1 of 2 hold" in text
+
+
+def test_a_value_inside_the_papers_spread_is_not_differs_and_a_lower_loss_is_better(tmp_path):
+    text, _ = _claims_page(tmp_path)
+    comparable = _section(text, "Paper-comparable results")
+    assert "| exp | acc | 96.8 ± 3.2 | 95.83 ± 2.2 | matches |" in comparable       # inside one combined sd
+    assert "| exp | acc3 | 99.5 ± 0.2 | 98.96 ± 0.3 | close |" in comparable      # 1.5 combined sd
+    assert "| exp | newton_loss | 0.114 | 7.5e-14 | better than the paper |" in comparable   # a loss: lower is better
+    assert verdicts.spread_verdict(96.8, 95.83, 3.2, 2.2) == "matches"
+    assert verdicts.spread_verdict(99.5, 98.96, 0.2, 0.3) == "close"
+    assert verdicts.spread_verdict(99.5, 90.0, 0.2, 0.3) == "differs"
+
+
+def test_a_note_is_said_once_for_every_row_it_explains(tmp_path):
+    text, _ = _claims_page(tmp_path)
+    notes = _section(text, "Notes on the verdicts")
+    assert notes.count("fewer steps here") == 1
+    assert "- `exp.loss_a`, `exp.loss_b` (differs): fewer steps here" in notes
+    lines = [line for line in notes.splitlines() if line.startswith("- `")]
+    assert len(lines) == len({line.split("): ", 1)[1] for line in lines})      # no note twice

@@ -36,7 +36,9 @@ def test_reproduce_all_runs_every_work_and_links_each_result_and_figure(tmp_path
     # every relative link of the index resolves
     import re
     for target in re.findall(r"\]\(([^)]+)\)", index):
-        assert (out / target).exists(), target
+        path, _, anchor = target.partition("#")
+        assert (out / path).exists(), target
+        assert not anchor or f"\n## {anchor.replace('-', ' ')}\n" in (out / path).read_text().lower(), target
 
 
 def test_reproduce_all_stops_at_a_failing_work_and_indexes_what_finished(tmp_path, monkeypatch):
@@ -65,7 +67,8 @@ def test_the_index_counts_verdicts_per_work_full_and_quick_apart_and_says_why(tm
     index = RA.index_markdown(done, tmp_path, quick=True)
     row = [line for line in index.splitlines() if line.startswith("| `zucchet` |")][0]
     assert "| 1 / 1 / 0 | 1 / 0 / 1 |" in row   # full: b matches, c close; quick: a matches, far differs
-    assert "`exp.far`: paper 1, ours 3 (quick). A quick run trains too few steps" in index
+    assert "- **differs** (1): `exp.far`." in index and "too few steps" not in index   # the note: on the page
+    assert "(zucchet/results.md#notes-on-the-verdicts)" in index
     assert "- **matches** (2): `exp.a`, `sweep.b`." in index
     from minimal import verdicts
     assert verdicts.vocabulary_markdown() in index   # the same verdict words as every page

@@ -65,9 +65,9 @@ NONLINEAR = ("lstm", "gru", "lru_out", "lru_in_out", "lru_in_skip")
 SWEEP_DIR = data_path("zucchet", "sweeps")
 
 PAPER = {
-    "teacher_gated_beats_lstm_gru": 1,     # Fig. 4A: LSTM and GRU are poor at mimicking attention
-    "teacher_lru_input_gating_helps": 1,   # Fig. 4A: LRU with input gating (in_out / in_skip) beats lru_out
-    "icl_nonlinear_beats_gd": 1,           # Fig. 4B: nonlinear RNNs go below one optimal GD step
+    "teacher_gated_beats_lstm_gru": True,  # Fig. 4A: LSTM and GRU are poor at mimicking attention
+    "teacher_lru_input_gating_helps": True,  # Fig. 4A: LRU with input gating (in_out / in_skip) beats lru_out
+    "icl_nonlinear_beats_gd": True,        # Fig. 4B: nonlinear RNNs go below one optimal GD step
 }
 
 

@@ -38,7 +38,7 @@ __all__ = ["Config", "PAPER", "run", "finished", "plot", "jobs", "summarise", "c
 
 PAPER = {
     "teacher_needed_over_construction": 2.0,   # Fig. 3A: ~2x the construction's 27 neurons for d = 6
-    "icl_needed_below_construction": 1,        # Fig. 3B: GD-level loss with fewer neurons than the construction
+    "icl_needed_below_construction": True,     # Fig. 3B: GD-level loss with fewer neurons than the construction
 }
 
 
