@@ -75,10 +75,17 @@ def _check(args):
 def _bench(args):
     from . import bench
 
+    if args.size is not None and args.what not in ("scan", "window"):
+        # step and train time fixed shapes (the experiments' own): a --size they would ignore is refused
+        raise InputError(f"--size applies to bench scan and bench window only (their time steps T); bench "
+                         f"{args.what} times the experiments' fixed shapes: drop --size {args.size}")
     if args.size is not None:   # checked here to name the flag; the library checks its own argument again
         check_positive_int("--size", args.size, minimum=2 if args.what == "scan" else 4)
     if args.repeats is not None:
         check_positive_int("--repeats", args.repeats)
+    # (what the user passed, the fix) for bench.check_memory's refusal of a size this machine cannot hold
+    words = ((f"--size {args.size}", "give a smaller --size") if args.size is not None else
+             ("--quick" if args.quick else "at its default size", "give --size T"))
     try:
         if args.what == "train":
             from . import bench_train
@@ -104,6 +111,8 @@ def _bench(args):
         if args.what == "scan":
             kw = {"shape": (16, 4096, 256)} if args.quick and args.backend != "cuda" else {}
             kw = {"shape": bench.scaled_shape("scan", args.size)} if args.size is not None else kw
+            if args.backend != "cuda":   # the estimate against this machine's memory, before allocating anything
+                bench.check_memory("scan", kw.get("shape", bench.DEFAULT_SHAPE), *words)
             _say_bench("scan", args, kw.get("shape", bench.DEFAULT_SHAPE))
             rows = bench.bench_scan(backend=args.backend, **kw)
         elif args.backend == "cuda":
@@ -111,6 +120,7 @@ def _bench(args):
         else:
             shape = (16, 2 ** 12 + 1, 10, 3, 1) if args.quick else None
             shape = bench.scaled_shape("window", args.size) if args.size is not None else shape
+            bench.check_memory("window", shape or bench.WINDOW_SHAPE, *words)
             _say_bench("window", args, shape or bench.WINDOW_SHAPE)
             print(bench.format_window_table(bench.bench_window(backend="numba", shape=shape), shape))
             return 0
@@ -238,6 +248,16 @@ BENCH_HELP = """Speed, as ratios measured in one run on this machine. The four b
 --quick runs a seconds-sized problem; --size T sets scan's / window's time steps on the CPU."""
 
 
+def _experiment_names():
+    """Each work's experiment names, for --only's help."""
+    try:
+        from .experiments import MODULES
+
+        return "; ".join(f"{w}: {', '.join(MODULES[w])}" for w in MODULES)
+    except Exception:        # the help must print even if an experiment module cannot be imported
+        return "see minimal/experiments/"
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m minimal", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -246,7 +266,7 @@ def build_parser():
     p = sub.add_parser("check", help="gradient-check every cell and check every scan")
     p.add_argument("--only", nargs="+", metavar="NAME", help="registered cell names to check")
     p.add_argument("--no-scans", action="store_true", help="skip the scan checks")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
     p.set_defaults(func=_check)
 
     p = sub.add_parser("bench", help="speed, as ratios measured in one run",
@@ -267,7 +287,7 @@ def build_parser():
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
     mode.add_argument("--full", action="store_true", help="the full configs")
-    p.add_argument("--only", nargs="+", metavar="NAME", help="experiments to run")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="experiments to run: " + _experiment_names())
     p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE",
                    help="change Config fields of the selected experiments on top of --quick / --full, e.g. --set "
                         "lr=1e-3 steps=2000; typed and checked by each Config that has the field, an unknown key "

@@ -13,10 +13,16 @@ the public call ``minimal.scan.linear_scan(a, b, h0, method="sequential")`` as a
 buffer. ``np.add(a, b, out=h)`` reads and writes the same three streams with no recurrence: what any kernel
 that reads two arrays and writes a third can reach here (1.0-1.2x the copy on the project's CPUs, measured).
 Timing: one warm-up call of each row (it also compiles), then ``repeats`` rounds that time every row once;
-each row reports its best. One thread: these CPUs give no parallel speedup (TOOLING-NOTES).
+each row reports its best. One thread: these CPUs give no parallel speedup (measured here).
 
 ``python -m minimal bench window`` (``bench_window``) times GRIL's block on the CPU in the same way; its
 bytes are counted in ``bench_window``'s docstring.
+
+Memory: before allocating anything, the CPU benchmarks estimate their peak memory (``peak_gb``: the measured
+peak at the default shape, scaled by the elements) and refuse (``InputError``, one line naming the shape, the
+estimate and the memory) a shape whose estimate exceeds the memory this machine has available
+(``machine_memory_gb``: /proc/meminfo's MemAvailable, else the physical memory), rather than failing at the first
+allocation.
 
 backend="cuda" hands over to ``cuda_kernels.bench`` (imported only then, by ``minimal.scan.cuda_module``),
 which prints and saves its own tables.
@@ -31,7 +37,7 @@ from . import scan as _scan
 from .validate import InputError, check_choice, check_positive_int
 
 __all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table",
-           "format_step_table",
+           "format_step_table", "peak_gb", "machine_memory_gb", "check_memory",
            "DEFAULT_SHAPE", "WINDOW_SHAPE"]
 
 DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32
@@ -58,6 +64,58 @@ def scaled_shape(what, T):
         return (DEFAULT_SHAPE[0], int(T), DEFAULT_SHAPE[2])
     B, _, f, w, s = WINDOW_SHAPE
     return (B, int(T) - (int(T) - w) % s, f, w, s)
+
+
+def peak_gb(what, shape):
+    """The estimated peak memory (GB) of ``bench scan`` / ``bench window`` on the CPU at ``shape``: ``PEAK_GB``
+    (measured at the default shape) scaled by the elements of the big arrays, B T C (scan) or B T f (window)."""
+    default = DEFAULT_SHAPE if what == "scan" else WINDOW_SHAPE
+    n = lambda sh: float(sh[0]) * float(sh[1]) * float(sh[2])    # noqa: E731 - floats: no overflow at any size
+    return PEAK_GB[what] * n(shape) / n(default)
+
+
+def machine_memory_gb():
+    """``(available, total)``: this machine's memory in GB. available: /proc/meminfo's MemAvailable (what can be
+    allocated without swapping), else the total; total: ``os.sysconf`` SC_PHYS_PAGES x SC_PAGE_SIZE, else
+    /proc/meminfo's MemTotal. None for what cannot be read (then nothing is refused)."""
+    import os
+
+    info = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("MemAvailable", "MemTotal") and rest.split():
+                    info[key] = int(rest.split()[0]) * 1024 / 1e9      # kB
+    except (OSError, ValueError):
+        pass
+    total = info.get("MemTotal")
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e9
+    except (AttributeError, ValueError, OSError):
+        pass
+    return info.get("MemAvailable", total), total
+
+
+def check_memory(what, shape, given=None, fix=None):
+    """Refuse, before allocating, a CPU benchmark whose estimated peak memory (``peak_gb``) exceeds the memory this
+    machine has available (``machine_memory_gb``). ``given``: what the user passed, for the message (default the
+    shape); ``fix``: what to do instead (default: a smaller shape). Returns the estimate (GB).
+
+    Raises:
+        InputError: one line naming ``given``, the estimate and the machine's memory, and the fix.
+    """
+    gb = peak_gb(what, shape)
+    available, total = machine_memory_gb()
+    if available is not None and gb > available:
+        default = DEFAULT_SHAPE if what == "scan" else WINDOW_SHAPE
+        t_max = int(available / PEAK_GB[what] * default[0] * default[1] * default[2] / (shape[0] * shape[2]))
+        of = f" (of {total:,.1f} GB)" if total is not None and total != available else ""
+        raise InputError(f"bench {what} {given or f'at shape {tuple(shape)}'} needs about {gb:,.1f} GB of memory "
+                         f"(estimate: {PEAK_GB[what]} GB at the default shape {default[:3]}, scaled by B x T x "
+                         f"{'C' if what == 'scan' else 'f'}), more than the {available:,.1f} GB this machine has "
+                         f"available{of}; {fix or 'give a smaller shape'} (T <= {t_max:,} fits)")
+    return gb
 
 
 def _best_of_interleaved(fns, repeats):
@@ -110,6 +168,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
         given = {k: v for k, v in (("shape", shape), ("repeats", repeats)) if v is not None}
         return cuda_module("bench").bench_scan(**given, **kw)
     shape, repeats = _cpu_shape_and_repeats("bench_scan", kw, shape, DEFAULT_SHAPE, ("B", "T", "C"), repeats)
+    check_memory("scan", shape)
 
     from . import _scan_numba, scan
 
@@ -177,6 +236,7 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
         return cuda_module("bench").bench_window(**given, **kw)
     shape, repeats = _cpu_shape_and_repeats("bench_window", kw, shape, WINDOW_SHAPE, ("B", "T", "f", "w", "s"),
                                             repeats)
+    check_memory("window", shape)
 
     from . import _window_numba
     from .cells import gril

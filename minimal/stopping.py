@@ -5,7 +5,8 @@ A run is evaluated every few steps. The rule keeps a reference value and a clock
 ``patience`` steps have passed since the clock last restarted. Small improvements add up: a run that gains
 ``min_gain / 2`` per evaluation restarts the clock every second evaluation, it is never stopped for improving
 slowly. The best value seen (any improvement, however small) is tracked on its own: its weights are the ones
-a run scores.
+a run scores. A NaN evaluation is never an improvement; a run whose every evaluation so far is NaN has no
+reference, and is stale once its NaN evaluations span ``patience`` steps (it would otherwise never stop).
 
     rule = Plateau(patience=500, min_gain=0.005, mode="min")
     for step, value in evaluations:
@@ -38,7 +39,9 @@ class Plateau:
         mode: "min" (a loss) or "max" (an accuracy).
     Attributes:
         best, best_step: the best value seen and the step of its evaluation (None before the first update);
-        reference, clock: the value and step where the clock last restarted.
+        reference, clock: the value and step where the clock last restarted;
+        first_nan, last_nan: the steps of the first and last evaluations while every one was NaN (None once a
+            value is not NaN, and before the first update).
     """
 
     def __init__(self, patience, min_gain, mode="min"):
@@ -51,6 +54,7 @@ class Plateau:
             raise InputError(f"mode must be 'min' or 'max', got {mode!r}")
         self.patience, self.min_gain, self.mode = patience, float(min_gain), mode
         self.best = self.best_step = self.reference = None
+        self.first_nan = self.last_nan = None
         self.clock = 0
 
     def _gain(self, value, than):
@@ -58,10 +62,14 @@ class Plateau:
 
     def update(self, step, value):
         """Record the evaluation ``value`` at ``step``; True when it is the best so far (strictly better).
-        A NaN value is never an improvement."""
+        A NaN value is never an improvement; NaN values before the first other one run the clock of ``stale``."""
         value = float(value)
         if math.isnan(value):
+            if self.reference is None:
+                self.first_nan = int(step) if self.first_nan is None else self.first_nan
+                self.last_nan = int(step)
             return False
+        self.first_nan = self.last_nan = None
         if self.reference is None or self._gain(value, self.reference) >= self.min_gain:
             self.reference, self.clock = value, int(step)
         if self.best is None or self._gain(value, self.best) > 0:
@@ -70,8 +78,12 @@ class Plateau:
         return False
 
     def stale(self, step):
-        """True once ``patience`` steps have passed at ``step`` since the clock last restarted."""
-        return self.reference is not None and int(step) - self.clock >= self.patience
+        """True once ``patience`` steps have passed at ``step`` since the clock last restarted; while every
+        evaluation was NaN, once the NaN evaluations span ``patience`` steps (a run whose metric is NaN from its
+        first evaluation stops, rather than never)."""
+        if self.reference is None:
+            return self.first_nan is not None and min(int(step), self.last_nan) - self.first_nan >= self.patience
+        return int(step) - self.clock >= self.patience
 
     @classmethod
     def replay(cls, curve, patience, min_gain, mode="min"):

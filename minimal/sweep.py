@@ -21,8 +21,10 @@ sweep leaves only whole files, and a worker on another machine needs no shared f
 the jobs whose file exists and computes only the rest (resume); with ``checkpoint_dir`` a long job also resumes
 from its own last checkpoint (``fn(config, checkpoint_path=...)``). A job file that cannot be read as a record
 (empty, truncated, garbage, a git merge conflict) counts as missing: the job is computed again and its file
-rewritten, with a ``RuntimeWarning`` naming the file. A job that raises is not written (a re-run retries it);
-the others finish first, then ``run_sweep`` raises ``SweepError`` listing the failures.
+rewritten, with a ``RuntimeWarning`` naming the file; so does a file whose record was computed for another job
+(its function and config do not hash to the file's job key: another job's file copied over it). A job that
+raises is not written (a re-run retries it); the others finish first, then ``run_sweep`` raises ``SweepError``
+listing the failures.
 
 Scheduling: ``scheduler=None`` starts a ``distributed.LocalCluster`` for the sweep (``n_workers`` worker
 processes with ``threads_per_worker`` threads each; the default, one worker with one thread, suits these
@@ -105,11 +107,16 @@ def _fn_name(fn):
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
+def _key(function, config):
+    """The job key of a function's import path (a string) and a plain config dict."""
+    text = json.dumps({"function": function, "config": config}, sort_keys=True, separators=(",", ":"),
+                      allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def job_key(fn, config):
     """Stable 16-hex-digit hash of fn's import path and the config's values (key order does not matter)."""
-    text = json.dumps({"function": _fn_name(fn), "config": config_dict(config)}, sort_keys=True,
-                      separators=(",", ":"), allow_nan=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _key(_fn_name(fn), config_dict(config))
 
 
 def job_path(out_dir, fn, config, name=None):
@@ -118,8 +125,26 @@ def job_path(out_dir, fn, config, name=None):
     return Path(out_dir) / f"{name or fn.__name__}-{key}.json"
 
 
-def _read_record(path):
-    """``(record, None)`` for a readable job file, ``(None, why)`` for a missing or unreadable one."""
+_OTHER_JOB = "computed for another job"     # how ``_read_record`` begins the why of a record that is not the job's
+
+
+def _record_key(record):
+    """The job key of the function and config a record says it was computed for (None if they do not hash)."""
+    try:
+        return _key(record["function"], config_dict(record["config"]))
+    except (TypeError, ValueError):
+        return None
+
+
+def _short(value, n=120):
+    text = json.dumps(value, sort_keys=True, allow_nan=True)
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def _read_record(path, key=None):
+    """``(record, None)`` for a readable job file, ``(None, why)`` for a missing or unreadable one; with ``key``
+    (the job key the file is for) also ``(None, why)`` for a record computed for another job: one whose function
+    and config do not hash to ``key`` (a job file copied over another's), ``why`` starting with ``_OTHER_JOB``."""
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
@@ -132,13 +157,29 @@ def _read_record(path):
         return None, f"not valid JSON ({e})"
     if not (isinstance(record, dict) and {"function", "config", "result", "seconds"} <= set(record)):
         return None, "not a job record (no function, config, result and seconds)"
+    if key is not None and _record_key(record) != key:
+        return None, (f"{_OTHER_JOB}: it holds {record['function']} with config {_short(record['config'])}, "
+                      f"job key {_record_key(record)}, not {key}")
     return record, None
+
+
+def _key_of(path):
+    """The job key in a job file's name ``<name>-<job_key>.json`` (None for a name of another form)."""
+    tail = Path(path).stem.rsplit("-", 1)[-1]
+    return tail if len(tail) == 16 and all(c in "0123456789abcdef" for c in tail) else None
+
+
+def _refusal(path, why, then):
+    """The message for a job file that is not the job's record: unreadable, or computed for another job."""
+    if why.startswith(_OTHER_JOB):
+        return f"sweep job file {path} was {why}; {then}"
+    return f"sweep job file {path} is unreadable ({why}); {then}"
 
 
 def all_on_disk(fn, configs, out_dir, name=None):
     """True if every config's job file exists under ``out_dir`` and reads as a record: ``run_sweep`` would
     compute nothing."""
-    return all(_read_record(job_path(out_dir, fn, c, name))[0] is not None for c in configs)
+    return all(_read_record(job_path(out_dir, fn, c, name), job_key(fn, c))[0] is not None for c in configs)
 
 
 def _write_json_atomic(path, record):
@@ -162,15 +203,15 @@ def load_records(out_dir, name=None):
     """Every job record (dict) under ``out_dir`` (optionally only files named ``<name>-*.json``), sorted by file.
 
     Raises:
-        ValueError: a file that is not a readable record, naming it (a re-run of the sweep recomputes it).
+        ValueError: a file that is not a readable record, or (a file named ``<name>-<job_key>.json``) whose record
+            was computed for another job, naming it (a re-run of the sweep recomputes it).
     """
     pattern = f"{name}-*.json" if name else "*.json"
     records = []
     for p in sorted(Path(out_dir).glob(pattern)):
-        record, why = _read_record(p)
+        record, why = _read_record(p, _key_of(p))
         if record is None:
-            raise InputError(f"sweep job file {p} is unreadable ({why}); re-run the sweep to recompute it, or "
-                             f"delete the file")
+            raise InputError(_refusal(p, why, "re-run the sweep to recompute it, or delete the file"))
         records.append(record)
     return records
 
@@ -326,13 +367,13 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
     for path, config in zip(paths, configs):
         if path in records or path in todo:
             continue
-        record, why = _read_record(path)
+        record, why = _read_record(path, job_key(fn, config))
         if record is not None:
             records[path] = record
             continue
         if why != "missing":
-            warnings.warn(f"sweep job file {path} is unreadable ({why}); computing the job again and rewriting "
-                          f"the file", RuntimeWarning, stacklevel=2)
+            warnings.warn(_refusal(path, why, "computing the job again and rewriting the file"), RuntimeWarning,
+                          stacklevel=2)
         todo[path] = config
     failures = {}
     if todo:
@@ -459,12 +500,13 @@ class Sweep:
 
     def unreadable(self, config=None):
         """``(damaged, missing)``: the job files of ``config``'s grid (default ``Config()``) that exist but do not
-        read as records (truncated, garbage, a merge conflict), and those that do not exist."""
+        read as records (truncated, garbage, a merge conflict) or hold another job's record, and those that do
+        not exist."""
         config = self.Config() if config is None else config
         damaged, missing = [], []
         for j in self.jobs(config):
             path = job_path(self.dir(config), self.job, j, name=self.name)
-            why = _read_record(path)[1]
+            why = _read_record(path, job_key(self.job, j))[1]
             if why is not None and path not in damaged and path not in missing:
                 (missing if why == "missing" else damaged).append(path)
         return damaged, missing
@@ -475,9 +517,16 @@ class Sweep:
         return all_on_disk(self.job, self.jobs(config), self.dir(config), name=self.name)
 
     def record(self, job_config, config=None):
-        """The record of one job if its file is on disk and readable (in ``config``'s folder), else None."""
+        """The record of one job if its file is on disk and readable (in ``config``'s folder), else None. A file
+        that holds another job's record (its function and config are not ``job_config``'s) is refused: None, with
+        a ``RuntimeWarning`` naming the file (``run`` computes the job again and rewrites it)."""
         folder = self.dir(self.Config() if config is None else config)
-        return _read_record(job_path(folder, self.job, job_config, name=self.name))[0]
+        path = job_path(folder, self.job, job_config, name=self.name)
+        record, why = _read_record(path, job_key(self.job, job_config))
+        if why is not None and why.startswith(_OTHER_JOB):
+            warnings.warn(_refusal(path, why, "not using it (a run of the sweep computes the job again and "
+                                              "rewrites the file)"), RuntimeWarning, stacklevel=2)
+        return record
 
     def run(self, config=None, out_dir=None, progress=True):
         """Run (or resume) the grid through dask and summarise it; returns the summary with the sweep's timing
