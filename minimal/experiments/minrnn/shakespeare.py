@@ -206,6 +206,12 @@ class Config:
         if self.factor == 1:
             from ...validate import InputError
             raise InputError("Config.factor must be in (0, 1) (the learning rate's cut at a plateau), got 1")
+        # the sizes: one layer's hidden states of a training batch, (batch, T, expansion D), must fit in memory
+        from ...validate import check_fits
+        check_fits(f"Config.D={self.D}, T={self.T}, batch={self.batch}, expansion={self.expansion} (one layer's "
+                   f"{self.dtype} hidden states, batch x T x expansion D)",
+                   np.dtype(self.dtype).itemsize * self.batch * self.T * self.expansion * self.D,
+                   "choose a smaller D, T or batch")
 
     @classmethod
     def from_saved(cls, saved):
@@ -572,19 +578,20 @@ def plot(metrics, out_dir):
 
 def plot_curves(ax, metrics, ylim=(1.3, 3.0)):
     """Draw Fig. 2 on ``ax``: each model's test-subset curve (vanilla dashed) and the paper's best test loss of
-    its kind (D = 384) as a named marker in the same colour, side by side past our last step (the paper's values
-    lie within 0.03 of each other: lines would overlap); Mamba's in grey."""
+    its kind (D = 384) as a named marker in the same colour at the step the paper reached it (``PAPER``'s
+    ``steps_to_best_<kind>``, all within its 5,000-step runs; the values lie within 0.03 of each other, so lines
+    would overlap); Mamba's in grey."""
     colours = {"mingru": "C0", "minlstm": "C1", "attention": "C2", "mamba": "gray"}
     markers = {"mingru": "<", "minlstm": ">", "attention": "^", "mamba": "v"}
-    end = max((max(m["curve_steps"]) for m in metrics["models"].values() if m["curve_steps"]), default=1)
     for kind, m in metrics["models"].items():
         base = base_kind(kind)
         ax.plot(m["curve_steps"], m["curve"], color=colours[base], ls="--" if kind.endswith("_vanilla") else "-",
                 label=f"{LABELS[kind]} (ours, D = {metrics['config']['D']})")
     bases = [k for k in ("mingru", "minlstm", "attention") if any(base_kind(m) == k for m in metrics["models"])]
-    for i, base in enumerate((*bases, "mamba")):
-        ax.plot([end * (1.03 + 0.03 * i)], [PAPER[f"test_loss_{base}"]], markers[base], color=colours[base], ms=7,
-                label=f"{LABELS[base]}, paper (D = 384): {PAPER[f'test_loss_{base}']:.3f}")
+    for base in (*bases, "mamba"):
+        ax.plot([PAPER[f"steps_to_best_{base}"]], [PAPER[f"test_loss_{base}"]], markers[base], color=colours[base],
+                ms=7, label=f"{LABELS[base]}, paper (D = 384): {PAPER[f'test_loss_{base}']:.3f} at step "
+                            f"{PAPER[f'steps_to_best_{base}']:,}")
     ax.set(xlabel="training step", ylabel="test loss (nats / character)", ylim=ylim,
            title="Fig. 2 at CPU size: test loss on a fixed subset of test windows")
     ax.legend(fontsize=8)
