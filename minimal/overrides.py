@@ -13,7 +13,9 @@ Each KEY is a field of an experiment's ``Config``; its VALUE (text) is parsed by
     Optional  "None" (or "none", "null") for None, else the inner type
 
 then the Config is rebuilt with ``dataclasses.replace``, which runs its ``__post_init__``
-(``minimal.validate.check_config``): the field's own rule (an lr > 0, a subset of the known kinds, ...) decides.
+(``minimal.validate.check_config``): the field's own rule (an lr > 0, a subset of the known kinds, each item of a
+tuple in range, sizes whose arrays fit in this machine's memory, ...) decides, for every selected experiment before
+the first one starts.
 With several experiments selected, a key applies to every one whose Config has it; a key that none has is an
 error that lists the valid keys and suggests a close one. Every error is an ``InputError`` naming the key, what
 was expected and what was received. The fields that the command line sets by their own flags (``scheduler``:

@@ -11,13 +11,14 @@ included, show its traceback. Raise it directly for bad input that these helpers
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 import numpy as np
 
 __all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
            "check_choice", "check_keys", "check_grad_dtype", "check_config", "overflow_error", "check_finite_result",
-           "OverflowInputError"]
+           "OverflowInputError", "memory_bytes", "nbytes_text", "check_fits"]
 
 
 class InputError(ValueError):
@@ -186,12 +187,32 @@ def _is_real(v):
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v)
 
 
+_INT64 = 2 ** 63   # NumPy sizes and indices are int64: a larger integer fails inside NumPy (TypeError, OverflowError)
+
+
+def _int_want(value, minimum, text):
+    if not (_is_int(value) and (minimum is None or value >= minimum)):
+        return text
+    if not -_INT64 <= value < _INT64:
+        return f"{text} and below 2**63 (NumPy's sizes and indices are int64)"
+    return None
+
+
 def _check_field(value, rule):
-    """One Config field against ``rule`` (see ``check_config``); returns the error text or None."""
-    if rule == "int>=1" and not (_is_int(value) and value >= 1):
-        return "an integer >= 1"
-    if rule == "int>=0" and not (_is_int(value) and value >= 0):
-        return "an integer >= 0"
+    """One Config field (or one item of a tuple field) against ``rule`` (see ``check_config``); returns the
+    error text (what the value must be) or None."""
+    if rule == "bool":
+        return None if isinstance(value, (bool, np.bool_)) else "True or False"
+    if rule == "str":
+        return None if isinstance(value, str) else "a string"
+    if rule == "sequence":
+        return None if isinstance(value, (tuple, list)) else "a tuple"
+    if rule == "int":
+        return _int_want(value, None, "an integer")
+    if rule == "int>=1":
+        return _int_want(value, 1, "an integer >= 1")
+    if rule == "int>=0":
+        return _int_want(value, 0, "an integer >= 0")
     if rule == "float>0" and not (_is_real(value) and value > 0):
         return "a finite number > 0"
     if rule == "float>=0" and not (_is_real(value) and value >= 0):
@@ -208,11 +229,27 @@ def _check_field(value, rule):
         if not isinstance(value, (tuple, list)) or not value or any(v not in rule[1] for v in value) \
                 or len(set(value)) != len(value):
             return f"a non-empty tuple of distinct values from {list(rule[1])}"
+    if isinstance(rule, tuple) and rule[0] in ("items", "grid"):
+        grid = rule[0] == "grid"
+        what = ("a non-empty tuple of distinct items, each " if grid else "a tuple whose items are each ")
+        if not isinstance(value, (tuple, list)):
+            return what + (_check_field(None, rule[1]) or "of its kind")
+        for item in value:
+            want = _check_field(item, rule[1])
+            if want is not None:
+                return f"{what}{want} ({item!r} is not)"
+        if grid and not value:
+            return what + (_check_field(None, rule[1]) or "of its kind")
+        if grid:
+            twice = next((v for i, v in enumerate(value) if v in value[:i]), None)
+            if twice is not None:
+                return f"{what}{_check_field(None, rule[1])} ({twice!r} is given twice)"
     return None
 
 
 def _default_rule(name, value):
-    """The rule a field gets from its default (``check_config``)."""
+    """The rule a field gets from its default (``check_config``); a tuple of numbers or of bools gets the rule of
+    its items (``("items", rule)``), from its smallest item as a scalar's from its value (a seed: >= 0)."""
     if isinstance(value, bool):
         return "bool"
     if _is_int(value):   # sizes and counts; a warmup may be 0, as may a field whose default is 0 (seeds)
@@ -223,6 +260,16 @@ def _default_rule(name, value):
     if isinstance(value, str):
         return "str"
     if isinstance(value, (tuple, list)):
+        if value and all(isinstance(v, (bool, np.bool_)) for v in value):
+            return ("items", "bool")
+        if value and all(_is_int(v) for v in value):
+            lo = min(value)
+            return ("items", "int>=0" if lo >= 0 and ("seed" in name or lo == 0) else "int>=1" if lo >= 1
+                    else "int")
+        if value and all(_is_real(v) for v in value):
+            return ("items", _default_rule(name, float(min(value))))
+        if value and all(isinstance(v, str) for v in value):
+            return ("items", "str")
         return "sequence"
     return None
 
@@ -233,10 +280,14 @@ def check_config(config, rules=None):
     Each field gets ``rules[name]`` if given, else a rule from its default: a bool stays a bool; an int whose
     default is >= 1 a count (an integer >= 1; ``warmup*``: >= 0), one whose default is 0 an integer >= 0; a
     float a finite number, >= 0 when the default is, > 0 for a learning rate (``lr*``, ``*_lr`` but
-    ``final_lr``); a str a str; a tuple a tuple or list; a field whose default is None also takes None.
-    Rules: "int>=1", "int>=0", "float>0", "float>=0", "float", "[0,1)", "(0,1]", ("one of", options),
-    ("subset of", options) (a non-empty tuple of distinct options), ("optional", rule) (None or the rule), or
-    None (not checked). Raises InputError naming ``<Config>.<field>``, what it must be and the value received.
+    ``final_lr``); a str a str; a tuple a tuple or list, whose items (of a default of numbers, bools or strs)
+    each get the rule of the default's items (a tuple of counts: each an integer >= 1; of seeds: >= 0); a field
+    whose default is None also takes None. Every integer must be below 2**63 (NumPy's int64).
+    Rules: "int>=1", "int>=0", "int", "float>0", "float>=0", "float", "[0,1)", "(0,1]", "bool", "str",
+    "sequence", ("one of", options), ("subset of", options) (a non-empty tuple of distinct options),
+    ("items", rule) (a tuple, each item meeting ``rule``), ("grid", rule) (a non-empty tuple of distinct items,
+    each meeting ``rule``: a sweep's axis), ("optional", rule) (None or the rule), or None (not checked).
+    Raises InputError naming ``<Config>.<field>``, what it must be and the value received.
     Experiments use it as ``__post_init__`` (``dataclasses.replace`` runs it too).
     """
     import dataclasses
@@ -258,17 +309,38 @@ def check_config(config, rules=None):
             rule = rule[1]
         if rule is None:
             continue
-        if rule == "bool":
-            want = None if isinstance(value, (bool, np.bool_)) else "True or False"
-        elif rule == "int":
-            want = None if _is_int(value) else "an integer"
-        elif rule == "str":
-            want = None if isinstance(value, str) else "a string"
-        elif rule == "sequence":
-            want = None if isinstance(value, (tuple, list)) else "a tuple"
-        else:
-            want = _check_field(value, rule)
+        want = _check_field(value, rule)
         if want is not None:
             raise InputError(f"{type(config).__name__}.{f.name} must be {want}, got {value!r}")
     return config
 
+
+def memory_bytes():
+    """This machine's physical memory in bytes, or None where the system does not say (then nothing is refused
+    for its size)."""
+    try:
+        n = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return n if n > 0 else None
+
+
+def nbytes_text(n):
+    """``7.28e12`` -> ``"6.6 TiB"``: a size in bytes as people read it."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024 or unit == "EiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+
+
+def check_fits(what, nbytes, advice):
+    """Refuse, before any work, a configuration whose arrays cannot fit: ``nbytes`` (a lower bound of what it
+    allocates at once, computed from its sizes) above this machine's physical memory (``memory_bytes``) is an
+    InputError "WHAT: at least N of memory, more than this machine's M; ADVICE". ``what`` names the fields, their
+    values and the arrays (e.g. "Config.d_x=1000000 with alphas up to 4 makes the four cells' float64
+    parameters")."""
+    mem = memory_bytes()
+    if mem is not None and nbytes > mem:
+        raise InputError(f"{what}: at least {nbytes_text(nbytes)} of memory, more than this machine's "
+                         f"{nbytes_text(mem)}; {advice}")

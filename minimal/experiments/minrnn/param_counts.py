@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...cells import gru, lstm, mingru, minlstm
-from ...validate import check_config
+from ...validate import check_config, check_fits
 from .. import write_metrics
 
 __all__ = ["Config", "PAPER", "run", "plot", "table", "count", "closed_form"]
@@ -47,8 +47,15 @@ class Config:
     alphas: tuple = (1, 2, 3, 4)       # Sec. 3.1.3 / 3.2.4: d_h = α d_x for α = 1, 2, 3, 4
     seed: int = 0                      # init draws random values; only the shapes matter here
 
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
+    def __post_init__(self):
+        # every field checked by its own name, before any work (rules from the defaults: validate.check_config),
+        # then the sizes: the largest cell's float64 parameters (the LSTM's, at the largest alpha; each cell's are
+        # counted and dropped in turn) must fit in memory
+        check_config(self, {"alphas": ("grid", "int>=1")})
+        alpha = max(self.alphas)
+        check_fits(f"Config.d_x={self.d_x} with alphas up to {alpha} (d_h = {alpha * self.d_x}) makes the LSTM's "
+                   f"float64 parameters", 8 * closed_form("lstm", self.d_x, alpha * self.d_x, True),
+                   "choose a smaller d_x (the percentages do not depend on it)")
 
     @classmethod
     def quick(cls):

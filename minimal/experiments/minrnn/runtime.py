@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import _speed
-from ...validate import check_config
+from ...validate import check_config, check_fits
 from ...cells import gru, lstm, mingru, minlstm
 from .. import write_metrics
 
@@ -92,10 +92,18 @@ class Config:
     method: str = "blelloch"           # minGRU/minLSTM vanilla scan (Numba); the log scan has one algorithm
     dtype: str = "float32"             # ours: training precision
     seed: int = 0
-    blas_threads: int = 1              # project notes: one thread, and timings that do not depend on idle cores
+    blas_threads: int = 1              # one thread: timings that do not depend on idle cores
 
-    # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
-    __post_init__ = check_config
+    def __post_init__(self):
+        # every field checked by its own name, before any work (rules from the defaults: validate.check_config),
+        # then the sizes: the hidden states of the longest sequence, (batch, T, d_hidden), must fit in memory
+        check_config(self, {"T_values": ("grid", "int>=1"), "models": ("subset of", tuple(MODELS)),
+                            "dtype": ("one of", ("float32", "float64"))})
+        T = max(self.T_values)
+        check_fits(f"Config.batch={self.batch}, d_hidden={self.d_hidden}, T_values up to {T} (the {self.dtype} "
+                   f"hidden states, batch x T x d_hidden)",
+                   np.dtype(self.dtype).itemsize * self.batch * T * max(self.d_hidden, self.d_in),
+                   "choose a smaller batch, d_hidden, d_in or T")
 
     @classmethod
     def quick(cls):

@@ -122,7 +122,7 @@ from ...stopping import Plateau, ReduceOnPlateau
 from ...sweep import Sweep
 from ...tasks import selective_copy as task
 from ...train import train
-from ...validate import InputError, check_config
+from ...validate import InputError, check_config, check_fits
 
 __all__ = ["Config", "Job", "PAPER", "TOLERANCE", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
            "eval_batch", "evaluate", "train_job", "replay", "run_job", "jobs", "row_key", "summarise", "finished", "run", "plot"]
@@ -420,8 +420,20 @@ class Config:
 
     def __post_init__(self):
         # every field checked by its own name, before any work (rules from the defaults: validate.check_config)
+        # the grid's axes: names from KINDS (a vanilla cell is log_space=False, not a name), every item in range
+        vanilla = [k for k in self.kinds if isinstance(k, str) and k.endswith("_vanilla")] \
+            if isinstance(self.kinds, (tuple, list)) else []
+        if vanilla:
+            raise InputError(f"Config.kinds must be a non-empty tuple of distinct values from {list(KINDS)}, got "
+                             f"{self.kinds!r} (the vanilla cells are log_space=False here: kinds="
+                             f"{vanilla[0][:-len('_vanilla')]} with log_space=False)")
         check_config(self, {"eval_every": ("optional", "int>=1"), "patience": ("optional", "int>=1"),
-                            "reductions": ("optional", "int>=0")})
+                            "reductions": ("optional", "int>=0"), "kinds": ("subset of", KINDS),
+                            "depths": ("grid", "int>=1"), "seeds": ("grid", "int>=0"), "log_space": ("grid", "bool"),
+                            "reference_kinds": ("items", ("one of", ("gru", "lstm")))})
+        # the sizes: one layer's float32 hidden states of a training batch, (batch, T, expansion D), must fit
+        check_fits(f"Config.D={self.D}, T={self.T} (hidden states of a batch of {Job.batch} x T x {Job.expansion} "
+                   f"D, float32)", 4 * Job.batch * self.T * Job.expansion * self.D, "choose a smaller D or T")
         if self.patience is not None and self.eval_every is None:
             raise InputError("Config.patience needs Config.eval_every (the accuracy it watches is evaluated every "
                              "eval_every steps), got eval_every=None")
