@@ -25,6 +25,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import tempfile
+import time
 import re
 import shutil
 import subprocess
@@ -38,7 +40,7 @@ from .nbtidy import read_notebook
 from .validate import InputError
 
 __all__ = ["POINTS", "HIDDEN_BEGIN", "HIDDEN_END", "source_notebook", "rubric", "release", "submit", "autograde",
-           "grade", "scores", "cell_scores", "lesson_id",
+           "grade", "selftest", "scores", "cell_scores", "lesson_id",
            "nbgrader_available"]
 
 POINTS = 10                       # per exercise that has a check, split over its test cells
@@ -322,3 +324,44 @@ def cell_scores(root, lesson, student):
         nb = gb.find_submission_notebook(lesson, lesson, student)
         return {g.name: (g.score if g.score is not None or g.auto_score is None else g.auto_score, g.max_score)
                 for g in nb.grades}
+
+
+def selftest(path, out=None):
+    """Run the lesson at ``path`` as the reference (twice) and as its untouched release, judge both; returns
+    ``{grade_id: (reference verdict, untouched verdict)}``. No sandbox: for the lesson's author."""
+    from . import grader, judge
+
+    path = Path(path).resolve()
+    src = source_notebook(read_notebook(path))
+    judge.rules(src)   # fails early on a test cell without a record
+    work = Path(out or tempfile.mkdtemp(prefix="minimal-selftest-"))
+    ref_nb = copy.deepcopy(src)
+    grader.execute(ref_nb, path.parent, work / "ref")
+    untouched = copy.deepcopy(src)
+    for cell in untouched.cells:
+        md = cell.metadata.get("nbgrader", {})
+        if md.get("solution") and cell.cell_type == "code":
+            cell.source = course.strip_solution(cell.source, course.CODE_STUB)
+    grader.execute(untouched, path.parent, work / "untouched")
+    ref_v = judge.judge(src, work / "ref", work / "ref")
+    un_v = judge.judge(src, work / "ref", work / "untouched")
+    return {g: (ref_v[g], un_v[g]) for g in ref_v}
+
+
+def _main(argv):
+    for path in argv:
+        t0 = time.perf_counter()
+        res = selftest(path)
+        bad = {g: v for g, v in res.items() if not v[0].passed or v[1].passed}
+        for g, (r, u) in res.items():
+            print(f"{Path(path).name} {g}: reference {'PASS' if r.passed else 'FAIL: ' + r.message}; "
+                  f"untouched {'PASS (wrong!)' if u.passed else 'fails: ' + u.message}")
+        print(f"{Path(path).name}: {len(res) - len(bad)} of {len(res)} checks judged as intended "
+              f"({time.perf_counter() - t0:.0f} s)")
+        if bad:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":      # python -m minimal.assignments NOTEBOOK ...: the lesson author's check
+    sys.exit(_main(sys.argv[1:]))

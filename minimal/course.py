@@ -54,7 +54,7 @@ from .validate import InputError
 
 __all__ = ["NOTEBOOKS", "SOLUTION_TAG", "BEGIN", "END", "lessons", "title", "exercise_of", "ClearSolutions",
            "student_notebook", "bare_stubs", "student", "local_mathjax", "local_reveal", "html", "slide_notebook",
-           "slides"]
+           "slides", "strip_solution", "drop_hidden"]
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 PACKAGED = Path(__file__).resolve().parent / "_course"   # a wheel's student edition (setup.py writes it at build)
@@ -148,7 +148,7 @@ def _replace_regions(lines, begin, end, stub):
     return out
 
 
-def _strip(source, stub):
+def strip_solution(source, stub):
     """Replace each BEGIN .. END SOLUTION region of ``source`` (markers included) with ``stub``, indented like
     the BEGIN line; a source without markers is replaced whole."""
     lines = source.splitlines()
@@ -157,7 +157,7 @@ def _strip(source, stub):
     return "\n".join(_replace_regions(lines, BEGIN, END, lambda indent: [indent + s for s in stub.splitlines()]))
 
 
-def _drop_hidden(source):
+def drop_hidden(source):
     """``source`` without its BEGIN .. END HIDDEN TESTS regions (markers included): checks that would give the
     answer away, which nbgrader runs when it autogrades and the student edition leaves out."""
     if HIDDEN_BEGIN not in source:
@@ -183,14 +183,14 @@ class ClearSolutions(Preprocessor):
         for i, (cell, exercise) in enumerate(zip(nb.cells, owner)):
             if is_solution(cell):
                 try:
-                    cell.source = _strip(cell.source, CODE_STUB if cell.cell_type == "code" else TEXT_STUB)
+                    cell.source = strip_solution(cell.source, CODE_STUB if cell.cell_type == "code" else TEXT_STUB)
                 except ValueError as e:   # unbalanced markers: say which cell, and where it is
                     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
                     raise InputError(f"cell {i} ({cell.cell_type}, {exercise or 'outside the exercises'}, starting "
                                      f"{first[:60]!r}): {e}; every {BEGIN!r} needs its {END!r}") from None
                 stubbed = stubbed or cell.cell_type == "code"
             if cell.cell_type == "code":
-                cell.source = _drop_hidden(cell.source)
+                cell.source = drop_hidden(cell.source)
                 if exercise is not None or is_solution(cell):
                     cell.outputs, cell.execution_count = [], None
                 tags = cell.metadata.setdefault("tags", [])

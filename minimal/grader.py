@@ -15,8 +15,8 @@
 3. **Feedback**: nbgrader's ``generate_feedback`` with ``StripHiddenTests`` (no hidden check's source in the page)
    and MathJax copied beside each page (offline).
 
-``selftest(path)`` runs one lesson as the reference and as its untouched release and judges both, without a
-sandbox: the lesson author's check that every record is judged as intended.
+``minimal.assignments.selftest(path)`` (``python -m minimal.assignments NOTEBOOK``) runs one lesson as the reference
+and as its untouched release and judges both, without a sandbox: the lesson author's check.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ import copy
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ import nbformat
 
 from . import course, grading, judge
 
-__all__ = ["execute", "reference_run", "limits_for", "SandboxedExecute", "StripHiddenTests", "grade", "selftest",
+__all__ = ["execute", "reference_run", "limits_for", "SandboxedExecute", "StripHiddenTests", "verdict_output",
            "UNSAFE_ENV"]
 
 REFERENCE = "reference"          # COURSE/reference/<lesson>/: the reference records, outside source/ and release/
@@ -217,47 +216,5 @@ if NbGraderPreprocessor is not None:
             for cell in nb.cells:
                 md = cell.metadata.get("nbgrader", {})
                 if cell.cell_type == "code" and md.get("grade") and not md.get("solution"):
-                    cell.source = course._drop_hidden(cell.source)
+                    cell.source = course.drop_hidden(cell.source)
             return nb, resources
-
-
-def selftest(path, out=None):
-    """Run the lesson at ``path`` as the reference (twice) and as its untouched release, judge both; returns
-    ``{grade_id: (reference verdict, untouched verdict)}``. No sandbox: for the lesson's author."""
-    from . import assignments
-    from .nbtidy import read_notebook
-
-    path = Path(path).resolve()
-    src = assignments.source_notebook(read_notebook(path))
-    judge.rules(src)   # fails early on a test cell without a record
-    work = Path(out or tempfile.mkdtemp(prefix="minimal-selftest-"))
-    ref_nb = copy.deepcopy(src)
-    execute(ref_nb, path.parent, work / "ref")
-    untouched = copy.deepcopy(src)
-    for cell in untouched.cells:
-        md = cell.metadata.get("nbgrader", {})
-        if md.get("solution") and cell.cell_type == "code":
-            cell.source = course._strip(cell.source, course.CODE_STUB)
-    execute(untouched, path.parent, work / "untouched")
-    ref_v = judge.judge(src, work / "ref", work / "ref")
-    un_v = judge.judge(src, work / "ref", work / "untouched")
-    return {g: (ref_v[g], un_v[g]) for g in ref_v}
-
-
-def _main(argv):
-    for path in argv:
-        t0 = time.perf_counter()
-        res = selftest(path)
-        bad = {g: v for g, v in res.items() if not v[0].passed or v[1].passed}
-        for g, (r, u) in res.items():
-            print(f"{Path(path).name} {g}: reference {'PASS' if r.passed else 'FAIL: ' + r.message}; "
-                  f"untouched {'PASS (wrong!)' if u.passed else 'fails: ' + u.message}")
-        print(f"{Path(path).name}: {len(res) - len(bad)} of {len(res)} checks judged as intended "
-              f"({time.perf_counter() - t0:.0f} s)")
-        if bad:
-            return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

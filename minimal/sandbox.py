@@ -88,10 +88,9 @@ def _links():
 
 def _needed():
     """The folders the kernel must read: Python's installation, the environment, the package and its data."""
-    import minimal
-    from minimal.data import DATA_ROOT
+    from .data import DATA_ROOT
 
-    pkg = Path(minimal.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parent
     need = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), pkg, Path(DATA_ROOT).resolve()}
     kernels = pkg.parent / "cuda_kernels"
     if kernels.is_dir():

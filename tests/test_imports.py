@@ -64,7 +64,8 @@ LAYERS = (
     ("minimal.cells", "minimal.models", "minimal.kernel_attention"),
     ("minimal.constructions", "minimal.analysis", "minimal.tasks", "minimal.sweep", "minimal.report"),
     ("minimal.experiments", "minimal._torch_models", "minimal.bench", "minimal.bench_train", "minimal.check",
-     "minimal.course", "minimal.assignments"),
+     "minimal.course", "minimal.assignments", "minimal.grading", "minimal.judge", "minimal.sandbox",
+     "minimal.grader"),
     ("minimal.reproduce", "minimal.reproduce_all", "minimal.__main__", "minimal"),
 )
 
