@@ -33,6 +33,7 @@ from pathlib import Path
 __all__ = ["Limits", "isolation", "run", "NOBODY"]
 
 NOBODY = 65534
+WARM_CACHE_BYTES = 256 * 2 ** 20     # a numba cache up to this size is copied into each sandbox
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,10 @@ def prepare(scratch, numba_cache=None):
     scratch = Path(scratch)
     for sub in ("home", "cache/numba", "cache/mpl", "runtime", "records"):
         (scratch / sub).mkdir(parents=True, exist_ok=True)
-    if numba_cache and Path(numba_cache).is_dir():
-        shutil.copytree(numba_cache, scratch / "cache" / "numba", dirs_exist_ok=True)
+    if numba_cache and Path(numba_cache).is_dir():     # a warm cache saves each run its compiles; not a huge one
+        files = [p for p in Path(numba_cache).rglob("*") if p.is_file()]
+        if sum(p.stat().st_size for p in files) <= WARM_CACHE_BYTES:
+            shutil.copytree(numba_cache, scratch / "cache" / "numba", dirs_exist_ok=True)
     if os.geteuid() == 0:
         for dirpath, dirnames, filenames in os.walk(scratch):
             os.chown(dirpath, NOBODY, NOBODY)

@@ -14,8 +14,8 @@ which is how it was run, not a result.
 Then four refinements, in order:
     spread              where the paper gives a spread (± one standard deviation over its seeds), the difference
                         of the means is judged against the combined spread s = sqrt(s_paper² + s_ours²): within
-                        s matches, within 2 s is close (``spread_verdict``); the better of this and the tolerance's
-                        verdict stands, so a number inside the paper's own spread never reads "differs".
+                        s matches, within twice s is close (``spread_verdict``); the better of this and the
+                        tolerance's verdict stands, so a number inside the paper's own spread never reads "differs".
     printed precision   a number the paper prints (at most 4 significant digits, e.g. 33 or 0.206) is matched by
                         ours rounded the same way: 33.33 matches 33 (``printed_match``). Derived ratios such as
                         0.206 / 0.207 have no printed precision and keep the tolerance alone. A float loses
