@@ -59,7 +59,8 @@ c.GenerateAssignment.preprocessors = [p for p in GenerateAssignment.class_traits
                                       if p is not ClearOutput]
 c.ClearSolutions.code_stub = {"python": '# YOUR CODE HERE\\nraise NotImplementedError("not done yet")'}
 # autograde runs each submission in a sandbox (minimal.sandbox) and judges its recorded answers outside the
-# student's kernel (minimal.judge); feedback shows no hidden check and no HTML from a submission (MathJax: course grade puts a copy beside each page)
+# student's kernel (minimal.judge); feedback shows no hidden check and no HTML from a submission (MathJax: course
+# grade puts a copy beside each page)
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 from nbgrader.preprocessors import Execute  # noqa: E402
 from minimal.grader import SandboxedExecute, StripHiddenTests  # noqa: E402
@@ -298,8 +299,8 @@ def grade(root, lesson, unsafe=False, log=print):
                 shutil.copytree(folder, page / "mathjax")
         for html in page.glob("*.html"):   # nbgrader's feedback template names MathJax's CDN whatever is configured
             text = html.read_text(encoding="utf-8")
-            html.write_text(re.sub(r'src="https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/[^"]*"', f'src="{url}"', text),
-                            encoding="utf-8")
+            text = re.sub(r'src="https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/[^"]*"', f'src="{url}"', text)
+            html.write_text(text, encoding="utf-8")
     result = scores(root, lesson)
     for student, (score, top) in sorted(result.items()):
         log(f"{student}: {score:g} / {top:g}")

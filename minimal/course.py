@@ -25,7 +25,8 @@ its markers work unchanged if an instructor moves to it.
 ``html(out)`` renders the executed notebooks with nbconvert's ``HTMLExporter`` (the JupyterLab template): one page
 per lesson with a bar linking the syllabus and the previous and next lesson. The default is the student site, each
 lesson as its student edition (no solution, no hidden check); ``html(out, instructor=True)`` is the instructor's,
-solutions folded into ``<details>``, the guide as ``instructor.html`` and a banner on every page saying so; links between notebooks pointing at the pages, and ``index.html`` rendered from
+solutions folded into ``<details>``, the guide as ``instructor.html`` and a banner on every page saying so;
+links between notebooks pointing at the pages, and ``index.html`` rendered from
 the syllabus. Nothing is executed: the pages show the committed outputs. MathJax comes from a local copy when one
 is installed (``local_mathjax``: PyPI's ``jupyter-server-mathjax``, which the ``[notebooks]`` extra brings, copied
 next to the pages; else Debian's ``libjs-mathjax``), else from its CDN with a printed note; require.js, jQuery and

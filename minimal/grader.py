@@ -146,7 +146,8 @@ def verdict_output(v):
     not."""
     if v.passed:
         return [nbformat.v4.new_output("stream", name="stdout", text="check passed\n")]
-    return [nbformat.v4.new_output("error", ename="CheckFailed", evalue=v.message, traceback=[f"CheckFailed: {v.message}"])]
+    return [nbformat.v4.new_output("error", ename="CheckFailed", evalue=v.message,
+                                   traceback=[f"CheckFailed: {v.message}"])]
 
 
 try:
