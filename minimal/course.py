@@ -597,7 +597,7 @@ def html(out_dir, notebooks=None, mathjax_url=None, notes=None, instructor=False
             if cell.cell_type == "markdown":
                 cell.source = _site_links(cell.source)
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"*Lesson {i + 1} of {len(order)}* · " + " · ".join(nav)))
-        nb.cells[:0] = copy.deepcopy(banner)
+        nb.cells[1:1] = copy.deepcopy(banner)      # under the bar that leads to the syllabus and the neighbours
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": titles[name]}})
         path = out / _page(name)
         path.write_text(body, encoding="utf-8")
