@@ -1,14 +1,16 @@
 """Grading submissions: the reference run, the student's run in a sandbox, the verdicts, nbgrader's bookkeeping.
 
-``python -m minimal course grade COURSE LESSON`` (``grade``) grades every submission of one lesson:
+``python -m minimal course grade COURSE LESSON`` (``minimal.assignments.grade``) grades every submission of one
+lesson:
 
-1. **The reference run** (once per version of the lesson, cached in ``COURSE/source/<lesson>/.reference/``): the
-   instructor's notebook, solutions in, executed as the instructor with ``MINIMAL_GRADING_DIR`` set, so that every
-   ``grading.record`` call writes the reference answers; the time of every cell is kept to set the student's
-   timeouts (``timeouts``).
+1. **The reference run** (``reference_run``; once per version of the lesson, cached in
+   ``COURSE/reference/<lesson>/``, outside ``source/`` so that no release copies it): the instructor's notebook,
+   solutions in, executed as the instructor with ``MINIMAL_GRADING_DIR`` set, so that every ``grading.record``
+   call writes the reference answers; the time of every cell is kept to set the student's timeouts
+   (``limits_for``).
 2. **nbgrader autograde**, with its ``Execute`` step replaced by ``SandboxedExecute``: the notebook (the student's
-   answers, the locked and hidden checks put back by nbgrader) is copied into a scratch folder and executed there
-   by ``minimal.sandbox`` with no rights over anything else; the kernel's records come back as data only, and
+   answers, the locked checks put back by nbgrader, the hidden ones removed again: a record never sits in one) is
+   copied into a scratch folder and executed there by ``minimal.sandbox`` with no rights over anything else; the kernel's records come back as data only, and
    ``minimal.judge`` compares them with the reference. Each test cell's outputs are replaced by its verdict (a line
    "check passed", or an error with the check's message), which is what nbgrader scores: the student's kernel
    cannot change a score, because no score is read from it.
@@ -176,7 +178,11 @@ if NbGraderPreprocessor is not None:
             source = nbformat.read(root / "source" / lesson / f"{name}.ipynb", as_version=4)
             scratch = Path(tempfile.mkdtemp(prefix="minimal-grade-"))
             try:
-                nbformat.write(nb, scratch / f"{name}.ipynb")
+                sent = copy.deepcopy(nb)    # no hidden check enters the sandbox: the judge needs none of them
+                for cell in sent.cells:
+                    if cell.cell_type == "code":
+                        cell.source = course.drop_hidden(cell.source)
+                nbformat.write(sent, scratch / f"{name}.ipynb")
                 sandbox.prepare(scratch, numba_cache=os.environ.get("NUMBA_CACHE_DIR"))
                 rc, sentence, err = sandbox.run(f"{name}.ipynb", scratch, limits_for(ref),
                                                 unsafe=os.environ.get(UNSAFE_ENV) == "1")

@@ -89,6 +89,10 @@ def rules(nb):
     record, or a check name used twice, is a ValueError (the lesson must be fixed)."""
     out, seen = {}, set()
     for grade_id, cell in _test_cells(nb):
+        hidden = cell.source.split("### BEGIN HIDDEN TESTS", 1)[1] if "### BEGIN HIDDEN TESTS" in cell.source else ""
+        if cell_rules(hidden.split("### END HIDDEN TESTS", 1)[0]) if hidden else False:
+            raise ValueError(f"test cell {grade_id} records an answer inside a hidden check: the grader sends no "
+                             f"hidden check into the sandbox, so move the record above it")
         rs = cell_rules(cell.source)
         if not rs:
             raise ValueError(f"test cell {grade_id} records no answer (grading.record): it cannot be graded")
