@@ -245,7 +245,7 @@ def submit(root, lesson, student, fill_answers=False):
     return folder / name
 
 
-def autograde(root, lesson, students=None, unsafe=False):
+def autograde(root, lesson, students=None, unsafe=False, check=True):
     """``nbgrader autograde`` of ``lesson`` (``--student`` each of ``students``, else everyone submitted), each
     submission in the sandbox (``minimal.grader.SandboxedExecute``, set by the course's ``nbgrader_config.py``)."""
     from .grader import UNSAFE_ENV
@@ -253,7 +253,7 @@ def autograde(root, lesson, students=None, unsafe=False):
     args = ["autograde", lesson, "--force"]
     if students:
         args += ["--CourseDirectory.student_id=" + (students[0] if len(students) == 1 else "*")]
-    return _nbgrader(args, root, extra_env={UNSAFE_ENV: "1" if unsafe else "0"})
+    return _nbgrader(args, root, check=check, extra_env={UNSAFE_ENV: "1" if unsafe else "0"})
 
 
 def _check_course(root, lesson):
@@ -285,8 +285,14 @@ def grade(root, lesson, unsafe=False, log=print):
     if not students:
         raise InputError(f"no submission of {lesson} in {root / 'submitted'}/<student>/{lesson}/")
     grader.reference_run(root, lesson)
-    autograde(root, lesson, unsafe=unsafe)
-    _nbgrader(["generate_feedback", lesson, "--force"], root)
+    # one submission nbgrader cannot process (a broken notebook) must not stop the grading of the others
+    for step, run in (("autograde", autograde(root, lesson, unsafe=unsafe, check=False)),
+                      ("generate_feedback", _nbgrader(["generate_feedback", lesson, "--force"], root, check=False))):
+        if run.returncode != 0:
+            failed = sorted(set(re.findall(r"(?:Failed|failed)[^\n]*?'?([\w.-]+)'? ?/ ?" + re.escape(lesson),
+                                           run.stderr)))
+            log(f"nbgrader {step} reported errors" + (f" for {', '.join(failed)}" if failed else "") +
+                f" (its log, last lines: {' | '.join(run.stderr.strip().splitlines()[-3:])[-600:]})")
     folder, url, _ = course.local_mathjax()
     for page in (root / "feedback").glob(f"*/{lesson}"):
         if folder is None:

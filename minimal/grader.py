@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -143,6 +144,48 @@ def _clean_outputs(outputs):
     return out
 
 
+def _collect_records(scratch, dest):
+    """Copy the record files the sandbox left in ``scratch/records`` into ``dest`` (a new folder of the grader's),
+    never following a link: a ``records`` that is a link (to the reference's records, say) or a file that is one
+    counts as no record."""
+    import re
+    import stat
+
+    dest.mkdir(mode=0o700)
+    try:
+        folder = os.open(scratch / "records", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return dest
+    try:
+        for name in os.listdir(folder):
+            if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}\.npz", name):
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    data = f.read(judge.MAX_BYTES + 1)
+                    if len(data) <= judge.MAX_BYTES:
+                        (dest / name).write_bytes(data)
+    finally:
+        os.close(folder)
+    return dest
+
+
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+_SCRIPT_URL = re.compile(r"(?i)(java|vb)script\s*:")
+
+
+def _sanitise_markdown(nb):
+    """Markdown a student could write (any markdown cell of a submission) shown as text: no HTML tag, no script
+    URL. nbgrader's feedback and formgrader templates render markdown without sanitising it."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _SCRIPT_URL.sub("blocked-script:", _TAG.sub("&lt;", cell.source))
+
+
 def verdict_output(v):
     """What a test cell shows (and nbgrader scores): a line when it passed, an error with the check's words when
     not."""
@@ -203,7 +246,8 @@ if NbGraderPreprocessor is not None:
                     for cell in nb.cells:
                         if cell.cell_type == "code":
                             cell.outputs = []
-                verdicts = judge.judge(source, ref / "records", scratch / "records")
+                verdicts = judge.judge(source, ref / "records", _collect_records(scratch, scratch.parent /
+                                                                                 (scratch.name + "-records")))
                 for cell in nb.cells:
                     gid = cell.metadata.get("nbgrader", {}).get("grade_id")
                     if gid in verdicts:
@@ -211,9 +255,11 @@ if NbGraderPreprocessor is not None:
                     elif cell.metadata.get("nbgrader", {}).get("grade") and cell.cell_type == "code" \
                             and not cell.metadata["nbgrader"].get("solution"):
                         cell.outputs = verdict_output(judge.Verdict(False, "this check is not in the lesson's source"))
+                _sanitise_markdown(nb)
             finally:
                 if not self.keep_scratch:
                     shutil.rmtree(scratch, ignore_errors=True)
+                shutil.rmtree(scratch.parent / (scratch.name + "-records"), ignore_errors=True)
             return nb, resources
 
     class StripHiddenTests(NbGraderPreprocessor):

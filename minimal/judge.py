@@ -118,7 +118,18 @@ def load(folder, check):
             if sum(i.file_size for i in z.infolist()) > MAX_BYTES:
                 raise ValueError("the recorded answer is too large")
         with np.load(path, allow_pickle=False) as f:
-            flat = {k: f[k] for k in f.files}
+            flat = {}
+            for k in f.files:
+                with f.zip.open(f"{k}.npy") as member:     # the header's shape, before anything is allocated
+                    version = np.lib.format.read_magic(member)
+                    if version not in ((1, 0), (2, 0)):
+                        raise ValueError("the recorded answer is not a plain .npy array")
+                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                        np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read(member)
+                if dtype.itemsize * int(np.prod(shape, dtype=object)) > MAX_BYTES:
+                    raise ValueError("the recorded answer is too large")
+                flat[k] = f[k]
     except (OSError, zipfile.BadZipFile, EOFError) as e:
         raise ValueError(f"the recorded answer cannot be read ({type(e).__name__})") from None
     out = {}
@@ -131,6 +142,8 @@ def load(folder, check):
             d = out.setdefault(node, {})
             for part in rest[:-1]:
                 d = d.setdefault(part, {})
+            if not isinstance(d, dict):
+                raise ValueError(f"the recorded answer {key!r} is both a value and a group")
             d[rest[-1]] = value
         else:
             out[key] = value
@@ -169,7 +182,8 @@ def verdict(rule, reference, student):
         names.update(ref=reference, np=np, module=importlib.import_module)
         try:        # the rule is the instructor's code; the names are globals so that a comprehension sees them
             with np.errstate(all="ignore"):
-                ok = bool(np.all(eval(compile(rule.rule, f"<rule of {rule.check}>", "eval"), names)))
+                r = np.asarray(eval(compile(rule.rule, f"<rule of {rule.check}>", "eval"), names))
+                ok = r.size > 0 and bool(np.all(r))       # an empty answer makes no rule true
         except Exception:          # a student's value of the wrong shape or kind: the rule cannot hold
             ok = False
     return Verdict(ok, "passed" if ok else rule.message)
@@ -182,10 +196,13 @@ def judge(nb, reference_dir, student_dir):
     for grade_id, rs in rules(nb).items():
         result = Verdict(True, "passed")
         for r in rs:
+            reference = load(reference_dir, r.check)       # the instructor's: an error here is the lesson's
             try:
-                v = verdict(r, load(reference_dir, r.check), load(student_dir, r.check))
+                v = verdict(r, reference, load(student_dir, r.check))
             except ValueError as e:
                 v = Verdict(False, str(e))
+            except Exception:      # a forged record (a dotted name over a plain one, a header of 10^15 items...)
+                v = Verdict(False, "the recorded answer cannot be read as numbers, True/False or text")
             if not v.passed:
                 result = v
                 break

@@ -3,7 +3,8 @@
 ``run(nb_path, scratch, ...)`` executes one notebook inside bubblewrap (``bwrap``, the Debian/Ubuntu package
 ``bubblewrap``; a well-kept tool that Flatpak uses, so that this project writes no sandbox of its own):
 
-- **what it sees**: a fresh root holding only the system's ``/usr`` (and the ``/bin``, ``/lib`` links), ``/etc``,
+- **what it sees**: a fresh root holding only the system's ``/usr`` (and the ``/bin``, ``/lib`` links), the few files
+  of ``/etc`` that Python and its libraries read (``ETC``),
   the Python installation and virtual environment, the ``minimal`` package and its data, all read-only, and the
   scratch folder (the notebook, its records, a home, caches), the one place it can write. Not the course folder
   (no ``source/``, ``gradebook.db``, other students' work), not the instructor's home, not the repository's
@@ -27,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +85,19 @@ def _links():
         if p.is_symlink():
             out += ["--symlink", os.readlink(p), str(p)]
         elif p.is_dir():
+            out += ["--ro-bind", str(p), str(p)]
+    return out
+
+
+ETC = ("passwd", "group", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "hosts",
+       "fonts", "mime.types", "ssl")     # what Python, NumPy, Matplotlib and Jupyter read of /etc; nothing else of it
+
+
+def _etc():
+    out = []
+    for name in ETC:
+        p = Path("/etc") / name
+        if p.exists():
             out += ["--ro-bind", str(p), str(p)]
     return out
 
@@ -162,8 +177,9 @@ def run(nb_name, scratch, limits=Limits(), unsafe=False):
         if not unsafe:
             raise PermissionError(f"no sandbox for student code here: {sentence}. Install it, or pass --unsafe to "
                                   f"grade with the students' code running with your rights (only for work you trust)")
+        log = tempfile.TemporaryFile()
         rc, err = _wait(subprocess.Popen(inner, env={**os.environ, **env}, cwd=scratch, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, start_new_session=True), limits)
+                                         stderr=log, start_new_session=True), limits, log)
         return rc, f"NO SANDBOX (--unsafe: {sentence})", err
     root = kind == "bwrap-nobody"
     uid = NOBODY if root else os.getuid()
@@ -183,26 +199,34 @@ def run(nb_name, scratch, limits=Limits(), unsafe=False):
     # drops to nobody with every capability gone before anything of the student's runs; as a user: a user namespace
     box = [_bwrap(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
            *([] if root else ["--unshare-user"]), "--die-with-parent", "--new-session", "--clearenv",
-           "--ro-bind", "/usr", "/usr", *_links(), "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
+           "--ro-bind", "/usr", "/usr", *_links(), *_etc(), "--proc", "/proc", "--dev", "/dev",
            "--tmpfs", "/tmp", *dirs, *binds, "--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
     for k, v in env.items():
         box += ["--setenv", k, v]
     drop = [shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs"]
     cmd = box + drop + limit + inner if root else limit + box + inner
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    rc, err = _wait(proc, limits)
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    rc, err = _wait(proc, limits, log)
     return rc, sentence, err
 
 
-def _wait(proc, limits):
+def _wait(proc, limits, err):
+    """Wait for the run (killing its process group at the wall-clock limit); the tail of its stderr, which went to a
+    file of the grader's (a pipe would keep whatever the kernel writes in the grader's memory)."""
     try:
-        _, err = proc.communicate(timeout=limits.wall_seconds)
+        proc.wait(timeout=limits.wall_seconds)
+        code = proc.returncode
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
-        _, err = proc.communicate()
-        return 124, (err or b"")[-2000:].decode("utf-8", "replace") + "\n(stopped: the wall-clock limit)"
-    return proc.returncode, (err or b"")[-2000:].decode("utf-8", "replace")
+        proc.wait()
+        code = 124
+    err.seek(0, os.SEEK_END)
+    err.seek(max(0, err.tell() - 2000))
+    tail = err.read().decode("utf-8", "replace")
+    err.close()
+    return code, tail + ("\n(stopped: the wall-clock limit)" if code == 124 else "")
 
 
 def _execute(src, out, cell_timeout):

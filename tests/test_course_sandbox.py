@@ -85,6 +85,17 @@ if os.fork() == 0:
 '''.replace("{mark}", MARK)
 
 
+RECORDS_LINK = '''import os, shutil
+shutil.rmtree("records", ignore_errors=True)
+os.symlink("{root}/reference/{lesson}/records", "records")        # the grader would read the reference's
+'''
+CWD_LINK = '''import os, shutil
+shutil.rmtree("records", ignore_errors=True)
+os.symlink("/proc/self/cwd/reference/{lesson}/records", "records")
+'''
+SCRIPT = "<script>document.title = 'minimal-hostile'</script> [click](javascript:alert(1)) <img src=x onerror=alert(1)>"
+
+
 def _answers(root):
     """{grade_id: source} of the answer cells of the source (the reference solutions)."""
     src = nbformat.read(root / "source" / LESSON / f"{LESSON}.ipynb", as_version=4)
@@ -169,6 +180,14 @@ def graded(tmp_path_factory):
     _submit(root, "gradebook", {"ex1-answer": GRADEBOOK.format(**fmt)})
     _submit(root, "vandal", {"ex1-answer": VANDAL.format(**fmt)})
     _submit(root, "detached", {"ex1-answer": DETACHED})
+    _submit(root, "records_link", {"ex1-answer": RECORDS_LINK.format(lesson=LESSON, **fmt)})
+    _submit(root, "cwd_link", {"ex1-answer": CWD_LINK.format(lesson=LESSON, **fmt)})
+    _submit(root, "script", {"ex1-answer": "print('hello')"})
+    nb = nbformat.read(root / "submitted" / "script" / LESSON / f"{LESSON}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(SCRIPT))
+    nbformat.write(nb, root / "submitted" / "script" / LESSON / f"{LESSON}.ipynb")
+    (root / "submitted" / "broken" / LESSON).mkdir(parents=True)
+    (root / "submitted" / "broken" / LESSON / f"{LESSON}.ipynb").write_text("{not a notebook")
     before = {"source": _digest(root / "source"), "honest": _digest(root / "submitted" / "honest"),
               "release": _digest(root / "release")}
     lines = []
@@ -184,8 +203,12 @@ def test_the_honest_keep_their_marks_and_every_attack_scores_zero(graded):
     assert lines[0].startswith("isolation: bubblewrap"), lines[0]
     assert scores["honest"] == (40, 40) and scores["tuple"] == (40, 40), scores
     assert scores["partial"] == (10, 40) and scores["untouched"] == (0, 40), scores
-    for hostile in ("leak", "always_equal", "transformer", "gradebook", "vandal", "detached"):
+    for hostile in ("leak", "always_equal", "transformer", "gradebook", "vandal", "detached", "records_link",
+                    "cwd_link", "script"):
         assert scores[hostile] == (0, 40), (hostile, scores)
+    # a submission nbgrader cannot read stops nothing: the others are graded, the failure is named
+    assert "broken" not in scores or scores["broken"][0] == 0
+    assert any("reported errors" in line for line in lines), lines
 
 
 def test_nothing_outside_a_submissions_own_folder_changed(graded):
@@ -208,7 +231,7 @@ def test_feedback_holds_no_solution_or_hidden_check_and_loads_nothing_from_the_n
     secret = _solution_lines(root)
     assert len(secret) > 10
     pages = sorted((root / "feedback").glob(f"*/{LESSON}/{LESSON}.html"))
-    assert len(pages) == 10
+    assert len(pages) >= 13
     for page in pages:
         html = page.read_text(encoding="utf-8")
         import html as h
@@ -219,6 +242,7 @@ def test_feedback_holds_no_solution_or_hidden_check_and_loads_nothing_from_the_n
         assert course.HIDDEN_BEGIN not in text
         assert "cdn.jsdelivr" not in html and "cdnjs" not in html, page
         assert 'src="mathjax/MathJax.js' in html and (page.parent / "mathjax" / "MathJax.js").is_file()
+        assert "<script>document.title" not in html and "javascript:alert" not in html and "<img src=x" not in html
     honest = h.unescape((root / "feedback" / "untouched" / LESSON / f"{LESSON}.html").read_text())
     assert "not answered yet" in honest
 

@@ -92,3 +92,26 @@ def test_rules_come_from_the_source_and_a_record_in_a_hidden_check_is_refused():
     hidden = _cell('### BEGIN HIDDEN TESTS\ngrading.record("ex1", a=a)\n### END HIDDEN TESTS')
     with pytest.raises(ValueError, match="inside a hidden check"):
         judge.rules(nbformat.v4.new_notebook(cells=[hidden]))
+
+
+def test_an_empty_answer_makes_no_rule_true_and_a_malformed_record_fails_without_raising(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[_cell('grading.record("ex1", r=r, rule="abs(r - ref[\'r\']) < 0.05")'),
+                                         _cell('grading.record("ex2", x=x)', "ex2")])
+    ref, student = tmp_path / "ref", tmp_path / "student"
+    ref.mkdir()
+    student.mkdir()
+    _record(ref, "ex1", r=2.0)
+    _record(ref, "ex2", x=1.0)
+    _record(student, "ex1", r=grading.canonical([]))               # [] -> an empty array: no rule holds for it
+    np.savez(student / "ex2.npz", **{"x": np.ones(1), "x.y": np.ones(1)})     # a value and a group at once
+    verdicts = judge.judge(nb, ref, student)
+    assert not verdicts["ex1-check"].passed and not verdicts["ex2"].passed
+    # a header that claims 10^15 items is refused before anything is allocated
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10 ** 15,)})
+    with zipfile.ZipFile(student / "ex2.npz", "w") as z:
+        z.writestr("x.npy", buf.getvalue())
+    assert "too large" in judge.judge(nb, ref, student)["ex2"].message
