@@ -24,7 +24,7 @@ def _function(dotted):
 def test_there_are_committed_job_files():
     if not data_path().exists():
         pytest.skip("no data/ folder (an installed copy of minimal)")
-    assert len(FILES) >= 177 + 27 + 21      # Zucchet's three sweeps, GRIL's two, at least
+    assert len(FILES) >= 148 + 27 + 21      # Zucchet's three sweeps (112 + 32 + 4), GRIL's two, at least
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(data_path())))
