@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from . import scan as _scan
+from .scan.checks import cuda_module as _cuda_module
 from .validate import InputError, check_choice, check_positive_int
 
 __all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table",
@@ -49,7 +49,7 @@ PEAK_GB = {"scan": 2.4, "window": 3.5}       # measured peak resident memory at 
 def cuda_module(name):
     """``minimal.scan.cuda_module`` with the refusal worded for the benchmark: its --backend takes numba or cuda."""
     try:
-        return _scan.cuda_module(name)
+        return _cuda_module(name)
     except ValueError as e:
         why = str(e).split("available (", 1)[-1].split(")", 1)[0] if "available (" in str(e) else str(e)
         raise InputError(f"--backend cuda needs a CUDA GPU and cannot run here ({why}); drop --backend cuda to time "
@@ -170,7 +170,9 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     shape, repeats = _cpu_shape_and_repeats("bench_scan", kw, shape, DEFAULT_SHAPE, ("B", "T", "C"), repeats)
     check_memory("scan", shape)
 
-    from . import _scan_numba, scan
+    from . import scan
+    from .scan import numba_linear, numba_log
+    from .scan.reference import sequential_scan
 
     B, T, C = shape
     n = B * T * C
@@ -179,7 +181,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     b = rng.standard_normal(shape, dtype=np.float32)
     h0 = np.zeros((B, C), dtype=np.float32)
     h = np.empty_like(b)
-    scratch = _scan_numba.scratch_for(a)
+    scratch = numba_linear.scratch_for(a)
     log_a = np.log(a)
     src = np.ones((3 * n + 1) // 2, dtype=np.float32)  # 1.5 n elements (rounded up for odd n)
     dst = np.empty_like(src)
@@ -189,12 +191,12 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
         ("np.copyto (bound)", lambda: np.copyto(dst, src)),
         ("np.copyto, fresh dst", lambda: np.copyto(np.empty_like(src), src)),
         ("np.add a + b -> h", lambda: np.add(a, b, out=h)),
-        ("numpy sequential", lambda: scan.sequential_scan(a, b, h0)),
-        ("numba sequential", lambda: _scan_numba.sequential_into(a, b, h0, h)),
+        ("numpy sequential", lambda: sequential_scan(a, b, h0)),
+        ("numba sequential", lambda: numba_linear.sequential_into(a, b, h0, h)),
         ("public linear_scan", lambda: scan.linear_scan(a, b, h0, method="sequential")),
         ("public linear_scan out=", lambda: scan.linear_scan(a, b, h0, method="sequential", out=h)),
-        ("numba blelloch", lambda: _scan_numba.blelloch_into(a, b, h0, h, scratch)),
-        ("numba log-space", lambda: _scan_numba.log_scan_into(log_a, b, h0, False, h)),
+        ("numba blelloch", lambda: numba_linear.blelloch_into(a, b, h0, h, scratch)),
+        ("numba log-space", lambda: numba_log.log_scan_into(log_a, b, h0, False, h)),
         ("public log_scan", lambda: scan.log_scan(log_a, b)),
     ]
     rows = []
@@ -238,7 +240,7 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
                                             repeats)
     check_memory("window", shape)
 
-    from . import _window_numba
+    from .cells import _gril_numba
     from .cells import gril
 
     B, T, f, w, s = shape
@@ -259,7 +261,7 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
     cases = [
         ("np.copyto (bound)", lambda: np.copyto(dst, src)),
         ("numpy forward", lambda: gril.forward(params, x, s, backend="numpy")),
-        ("numba forward", lambda: _window_numba.gril_forward(*args)),
+        ("numba forward", lambda: _gril_numba.gril_forward(*args)),
         ("numpy forward+backward", lambda: fwd_bwd("numpy")),
         ("numba forward+backward", lambda: fwd_bwd("numba")),
     ]

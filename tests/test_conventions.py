@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minimal import conventions, scan
+from minimal import conventions
+from minimal import scan
+from minimal.scan import reference
 from minimal.cells import REGISTRY, gril, lru, lsa, mingru, softmax_attention
 from minimal.conventions import CHOICES, DEFAULTS
 from minimal.gradcheck import rel_error
@@ -142,8 +144,8 @@ def test_none_means_the_default_of_the_one_table(monkeypatch):
     """Change the table, and every call that passed None follows it: backend "numpy" + method "blelloch" send
     minGRU, the gated RNN and GRIL (its kernel "auto" then unfused) through NumPy's Blelloch scan."""
     calls = []
-    blelloch = scan._blelloch
-    monkeypatch.setattr(scan, "_blelloch", lambda *a: calls.append(1) or blelloch(*a))
+    blelloch = reference.blelloch
+    monkeypatch.setattr(reference, "blelloch", lambda *a: calls.append(1) or blelloch(*a))
     monkeypatch.setitem(conventions.DEFAULTS, "backend", "numpy")
     monkeypatch.setitem(conventions.DEFAULTS, "method", "blelloch")
     for name, example in (("mingru", "parallel-T5-h0"), ("gated_rnn", "diagonal-T5"), ("gril", "parallel-T5-w2-s1")):

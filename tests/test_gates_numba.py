@@ -1,10 +1,10 @@
-"""The fused passes of minLSTM's and minGRU's gates (``minimal._gates_numba``) and of GELU (``layers._gelu_numba``)
+"""The fused passes of minLSTM's and minGRU's gates (``minimal.cells._gates_numba``) and of GELU (``layers._gelu_numba``)
 against the NumPy formulas they replace (the cells with backend="numpy" and ``mlp.gelu`` / ``gelu_grad`` keep them
 as the reference), their float64 gradient checks, and the vectorisable log."""
 import numpy as np
 import pytest
 
-from minimal import _gates_numba as gn
+from minimal.cells import _gates_numba as gn
 from minimal.cells import _gates, mingru, minlstm
 
 

@@ -61,7 +61,7 @@ def test_every_scan_gives_the_reference_output_and_gradients(method, backend, ke
     """(None, None, None) is the default: the fused Numba kernel. backend="cuda" is the whole block in
     cuda_kernels.window: fused forward (None: the default for f <= 32) or unfused with its Blelloch scan."""
     if backend in ("numba", None):
-        pytest.importorskip("minimal._scan_numba")
+        pytest.importorskip("minimal.scan.numba_linear")
     if backend == "cuda":
         pytest.importorskip("cuda_kernels.scan")  # the CUDA simulator on CPU machines (tests/conftest.py)
     params, x = _case(rng, T=8, w=2, s=3)  # T' = 3

@@ -1,11 +1,12 @@
-"""The fused Numba kernels of the GRIL block (``minimal._window_numba``, ``gril.forward(backend="numba")``)
+"""The fused Numba kernels of the GRIL block (``minimal.cells._gril_numba``, ``gril.forward(backend="numba")``)
 give the reference's outputs and gradients, and the CPU window benchmark reports its rows."""
 import numpy as np
 import pytest
 
 pytest.importorskip("numba")
 
-from minimal import _window_numba, bench  # noqa: E402
+from minimal import bench
+from minimal.cells import _gril_numba  # noqa: E402
 from minimal.cells import gril  # noqa: E402
 from minimal.gradcheck import TOLERANCE, check_cell, rel_error  # noqa: E402
 
@@ -86,8 +87,8 @@ def test_forward_only_call_returns_o_without_the_states(rng):
     """Inference: ``gril_forward`` without return_Z allocates no (B, T', f, f) array and returns o alone."""
     params, x = _case(rng, 2, 9, 3, 3, False)
     args = (x, params["Q"], params["q"], params["beta"], params["A"], 3, 2)
-    o = _window_numba.gril_forward(*args)
-    o_Z, Z = _window_numba.gril_forward(*args, return_Z=True)
+    o = _gril_numba.gril_forward(*args)
+    o_Z, Z = _gril_numba.gril_forward(*args, return_Z=True)
     assert isinstance(o, np.ndarray) and o.shape == (2, 4, 3) and Z.shape == (2, 4, 3, 3)
     np.testing.assert_array_equal(o, o_Z)
 

@@ -59,8 +59,7 @@ def test_no_module_imports_itself_back():
 LAYERS = (
     ("minimal.validate", "minimal.conventions", "minimal._atomic", "minimal.io", "minimal.data", "minimal.contract",
      "minimal.gradcheck", "minimal.verdicts", "minimal.overrides", "minimal._speed", "minimal.nbtidy"),
-    ("minimal.scan", "minimal._scan_numba", "minimal._gates_numba", "minimal._window_numba", "minimal._adamw_numba",
-     "minimal.layers", "minimal.optim", "minimal.train", "minimal.stopping", "minimal.evaluations"),
+    ("minimal.scan", "minimal.layers", "minimal.optim", "minimal.train", "minimal.stopping", "minimal.evaluations"),
     ("minimal.cells", "minimal.models", "minimal.kernel_attention"),
     ("minimal.constructions", "minimal.analysis", "minimal.tasks", "minimal.sweep", "minimal.report"),
     ("minimal.experiments", "minimal._torch_models", "minimal.bench", "minimal.bench_train", "minimal.check",

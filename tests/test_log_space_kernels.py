@@ -1,4 +1,4 @@
-"""The compiled log-space kernels (``minimal._scan_numba._log_scan_backward``, ``minimal._gates_numba._g_and_log_g``)
+"""The compiled log-space kernels (``minimal.scan.numba_log._log_scan_backward``, ``minimal.cells._gates_numba._g_and_log_g``)
 give the values of their plain forms, kept here as compiled references: the adjoint with the choice of l_{t−1}
 made per element (a branch on t inside the loop over channels), and log g(k) with both branches' log1p evaluated
 and one kept. The fast forms choose l_{t−1} once per row and take one log1p of a selected argument."""
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from minimal import _gates_numba as gn, _scan_numba as sn
-from minimal._scan_numba import exp_nonpositive, log1p_unit
+from minimal.cells import _gates_numba as gn
+from minimal.scan import numba_log as sn
+from minimal.scan.numba_log import exp_nonpositive, log1p_unit
 
 
 @njit(error_model="numpy", fastmath={"contract"})

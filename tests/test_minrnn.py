@@ -22,7 +22,7 @@ from minimal.cells import _gates
 CELLS = {"mingru": mingru, "minlstm": minlstm}
 EXAMPLES = [(name, i) for name, mod in CELLS.items() for i in range(len(mod.examples(np.random.default_rng(0))))]
 # Parallel-mode scans to compare with the step loop: every CPU implementation the scan module offers.
-HAVE_NUMBA_SCAN = importlib.util.find_spec("minimal._scan_numba") is not None
+HAVE_NUMBA_SCAN = importlib.util.find_spec("minimal.scan.numba_linear") is not None
 LINEAR_SCANS = [("sequential", "numpy"), ("blelloch", "numpy")] + (
     [("sequential", "numba"), ("blelloch", "numba")] if HAVE_NUMBA_SCAN else [])
 LOG_SCANS = ["numpy"] + (["numba"] if HAVE_NUMBA_SCAN else [])

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from minimal import bench, scan
+from minimal.scan import reference
 from minimal.gradcheck import TOLERANCE, check_function, rel_error
 
 CPU_CASES = [("sequential", "numpy"), ("blelloch", "numpy"), ("sequential", "numba"), ("blelloch", "numba")]
@@ -311,7 +312,7 @@ def test_bad_scan_inputs_name_the_argument(bad, match, backend):
 
 
 @pytest.mark.parametrize("bad,match", BAD_SCAN_INPUTS)
-@pytest.mark.parametrize("fn", [scan.sequential_scan, scan.blelloch_scan_numpy], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [reference.sequential_scan, reference.blelloch_scan_numpy], ids=lambda f: f.__name__)
 def test_the_public_numpy_scans_check_their_inputs_too(bad, match, fn):
     """They are public: T = 0 once gave an IndexError from inside the loop."""
     a, b, h0, _ = _good()
@@ -525,7 +526,7 @@ def test_finite_inputs_whose_scan_overflows_name_the_inputs(method):
 def test_checked_kernels_flag_every_position(T):
     """The kernels' own flags: False for a NaN at any (b, t, c), True for finite inputs; the sequential one
     reads it off the last step (NaN and inf are absorbing in the recurrence), the Blelloch one off all of h."""
-    from minimal import _scan_numba
+    from minimal.scan import numba_linear as _scan_numba
 
     rng = np.random.default_rng(T)
     a, b = rng.uniform(-1, 1, (2, T, 3)), rng.standard_normal((2, T, 3))
@@ -548,7 +549,7 @@ def test_backward_kernels_flag_every_position(T):
     """The backward kernels read their flag off their outputs (and h's last step, which the adjoint never reads):
     a NaN, inf or -inf at any position of a, h, dh or h0 fails it, in the loop and in the tree. Zeros in dh make
     the inf * 0 = NaN paths run too."""
-    from minimal import _scan_numba
+    from minimal.scan import numba_linear as _scan_numba
 
     rng = np.random.default_rng(T)
     a, h, dh = rng.uniform(-1, 1, (2, T, 3)), rng.standard_normal((2, T, 3)), rng.standard_normal((2, T, 3))
@@ -591,7 +592,7 @@ def test_vectorised_exp_and_log1p_agree_with_numpy():
     vectorises them, agree with NumPy's to a few float64 ulp; outside their ranges they clamp as documented."""
     from numba import njit
 
-    from minimal import _scan_numba as K
+    from minimal.scan import numba_log as K
 
     @njit
     def apply(fn_id, x):

@@ -19,6 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from .. import scan
+from ..scan.checks import check_out
 from ..conventions import CHOICES, check_unused, choose
 from ..validate import (InputError, OverflowInputError, check_array, check_finite_result,
                         check_grad_dtype, check_positive_int, overflow_error)
@@ -270,7 +271,7 @@ def step_loop(step_forward, params, x, h0, H, log_space):
 
 
 def fused(backend):
-    """Whether a min cell's parallel mode runs its gates fused (``minimal._gates_numba``): every backend (resolved,
+    """Whether a min cell's parallel mode runs its gates fused (``_gates_numba.py``, beside this file): every backend (resolved,
     not None) but "numpy", whose parallel mode keeps the NumPy formulas as the reference the fused pass is tested
     against."""
     return backend != "numpy"
@@ -338,7 +339,7 @@ def check_out(out, x, H, mode, backend):
                          f"step: pass out=None")
     if backend == "cuda":
         raise InputError("out is not supported with backend='cuda' (the scan returns a new array): pass out=None")
-    scan.check_out(out, (x.shape[0], x.shape[1], H), x.dtype, {"x": x}, like="the states h (B, T, H)")
+    check_out(out, (x.shape[0], x.shape[1], H), x.dtype, {"x": x}, like="the states h (B, T, H)")
 
 
 def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):

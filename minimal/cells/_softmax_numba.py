@@ -10,7 +10,7 @@ zero above the diagonal (P = 0 there).
 
 NumPy does each in five or six passes over (N, T, T) temporaries (the mask, the max, exp, the sum, the division),
 all of them over the masked upper triangle too; here each row is read and written once, only up to the diagonal,
-with the vectorisable exp of ``minimal._scan_numba`` and float64 sums whatever the storage dtype. The sums are
+with the vectorisable exp of ``minimal.scan.numba_log`` and float64 sums whatever the storage dtype. The sums are
 reassociated (``fastmath`` "reassoc": vector partial sums, faster than the strict order); no other
 fast-math flag, so a NaN or inf score still gives a NaN row, which the cell's finiteness check reports.
 ``softmax_attention.softmax_weights`` is the NumPy reference these are tested against.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._scan_numba import exp_nonpositive
+from ..scan.numba_log import exp_nonpositive
 
 __all__ = ["causal_softmax_", "causal_softmax_backward_"]
 

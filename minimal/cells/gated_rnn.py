@@ -47,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import scan
+from ..scan.checks import check_out
 from ..conventions import check_unused, choose
 from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype, overflow_error, OverflowInputError
@@ -281,7 +282,7 @@ def forward(params, x, lam=None, method=None, backend=None, readout="all", out=N
         if backend == "cuda":
             raise InputError("out is not supported with backend='cuda' (the scan returns a new array): pass "
                              "out=None")
-        scan.check_out(out, x.shape[:2] + (H,), dtype, {"x": x}, like="the states h (B, T, H)")
+        check_out(out, x.shape[:2] + (H,), dtype, {"x": x}, like="the states h (B, T, H)")
 
     # Every weight product runs on (B T, ·) views: one BLAS call each instead of one per batch row.
     B, T = x.shape[:2]

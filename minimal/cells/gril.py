@@ -28,10 +28,10 @@ The parallel mode runs one of two kernels (``kernel``), on the ``backend``:
     "unfused"   build every C_k and U_k in NumPy, run Z through ``minimal.scan.linear_scan`` as a (B, T', f*f)
                 recurrence with a_k = A for every k (``method``: the scan algorithm; ``backend`` "numpy" or
                 "numba" runs the scan), then read out.
-    "fused"     one pass over the windows. backend="numba": the CPU kernels of ``minimal._window_numba``, one
+    "fused"     one pass over the windows. backend="numba": the CPU kernels of ``cells/_gril_numba.py`` (beside this file), one
                 pass per batch element, U_k formed from x on the fly and Z in an (f, f) buffer; the states
                 (B, T', f, f) are stored for the backward (a fused reverse pass), and x is kept in the cache
-                instead of C. Inference without the stored states: ``_window_numba.gril_forward(...,
+                instead of C. Inference without the stored states: ``_gril_numba.gril_forward(...,
                 return_Z=False)``. There is no fused NumPy kernel: backend="numpy" is the unfused reference.
     "auto"      (the default) "fused" on backend "numba", "unfused" on "numpy", and on "cuda" fused for f <= 32.
 backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window``: the forward is the fused kernel
@@ -53,7 +53,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..conventions import CHOICES, check_unused, choose
-from ..scan import cuda_module, linear_scan, linear_scan_backward, sequential_scan
+from ..scan import linear_scan, linear_scan_backward
+from ..scan.checks import cuda_module
+from ..scan.reference import sequential_scan
 from ..validate import InputError, OverflowInputError, check_array, check_dtype, check_grad_dtype, \
     check_finite_result, check_positive_int, common_dtype, overflow_error
 from ..contract import Example
@@ -344,18 +346,18 @@ def _forward(params, x, s, mode, method, backend, kernel, f, w):
 
 def _forward_numba(params, x, s, w, kwargs):
     """Parallel mode with the fused Numba kernels; the cache keeps x and the states Z for the backward."""
-    from .. import _window_numba
+    from . import _gril_numba
 
-    o, Z = _window_numba.gril_forward(x, params["Q"], params["q"], params["beta"], params["A"], w, s,
+    o, Z = _gril_numba.gril_forward(x, params["Q"], params["q"], params["beta"], params["A"], w, s,
                                       return_Z=True)
     return o, Cache("parallel", x.shape[1], s, None, Z, kwargs, x=x)
 
 
 def _backward_numba(params, cache, do):
-    from .. import _window_numba
+    from . import _gril_numba
 
     check_array("do", do, cache.Z.shape[:3], names=("B", "T'", "f"))
-    return _window_numba.gril_backward(cache.x, params["Q"], params["q"], params["beta"], params["A"],
+    return _gril_numba.gril_backward(cache.x, params["Q"], params["q"], params["beta"], params["A"],
                                        params["Q"].shape[0], cache.s, cache.Z, do)
 
 
@@ -388,7 +390,7 @@ def backward(params, cache, do):
     Returns:
         dx (B, T, f) and grads {Q, q, beta, A} of the params' shapes. A cache from the CUDA path (backend
         "cuda") runs ``cuda_kernels.window.gril_backward`` on the x and Z it kept on the device; one from
-        the fused Numba path (backend "numba") runs ``minimal._window_numba.gril_backward``.
+        the fused Numba path (backend "numba") runs ``_gril_numba.gril_backward`` (beside this file).
     Raises:
         InputError: do of the wrong shape, or too large for the dtype (a gradient would be inf), naming do.
     """

@@ -7,7 +7,7 @@
 No gate sees h_{t−1}, so the recurrence is the linear scan h_t = a_t ⊙ h_{t−1} + b_t with a_t = 1 − z_t,
 b_t = z_t ⊙ h̃_t: "parallel" mode computes every gate at once and runs ``minimal.scan.linear_scan``;
 "sequential" mode is the step loop (``step_forward``), as in the paper's two pseudocode listings. In parallel
-mode the gates (forward and backward) run in one compiled pass each (``minimal._gates_numba``: the same formulas,
+mode the gates (forward and backward) run in one compiled pass each (``cells/_gates_numba.py``, beside this file: the same formulas,
 exp and log vectorised, float64 inside) on every backend but "numpy" (so also with backend=None, "numba"), which
 keeps the NumPy formulas below as the reference the pass is tested against.
 
@@ -80,7 +80,7 @@ class Cache(NamedTuple):
 def _fused_gates(k_z, k_h, log_space):
     """(z, a, b, h̃) of the parallel mode in one compiled pass: a = 1 − z or log(1 − z), b = z k_h or
     log z + log g(k_h), h̃ = k_h or g(k_h); arrays of k_z's shape and dtype."""
-    from .. import _gates_numba
+    from . import _gates_numba
 
     z, a, b = np.empty_like(k_z), np.empty_like(k_z), np.empty_like(k_z)
     if not log_space:
@@ -93,7 +93,7 @@ def _fused_gates(k_z, k_h, log_space):
 
 def _fused_backward(cache, dy):
     """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass."""
-    from .. import _gates_numba
+    from . import _gates_numba
 
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
     # the scan's coefficients recomputed (one pass) rather than cached: the cache keeps the memory the paper counts

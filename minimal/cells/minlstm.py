@@ -10,7 +10,7 @@ We form the normalised gates from δ_t = log(i_t / f_t) = softplus(−k_f,t) −
 for every k: f'_t = σ(−δ_t), i'_t = σ(δ_t), log f'_t = −softplus(δ_t), log i'_t = −softplus(−δ_t).
 "parallel" mode is the linear scan with a_t = f'_t, b_t = i'_t ⊙ h̃_t (``minimal.scan.linear_scan``);
 "sequential" mode the step loop (``step_forward``). In parallel mode the gates (forward and backward) run in one
-compiled pass each (``minimal._gates_numba``: the same formulas, every exp and log vectorised, float64 inside;
+compiled pass each (``cells/_gates_numba.py``, beside this file: the same formulas, every exp and log vectorised, float64 inside;
 the vanilla forward needs no log and takes f' = C / (A + C), i' = A / (A + C) with A = 1 + e^{−k_f},
 C = 1 + e^{−k_i} both scaled by the largest of 1, e^{−k_f}, e^{−k_i}: as exact when both gates underflow),
 on every backend but "numpy", which keeps the NumPy formulas below as the reference the pass is tested against
@@ -132,7 +132,7 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
 def _fused_gates(k_f, k_i, k_h, log_space):
     """(f', i', a, b, h̃) of the parallel mode in one compiled pass: a = f' (vanilla) or log f', b = i' k_h or
     log i' + log g(k_h), h̃ = k_h or g(k_h); arrays of k_f's shape and dtype."""
-    from .. import _gates_numba
+    from . import _gates_numba
 
     f_n, i_n, b = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
     flat = (k_f.ravel(), k_i.ravel(), k_h.ravel(), f_n.ravel(), i_n.ravel())
@@ -146,7 +146,7 @@ def _fused_gates(k_f, k_i, k_h, log_space):
 
 def _fused_backward(cache, dy):
     """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass."""
-    from .. import _gates_numba
+    from . import _gates_numba
 
     x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
     # log a, log b recomputed (one pass) rather than cached: the cache keeps the memory the paper counts

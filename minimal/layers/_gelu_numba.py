@@ -5,7 +5,7 @@ With y = c (u + a u^3), 1/2 (1 + tanh y) = σ(2y), so
     GELU(u) = u s,   GELU'(u) = s + 2 u s (1 − s) c (1 + 3 a u^2),   s = σ(2y) = 1 / (1 + e^{−2y}),
 
 using 1 − tanh² y = 4 s (1 − s). s comes from e = exp(−2|y|) <= 1 (σ(2|y|) = 1 / (1 + e), σ(−2|y|) = e / (1 + e)),
-with no cancellation anywhere, and that exp is the vectorisable one of ``minimal._scan_numba``: NumPy's tanh on
+with no cancellation anywhere, and that exp is the vectorisable one of ``minimal.scan.numba_log``: NumPy's tanh on
 float32 arrays is a scalar call per element, and the backward's formula another five passes with temporaries.
 Computed in float64 registers whatever the storage dtype.
 """
@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .._scan_numba import exp_nonpositive
+from ..scan.numba_log import exp_nonpositive
 
 __all__ = ["gelu_into", "gelu_backward_into"]
 

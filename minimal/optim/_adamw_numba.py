@@ -1,4 +1,4 @@
-"""One AdamW update of one parameter array in one compiled pass (``minimal.optim.adamw_step``).
+"""One AdamW update of one parameter array in one compiled pass (``minimal.optim.adamw_step``, the NumPy reference in ``__init__.py`` beside this file).
 
 The same operations in the same order and the same dtype as ``adamw_step``'s NumPy lines (its scalars rounded to
 the array's dtype first, as NumPy does with Python floats, and no fused multiply-add), so the results are

@@ -4,7 +4,7 @@ Needed?", Sec. 3.1-3.2, App. B.3; ``minimal.cells.minlstm``, ``minimal.cells.min
 NumPy spends most of a minLSTM step here: δ = softplus(−k_f) − softplus(−k_i), f' = σ(−δ), i' = σ(δ) (and in log
 space log f' = −softplus(δ), log i' = −softplus(−δ), log g(k_h)) take some ten passes over (B, T, H) arrays, each
 exp and log1p a scalar libm call. Here every element is read once and its
-outputs written once, with the vectorisable exp and log1p of the log-space scan (``minimal._scan_numba``) and a
+outputs written once, with the vectorisable exp and log1p of the log-space scan (``minimal.scan.numba_log``) and a
 log of the same kind, all in float64 registers whatever the storage dtype. The formulas are the cells' (their
 module docstrings): minLSTM's δ form stays exact when both gates underflow, as in NumPy.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._scan_numba import exp_nonpositive, log1p_unit
+from ..scan.numba_log import exp_nonpositive, log1p_unit
 
 __all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "mingru_gates", "mingru_log_gates",
            "mingru_gates_backward"]

@@ -173,7 +173,7 @@ def adamw_step(params, grads, state: AdamWState, lr, beta1=0.9, beta2=0.999, eps
 
 
 def _adamw_step_fused(params, grads, state, lr, beta1, beta2, eps, weight_decay, decay_mask):
-    """``adamw_step`` in one compiled pass a parameter (``minimal._adamw_numba``, bit-identical), or None where
+    """``adamw_step`` in one compiled pass a parameter (``_adamw_numba.py`` beside this file, bit-identical), or None where
     that pass does not apply (a dtype other than float32/float64, a non-contiguous array) or anything is off: a
     non-finite input or result, or any argument the checks of ``adamw_step`` would refuse, which then runs the
     NumPy lines and raises its own named error. The checks here are those of shape, dtype and keys; finiteness
