@@ -21,7 +21,7 @@
         the experiments' Configs on top of --quick / --full, e.g. `reproduce minrnn --only shakespeare --set
         lr=1e-3 steps=2000`: each KEY is a Config field of at least one selected experiment (it applies to those
         that have it), each VALUE is parsed by the field's type (int, float, true/false, text, a,b,c for a tuple,
-        None) and checked by the Config; the results JSON and page list the fields set (see minimal.overrides).
+        None) and checked by the Config; the results JSON and page list the fields set (see minimal.run.overrides).
     python -m minimal reproduce all [--quick|--full] [--set KEY=VALUE ...] [--out DIR] [--scheduler ADDR]
                                     [--connect-timeout SECONDS]
         every work in turn (zucchet, gril, minrnn), each into DIR/WORK, then DIR/index.md with each work's
@@ -54,7 +54,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .overrides import parse_set
+from .run.overrides import parse_set
 from .validate import InputError, check_choice, check_positive_int
 
 
@@ -160,7 +160,7 @@ def _reproduce(args):
                          "with `jupyter lab notebooks/kernel_attention_is_an_rnn.ipynb` or `python -m pytest --nbval "
                          "--nbval-current-env notebooks/kernel_attention_is_an_rnn.ipynb`")
     if args.work == "all":
-        from .reproduce_all import reproduce_all
+        from .run.reproduce_all import reproduce_all
 
         if args.only:
             raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
@@ -168,7 +168,7 @@ def _reproduce(args):
         reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler,
                       overrides=parse_set(args.set), **_timeout(args))
         return 0
-    from .reproduce import reproduce
+    from .run.reproduce import reproduce
 
     reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=_progress(args),
               scheduler=args.scheduler, overrides=parse_set(args.set), **_timeout(args))
@@ -377,7 +377,7 @@ def _check_reproduce(args):
     sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
     import math
 
-    from .sweep import probe_scheduler, check_scheduler
+    from .run.sweep import probe_scheduler, check_scheduler
 
     check_scheduler(args.scheduler)
     if args.connect_timeout is not None:
@@ -396,7 +396,7 @@ def _interrupted(e):
     """Say in one line what an interrupt left behind and how to go on; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
     import shlex
 
-    from .train import Terminated
+    from .run.train import Terminated
 
     what, code = ("SIGTERM", 143) if isinstance(e, Terminated) else ("Ctrl-C", 130)
     again = "python -m minimal " + shlex.join(sys.argv[1:])

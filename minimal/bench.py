@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from .scan.checks import cuda_module as _cuda_module
+from .scan import checks as scan_checks
 from .validate import InputError, check_choice, check_positive_int
 
 __all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table",
@@ -49,7 +49,7 @@ PEAK_GB = {"scan": 2.4, "window": 3.5}       # measured peak resident memory at 
 def cuda_module(name):
     """``minimal.scan.cuda_module`` with the refusal worded for the benchmark: its --backend takes numba or cuda."""
     try:
-        return _cuda_module(name)
+        return scan_checks.cuda_module(name)
     except ValueError as e:
         why = str(e).split("available (", 1)[-1].split(")", 1)[0] if "available (" in str(e) else str(e)
         raise InputError(f"--backend cuda needs a CUDA GPU and cannot run here ({why}); drop --backend cuda to time "
@@ -325,14 +325,14 @@ def bench_step(repeats=None, batch=64):
     calls, its 15 BLAS products (both replayed by ``gated_rnn_parts`` in the same rounds), and the rest
     (elementwise gating, the finiteness checks, Python), the step's time minus the two.
     """
-    from . import _speed
+    from .run import speed
     from .cells import gated_rnn
     from .experiments.zucchet import icl
     from .tasks import icl_regression, lsa_teacher
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
     batch = check_positive_int("batch", batch)
-    _speed.tune()
+    speed.tune()
     rng = np.random.default_rng(0)
     p_ts = {k: v.astype(np.float32) for k, v in gated_rnn.init(rng, 5, 100, 4, d_gate=100).items()}
     teacher = lsa_teacher.make_teacher(rng, 4)

@@ -1,7 +1,7 @@
 """One training step of every model the course trains, timed (``python -m minimal bench train``), and, when
 PyTorch is installed, the same models written in PyTorch timed beside them (``minimal._torch_models``).
 
-A step is what ``minimal.train`` runs: forward and loss, backward, clipping of the global gradient norm at 1.0,
+A step is what ``minimal.run.train`` runs: forward and loss, backward, clipping of the global gradient norm at 1.0,
 one AdamW update (``minimal.optim``), on one fixed batch (sampling is not timed). Models, with the shapes of
 their experiments' Configs (imported, so the rows follow the experiments):
 
@@ -17,7 +17,7 @@ and "cell", the forward and backward of one block's recurrent cell alone on that
 minRNN rows). Each step and part is timed in CPU time of this process (``time.process_time``): the other
 processes of a shared machine cost it wall time, not CPU time, although they still share its caches.
 
-Timing: one BLAS thread (``_speed.tune``) and one torch thread; two warm-up steps of every row, then ``repeats``
+Timing: one BLAS thread (``speed.tune``) and one torch thread; two warm-up steps of every row, then ``repeats``
 rounds, each running one step of every row in turn (project and torch interleaved, so that every row sees the
 same spells of load); each row reports its minimum over the rounds.
 
@@ -199,10 +199,10 @@ def bench_train(repeats=None, quick=False, torch=True, log=print):
         one dict per model: name, ours {part: seconds}, and with torch: torch {version: {part: seconds}},
         max_rel (float64 check), equal (bool), fastest (the fastest torch version), ratio (ours / fastest).
     """
-    from . import _speed
+    from .run import speed
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
-    _speed.tune()
+    speed.tune()
     tm = _torch() if torch else None
     if torch and tm is None:
         log("PyTorch is not installed: timing our steps only, no torch comparison "

@@ -2,7 +2,7 @@
 
 Notebooks run in ``notebooks/``, the CLI in the repository root, and the package may be imported from either; all
 of them find the data through ``data_path``, which is anchored at this package's location, not the working
-directory. Weights are written and read by ``minimal.io`` (one ``.npz`` with its config as JSON beside it); this
+directory. Weights are written and read by ``minimal.run.io`` (one ``.npz`` with its config as JSON beside it); this
 module names the files and builds the errors that say which one is missing or damaged and how to rewrite it. A
 wheel carries the same files as package data, ``minimal/_data`` (setup.py maps ``data/`` there), and ``DATA_ROOT``
 is that folder when it exists: the lessons run from a plain ``pip install``. Where neither is there, ``data_path(...,

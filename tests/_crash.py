@@ -1,7 +1,7 @@
 """A crash right after a run saved an evaluation (imported by the resume tests; collects no tests)."""
 import pytest
 
-from minimal import io
+from minimal.run import io
 
 
 class Crash(Exception):
@@ -10,7 +10,7 @@ class Crash(Exception):
 
 def crash_after_evaluation(monkeypatch, run, at):
     """Call ``run()`` and crash (``Crash``) right after a ``.curve.json`` file got the evaluation at step ``at``
-    (``minimal.evaluations``); afterwards ``minimal.io.write_json`` is the real one again."""
+    (``minimal.run.evaluations``); afterwards ``minimal.run.io.write_json`` is the real one again."""
     real = io.write_json
 
     def crash(path, obj, *a, **k):

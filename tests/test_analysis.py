@@ -4,7 +4,7 @@ distance, KV score and Q score are 0, and pruning a padded copy removes exactly 
 import numpy as np
 import pytest
 
-from minimal import io
+from minimal.run import io
 from minimal.constructions import lsa_as_gated_rnn
 from minimal.analysis import identification, polynomial
 from minimal.cells import gated_rnn, lsa

@@ -116,7 +116,7 @@ def test_bench_step_refuses_the_cuda_backend(capsys):
 
 def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monkeypatch):
     """--quick runs the quick Config, except for a sweep whose full grid is all on disk (nothing to train)."""
-    from minimal import reproduce as R
+    from minimal.run import reproduce as R
 
     fake = fake_experiment
     monkeypatch.setattr(R.registry, "experiments", lambda work: {"plain": fake(None), "todo": fake(False), "done": fake(True)})
@@ -133,7 +133,8 @@ def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeyp
     """A full run writes data/WORK/NAME_full.json for modules with SAVE_METRICS (the notebooks load it)."""
     import json
 
-    from minimal import data, reproduce as R
+    from minimal import data
+    from minimal.run import reproduce as R
 
     saving, silent = fake_experiment(SAVE_METRICS=True), fake_experiment()
     monkeypatch.setattr(R.registry, "experiments", lambda work: {"saving": saving, "silent": silent})
@@ -168,7 +169,8 @@ def test_bench_size_sets_the_time_steps_and_is_refused_with_quick(monkeypatch, c
 
 
 def test_bench_cuda_without_a_gpu_names_the_cli_flag_not_a_library_backend(monkeypatch):
-    from minimal import bench, scan
+    from minimal import bench
+    from minimal.scan import checks as scan
 
     def no_gpu(name):
         raise ValueError("backend='cuda' needs a CUDA GPU, and none is available (numba finds no CUDA driver and "

@@ -8,9 +8,9 @@ from typing import Optional
 import pytest
 from _fakes import fake_experiment
 
-from minimal import overrides as O
-from minimal import reproduce as R
-from minimal import reproduce_all as RA
+from minimal.run import overrides as O
+from minimal.run import reproduce as R
+from minimal.run import reproduce_all as RA
 from minimal.__main__ import build_parser, main
 from minimal.validate import InputError, check_config
 from minimal import optim
@@ -42,7 +42,7 @@ def _module(config_cls, **attrs):
 
 # --- a real experiment, a tiny run: the override reaches the Config, AdamW, results.json and the page -------------
 def test_set_reaches_the_config_adamw_results_json_and_the_page(tmp_path, monkeypatch):
-    import minimal.train as T
+    import minimal.run.train as T
 
     lrs = []
     real = optim.adamw_step

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from minimal import io
+from minimal.run import io
 from minimal.constructions import common, lsa_as_gated_rnn, lsa_as_gru, lsa_as_lru, lsa_as_lstm, measure
 from minimal.cells import gated_rnn, gru, lru, lsa
 from minimal.gradcheck import rel_error

@@ -1,10 +1,10 @@
-"""``minimal.evaluations.Evaluations``: a run's evaluations and best weights beside its checkpoint; a resumed run
+"""``minimal.run.evaluations.Evaluations``: a run's evaluations and best weights beside its checkpoint; a resumed run
 reads them back without the evaluations it will make again."""
 import numpy as np
 import pytest
 
-from minimal.evaluations import Evaluations
-from minimal.train import train
+from minimal.run.evaluations import Evaluations
+from minimal.run.train import train
 
 
 def _run(ckpt, steps, log, every=2, stop_at=None):
@@ -27,7 +27,7 @@ def test_a_fresh_run_reads_nothing(tmp_path):
 
 
 def test_without_a_checkpoint_nothing_is_written(monkeypatch):
-    from minimal import io
+    from minimal.run import io
 
     def refuse(*a, **k):
         raise AssertionError("wrote a file")

@@ -274,15 +274,15 @@ def test_experiment_trains_reports_paper_keys_and_saves_weights(tmp_path):
 
 
 def test_speed_knobs_change_thread_count_not_numbers():
-    from minimal import _speed
+    from minimal.run import speed
     a = np.random.default_rng(0).standard_normal((300, 300))
     before = a @ a
-    applied = _speed.tune(blas_threads=1)
+    applied = speed.tune(blas_threads=1)
     if applied["blas"]:
-        assert _speed.get_blas_threads() == 1
+        assert speed.get_blas_threads() == 1
     np.testing.assert_array_equal(a @ a, before)
     with pytest.raises(ValueError, match="n must"):
-        _speed.set_blas_threads(0)
+        speed.set_blas_threads(0)
 
 
 def test_paper_seeds_summarise_table2_over_seeds(tmp_path, monkeypatch):
@@ -294,7 +294,7 @@ def test_paper_seeds_summarise_table2_over_seeds(tmp_path, monkeypatch):
     assert icl.Config.paper().steps == 300_000 and icl.Config.paper().lr == 1e-3
     r = icl_seeds.run(config, progress=False, save_weights_path=tmp_path / "seeds.npz")
     assert r["seeds"] == 2 and icl_seeds.finished(config)
-    from minimal.io import load_weights
+    from minimal.run.io import load_weights
     saved, saved_config = load_weights(tmp_path / "seeds.npz")
     assert saved_config["seeds"] == [0, 1] and saved_config["steps"] == 40
     assert set(saved) == {"seed0", "seed1"} and set(saved["seed0"]) == {"W_in_m", "W_in_x", "nu", "W_out_m",

@@ -1,4 +1,4 @@
-"""minimal.io: the one results writer (atomic, one format) and the one weights format (.npz + JSON sidecar), whose
+"""minimal.run.io: the one results writer (atomic, one format) and the one weights format (.npz + JSON sidecar), whose
 loader names the file and what is wrong on every kind of damage; every committed weights file loads through it."""
 import dataclasses
 import json
@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minimal import data, io
+from minimal import data
+from minimal.run import io
 
 
 # --- write_json ----------------------------------------------------------------------------------------------------
@@ -190,7 +191,7 @@ def test_a_committed_file_names_the_command_that_rewrites_it(tmp_path, monkeypat
 
 def test_reproduce_adds_the_metrics_to_the_sidecar_of_the_weights_it_wrote(tmp_path, monkeypatch):
     import types
-    from minimal import reproduce as R
+    from minimal.run import reproduce as R
 
     def run(config, out_dir=None, progress=True, save_weights_path=None):
         io.save_weights(save_weights_path, {"w": np.zeros(2)}, {"D": 1})

@@ -1,11 +1,11 @@
-"""``minimal.stopping.ReduceOnPlateau``: the learning rate is cut at each plateau and the run stops at the plateau
+"""``minimal.run.stopping.ReduceOnPlateau``: the learning rate is cut at each plateau and the run stops at the plateau
 after the last cut; a resumed run (the schedule replayed from its saved curve) gets the same rates and stops at the
 same step. The Shakespeare experiment trains with it (``Config()``); its interrupted run resumes to the same end."""
 import numpy as np
 import pytest
 
 from minimal.experiments.minrnn import shakespeare_model as SM
-from minimal.stopping import ReduceOnPlateau
+from minimal.run.stopping import ReduceOnPlateau
 from minimal.validate import InputError
 
 from _crash import crash_after_evaluation

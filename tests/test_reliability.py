@@ -13,11 +13,11 @@ import time
 import numpy as np
 import pytest
 
-from minimal import _atomic
-from minimal._atomic import atomic_write
+from minimal.run import _atomic
+from minimal.run._atomic import atomic_write
 from minimal.data import data_path
 from minimal.experiments.minrnn import shakespeare_model as SM
-from minimal.train import load_checkpoint
+from minimal.run.train import load_checkpoint
 
 
 def _dead_pid():
@@ -72,7 +72,7 @@ import time
 
 import numpy as np
 
-from minimal.train import train
+from minimal.run.train import train
 
 STEPS = 60
 W_TRUE = np.linspace(-1.0, 1.0, 12).reshape(4, 3)
@@ -174,7 +174,7 @@ def test_train_killed_at_random_moments_resumes_bit_identical(tmp_path):
 
 @pytest.fixture
 def no_experiment_may_run(monkeypatch):
-    from minimal import reproduce
+    from minimal.run import reproduce
 
     monkeypatch.setattr(reproduce.registry, "experiments", lambda work: pytest.fail("an experiment was looked up"))
 
@@ -192,7 +192,7 @@ def test_a_bad_scheduler_address_fails_before_any_experiment(no_experiment_may_r
 
 
 def test_good_scheduler_addresses_pass_the_check():
-    from minimal.sweep import check_scheduler
+    from minimal.run.sweep import check_scheduler
 
     for address in (None, "tcp://10.0.0.5:8786", "tls://scheduler.example.org:8786", "tcp://[::1]:8786",
                     "inproc://10.0.0.5/1234/1"):
@@ -211,7 +211,7 @@ def test_out_pointing_at_a_file_is_a_one_line_error(no_experiment_may_run, tmp_p
 
 
 def test_reproduce_itself_checks_the_scheduler_before_any_experiment(no_experiment_may_run):
-    from minimal.reproduce import reproduce
+    from minimal.run.reproduce import reproduce
 
     with pytest.raises(ValueError, match="scheduler must be None or an address like 'tcp://host:8786', got "
                                          "'host:8786': no protocol"):
@@ -321,7 +321,7 @@ def test_truncated_shakespeare_weights_name_the_file_and_the_command(committed_c
 
 
 def test_a_wrong_shaped_shakespeare_weight_is_named_with_both_shapes(committed_copy):
-    from minimal import io
+    from minimal.run import io
     from minimal.experiments.minrnn import shakespeare as S
     npz, _ = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     groups, config = io.load_weights(npz)
@@ -333,7 +333,7 @@ def test_a_wrong_shaped_shakespeare_weight_is_named_with_both_shapes(committed_c
 
 
 def test_a_wrong_shaped_gril_weight_is_blamed_on_the_file_not_the_input(committed_copy):
-    from minimal import io
+    from minimal.run import io
     from minimal.experiments.gril import regression as R
     npz, _ = committed_copy("gril", "regression_full.npz", "regression_full.json")
     groups, config = io.load_weights(npz)
@@ -361,7 +361,7 @@ def test_truncated_zucchet_weights_name_the_file_and_the_command(committed_copy,
 
 
 # item 5 (save_groups / load_groups refusing what cannot round-trip, naming a damaged file): tests/test_io.py,
-# for minimal.io, which replaced them
+# for minimal.run.io, which replaced them
 
 
 # items 12-13: one dtype per call. Every cell and layer with float params refuses an input x or an upstream
@@ -537,7 +537,8 @@ def _fake_experiment(seen):
 
 
 def test_reproduce_full_from_another_folder_writes_under_the_repository_data(tmp_path, monkeypatch):
-    from minimal import data, reproduce as R
+    from minimal import data
+    from minimal.run import reproduce as R
     seen = {}
     monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "repo" / "data")
     monkeypatch.setattr(R.registry, "experiments", lambda work: {"fake": _fake_experiment(seen)})
@@ -558,7 +559,7 @@ def _quadratic(params, step, rng):
 
 
 def test_train_refuses_a_checkpoint_of_another_config_naming_the_fields(tmp_path):
-    from minimal.train import ConfigMismatchError, load_checkpoint, train
+    from minimal.run.train import ConfigMismatchError, load_checkpoint, train
     path = tmp_path / "run.npz"
     p0 = {"w": np.zeros(3)}
     old = {"lr": 3e-3, "seed": 0, "dropout": 0.1, "kinds": ("mingru",)}
@@ -577,7 +578,7 @@ def test_gril_and_selective_copy_jobs_refuse_a_checkpoint_of_another_job(tmp_pat
     import dataclasses
     from minimal.experiments.gril import model as M
     from minimal.experiments.minrnn import selective_copy as SC
-    from minimal.train import ConfigMismatchError
+    from minimal.run.train import ConfigMismatchError
     job = M.Job(variant="full", N=4, f=3, n_out=1, seed=0, steps=2, lr=1e-2, n_eval=8)
     M.train_job(job, checkpoint_path=tmp_path / "gril.npz")
     with pytest.raises(ConfigMismatchError, match=r"lr: checkpoint 0\.01, this run 0\.02"):
@@ -591,7 +592,7 @@ def test_gril_and_selective_copy_jobs_refuse_a_checkpoint_of_another_job(tmp_pat
 def test_shakespeare_resumed_with_another_config_is_refused(tmp_path):
     import dataclasses
     from minimal.experiments.minrnn import shakespeare as S
-    from minimal.train import ConfigMismatchError
+    from minimal.run.train import ConfigMismatchError
     config = S.Config(D=8, n_layers=1, T=16, batch=2, steps=2, warmup=1, eval_every=1, eval_windows=2,
                       kinds=("mingru",), sample_chars=5)
     S.run(config, out_dir=tmp_path, progress=False)
@@ -606,7 +607,7 @@ def test_shakespeare_resumed_with_another_config_is_refused(tmp_path):
 @pytest.mark.parametrize("kind", ["mingru", "minlstm"])
 def test_a_diverging_language_model_stops_with_the_step_and_the_advice(kind):
     from minimal.experiments.minrnn import shakespeare as S
-    from minimal.train import DivergedError, NonFiniteLossError, train
+    from minimal.run.train import DivergedError, NonFiniteLossError, train
     rng = np.random.default_rng(0)
     params = SM.init_lm(rng, kind, 5, 6, 1)
     windows = rng.integers(0, 5, (4, 9))
@@ -619,7 +620,7 @@ def test_a_diverging_language_model_stops_with_the_step_and_the_advice(kind):
 
 
 def test_a_run_whose_loss_ends_far_above_its_start_is_flagged():
-    from minimal.train import LossRoseWarning, train
+    from minimal.run.train import LossRoseWarning, train
     with pytest.warns(LossRoseWarning, match=r"(?s)the loss ended at .*x its first value.*diverged.*"
                                              r"Lower the learning rate"):
         res = train(_quadratic, {"w": np.zeros(3)}, 40, lr_schedule=3e3, progress=False)
@@ -705,7 +706,7 @@ def _named_experiment(value):
 
 
 def test_reproduce_only_a_then_only_b_keeps_both_results(tmp_path, monkeypatch):
-    from minimal import reproduce as R
+    from minimal.run import reproduce as R
     monkeypatch.setattr(R.registry, "experiments", lambda work: {"a": _named_experiment(1.0), "b": _named_experiment(2.0)})
     R.reproduce("gril", only=["a"], out_dir=tmp_path, progress=False)
     R.reproduce("gril", only=["b"], out_dir=tmp_path, progress=False)
@@ -717,7 +718,7 @@ def test_reproduce_only_a_then_only_b_keeps_both_results(tmp_path, monkeypatch):
 
 CONCURRENT = r'''
 import sys, time, types
-from minimal import reproduce as R
+from minimal.run import reproduce as R
 
 name = sys.argv[2]
 

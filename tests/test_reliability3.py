@@ -286,7 +286,7 @@ def _bounded(call, seconds):
 
 
 def test_a_sweep_on_a_real_scheduler_and_worker_gives_the_local_results(dask_cluster, tmp_path):
-    from minimal.sweep import run_sweep
+    from minimal.run.sweep import run_sweep
 
     configs = [{"a": a} for a in (2, 3, 5)]
     kind, records, _ = _bounded(lambda: run_sweep(cube_job, configs, tmp_path / "remote", progress=False,
@@ -304,7 +304,7 @@ def test_a_scheduler_address_that_is_not_a_dask_scheduler_fails_in_seconds_namin
     """The dashboard's port (8787 instead of 8786) of a live scheduler, and a socket that accepts and never
     answers, hung ``run_sweep`` forever; now they fail after connect_timeout with the address and the hint (and a
     worker's address, which answers dask's protocol, is named as a worker's)."""
-    from minimal.sweep import SchedulerUnreachable, run_sweep
+    from minimal.run.sweep import SchedulerUnreachable, run_sweep
 
     silent = socket.socket()
     try:
@@ -329,7 +329,7 @@ def test_reproduce_with_the_dashboard_port_is_a_one_line_error_before_any_experi
                                                                                       monkeypatch, capsys):
     """Through the command line: `reproduce ... --scheduler tcp://HOST:DASHBOARD` ends with `error: ...`, exit 2,
     in seconds and before any experiment runs (not at the first sweep, after the others have trained)."""
-    from minimal import reproduce as R
+    from minimal.run import reproduce as R
     from minimal.__main__ import main
 
     monkeypatch.setattr(R.registry, "experiments", lambda work: pytest.fail("an experiment was looked up"))
@@ -348,7 +348,7 @@ def test_reproduce_with_the_dashboard_port_is_a_one_line_error_before_any_experi
 def test_a_local_sweep_listens_on_127_0_0_1_only_dashboard_included(tmp_path):
     """The LocalCluster of a sweep served its dashboard on every interface (dashboard_address=":0")."""
     import psutil
-    from minimal.sweep import run_sweep
+    from minimal.run.sweep import run_sweep
 
     others = [p.pid for p in psutil.Process().children(recursive=True)]   # e.g. the dask_cluster fixture's
     for processes in (False, True):
@@ -374,8 +374,8 @@ def committed_grid(tmp_path, monkeypatch):
     import dataclasses
     import types
 
-    from minimal import reproduce as R
-    from minimal.sweep import Sweep, SweepConfig
+    from minimal.run import reproduce as R
+    from minimal.run.sweep import Sweep, SweepConfig
 
     @dataclasses.dataclass
     class Config(SweepConfig):
@@ -401,8 +401,8 @@ def committed_grid(tmp_path, monkeypatch):
 
 def test_a_damaged_committed_sweep_file_is_named_and_only_its_job_recomputed_at_the_committed_config(
         committed_grid, tmp_path, capsys):
-    from minimal import reproduce as R
-    from minimal.sweep import job_path
+    from minimal.run import reproduce as R
+    from minimal.run.sweep import job_path
 
     grid, Config = committed_grid
     folder = tmp_path / "committed"
@@ -423,8 +423,8 @@ def test_a_damaged_committed_sweep_file_is_named_and_only_its_job_recomputed_at_
 
 
 def test_a_quick_run_never_writes_into_the_committed_sweep_folder(committed_grid, tmp_path, capsys):
-    from minimal import reproduce as R
-    from minimal.sweep import job_path
+    from minimal.run import reproduce as R
+    from minimal.run.sweep import job_path
 
     grid, Config = committed_grid
     folder = tmp_path / "committed"

@@ -9,9 +9,10 @@ import shutil
 
 import pytest
 
-from minimal import bench, sweep
+from minimal import bench
+from minimal.run import sweep
 from minimal.__main__ import main
-from minimal.stopping import Plateau, ReduceOnPlateau
+from minimal.run.stopping import Plateau, ReduceOnPlateau
 from minimal.validate import InputError
 
 from test_sweep import Cfg, Grid, calls, grid_jobs, log, run, square_job  # noqa: F401 - log is a fixture

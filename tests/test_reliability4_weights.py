@@ -13,7 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from minimal import data, io
+from minimal import data
+from minimal.run import io
 
 
 def _params(value, shape=(3, 4)):

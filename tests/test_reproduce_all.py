@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from _fakes import fake_experiment
 
-from minimal import reproduce as R
-from minimal import reproduce_all as RA
+from minimal.run import reproduce as R
+from minimal.run import reproduce_all as RA
 from minimal.__main__ import main
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from minimal.experiments.minrnn import selective_copy as S
-from minimal.stopping import ReduceOnPlateau
-from minimal.train import train
+from minimal.run.stopping import ReduceOnPlateau
+from minimal.run.train import train
 
 from _crash import crash_after_evaluation
 

@@ -1,11 +1,11 @@
-"""``minimal.stopping.Plateau``: the clock restarts at a gain of ``min_gain`` over the value where it last restarted
+"""``minimal.run.stopping.Plateau``: the clock restarts at a gain of ``min_gain`` over the value where it last restarted
 (so small gains add up), the best value is tracked apart from the clock, NaN is never an improvement, a replayed
 curve gives the rule the live updates give, and bad arguments are refused by name."""
 import math
 
 import pytest
 
-from minimal.stopping import Plateau
+from minimal.run.stopping import Plateau
 from minimal.validate import InputError
 
 

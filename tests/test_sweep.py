@@ -1,4 +1,4 @@
-"""minimal.sweep: a grid of jobs on a dask LocalCluster, one JSON per job, resumed without recomputing."""
+"""minimal.run.sweep: a grid of jobs on a dask LocalCluster, one JSON per job, resumed without recomputing."""
 import dataclasses
 import hashlib
 import json
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from minimal import sweep
+from minimal.run import sweep
 from minimal.validate import InputError
 
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from minimal import io
+from minimal.run import io
 from minimal.constructions import lsa_as_gated_rnn
 from minimal.cells import gated_rnn, lsa
 from minimal.experiments.zucchet import teacher_student as ts

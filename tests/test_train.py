@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from minimal.optim import adamw_init, adamw_step, clip_by_global_norm, cosine_schedule
-from minimal.train import Checkpoint, CheckpointError, NonFiniteLossError, NonFiniteUpdateError, Terminated, \
+from minimal.run.train import Checkpoint, CheckpointError, NonFiniteLossError, NonFiniteUpdateError, Terminated, \
     load_checkpoint, save_checkpoint, train
 from minimal.validate import InputError
 

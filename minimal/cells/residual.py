@@ -22,7 +22,7 @@ class Cache(NamedTuple):
 
 
 def _module(inner):
-    from . import REGISTRY   # here, not at the top: the registry imports this module while it is built
+    from . import REGISTRY  # here, not at the top: the registry imports this module while it is built
 
     allowed = sorted(set(REGISTRY) - {"residual"})
     if not isinstance(inner, str) or inner not in allowed:

@@ -5,7 +5,7 @@ variant), ``run(config) -> dict`` and ``PAPER`` (the paper's numbers to compare 
 
 Layout: one sub-package per work, ``experiments/zucchet/``, ``experiments/gril/``, ``experiments/minrnn/``; shared
 here: ``notes`` (the results pages' texts) and ``_plotting``. A sweep's job files are named by a hash of the job
-function's import path (``minimal.sweep.job_key``): a job function that moves takes its committed files with it
+function's import path (``minimal.run.sweep.job_key``): a job function that moves takes its committed files with it
 (their ``function`` field and name rewritten, as when the Zucchet modules moved here from the package's top).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from ..io import write_json
+from ..run.io import write_json
 from ..validate import check_choice
 
 # work -> experiment module names (in run order); a module listed here must exist.
@@ -31,7 +31,7 @@ def experiments(work):
 
 
 def write_metrics(metrics, out_dir, file_name="metrics.json"):
-    """Write a run's metrics dict to ``out_dir/file_name`` (``minimal.io.write_json``: atomically, NumPy numbers as
+    """Write a run's metrics dict to ``out_dir/file_name`` (``minimal.run.io.write_json``: atomically, NumPy numbers as
     Python ones); nothing if out_dir is None."""
     if out_dir is not None:
         write_json(Path(out_dir) / file_name, metrics)

@@ -1,7 +1,7 @@
 """AdamW with decoupled weight decay, a warm-up + cosine learning-rate schedule, and global-norm clipping.
 
 Functional and stateless: the optimiser state is an ``AdamWState`` named tuple of plain arrays that the
-caller keeps (and `minimal.train` checkpoints); ``adamw_step`` returns new parameter and state arrays and
+caller keeps (and `minimal.run.train` checkpoints); ``adamw_step`` returns new parameter and state arrays and
 never writes into its inputs.
 
 AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization", ICLR 2019, Algorithm 2), for each

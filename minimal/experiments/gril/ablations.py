@@ -1,5 +1,5 @@
 """Ablations of the GRIL block, Tables 5-6 (Tian et al., Sec. 5.2, App. C.1-C.2), and the loss across input sizes
-f, Fig. 2C — sweeps of ``model.run_job`` through ``minimal.sweep`` (dask), resumable per job.
+f, Fig. 2C — sweeps of ``model.run_job`` through ``minimal.run.sweep`` (dask), resumable per job.
 
 Tables 5-6 train four variants (``model.VARIANTS``) on the scalar (n_o = 1) and the multivariate (n_o = f = 10)
 task, 5 seeds each ("data generated with 5 different random seeds", App. C.2), and report mean ± std of the query
@@ -39,7 +39,7 @@ import numpy as np
 
 from .._plotting import legend_beside, pyplot, save_figure
 from ...data import data_path
-from ...sweep import Sweep, SweepConfig
+from ...run.sweep import Sweep, SweepConfig
 from . import model as M
 from .tolerance import loss_tolerances
 

@@ -66,11 +66,11 @@ import numpy as np
 
 from .. import write_metrics
 from .._plotting import legend_beside, pyplot, save_figure
-from ... import _speed
+from ...run import speed
 from ...optim import cosine_schedule
 from ...verdicts import Tolerance
 from ...tasks import gril_regression
-from ...train import train
+from ...run.train import train
 from ...validate import check_config
 # the model and its GD reference (``classifier``), importable from here as before
 from .classifier import (GRIL_KEYS, PHI_KEYS, backward, construction_logits, forward, gd_logits,  # noqa: F401
@@ -138,7 +138,7 @@ def eval_tasks(job, x_scale=None):
 
 def train_job(job: Job, progress=False):
     """Train one model on fresh tasks every step; returns (params, losses)."""
-    _speed.tune()
+    speed.tune()
     rng = np.random.default_rng(job.seed)
     params = init_params(rng, job.f, job.phi, job.hidden)
 

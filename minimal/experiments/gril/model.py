@@ -30,12 +30,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ... import _speed
+from ...run import speed
 from ...analysis import gril_gd
 from ...cells import gril
 from ...optim import cosine_schedule
 from ...tasks import gril_regression
-from ...train import train
+from ...run.train import train
 
 __all__ = ["VARIANTS", "window_of", "init_params", "predict", "predict_backward", "loss_and_grads",
            "state_readout_forward", "state_readout_backward", "head_forward", "head_backward", "Job", "eval_tasks", "train_job", "run_job"]
@@ -203,7 +203,7 @@ def eval_tasks(job, x_scale=None):
 
 def train_job(job: Job, progress=False, checkpoint_path=None):
     """Train one model; returns (params, losses). Tasks are fresh every step, float64 throughout."""
-    _speed.tune()
+    speed.tune()
     rng = np.random.default_rng(job.seed)
     params = init_params(rng, job.f, job.variant)
 
@@ -222,7 +222,7 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
 
 def run_job(job: Job):
     """Train, then evaluate on the job's fixed set: the model's loss, one optimal GD step's, the zero
-    predictor's, and their ratios (a JSON-ready dict, for ``minimal.sweep``)."""
+    predictor's, and their ratios (a JSON-ready dict, for ``minimal.run.sweep``)."""
     params, losses = train_job(job)
     tasks = eval_tasks(job)
     y = tasks.Y[:, -1]

@@ -87,12 +87,12 @@ import numpy as np
 
 from .. import write_metrics
 from .._plotting import pyplot
-from ... import _speed
+from ...run import speed
 from ...analysis import gril_gd
 from ...optim import cosine_schedule
 from ...verdicts import Tolerance
 from ...tasks import gril_regression
-from ...train import train
+from ...run.train import train
 from ...validate import check_config, check_positive_int
 from .model import head_backward, head_forward  # noqa: F401  (the heads are model's last-state heads)
 # the model (``stack``) and Fig. 3B's model and runs (``sine``), importable from here as before
@@ -217,7 +217,7 @@ def _schedule(job):
 
 def train_job(job: Job, progress=False):
     """Train the L-layer model on fresh linear tasks every step (float64); returns (params, losses)."""
-    _speed.tune()
+    speed.tune()
     params = init_params(np.random.default_rng(job.seed), job.f, job.L, job.c_init)
 
     def lg(p, step, batch_rng):

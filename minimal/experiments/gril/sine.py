@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import _speed
+from ...run import speed
 from ...analysis import gril_gd
 from ...layers import mlp
 from ...optim import cosine_schedule
 from ...tasks import gril_regression
-from ...train import train
+from ...run.train import train
 from ...validate import check_choice
 from . import model as M
 from .stack import W_WIN
@@ -97,7 +97,7 @@ def fixed_gd_block(f, N, x_scale):
 def train_sine_job(job: SineJob, progress=False):
     """Train on fresh sine tasks every step; returns (gril_params, mlp_params, losses)."""
     check_choice("variant", job.variant, SINE_VARIANTS)
-    _speed.tune()
+    speed.tune()
     rng = np.random.default_rng(job.seed)
     gril_p = (M.init_params(rng, job.f, "full") if job.variant == "gril"
               else fixed_gd_block(job.f, job.N, job.x_scale))

@@ -12,7 +12,7 @@ batch B = 64 as in Fig. 1. Models, each one layer of the library's cell:
     mingru_log, minlstm_log   the same in log space (App. B.3), Numba log scan
 
 All models are timed side by side in one process (for each T, ``repeats`` rounds of one step per model, the
-best of the rounds kept), with one BLAS thread and glibc's malloc thresholds set (``minimal._speed.tune``).
+best of the rounds kept), with one BLAS thread and glibc's malloc thresholds set (``minimal.run.speed.tune``).
 Speedup = time(gru) / time(mingru) and time(lstm) / time(minlstm) per T (Fig. 1, middle).
 
 Memory: the bytes of the arrays each forward keeps for its backward (the distinct arrays of its cache; minGRU's
@@ -26,7 +26,7 @@ minLSTM log D + 8H. A hand-written backward keeps only what it needs, so the min
 of the traditional cells' caches at D = H (vanilla), 7/6 and 9/8 in log space.
 
 Differs from the paper:
-- Hardware: one core of a shared 2-core CPU (``minimal._speed``: one BLAS thread) instead of a T4 GPU. On the GPU
+- Hardware: one core of a shared 2-core CPU (``minimal.run.speed``: one BLAS thread) instead of a T4 GPU. On the GPU
   the parallel scan runs T steps in O(log T) depth across thousands of threads while the GRU's loop launches
   kernels T times; its time is flat in T (2.7-3.4 ms for T = 512-4096, Sec. 4.1) and the speedup grows with T
   to 1324x. On one core there is no parallel hardware for the scan to use: minGRU's time is the elementwise
@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import _speed
+from ...run import speed
 from ...validate import check_config, check_fits
 from ...cells import gru, lstm, mingru, minlstm
 from .. import write_metrics
@@ -149,7 +149,7 @@ def run(config: Config = None, out_dir=None, progress=True):
     unknown = sorted(set(config.models) - set(MODELS))
     if unknown:
         raise ValueError(f"models must be among {sorted(MODELS)}, got {unknown}")
-    tuned = _speed.tune(config.blas_threads)
+    tuned = speed.tune(config.blas_threads)
     rng = np.random.default_rng(config.seed)
     models = {name: make_model(name, rng, config) for name in config.models}
     B, D, H = config.batch, config.d_in, config.d_hidden

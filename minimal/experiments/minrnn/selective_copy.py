@@ -1,6 +1,6 @@
 """Selective copying vs depth, Table 1 of Feng et al., "Were RNNs All We Needed?" (Sec. 4.1, "Effect of removing
 h_{t−1}"; the task is Table 2's, Sec. 4.2; setup App. C.1-C.3), at a scale one CPU core trains in under a minute
-to about ten minutes per run — a sweep of ``run_job`` through ``minimal.sweep`` (dask), resumable per job.
+to about ten minutes per run — a sweep of ``run_job`` through ``minimal.run.sweep`` (dask), resumable per job.
 
 The claim (Sec. 4.1). minGRU's and minLSTM's gates see only their input, z_t = σ(Linear(x_t)), never h_{t−1}.
 In the first layer the input x_t^{(1)} is the embedding of token t alone, so each gate is a fixed function of the
@@ -37,12 +37,12 @@ Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job; ``run(c
 3 seeds per cell; in each seed both forms start from the same weights and see the same sequences:
 - ``Config()`` (``python -m minimal reproduce minrnn --full --only selective_copy``): minGRU and minLSTM at 1, 2, 3
   layers, log space and vanilla, with the paper's M = 16 data tokens at T = 64, each evaluated every 200 steps and
-  trained until the accuracy stops rising at every learning rate (``minimal.stopping.ReduceOnPlateau``): 1e-2 after
+  trained until the accuracy stops rising at every learning rate (``minimal.run.stopping.ReduceOnPlateau``): 1e-2 after
   100 warm-up steps, cut tenfold at each of the first two plateaus (1,000 steps without a rise of 0.1 points; small
   rises add up), stopped at the third; cap 30,000 steps (36 runs). A job can resume from its checkpoint
   (``run_job(job, checkpoint_path)``; the sweep passes one);
 - ``Config.capped()``: the same jobs (the same seeds, initial weights, sequences and evaluation set) with a cosine
-  schedule over a cap of 4,000 steps, stopped at the first plateau of the rule above (``minimal.stopping.Plateau``)
+  schedule over a cap of 4,000 steps, stopped at the first plateau of the rule above (``minimal.run.stopping.Plateau``)
   or at the cap (36 runs);
 - ``Config.log_space_400_8tokens()`` and ``Config.vanilla_400_8tokens()``: minGRU and minLSTM at 1, 2, 3 layers with
   M = 8 data tokens at T = 32, exactly 400 steps, log space and vanilla (18 runs each);
@@ -111,17 +111,18 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .. import _plotting
-from ... import _speed, models
+from ...run import speed
+from ... import models
 from ...data import data_path
-from ...evaluations import Evaluations
+from ...run.evaluations import Evaluations
 from ...layers import cross_entropy
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
 from ...verdicts import Tolerance
-from ...stopping import Plateau, ReduceOnPlateau
-from ...sweep import Sweep
+from ...run.stopping import Plateau, ReduceOnPlateau
+from ...run.sweep import Sweep
 from ...tasks import selective_copy as task
-from ...train import train
+from ...run.train import train
 from ...validate import InputError, check_config, check_fits
 
 __all__ = ["Config", "Job", "PAPER", "TOLERANCE", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
@@ -299,17 +300,17 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
 
     With ``job.eval_every`` the model is evaluated every ``eval_every`` steps and after the last; ``params`` are
     the best evaluated ones (the first of the highest accuracy). With ``job.patience`` training stops by
-    ``minimal.stopping.Plateau`` (mode "max"): once ``patience`` steps have passed since the accuracy last rose
+    ``minimal.run.stopping.Plateau`` (mode "max"): once ``patience`` steps have passed since the accuracy last rose
     ``min_gain`` points above the value where the clock last restarted, so small rises add up. Without
     ``job.reductions`` the learning rate follows a cosine over ``job.steps``, the cap; with it,
-    ``minimal.stopping.ReduceOnPlateau``: ``lr`` until the first plateau, cut by ``factor`` at each of
+    ``minimal.run.stopping.ReduceOnPlateau``: ``lr`` until the first plateau, cut by ``factor`` at each of
     ``reductions`` plateaus, and the run stops at the next one (or at the cap). ``curve`` is
     ``{"steps": [...], "accuracy": [...]}`` (empty lists without ``eval_every``).
 
     ``checkpoint_path`` (a ``.npz``): checkpoints every ``eval_every`` steps (500 without), the evaluations so far
     beside it (``.curve.json``) and the best weights (``.best.npz``); a run started again with the same path
     resumes where the last checkpoint left off and stops where an uninterrupted run would."""
-    _speed.tune()
+    speed.tune()
     params = initial = init_params(np.random.default_rng(job.seed), job)
     fixed = eval_batch(job) if job.eval_every is not None else None
     log = Evaluations(checkpoint_path, meta=dataclasses.asdict(job))
@@ -361,7 +362,7 @@ def replay(curve, job):
 
 
 def run_job(job: Job, checkpoint_path=None):
-    """Train, then evaluate on the fixed set (a JSON-ready dict, for ``minimal.sweep``); ``checkpoint_path``: as
+    """Train, then evaluate on the fixed set (a JSON-ready dict, for ``minimal.run.sweep``); ``checkpoint_path``: as
     ``train_job``'s (a resumed run's "train_seconds" and "ms_per_step" count only what this call trained: NaN
     ms per step when it trained nothing).
 

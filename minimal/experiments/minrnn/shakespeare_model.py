@@ -171,14 +171,14 @@ def generate(params, kind, prompt_ids, n, rng, temperature=1.0, return_memory=Fa
     """Sample ``n`` >= 0 characters after ``prompt_ids`` (1-d integer ids in [0, V), at least one), one token at
     a time in RNN mode, from softmax(logits / temperature); temperature 0 takes the most likely token (greedy).
 
-    ``rng`` is a ``numpy.random.Generator`` or a seed (int >= 0), as ``minimal.train.train`` takes it (None
+    ``rng`` is a ``numpy.random.Generator`` or a seed (int >= 0), as ``minimal.run.train.train`` takes it (None
     only at temperature 0, which draws nothing).
 
     Returns the (n,) sampled ids and, with ``return_memory``, the bytes of the carried state after each of the
     len(prompt) + n - 1 steps. Raises InputError naming ``temperature``, ``prompt_ids``, ``n`` or ``rng`` when
     bad."""
     from ...validate import InputError, check_positive_int   # here: this function's own checks
-    from ...train import make_rng
+    from ...run.train import make_rng
     V = _shape(params)[0]
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
             or not np.isfinite(temperature) or temperature < 0:

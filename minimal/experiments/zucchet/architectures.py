@@ -20,8 +20,8 @@ the LRU gets much better once its input is gated; on in-context regression, nonl
 loss. ``PAPER`` encodes these orderings as 1 (holds); ``run`` returns the same keys as 1/0 from our numbers
 (teacher: validation; icl: the W* ~ N(0, 2/3) validation tasks, as Fig. 4B).
 
-Sweep: one job = (task, arch, hidden, layers, seed) trained with ``minimal.train.train`` and written to disk by
-``minimal.sweep.run_sweep`` (dask), so a re-run resumes.
+Sweep: one job = (task, arch, hidden, layers, seed) trained with ``minimal.run.train.train`` and written to disk by
+``minimal.run.sweep.run_sweep`` (dask), so a re-run resumes.
 
 Differs from the paper (App. B.1, C.1: AdamW at lr 1e-3 -> 1e-6, weight decay 1e-4, ~781k teacher / 300k ICL
 steps; sizes and seeds of the comparison not stated):
@@ -50,9 +50,9 @@ from .._plotting import pyplot, save_figure
 from ...analysis import gd
 from ...data import data_path
 from ...optim import cosine_schedule
-from ...sweep import Sweep, SweepConfig, finite_or_nan
+from ...run.sweep import Sweep, SweepConfig, finite_or_nan
 from ...tasks import icl_regression, lsa_teacher
-from ...train import NonFiniteLossError, train
+from ...run.train import NonFiniteLossError, train
 from ...validate import check_choice
 from .stacks import ARCHS, init_model, model_backward, model_forward, model_spec, n_params
 

@@ -10,7 +10,7 @@ learning gets by with a compressed network (3B).
         d_x d_y key-values y_j x_k and the d_x queries x_k (``gd_neurons`` = 12).
 
 Each point is one 1-layer gated RNN (Eq. 2, the ``gated_diagonal`` model of ``experiments.architectures``,
-trained by its ``run_job``) per hidden size and seed, run through ``minimal.sweep`` (dask; resumable).
+trained by its ``run_job``) per hidden size and seed, run through ``minimal.run.sweep`` (dask; resumable).
 Reported: relative loss per size (teacher: MSE / var(y*); icl: loss / one optimal GD step's loss on the same
 evaluation set) and the smallest size that reaches a threshold (``identify_tol`` for the teacher, 1 + ``icl_tol``
 for icl), over the construction's count.
@@ -29,7 +29,7 @@ import numpy as np
 
 from .._plotting import legend_beside, pyplot, save_figure
 from ...verdicts import Tolerance
-from ...sweep import Sweep, SweepConfig
+from ...run.sweep import Sweep, SweepConfig
 from ...validate import check_positive_int
 from .architectures import SWEEP_DIR, Job, run_job
 

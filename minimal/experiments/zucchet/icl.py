@@ -40,7 +40,7 @@ Differs from the paper (both configurations unless said):
 Weight decay (AdamW, λ excluded) removes weights that never get a gradient, e.g. those reading the query's
 always-empty label slot.
 
-Speed: ``minimal._speed.tune`` (one BLAS thread, malloc thresholds), a task sampler that writes the tokens
+Speed: ``minimal.run.speed.tune`` (one BLAS thread, malloc thresholds), a task sampler that writes the tokens
 directly, and the cell's ``readout="last"``: the loss reads only the query's output, so the output gating runs
 on the last state only and that state is the closed form Σ_t λ^{T+1-t} g_in(x_t) (no scan).
 
@@ -59,13 +59,13 @@ from pathlib import Path
 import numpy as np
 
 from .._plotting import legend_beside, pyplot, save_figure
-from ... import _speed, io
+from ...run import speed, io
 from ...verdicts import Tolerance
 from ...analysis import gd, polynomial
 from ...cells import gated_rnn
 from ...optim import cosine_schedule
 from ...tasks import icl_regression
-from ...train import train
+from ...run.train import train
 from ...validate import check_array, check_config
 
 __all__ = ["Config", "PAPER", "run", "plot", "init_params", "predict", "loss_and_grads", "evaluate",
@@ -311,12 +311,12 @@ def table2(exps, coef, d_x=3, output=0):
 
 def save_weights(path, params, meta):
     """The params (float64) to ``path`` and ``meta`` (its "config", "metrics") to the JSON sidecar beside it
-    (``minimal.io.save_weights``), each atomically: a write that fails partway leaves the old file whole."""
+    (``minimal.run.io.save_weights``), each atomically: a write that fails partway leaves the old file whole."""
     io.save_weights(path, {k: np.asarray(v, np.float64) for k, v in params.items()}, meta["config"], meta)
 
 
 def load_weights(path):
-    """Inverse of ``save_weights``: (params, meta). A damaged file (``minimal.io.load_weights``) or one without
+    """Inverse of ``save_weights``: (params, meta). A damaged file (``minimal.run.io.load_weights``) or one without
     the gated RNN's params (either λ parametrisation) raises a ValueError naming the path and what is wrong."""
     params, _ = io.load_weights(path)
     meta = io.load_meta(path)
@@ -346,11 +346,11 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
 
     ``save_weights_path``: write the trained params and the metrics there (``save_weights``; the notebook loads
     ``data/zucchet/icl_full.npz``, written by ``python -m minimal reproduce zucchet --full``). The process is
-    tuned for one-core training first (``minimal._speed.tune``: one BLAS thread, malloc thresholds).
+    tuned for one-core training first (``minimal.run.speed.tune``: one BLAS thread, malloc thresholds).
     Returns a JSON-serialisable dict (keys of ``PAPER`` for the comparable metrics).
     """
     config = Config() if config is None else config
-    _speed.tune()
+    speed.tune()
     rng = np.random.default_rng(config.seed)
     params = init_params(rng, config)
     dtype = np.dtype(config.dtype)

@@ -4,7 +4,7 @@ in-context linear regression, over 4 seeds, mean ± std.
 
 Each seed is one ``experiments.icl`` run of ``icl.Config.paper(seed)`` (App. C.1 / B.1: λ = exp(-exp(ν)) with
 AdamW on ν, lr 1e-3 cosine-annealed to 1e-6, weight decay 1e-4 with λ excluded, 300k steps, H = 80), run through
-``minimal.sweep`` (one job file per seed under ``data/zucchet/sweeps/icl_seeds``, resumable; a killed job
+``minimal.run.sweep`` (one job file per seed under ``data/zucchet/sweeps/icl_seeds``, resumable; a killed job
 resumes from its training checkpoint in ``<tmp>/minimal_icl_seeds``).
 
 Reported per seed and as mean ± std over seeds (``summarise``): the coefficients of x_k² y_1 in the first output's
@@ -32,11 +32,11 @@ import numpy as np
 
 from .._plotting import pyplot, save_figure
 from . import icl
-from ... import io
+from ...run import io
 from ...data import data_path
 from ...verdicts import Tolerance
-from ...sweep import Sweep, SweepConfig
-from ...train import load_checkpoint
+from ...run.sweep import Sweep, SweepConfig
+from ...run.train import load_checkpoint
 
 __all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP", "SWEEP_DIR"]
 
@@ -136,7 +136,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
 
     ``save_weights_path``: write every seed's final params (from its training checkpoint) to one ``.npz``, groups
     "seed<k>", with the sweep's config and each saved seed's ``icl.Config`` ("jobs") in the JSON sidecar beside it
-    (``minimal.io.save_weights``; the notebook reads them with ``minimal.io.load_weights``). Seeds whose checkpoint
+    (``minimal.run.io.save_weights``; the notebook reads them with ``minimal.run.io.load_weights``). Seeds whose checkpoint
     is not on this machine (their records came from the committed sweep) are left out."""
     config = Config() if config is None else config
     result = SWEEP.run(config, out_dir, progress)

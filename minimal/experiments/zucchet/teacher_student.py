@@ -35,7 +35,7 @@ but λ, 1000 epochs of 50,000 sequences at batch 64, i.e. ~781k steps, λ throug
      threshold; ours is 1e-3 of each matrix's largest entry, with the counts at 1e-4 and 1e-2 next to it.
   5. Polynomial distance normalised by the teacher's coefficient norm (the paper does not say by what).
 
-Process set-up: ``minimal._speed.tune()`` (one BLAS thread, glibc malloc thresholds) before training; with
+Process set-up: ``minimal.run.speed.tune()`` (one BLAS thread, glibc malloc thresholds) before training; with
 NumPy's default two OpenBLAS threads a step was several times slower on the shared 2-core machine.
 """
 from __future__ import annotations
@@ -50,13 +50,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import _speed, io
+from ...run import speed, io
 from ...verdicts import Tolerance
 from ...analysis import identification, polynomial
 from ...cells import gated_rnn
 from ...optim import cosine_schedule
 from ...tasks import lsa_teacher as task
-from ...train import train
+from ...run.train import train
 from ...validate import check_config
 from .._plotting import save_figure
 
@@ -157,7 +157,7 @@ def _loss_and_grads(params, step, rng, teacher, config, h=None):
 def train_student(config, progress=True, checkpoint_path=None):
     """Draw the teacher and train the student. Returns (teacher, params float64, losses, seconds/step); the
     time per step is NaN when the run resumed from a finished checkpoint and trained no step."""
-    _speed.tune()   # one BLAS thread, glibc keeps freed temporaries (measured here)
+    speed.tune()   # one BLAS thread, glibc keeps freed temporaries (measured here)
     rng = np.random.default_rng(config.seed)
     teacher = task.make_teacher(rng, config.d)
     params = {k: v.astype(np.float32) for k, v in init_student(rng, config).items()}
@@ -191,7 +191,7 @@ _PARAM_KEYS = {"W_in_m", "W_in_x", "nu", "W_out_m", "W_out_x", "D"}
 
 def save_weights(path, config, teacher, params, losses, seconds_per_step):
     """Write the student, the teacher and the loss curve (groups "student", "teacher", "training") to ``path``
-    and the config with ``seconds_per_step`` to its JSON sidecar (``minimal.io.save_weights``), each atomically:
+    and the config with ``seconds_per_step`` to its JSON sidecar (``minimal.run.io.save_weights``), each atomically:
     a write that fails partway leaves the old file whole."""
     groups = {"student": params, "teacher": {"W_V": teacher.W_V, "W_K": teacher.W_K, "W_Q": teacher.W_Q},
               "training": {"losses": losses}}
@@ -200,7 +200,7 @@ def save_weights(path, config, teacher, params, losses, seconds_per_step):
 
 def load_weights(path):
     """(teacher, params, losses, seconds_per_step) saved by ``run(..., save_weights=path)``; a damaged file
-    (``minimal.io.load_weights``) or one without every gated-RNN param or teacher matrix raises a ValueError
+    (``minimal.run.io.load_weights``) or one without every gated-RNN param or teacher matrix raises a ValueError
     naming the path and what is wrong."""
     groups, _ = io.load_weights(path)
     params = groups.get("student", {})

@@ -1,6 +1,6 @@
 """Run a grid of experiment jobs through dask.distributed, one JSON file per finished job, resumable.
 
-    from minimal.sweep import run_sweep
+    from minimal.run.sweep import run_sweep
     records = run_sweep(my_experiment.run_one, [cfg_a, cfg_b, ...], out_dir="data/zucchet/sweeps/fig4")
 
 An experiment that sweeps names its grid once, where its jobs and summary are defined, as a ``Sweep`` (a name,
@@ -57,7 +57,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .io import write_json
-from .validate import InputError, check_config, check_positive_int
+from ..validate import InputError, check_config, check_positive_int
 
 __all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path",
            "checkpoint_path", "all_on_disk", "load_records",

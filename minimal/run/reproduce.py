@@ -5,16 +5,16 @@ that has a paper value is put side by side with it. A sweep whose full grid is a
 ``finished(Config())``) is loaded in full even with ``quick``, since that trains nothing; if its full grid is all
 there but some files are damaged (a merge conflict, a truncated file), a warning names each one and the full
 grid runs, recomputing those jobs alone at the committed config, instead of silently training the quick grid
-(whose job files never go into the committed folder: ``minimal.sweep.Sweep.dir``). Writes
+(whose job files never go into the committed folder: ``minimal.run.sweep.Sweep.dir``). Writes
 ``OUT/results.md``, ``OUT/results.json`` and the experiments' PNG figures; a full run also rewrites the trained
 weights ``data/<work>/<name>_full.npz`` that the notebooks load (for experiments whose ``run`` takes
 ``save_weights_path``) and, for modules that set ``SAVE_METRICS = True``, their metrics
 ``data/<work>/<name>_full.json`` (notebooks load those numbers instead of retraining; where that file is the
-weights' JSON sidecar, ``minimal.io``, the metrics are added to it and its config and array list kept). Both go to
+weights' JSON sidecar, ``minimal.run.io``, the metrics are added to it and its config and array list kept). Both go to
 the repository's ``data/`` (``minimal.data.data_path``), whatever the current folder. Every JSON goes through
-``minimal.io.write_json``.
+``minimal.run.io.write_json``.
 
-``overrides`` (the command line's ``--set KEY=VALUE ...``, ``minimal.overrides``) change Config fields on top
+``overrides`` (the command line's ``--set KEY=VALUE ...``, ``minimal.run.overrides``) change Config fields on top
 of the quick or full variant; each experiment's entry records its overrides and the config that ran, and the
 page lists them (``minimal.report``), so a reader sees which runs were not the default.
 
@@ -33,13 +33,14 @@ import os
 import time
 from pathlib import Path
 
-from . import io, report
+from . import io
+from .. import report
 from . import overrides as overrides_
-from .data import data_path
-from . import experiments as registry   # registry.experiments(work): looked up at call time (tests replace it)
-from .experiments import notes
+from ..data import data_path
+from .. import experiments as registry  # registry.experiments(work): looked up at call time (tests replace it)
+from ..experiments import notes
 from .sweep import check_scheduler, job_key
-from .validate import InputError
+from ..validate import InputError
 
 
 def reproduce(work, quick=True, only=None, out_dir=None, progress=True, scheduler=None, connect_timeout=None,
@@ -50,7 +51,7 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
     before any experiment runs (a bad one otherwise failed only at the first sweep).
 
     ``overrides``: {Config field: value, or its text as typed after ``--set``} applied on top of each selected
-    experiment's quick or full Config, where its Config has the field (``minimal.overrides.plan``: every key and
+    experiment's quick or full Config, where its Config has the field (``minimal.run.overrides.plan``: every key and
     value is checked before any experiment runs; a key that no selected experiment has is an error). An
     experiment with overrides runs the variant asked for (never the committed full grid loaded in its place);
     its sweep's job files go to the per-user cache (``Sweep.quick_folder``) unless its grid is the committed one
@@ -120,7 +121,7 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
 
 def plan_overrides(work, mods, quick, overrides):
     """{name: {key: typed value}} for the experiments ``mods`` ({name: module}) of ``work``: ``overrides`` checked
-    against each one's quick (``quick``) or full Config before anything runs (``minimal.overrides.plan``)."""
+    against each one's quick (``quick``) or full Config before anything runs (``minimal.run.overrides.plan``)."""
     if not overrides:
         return {name: {} for name in mods}
     configs = {f"{work}/{name}": mod.Config.quick() if quick else mod.Config() for name, mod in mods.items()}

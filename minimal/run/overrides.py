@@ -33,7 +33,7 @@ import difflib
 import types
 import typing
 
-from .validate import InputError
+from ..validate import InputError
 
 __all__ = ["FLAGS", "parse_set", "value_text", "describe", "field_types", "parse_value", "plan", "apply"]
 

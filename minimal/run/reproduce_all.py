@@ -1,6 +1,6 @@
 """`python -m minimal reproduce all`: every work's experiments in turn, then one index page.
 
-Runs ``minimal.reproduce.reproduce`` for each work of ``WORKS`` (quick or full, as asked) into ``OUT/<work>/``
+Runs ``minimal.run.reproduce.reproduce`` for each work of ``WORKS`` (quick or full, as asked) into ``OUT/<work>/``
 and writes ``OUT/index.md``: a row per work with its matches / close / differs (``minimal.report``'s verdicts),
 counted apart for experiments that ran a full configuration and quick ones, linking its ``results.md``; then per
 work every verdict but the matches with its note, and its experiments with the configuration that ran, their
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from . import overrides as overrides_
-from . import report, verdicts
-from .experiments import notes
+from .. import report, verdicts
+from ..experiments import notes
 from ._atomic import atomic_write
 from . import reproduce as _reproduce
 
@@ -113,7 +113,7 @@ def index_markdown(done, out_root, quick, seconds=None):
 
 def _split_overrides(overrides, quick):
     """{work: the overrides its experiments' Configs have}, every key and value checked against every work's
-    experiments before any runs (``minimal.overrides.plan``): a key that no experiment of any work has is an
+    experiments before any runs (``minimal.run.overrides.plan``): a key that no experiment of any work has is an
     error, as is a value that one of them refuses."""
     if not overrides:
         return {work: None for work in WORKS}

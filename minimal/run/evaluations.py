@@ -1,11 +1,11 @@
 """The evaluations of a run that trains until a watched number stops improving, kept beside its checkpoint.
 
-A run trained by ``minimal.train`` with a checkpoint at ``<run>.npz`` and evaluated every few steps keeps two more
+A run trained by ``minimal.run.train`` with a checkpoint at ``<run>.npz`` and evaluated every few steps keeps two more
 files, so that a resumed run decides its learning rate, its stop and its scored weights exactly as an
 uninterrupted one:
 
     <run>.curve.json    {step: value} of every evaluation so far (rewritten after each)
-    <run>.best.npz      the best evaluated weights so far (``minimal.io.save_weights``, sidecar <run>.best.json)
+    <run>.best.npz      the best evaluated weights so far (``minimal.run.io.save_weights``, sidecar <run>.best.json)
 
     log = Evaluations(checkpoint_path)        # reads what an earlier, interrupted run left
     rule = ReduceOnPlateau.replay(log.curve, ...)
@@ -14,7 +14,7 @@ uninterrupted one:
 
 On resume, the evaluations at or after the checkpoint's step are dropped: the resumed run makes them again (an
 evaluation counted twice would move a ``stopping.Plateau``'s clock). ``log.losses(seen)`` gives every step's
-training loss of a run that stopped by raising out of ``minimal.train``, which then returns no ``TrainResult``:
+training loss of a run that stopped by raising out of ``minimal.run.train``, which then returns no ``TrainResult``:
 the checkpoint's, then those this process saw.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Evaluations:
     """The evaluation curve and best weights of one run (module docstring).
 
     Args:
-        checkpoint_path: the run's ``minimal.train`` checkpoint (``.npz``), or None: nothing is written or read.
+        checkpoint_path: the run's ``minimal.run.train`` checkpoint (``.npz``), or None: nothing is written or read.
         meta: JSON values saved in the best weights' sidecar (e.g. the run's config).
     Attributes:
         curve: {step: value} of the evaluations kept; best_params: the best evaluated weights (None before one);

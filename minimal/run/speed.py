@@ -1,8 +1,8 @@
 """Process tuning for training small NumPy models on one CPU core (measured on the project's 2-core machines):
 one BLAS thread, and glibc kept from handing large temporaries back to the OS every step.
 
-    from minimal import _speed
-    _speed.tune()          # once, at the start of a training run; safe to call again
+    from minimal.run import speed
+    speed.tune()          # once, at the start of a training run; safe to call again
 
 Both knobs act on the running process (no environment variables needed before NumPy's import) and are no-ops
 where the library is not there (no glibc, a BLAS other than NumPy's bundled OpenBLAS). Neither changes a

@@ -1,7 +1,7 @@
 """The one results writer and the one weights format.
 
 Results. Every results or metrics JSON the package writes goes through ``write_json(path, obj)``: written
-atomically (``minimal._atomic``: a reader or a crash sees the old file or the new one, never half of one), indented
+atomically (``minimal.run._atomic``: a reader or a crash sees the old file or the new one, never half of one), indented
 by one space, keys in the order given (``sort_keys=True`` for files whose order must not depend on the writer),
 NumPy scalars and arrays as plain numbers and lists, a newline at the end.
 
@@ -36,7 +36,7 @@ folder) the digest still catches a torn pair: the reader reads the pair again on
 refuses it if it is still torn.
 
 Not finite. Weights holding NaN or inf are refused by ``save_weights`` (``NonFiniteWeightsError``, naming each
-such array and how many of its values): they come from a run that diverged, which ``minimal.train`` already stops
+such array and how many of its values): they come from a run that diverged, which ``minimal.run.train`` already stops
 with its own message, and would only move the failure to whoever loads them. A file that holds them anyway
 (written by other code) loads with a ``NonFiniteWeightsWarning`` naming the arrays.
 
@@ -46,7 +46,7 @@ an archive, an array that is missing, unexpected, or of another dtype or shape t
 ``.npz`` whose digest is not the sidecar's. Every message ends with the command that rewrites the file
 (``minimal.data.regenerate_command``).
 
-Training checkpoints (``minimal.train``) are a different thing and keep their own single-file format: a resume
+Training checkpoints (``minimal.run.train``) are a different thing and keep their own single-file format: a resume
 needs the params, the optimizer moments, the step, the RNG state and the loss history to change together, and two
 files cannot be replaced in one atomic step. They are written with the same ``atomic_write``.
 """
@@ -72,7 +72,7 @@ except ImportError:     # not POSIX: no lock, the digest still refuses a torn pa
 import numpy as np
 
 from ._atomic import atomic_write
-from .data import damaged, missing, regenerate_command
+from ..data import damaged, missing, regenerate_command
 
 __all__ = ["write_json", "save_weights", "load_weights", "load_meta", "update_meta", "sidecar_path", "FORMAT",
            "MispairedWeightsError", "NonFiniteWeightsError", "NonFiniteWeightsWarning"]

@@ -54,7 +54,7 @@ from typing import Callable, NamedTuple, Union
 import numpy as np
 from tqdm import tqdm  # plain tqdm: tqdm.auto needs ipywidgets in notebooks, which we do not depend on
 
-from minimal._atomic import atomic_write
+from minimal.run._atomic import atomic_write
 from minimal.optim import AdamWState, check_like, check_params, check_scalar, adamw_init, adamw_step, \
     clip_by_global_norm
 from minimal.validate import InputError, OverflowInputError, check_array, check_positive_int
