@@ -348,7 +348,7 @@ def bench_scan(sizes=None, out_dir="bench/results", *, shape=None, repeats=DEFAU
         sizes: element counts B*T*C (powers of two, 2^16 .. 2^28 by default, ``QUICK_SIZES`` if quick);
             each gives the regimes of ``shapes_for``.
         out_dir: folder for ``scan_<device>.json``.
-        shape: one (B, T, C) instead of ``sizes`` (as ``minimal.bench`` passes it).
+        shape: one (B, T, C) instead of ``sizes`` (as ``minimal.bench.kernels`` passes it).
         repeats: best of this many timed runs after one warm-up.
         dtype: "float32" or "float64". block: threads per block of the Blelloch kernels.
         torch: time the PyTorch baselines when PyTorch with CUDA is installed.

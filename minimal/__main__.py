@@ -5,7 +5,7 @@
         A first run compiles the Numba kernels (cached afterwards).
     python -m minimal bench scan [--backend numba|cuda] [--quick | --size T]
     python -m minimal bench window [--backend numba|cuda] [--quick | --size T]
-        speed as ratios to a same-run memory copy (see minimal.bench); window: GRIL's block, fused Numba
+        speed as ratios to a same-run memory copy (see minimal.bench.kernels); window: GRIL's block, fused Numba
         kernels against the NumPy path on the CPU (default), or cuda_kernels.bench on the GPU. At the default
         sizes the CPU runs peak at about 2.4 GB (scan, T = 4096) and 3.5 GB (window, T = 16385) of memory and
         take minutes; --size T sets the time steps (memory scales with T), --quick a seconds-sized problem.
@@ -13,7 +13,7 @@
         the gated RNN's forward + backward on the Zucchet tasks' shapes; ICL readout all vs last.
     python -m minimal bench train [--quick] [--repeats N] [--no-torch]
         one training step (forward, loss, backward, clip, AdamW) of every model the course trains, and with
-        PyTorch installed the same models in torch beside them, checked equal in float64 first (minimal.bench_train).
+        PyTorch installed the same models in torch beside them, checked equal in float64 first (minimal.bench.train).
     python -m minimal reproduce WORK [--quick|--full] [--only NAME ...] [--set KEY=VALUE ...] [--out DIR]
                                      [--scheduler ADDR] [--connect-timeout SECONDS]
         run a work's experiments; write a paper-vs-ours table (markdown + JSON) and figures. ADDR must answer as
@@ -73,7 +73,7 @@ def _check(args):
 
 
 def _bench(args):
-    from . import bench
+    from .bench import kernels as bench
 
     if args.size is not None and args.what not in ("scan", "window"):
         # step and train time fixed shapes (the experiments' own): a --size they would ignore is refused
@@ -88,7 +88,7 @@ def _bench(args):
              ("--quick" if args.quick else "at its default size", "give --size T"))
     try:
         if args.what == "train":
-            from . import bench_train
+            from .bench import train as bench_train
 
             if args.backend == "cuda":
                 print("error: bench train runs on the CPU; drop --backend cuda", file=sys.stderr)
@@ -136,7 +136,7 @@ def _say_bench(what, args, shape):
     """One line on stderr before a CPU benchmark that runs for minutes: what it does and its peak memory."""
     if args.backend == "cuda":
         return
-    from . import bench
+    from .bench import kernels as bench
 
     default = bench.DEFAULT_SHAPE if what == "scan" else bench.WINDOW_SHAPE
     gb = bench.PEAK_GB[what] * shape[1] * shape[0] / (default[1] * default[0])

@@ -6,7 +6,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from minimal import bench_train as bt
+from minimal.bench import train as bt
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -85,7 +85,7 @@ def test_every_model_is_built_from_its_experiment():
 
 @pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed: the torch twins are not checked")
 def test_torch_twins_compute_our_models_in_float64():
-    from minimal import _torch_models as tm
+    from minimal.bench import torch_models as tm
 
     for m in bt.models():
         assert tm.check_equal(bt.as_dtype(m, np.float64))["max_rel"] <= bt.EQUAL_TOL, m.name
@@ -105,7 +105,7 @@ def test_cli_prints_the_table(monkeypatch, capsys):
 
 @pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed: the torch twins are not checked")
 def test_a_model_the_twin_does_not_know_is_reported_as_different():
-    from minimal import _torch_models as tm
+    from minimal.bench import torch_models as tm
 
     m = bt.as_dtype(bt.models(quick=True)[0], np.float64)
 

@@ -53,7 +53,7 @@ def test_a_library_input_error_reaches_the_user_as_one_line(monkeypatch, capsys)
 
 
 def test_bench_window_runs_the_cpu_benchmark_by_default(monkeypatch, capsys):
-    from minimal import bench
+    from minimal.bench import kernels as bench
 
     calls = []
     monkeypatch.setattr(bench, "bench_window", lambda **kw: calls.append(kw) or [])  # the real one takes minutes
@@ -154,7 +154,7 @@ def test_reproduce_kernel_says_the_work_is_its_notebook(capsys):
 
 
 def test_bench_size_sets_the_time_steps_and_is_refused_with_quick(monkeypatch, capsys):
-    from minimal import bench
+    from minimal.bench import kernels as bench
 
     calls = []
     monkeypatch.setattr(bench, "bench_window", lambda **kw: calls.append(kw) or [])
@@ -169,7 +169,7 @@ def test_bench_size_sets_the_time_steps_and_is_refused_with_quick(monkeypatch, c
 
 
 def test_bench_cuda_without_a_gpu_names_the_cli_flag_not_a_library_backend(monkeypatch):
-    from minimal import bench
+    from minimal.bench import kernels as bench
     from minimal.scan import checks as scan
 
     def no_gpu(name):

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from minimal import bench
+from minimal.bench import kernels as bench
 from minimal.cells import _gril_numba  # noqa: E402
 from minimal.cells import gril  # noqa: E402
 from minimal.gradcheck import TOLERANCE, check_cell, rel_error  # noqa: E402

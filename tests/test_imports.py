@@ -63,7 +63,7 @@ LAYERS = (
     ("minimal.scan", "minimal.layers", "minimal.optim", "minimal.run.train", "minimal.run.stopping", "minimal.run.evaluations"),
     ("minimal.cells", "minimal.models", "minimal.kernel_attention"),
     ("minimal.constructions", "minimal.analysis", "minimal.tasks", "minimal.run.sweep", "minimal.report"),
-    ("minimal.experiments", "minimal._torch_models", "minimal.bench", "minimal.bench_train", "minimal.check",
+    ("minimal.experiments", "minimal.bench", "minimal.check",
      "minimal.course", "minimal.assignments", "minimal.grading", "minimal.judge", "minimal.sandbox",
      "minimal.grader"),
     ("minimal.run.reproduce", "minimal.run.reproduce_all", "minimal.__main__", "minimal"),

@@ -130,7 +130,7 @@ def test_course_tidy_of_a_missing_notebook_is_a_one_line_error(tmp_path, capsys)
 
 @pytest.mark.parametrize("repeats", ["0", "-1"])
 def test_bench_train_refuses_zero_or_negative_repeats(monkeypatch, capsys, repeats):
-    from minimal import bench_train
+    from minimal.bench import train as bench_train
     from minimal.__main__ import main
 
     monkeypatch.setattr(bench_train, "bench_train", lambda **kw: pytest.fail("the benchmark ran"))

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from minimal import bench
+from minimal.bench import kernels as bench
 from minimal.run import sweep
 from minimal.__main__ import main
 from minimal.run.stopping import Plateau, ReduceOnPlateau
@@ -148,7 +148,7 @@ def test_machine_memory_is_read():
 
 
 # --- 14: --size where it means nothing ----------------------------------------------------------------------------
-@pytest.mark.parametrize("what,module,fn", [("step", "bench", "bench_step"), ("train", "bench_train", "bench_train")])
+@pytest.mark.parametrize("what,module,fn", [("step", "bench.kernels", "bench_step"), ("train", "bench.train", "bench_train")])
 def test_bench_step_and_train_refuse_size(monkeypatch, capsys, what, module, fn):
     import importlib
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from minimal import bench, scan
+from minimal.bench import kernels as bench
+from minimal import scan
 from minimal.scan import reference
 from minimal.gradcheck import TOLERANCE, check_function, rel_error
 

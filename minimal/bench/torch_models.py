@@ -1,4 +1,4 @@
-"""PyTorch twins of the models ``minimal.bench_train`` times, for ``python -m minimal bench train`` only.
+"""PyTorch twins of the models ``minimal.bench.train`` times, for ``python -m minimal bench train`` only.
 
 Importing this module imports torch: ``bench_train`` imports it only when torch is installed (torch is never a
 dependency of ``minimal``). Each twin reads the project's own params dict (same names, same layouts) and follows

@@ -33,8 +33,8 @@ import time
 
 import numpy as np
 
-from .scan import checks as scan_checks
-from .validate import InputError, check_choice, check_positive_int
+from ..scan import checks as scan_checks
+from ..validate import InputError, check_choice, check_positive_int
 
 __all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table",
            "format_step_table", "peak_gb", "machine_memory_gb", "check_memory",
@@ -170,9 +170,9 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     shape, repeats = _cpu_shape_and_repeats("bench_scan", kw, shape, DEFAULT_SHAPE, ("B", "T", "C"), repeats)
     check_memory("scan", shape)
 
-    from . import scan
-    from .scan import numba_linear, numba_log
-    from .scan.reference import sequential_scan
+    from .. import scan
+    from ..scan import numba_linear, numba_log
+    from ..scan.reference import sequential_scan
 
     B, T, C = shape
     n = B * T * C
@@ -240,8 +240,8 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
                                             repeats)
     check_memory("window", shape)
 
-    from .cells import _gril_numba
-    from .cells import gril
+    from ..cells import _gril_numba
+    from ..cells import gril
 
     B, T, f, w, s = shape
     T_out = gril.n_windows(T, w, s)
@@ -325,10 +325,10 @@ def bench_step(repeats=None, batch=64):
     calls, its 15 BLAS products (both replayed by ``gated_rnn_parts`` in the same rounds), and the rest
     (elementwise gating, the finiteness checks, Python), the step's time minus the two.
     """
-    from .run import speed
-    from .cells import gated_rnn
-    from .experiments.zucchet import icl
-    from .tasks import icl_regression, lsa_teacher
+    from ..run import speed
+    from ..cells import gated_rnn
+    from ..experiments.zucchet import icl
+    from ..tasks import icl_regression, lsa_teacher
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
     batch = check_positive_int("batch", batch)
@@ -390,7 +390,7 @@ def gated_rnn_parts(params, cache, dy):
         returning the product the cell computes (the tests compare them with ``forward`` / ``backward``). The
         operands are formed here, outside the functions, so each times the one call.
     """
-    from . import scan
+    from .. import scan
 
     if cache.readout != "all" or "nu" not in params:
         raise InputError(f"gated_rnn_parts needs a cache of the diagonal recurrence with readout='all' (the one "

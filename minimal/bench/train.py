@@ -1,5 +1,5 @@
 """One training step of every model the course trains, timed (``python -m minimal bench train``), and, when
-PyTorch is installed, the same models written in PyTorch timed beside them (``minimal._torch_models``).
+PyTorch is installed, the same models written in PyTorch timed beside them (``minimal.bench.torch_models``).
 
 A step is what ``minimal.run.train`` runs: forward and loss, backward, clipping of the global gradient norm at 1.0,
 one AdamW update (``minimal.optim``), on one fixed batch (sampling is not timed). Models, with the shapes of
@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .validate import check_positive_int
+from ..validate import check_positive_int
 
 __all__ = ["Model", "models", "project_step", "bench_train", "interleaved_minima", "add_ratios", "format_train_table",
            "EQUAL_TOL", "DEFAULT_REPEATS"]
@@ -61,8 +61,8 @@ class Model(NamedTuple):
 
 # --- the models -------------------------------------------------------------------------------------------------
 def _selective_copy(kind, depth, log_space, dtype="float32"):
-    from .experiments.minrnn import selective_copy as S
-    from .tasks import selective_copy as task
+    from ..experiments.minrnn import selective_copy as S
+    from ..tasks import selective_copy as task
 
     job = S.Job(kind=kind, depth=depth, dtype=dtype, log_space=log_space)
     params = S.init_params(np.random.default_rng(0), job)
@@ -79,7 +79,7 @@ def _selective_copy(kind, depth, log_space, dtype="float32"):
 
 def _shakespeare_spec(kind, V, config, log_space, dropout, rng):
     """The experiment's own stack (``shakespeare.spec``), in training mode; log space set in each block."""
-    from .experiments.minrnn import shakespeare_model as SM
+    from ..experiments.minrnn import shakespeare_model as SM
 
     kw = dict(expansion=config.expansion, kernel=config.kernel, dropout=dropout, rng=rng, train=True)
     if kind == "attention":
@@ -91,11 +91,11 @@ def _shakespeare_spec(kind, V, config, log_space, dropout, rng):
 
 
 def _shakespeare(kind, log_space, dtype="float32"):
-    from . import models
-    from .experiments.minrnn import shakespeare as Sh
-    from .experiments.minrnn import shakespeare_model as SM
-    from .layers import cross_entropy
-    from .tasks import char_lm
+    from .. import models
+    from ..experiments.minrnn import shakespeare as Sh
+    from ..experiments.minrnn import shakespeare_model as SM
+    from ..layers import cross_entropy
+    from ..tasks import char_lm
 
     config = Sh.Config()
     data = char_lm.load()
@@ -137,7 +137,7 @@ def as_dtype(model, dtype):
 def project_step(model, clip=1.0, lr=1e-3):
     """A closure running one training step of ``model`` (forward and loss, backward, clip, AdamW) on its batch,
     carrying params and optimiser state from call to call (``.state``); each call returns {part: CPU seconds}."""
-    from .optim import adamw_init, adamw_step, clip_by_global_norm
+    from ..optim import adamw_init, adamw_step, clip_by_global_norm
 
     state = {"params": model.params, "opt": adamw_init(model.params)}
     rng = np.random.default_rng(2)
@@ -159,7 +159,7 @@ def _cell_step(model):
     """Forward and backward of one block's recurrent cell on a (B, T, D) input (minRNN rows), or None."""
     if model.kind not in ("mingru", "minlstm"):
         return None
-    from .cells import REGISTRY
+    from ..cells import REGISTRY
 
     cell = REGISTRY[model.kind]
     prefix = "1.1." if model.family == "selective_copy" else "1.rnn."
@@ -180,9 +180,9 @@ def _cell_step(model):
 
 # --- the benchmark --------------------------------------------------------------------------------------------------
 def _torch():
-    """``minimal._torch_models`` if PyTorch can be imported, else None."""
+    """``minimal.bench.torch_models`` if PyTorch can be imported, else None."""
     try:
-        from . import _torch_models
+        from . import torch_models as _torch_models
     except ImportError:
         return None
     return _torch_models
@@ -199,7 +199,7 @@ def bench_train(repeats=None, quick=False, torch=True, log=print):
         one dict per model: name, ours {part: seconds}, and with torch: torch {version: {part: seconds}},
         max_rel (float64 check), equal (bool), fastest (the fastest torch version), ratio (ours / fastest).
     """
-    from .run import speed
+    from ..run import speed
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
     speed.tune()
