@@ -169,7 +169,9 @@ class Job:
     weight_decay: float = 5e-4     # as model.Job
     warmup_steps: int = 500        # as model.Job
     clip: float = 1.0              # ours: global-norm clipping (attention's cubic outputs start large)
-    d_model: int = 32              # ours: embedding width (+LP; S5's 32) and softmax attention's D_k = D_v
+    d_model: int = 32              # ours: the width after the linear input map f -> d_model of the recurrent
+                                   # stacks and (with positions) the attention stacks (S5's 32); softmax
+                                   # attention's D_k = D_v
     hidden: int = 64               # ours: recurrent neurons per block (gated RNN, minGRU; LRU: H/2 complex)
     readout_scale: float = 0.1     # ours: the last output map scaled at init (measured here)
     N: int = 10                    # App. B.1
@@ -186,9 +188,9 @@ def spec(job: Job):
     family, L = _family(job.model), _depth(job.model)
     f, d, H, s = job.f, job.d_model, job.hidden, job.readout_scale
     if family in ("lsa", "softmax") and job.positional:
-        # +LP with a learned positional embedding (App. B.3's Transformer): linear f -> d, + P[t], L attention
-        # layers of width d (residual but the last), linear d -> f. Without positions attention cannot tell x_i
-        # from y_i, nor which y follows which x.
+        # a linear input map f -> d and a learned positional embedding P[t] (App. B.3's Transformer), L attention
+        # layers of width d (residual but the last), a linear output map d -> f. Without positions attention cannot
+        # tell x_i from y_i, nor which y follows which x.
         if family == "lsa":
             att = Layer("lsa", {"D": d}, {}, {"W_V": s * s})
         else:

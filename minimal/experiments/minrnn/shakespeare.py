@@ -8,11 +8,11 @@ function of the same weights); and nanoGPT's Transformer ("attention": learned p
 attention, MLP, no convolution). A vanilla model starts from the same initial weights and sees the same batches
 as its log-space twin.
 
-Training (``run``): ``minimal.train`` with AdamW and global-norm clipping at 1.0; each step draws B random windows
+Training (``run``): ``minimal.run.train`` with AdamW and global-norm clipping at 1.0; each step draws B random windows
 of T + 1 characters (``tasks.char_lm``) and dropout masks from the training Generator, so a checkpointed run
 resumes bit for bit. Every ``eval_every`` = 25 steps (App. C.2) the model is evaluated (dropout off) on a fixed
 subset of test windows; "best test loss" and "steps to best" are read from those evaluations, as the paper reports
-its best. ``Config()`` trains each model until its best test loss stops improving (``minimal.stopping.
+its best. ``Config()`` trains each model until its best test loss stops improving (``minimal.run.stopping.
 ReduceOnPlateau``: 3e-3 after 100 warm-up steps; when 500 steps pass without the subset loss falling 0.005 nats
 below where it last did, the rate is cut tenfold; the plateau after the second cut stops the run, 12,000 steps
 cap it) and scores its best evaluated weights; the other Configs (``patience=None``) run a cosine schedule to the
@@ -82,7 +82,7 @@ parameter count; we have one shared CPU core):
     - the minimal RNNs' block is App. C.1's (RNN, convolution, MLP), so the Transformer (no convolution, width D)
       has fewer parameters than minGRU / minLSTM (``n_params`` in the metrics);
     - three seeds (``seed_curves``, ``across_seeds``; the paper gives one number per model);
-    - the test loss on a fixed subset of 64 test windows (8,128 targets) every 25 steps, and the scored model on
+    - the test loss on a fixed subset of 64 test windows (8,192 targets) every 25 steps, and the scored model on
       all 871 windows; the data is our rebuild of tiny shakespeare (``data/shakespeare``);
     - no Mamba (its number is quoted from the paper).
 
@@ -101,22 +101,24 @@ import numpy as np
 
 from .. import write_metrics
 from .._plotting import pyplot
-from ... import _speed, io, models
+from ...run import speed, io
+from ... import models
 from ...data import check_saved_shapes, damaged, data_path, load_json
-from ...evaluations import Evaluations
+from ...run.evaluations import Evaluations
 from ...optim import cosine_schedule
-from ...stopping import ReduceOnPlateau
+from ...run.stopping import ReduceOnPlateau
 from ...verdicts import Tolerance
 from ...tasks import char_lm
-from ...train import train
+from ...run.train import train
 # the models (their own module); imported by name, so ``shakespeare.<name>`` keeps working and the training
 # loop below looks ``evaluate`` up here
 from .shakespeare_model import (KINDS, N_HEADS, T_MAX, base_kind, evaluate, generate, init_lm, is_log_space,
                                 lm_forward, lm_loss_and_grads, spec, state_nbytes, step_logits)
 
-__all__ = ["Config", "PAPER", "run", "finished", "plot", "table", "summarise", "seed_curves", "run_seed", "across_seeds", "step_cpu_seconds",
-           "write_step_cpu", "STEP_CPU", "PAPER_SIZE", "save_weights", "load_weights", "load_curves", "WEIGHTS",
-           "CURVES", "FIXED_WEIGHTS", "FIXED_CURVES", "SMALL_WEIGHTS", "SMALL_CURVES", "VANILLA_WEIGHTS", "VANILLA_CURVES"]
+__all__ = ["Config", "PAPER", "run", "finished", "plot", "table", "summarise", "steps_to_reach", "seed_curves",
+           "run_seed", "across_seeds", "step_cpu_seconds", "write_step_cpu", "STEP_CPU", "PAPER_SIZE", "save_weights",
+           "load_weights", "load_curves", "WEIGHTS", "CURVES", "FIXED_WEIGHTS", "FIXED_CURVES", "SMALL_WEIGHTS",
+           "SMALL_CURVES", "VANILLA_WEIGHTS", "VANILLA_CURVES"]
 
 # Sec. 4.2 / Fig. 2: best test loss (nats per character) and the step it was reached at (D = 384, 3 layers); the
 # keys are those of run()'s flat metrics, so ``reproduce`` puts them side by side.
@@ -129,6 +131,9 @@ PAPER = {
     # the Transformer's steps to best over minGRU's: "requiring 2000 steps (~2.5x) more training steps than
     # minGRU" (Sec. 4.2): 2000 / 575 = 3.48 as many, i.e. (2000 - 575) / 575 = 2.48x more
     "steps_ratio_attention_to_mingru": 2000 / 575,
+    # the same sentence read at equal loss, "to achieve comparable performance": the Transformer's steps to its
+    # best over the steps minGRU needs to first reach that loss (``summarise``)
+    "steps_ratio_attention_to_mingru_at_transformer_best": 2000 / 575,
 }
 # The paper trains the log-space cells (App. B.3); our vanilla models are set against the same numbers.
 PAPER |= {k.replace(m, f"{m}_vanilla"): v for k, v in list(PAPER.items()) for m in ("mingru", "minlstm")
@@ -160,7 +165,7 @@ VANILLA_CURVES = data_path("minrnn", "shakespeare_vanilla.json")
 class Config:
     """The full run (``Config()``): every model trained until its best test loss stops improving (App. C.2's
     models are "evaluated every 25 steps" and their best is reported). With ``patience`` set, the learning rate is
-    ``minimal.stopping.ReduceOnPlateau``'s: ``lr`` after the warm-up until ``patience`` steps pass without the
+    ``minimal.run.stopping.ReduceOnPlateau``'s: ``lr`` after the warm-up until ``patience`` steps pass without the
     test-subset loss falling ``min_gain`` (small falls add up), then ``factor`` times lower, ``reductions`` times;
     the run stops at the plateau after the last reduction, or at ``steps`` (the cap). With ``patience=None`` (the
     classmethods) a cosine schedule runs from ``lr`` to ``final_lr`` over ``steps``. ``fixed()`` is the
@@ -250,7 +255,7 @@ def step_cpu_seconds(kind, D, batch, T, n_layers=3, steps=2, seed=0):
     training step, forward + backward + AdamW, at one size: the mean of ``steps`` timed steps after one untimed."""
     from ...optim import adamw_init, adamw_step
 
-    _speed.tune()
+    speed.tune()
     data = char_lm.load()
     rng = np.random.default_rng(seed)
     params = init_lm(rng, kind, len(data.vocab), D, n_layers, T_max=T)
@@ -288,12 +293,12 @@ def write_step_cpu(path=STEP_CPU, kinds=("mingru", "minlstm", "attention", "ming
 # --- weights --------------------------------------------------------------------------------------------------
 def save_weights(path, params_by_kind, config, meta=None):
     """Write {kind: params} and the run's ``config`` (with ``meta``, e.g. the metrics) as ``<name>.npz`` + its JSON
-    sidecar ``<name>.json`` (``minimal.io.save_weights``, groups ``<kind>/<name>``), each atomically."""
+    sidecar ``<name>.json`` (``minimal.run.io.save_weights``, groups ``<kind>/<name>``), each atomically."""
     io.save_weights(path, params_by_kind, config, meta)
 
 
 def load_weights(path=WEIGHTS, config=None):
-    """{kind: params} from ``save_weights`` (``minimal.io.load_weights``); a ValueError names the file when a
+    """{kind: params} from ``save_weights`` (``minimal.run.io.load_weights``); a ValueError names the file when a
     kind's keys or shapes differ from a freshly built model's (``config``: the run's Config, default the one in
     the sidecar)."""
     path = Path(path)
@@ -421,11 +426,12 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     """
     config = Config() if config is None else config
     if save_weights_path is None and finished(config):
-        out = {k: v for k, v in load_curves(CURVES).items() if k != "weights"}
+        # summarise again: metrics added since the run was saved are computed from its curves
+        out = summarise({k: v for k, v in load_curves(CURVES).items() if k != "weights"})
         out["loaded_from"] = str(CURVES)
         write_metrics(out, out_dir)
         return out
-    _speed.tune()
+    speed.tune()
     data = char_lm.load()
     if config.eval_windows > (data.test.size - 1) // config.T:
         from ...validate import InputError
@@ -470,15 +476,30 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     return out
 
 
+def steps_to_reach(model, target):
+    """The first evaluation step at which ``model``'s test-subset curve is at or below ``target``; None if never."""
+    return next((s for s, loss in zip(model["curve_steps"], model["curve"]) if loss <= target), None)
+
+
+def _equal_loss_ratio(attention, model):
+    """The Transformer's steps to its best over the steps ``model`` needs to first reach that loss (NaN if never)."""
+    reach = steps_to_reach(model, attention["best_test_loss"])
+    return attention["steps_to_best"] / reach if reach else float("nan")
+
+
 def summarise(out):
     """Add the flat metrics that ``PAPER`` names and, per minimal RNN, "ratio_to_transformer" and "claim_holds".
 
-    test_loss_<kind>: the best test loss over the evaluations (the fixed test subset, every ``eval_every`` steps),
-    as the paper reports its best; steps_to_best_<kind>; final_test_loss_<kind>: the last model on every test
-    window; ratio_<kind>_to_transformer: best test loss over the Transformer's (paper: 1.001 minGRU, 1.005
-    minLSTM), final_ratio_<kind>_to_transformer the same on the final models and every window; claim_holds: at
-    most CLAIM = 3 % above the Transformer's best; steps_ratio_attention_to_<kind>: the Transformer's steps to
-    best over the RNN's (paper: 2000 / 575 = 3.48 for minGRU, "~2.5x more"). Returns ``out``, updated."""
+    test_loss_<kind>: the lowest test loss among the evaluations (the fixed test subset of ``eval_windows``
+    windows, every ``eval_every`` steps), as the paper reports its best; steps_to_best_<kind>: the step of that
+    evaluation; final_test_loss_<kind>: the scored model (the best evaluated weights with ``patience``, else the
+    last) on every test window; ratio_<kind>_to_transformer: test_loss over the Transformer's (paper: 1.001
+    minGRU, 1.005 minLSTM), final_ratio_<kind>_to_transformer the same on every window; claim_holds: at most
+    CLAIM = 3 % above the Transformer's best; steps_ratio_attention_to_<kind>: the Transformer's steps to its
+    best over the RNN's to its own (paper: 2000 / 575 = 3.48 for minGRU, "~2.5x more");
+    steps_to_transformer_best_<kind>: the first evaluation at or below the Transformer's best (None if none);
+    steps_ratio_attention_to_<kind>_at_transformer_best: the Transformer's steps to its best over those (NaN if
+    none), the paper's "to achieve comparable performance" read at equal loss. Returns ``out``, updated."""
     m = out["models"]
     for kind, r in m.items():
         out[f"test_loss_{kind}"] = r["best_test_loss"]
@@ -494,6 +515,8 @@ def summarise(out):
             out[f"final_ratio_{kind}_to_transformer"] = r["final_test_loss"] / ref_final
             r["claim_holds"] = bool(r["best_test_loss"] <= (1 + CLAIM) * ref)
             out[f"steps_ratio_attention_to_{kind}"] = m["attention"]["steps_to_best"] / r["steps_to_best"]
+            out[f"steps_to_transformer_best_{kind}"] = steps_to_reach(r, ref)
+            out[f"steps_ratio_attention_to_{kind}_at_transformer_best"] = _equal_loss_ratio(m["attention"], r)
     return out
 
 
@@ -522,8 +545,9 @@ def run_seed(seed, name="full", progress=False):
 
 def across_seeds(runs):
     """Per model over seeds (``runs``: {seed: run metrics}): best test loss, steps to best, and the ratios to the
-    Transformer (``summarise``'s), each as the per-seed list, its mean and its standard deviation; the number of
-    seeds whose best is the run's last evaluation ("best_at_last_eval_seeds": still improving when the run ended)."""
+    Transformer (``summarise``'s, the one at equal loss included), each as the per-seed list, its mean and its
+    standard deviation (ddof = 0); the number of seeds whose best is the run's last evaluation
+    ("best_at_last_eval_seeds": still improving when the run ended)."""
     out = {"seeds": sorted(runs)}
     kinds = sorted(set.intersection(*(set(r["models"]) for r in runs.values()))) if runs else []
     for kind in kinds:
@@ -534,8 +558,13 @@ def across_seeds(runs):
             out[f"{name}_{kind}"] = float(np.mean(vals))
             out[f"{name}_{kind}_std"] = float(np.std(vals))
         out[f"best_at_last_eval_{kind}_seeds"] = sum(m["steps_to_best"] == max(m["curve_steps"]) for m in per)
-        for key in (f"ratio_{kind}_to_transformer", f"steps_ratio_attention_to_{kind}"):
-            vals = [runs[s].get(key) for s in sorted(runs)]
+        at_tf_best = f"steps_ratio_attention_to_{kind}_at_transformer_best"
+        for key in (f"ratio_{kind}_to_transformer", f"steps_ratio_attention_to_{kind}", at_tf_best):
+            if key == at_tf_best:   # computed from the curves: runs saved before this metric existed have it too
+                vals = [_equal_loss_ratio(runs[s]["models"]["attention"], runs[s]["models"][kind])
+                        if kind != "attention" and "attention" in runs[s]["models"] else None for s in sorted(runs)]
+            else:
+                vals = [runs[s].get(key) for s in sorted(runs)]
             if all(v is not None for v in vals):
                 out[f"{key}_seeds"] = vals
                 out[key] = float(np.mean(vals))
@@ -544,14 +573,15 @@ def across_seeds(runs):
 
 
 def table(metrics):
-    """Rows (model, ours: best test loss (subset), steps to best, final test loss (all windows), evaluated every;
-    paper: best test loss, steps to best) for every model in ``metrics`` and Mamba (the paper's only)."""
+    """Rows (model, ours: best test loss (subset), steps to best, final test loss (the scored model on every test
+    window), evaluated every; paper: best test loss, steps to best) for every model in ``metrics`` and Mamba (the
+    paper's only)."""
     rows = []
     for kind in (*[k for k in KINDS if k in metrics["models"]], "mamba"):
         ours = metrics["models"].get(kind)
         rows.append({"model": LABELS[kind],
                      "best_test_loss_subset": None if ours is None else round(ours["best_test_loss"], 3),
-                     "test_loss": None if ours is None else round(ours["final_test_loss"], 3),
+                     "final_test_loss": None if ours is None else round(ours["final_test_loss"], 3),
                      "steps_to_best": None if ours is None else ours["steps_to_best"],
                      "eval_every": None if ours is None else ours.get("eval_every",
                                                                       metrics["config"]["eval_every"]),
