@@ -54,8 +54,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .run.overrides import parse_set
-from .validate import InputError, check_choice, check_positive_int
+from .bench import cli as bench_cli
+from .run import cli as run_cli
+from .validate import InputError, check_choice, check_out_dir, check_positive_int
 
 
 def _check(args):
@@ -70,118 +71,6 @@ def _check(args):
     rows = check.run(names=args.only, seed=args.seed, scans=not args.no_scans)
     print(check.format_table(rows))
     return 0 if all(r.passed for r in rows) else 1
-
-
-def _bench(args):
-    from .bench import kernels as bench
-
-    if args.size is not None and args.what not in ("scan", "window"):
-        # step and train time fixed shapes (the experiments' own): a --size they would ignore is refused
-        raise InputError(f"--size applies to bench scan and bench window only (their time steps T); bench "
-                         f"{args.what} times the experiments' fixed shapes: drop --size {args.size}")
-    if args.size is not None:   # checked here to name the flag; the library checks its own argument again
-        check_positive_int("--size", args.size, minimum=2 if args.what == "scan" else 4)
-    if args.repeats is not None:
-        check_positive_int("--repeats", args.repeats)
-    # (what the user passed, the fix) for bench.check_memory's refusal of a size this machine cannot hold
-    words = ((f"--size {args.size}", "give a smaller --size") if args.size is not None else
-             ("--quick" if args.quick else "at its default size", "give --size T"))
-    try:
-        if args.what == "train":
-            from .bench import train as bench_train
-
-            if args.backend == "cuda":
-                print("error: bench train runs on the CPU; drop --backend cuda", file=sys.stderr)
-                return 2
-            if args.repeats is not None:   # 0 is refused, not read as "the default" (``args.repeats or ...`` did)
-                check_positive_int("--repeats", args.repeats)
-            repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
-            rows = bench_train.bench_train(repeats=repeats, quick=args.quick,
-                                           torch=not args.no_torch, log=lambda s: print(s, file=sys.stderr))
-            print(bench_train.format_train_table(rows))
-            return 0
-        if args.what == "step":
-            if args.backend == "cuda":
-                print("error: bench step runs on the CPU (NumPy); drop --backend cuda", file=sys.stderr)
-                return 2
-            print(bench.format_step_table(bench.bench_step(repeats=2 if args.quick else None)))
-            return 0
-        if args.size is not None and (args.quick or args.backend == "cuda"):
-            raise InputError("--size sets the CPU benchmark's time steps; it goes without --quick and --backend cuda")
-        if args.what == "scan":
-            kw = {"shape": (16, 4096, 256)} if args.quick and args.backend != "cuda" else {}
-            kw = {"shape": bench.scaled_shape("scan", args.size)} if args.size is not None else kw
-            if args.backend != "cuda":   # the estimate against this machine's memory, before allocating anything
-                bench.check_memory("scan", kw.get("shape", bench.DEFAULT_SHAPE), *words)
-            _say_bench("scan", args, kw.get("shape", bench.DEFAULT_SHAPE))
-            rows = bench.bench_scan(backend=args.backend, **kw)
-        elif args.backend == "cuda":
-            rows = bench.bench_window(backend="cuda")
-        else:
-            shape = (16, 2 ** 12 + 1, 10, 3, 1) if args.quick else None
-            shape = bench.scaled_shape("window", args.size) if args.size is not None else shape
-            bench.check_memory("window", shape or bench.WINDOW_SHAPE, *words)
-            _say_bench("window", args, shape or bench.WINDOW_SHAPE)
-            print(bench.format_window_table(bench.bench_window(backend="numba", shape=shape), shape))
-            return 0
-    except RuntimeError as e:  # the CUDA benchmark refuses to run without a GPU or in the simulator
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.backend != "cuda":  # the CUDA benchmark prints and saves its own tables
-        print(bench.format_table(rows))
-    return 0
-
-
-def _say_bench(what, args, shape):
-    """One line on stderr before a CPU benchmark that runs for minutes: what it does and its peak memory."""
-    if args.backend == "cuda":
-        return
-    from .bench import kernels as bench
-
-    default = bench.DEFAULT_SHAPE if what == "scan" else bench.WINDOW_SHAPE
-    gb = bench.PEAK_GB[what] * shape[1] * shape[0] / (default[1] * default[0])
-    print(f"bench {what}: shape {tuple(shape)}, peak memory about {gb:.1g} GB; compiling the Numba kernels, then "
-          f"timing each row{' (minutes at the default size)' if tuple(shape) == default else ''}...",
-          file=sys.stderr, flush=True)
-
-
-def _reproduce(args):
-    from .experiments import MODULES, experiments
-
-    # the CLI's own choices: the works with experiments, "all", and "kernel" (which says it is a notebook)
-    check_choice("WORK", args.work, [*MODULES, "all", "kernel"])
-    if args.only and args.work in MODULES:
-        names = experiments(args.work)
-        unknown = sorted(set(args.only) - set(names))
-        if unknown:
-            raise InputError(f"--only must name experiments of {args.work!r} {sorted(names)}, got {unknown}")
-    if args.work == "kernel":
-        raise InputError("the kernel work has nothing to reproduce: its notebook computes everything live; run it "
-                         "with `jupyter lab notebooks/kernel_attention_is_an_rnn.ipynb` or `python -m pytest --nbval "
-                         "--nbval-current-env notebooks/kernel_attention_is_an_rnn.ipynb`")
-    if args.work == "all":
-        from .run.reproduce_all import reproduce_all
-
-        if args.only:
-            raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
-                             "`python -m minimal reproduce WORK --only NAME ...`")
-        reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler,
-                      overrides=parse_set(args.set), **_timeout(args))
-        return 0
-    from .run.reproduce import reproduce
-
-    reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=_progress(args),
-              scheduler=args.scheduler, overrides=parse_set(args.set), **_timeout(args))
-    return 0
-
-
-def _timeout(args):
-    return {} if args.connect_timeout is None else {"connect_timeout": args.connect_timeout}
-
-
-def _progress(args):
-    """Progress bars only on a terminal: redirected to a file they wrote 750 KB of carriage returns."""
-    return not args.no_progress and sys.stderr.isatty()
 
 
 def _course(args):
@@ -233,31 +122,6 @@ def _course(args):
     return 0
 
 
-BENCH_HELP = """Speed, as ratios measured in one run on this machine. The four benchmarks:
-
-  scan     the linear recurrence h_t = a_t h_{t-1} + b_t: the NumPy loop, the Numba sequential, Blelloch and
-           log-space kernels and the public calls, as ratios to a same-run memory copy of the same bytes (CPU:
-           minutes, peak about 2.4 GB at the default T = 4096; --backend cuda: the numba.cuda kernels on a GPU)
-  window   GRIL's windowed cross-product block: the fused Numba kernels against the NumPy path and a memory copy
-           (CPU: about 2 minutes, peak about 3.5 GB at T = 16385; --backend cuda: cuda_kernels.bench on a GPU)
-  step     the gated RNN's forward + backward on the Zucchet tasks' shapes; the ICL readout "all" against
-           "last"; time in scans vs BLAS vs the rest (CPU)
-  train    one training step (forward, loss, backward, clip, AdamW) of every model the course trains; with
-           PyTorch installed, the same models in torch beside them, checked equal in float64 first (CPU)
-
---quick runs a seconds-sized problem; --size T sets scan's / window's time steps on the CPU."""
-
-
-def _experiment_names():
-    """Each work's experiment names, for --only's help."""
-    try:
-        from .experiments import MODULES
-
-        return "; ".join(f"{w}: {', '.join(MODULES[w])}" for w in MODULES)
-    except Exception:        # the help must print even if an experiment module cannot be imported
-        return "see minimal/experiments/"
-
-
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m minimal", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -269,36 +133,8 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
     p.set_defaults(func=_check)
 
-    p = sub.add_parser("bench", help="speed, as ratios measured in one run",
-                       formatter_class=argparse.RawDescriptionHelpFormatter, description=BENCH_HELP)
-    p.add_argument("what", choices=["scan", "window", "step", "train"], help="the benchmark (above)")
-    p.add_argument("--backend", choices=["numba", "cuda"], default="numba")
-    p.add_argument("--quick", action="store_true", help="a small problem size (seconds)")
-    p.add_argument("--size", type=int, metavar="T",
-                   help="scan / window on the CPU: T time steps instead of the default (4096 / 16385), for a machine "
-                        "with less memory: peak about 2.4 GB x T / 4096 (scan), 3.5 GB x T / 16385 (window)")
-    p.add_argument("--repeats", type=int, help="train: rounds to take the minimum over (default 20)")
-    p.add_argument("--no-torch", action="store_true", help="train: do not compare with PyTorch")
-    p.set_defaults(func=_bench)
-
-    p = sub.add_parser("reproduce", help="run a work's experiments and compare with the paper")
-    p.add_argument("work", metavar="WORK", help="zucchet, gril, minrnn, or all (each in turn, then an index page); the kernel "
-                                "work is its notebook alone, notebooks/kernel_attention_is_an_rnn.ipynb")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", default=True, help="CPU-minutes configs (default)")
-    mode.add_argument("--full", action="store_true", help="the full configs")
-    p.add_argument("--only", nargs="+", metavar="NAME", help="experiments to run: " + _experiment_names())
-    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE",
-                   help="change Config fields of the selected experiments on top of --quick / --full, e.g. --set "
-                        "lr=1e-3 steps=2000; typed and checked by each Config that has the field, an unknown key "
-                        "is an error; recorded in results.json and on the page")
-    p.add_argument("--out", help="output folder (default results/WORK; with all: results)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars (they show only on a terminal)")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                   help="dask scheduler for the sweeps (default: a LocalCluster on this machine)")
-    p.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
-                   help="with --scheduler: seconds it has to answer as a dask scheduler (default 30)")
-    p.set_defaults(func=_reproduce)
+    bench_cli.add_parser(sub)
+    run_cli.add_parser(sub)
 
     p = sub.add_parser("course", help="the course: student edition, nbgrader release and grading, HTML site, "
                                       "slides; tidy committed notebooks",
@@ -358,40 +194,6 @@ def build_parser():
     return parser
 
 
-def _check_out(out, name):
-    """The output folder ``out`` (given as ``name`` on the command line) exists as a folder, or is made one; a
-    file there, or a path that cannot be made a folder, is an InputError (one line, exit 2), not a traceback."""
-    from pathlib import Path
-
-    if Path(out).exists() and not Path(out).is_dir():
-        raise InputError(f"{name} must be a folder, but {out!r} is a file; give a folder path (it is created if "
-                         f"missing)")
-    try:
-        Path(out).mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"{name} {out!r} cannot be made a folder ({e.strerror or e}); give another path") from None
-
-
-def _check_reproduce(args):
-    """--scheduler and --out, checked before any experiment runs: a bad address used to fail only at the first
-    sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
-    import math
-
-    from .run.sweep import probe_scheduler, check_scheduler
-
-    check_scheduler(args.scheduler)
-    if args.connect_timeout is not None:
-        if args.scheduler is None:
-            raise InputError("--connect-timeout goes with --scheduler (a LocalCluster needs no connect)")
-        if not (math.isfinite(args.connect_timeout) and args.connect_timeout > 0):
-            raise InputError(f"--connect-timeout must be a finite number of seconds > 0, got {args.connect_timeout}")
-    if args.scheduler is not None and not args.scheduler.startswith("inproc://"):
-        # ask it now, in seconds, rather than at the first sweep after the experiments before it have trained
-        probe_scheduler(args.scheduler, args.connect_timeout or 30.0)
-    if args.out is not None:
-        _check_out(args.out, "--out")
-
-
 def _interrupted(e):
     """Say in one line what an interrupt left behind and how to go on; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
     import shlex
@@ -414,12 +216,10 @@ def _interrupted(e):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "reproduce":
-            _check_reproduce(args)
-        elif args.command == "course" and args.what not in ("tidy", "grade"):
+        if args.command == "course" and args.what not in ("tidy", "grade"):
             if len(args.out) != 1:
                 raise InputError(f"course {args.what} takes one output folder, got {args.out}")
-            _check_out(args.out[0], "OUT")
+            check_out_dir(args.out[0], "OUT")
         return args.func(args)
     except KeyboardInterrupt as e:      # Ctrl-C, or SIGTERM during training (train.Terminated): one line, no traceback
         return _interrupted(e)

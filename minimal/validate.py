@@ -18,7 +18,7 @@ import numpy as np
 
 __all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
            "check_choice", "check_keys", "check_grad_dtype", "check_config", "overflow_error", "check_finite_result",
-           "OverflowInputError", "memory_bytes", "nbytes_text", "check_fits"]
+           "OverflowInputError", "memory_bytes", "nbytes_text", "check_fits", "check_out_dir"]
 
 
 class InputError(ValueError):
@@ -344,3 +344,17 @@ def check_fits(what, nbytes, advice):
     if mem is not None and nbytes > mem:
         raise InputError(f"{what}: at least {nbytes_text(nbytes)} of memory, more than this machine's "
                          f"{nbytes_text(mem)}; {advice}")
+
+
+def check_out_dir(out, name):
+    """The output folder ``out`` (given as ``name`` on the command line) exists as a folder, or is made one; a
+    file there, or a path that cannot be made a folder, is an InputError (one line, exit 2), not a traceback."""
+    from pathlib import Path
+
+    if Path(out).exists() and not Path(out).is_dir():
+        raise InputError(f"{name} must be a folder, but {out!r} is a file; give a folder path (it is created if "
+                         f"missing)")
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{name} {out!r} cannot be made a folder ({e.strerror or e}); give another path") from None

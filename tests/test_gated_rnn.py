@@ -324,7 +324,7 @@ def test_overflow_names_what_the_caller_gave_not_internal_arrays(small):
 def test_bench_step_breakdown_replays_the_cells_own_calls(rng):
     """``bench.gated_rnn_parts`` times the cell's scans and BLAS products apart: each replayed product is the
     one ``forward`` / ``backward`` compute (so the breakdown cannot drift from the cell it describes)."""
-    from minimal.bench import kernels as bench
+    from minimal.bench import step as bench
 
     B, T, D_in, H, D_out = 3, 7, 5, 6, 4
     params = gated_rnn.init(rng, D_in, H, D_out, d_gate=H)

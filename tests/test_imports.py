@@ -66,7 +66,7 @@ LAYERS = (
     ("minimal.experiments", "minimal.bench", "minimal.check",
      "minimal.course", "minimal.assignments", "minimal.grading", "minimal.judge", "minimal.sandbox",
      "minimal.grader"),
-    ("minimal.run.reproduce", "minimal.run.reproduce_all", "minimal.__main__", "minimal"),
+    ("minimal.run.reproduce", "minimal.run.reproduce_all", "minimal.run.cli", "minimal.__main__", "minimal"),
 )
 
 
@@ -91,7 +91,8 @@ def test_the_results_page_never_imports_an_experiment():
 
 
 def test_the_library_never_imports_the_cli():
-    cli = ("minimal.__main__", "minimal.run.reproduce", "minimal.run.reproduce_all")
+    cli = ("minimal.__main__", "minimal.run.reproduce", "minimal.run.reproduce_all", "minimal.run.cli",
+           "minimal.bench.cli")
     below = ("minimal.cells", "minimal.layers", "minimal.models", "minimal.experiments", "minimal.tasks",
              "minimal.analysis", "minimal.constructions", "minimal.scan", "minimal.optim", "minimal.run.train")
     up = sorted((m, d) for m, deps in _graph().items() if m.startswith(below) for d in deps if d.startswith(cli))

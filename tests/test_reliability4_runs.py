@@ -148,7 +148,7 @@ def test_machine_memory_is_read():
 
 
 # --- 14: --size where it means nothing ----------------------------------------------------------------------------
-@pytest.mark.parametrize("what,module,fn", [("step", "bench.kernels", "bench_step"), ("train", "bench.train", "bench_train")])
+@pytest.mark.parametrize("what,module,fn", [("step", "bench.step", "bench_step"), ("train", "bench.train", "bench_train")])
 def test_bench_step_and_train_refuse_size(monkeypatch, capsys, what, module, fn):
     import importlib
 

@@ -1,5 +1,5 @@
-"""Speed of the scans as ratios to a memory copy timed in the same run (``python -m minimal bench scan``), and
-of the Zucchet gated RNN's training step (``python -m minimal bench step``, ``bench_step``).
+"""Speed of the scans as ratios to a memory copy timed in the same run (``python -m minimal bench scan``); the
+Zucchet gated RNN's training step (``python -m minimal bench step``) is timed in ``minimal.bench.step``.
 
 A scan of n = B*T*C float32 elements reads a and b and writes h: 3 * 4 * n bytes, counted the same for every
 row (the log-space scan reads log a, log b and writes log h). The bound is ``np.copyto`` of a float32 buffer
@@ -36,9 +36,8 @@ import numpy as np
 from ..scan import checks as scan_checks
 from ..validate import InputError, check_choice, check_positive_int
 
-__all__ = ["bench_scan", "bench_window", "bench_step", "gated_rnn_parts", "format_table", "format_window_table",
-           "format_step_table", "peak_gb", "machine_memory_gb", "check_memory",
-           "DEFAULT_SHAPE", "WINDOW_SHAPE"]
+__all__ = ["bench_scan", "bench_window", "format_table", "format_window_table", "peak_gb", "machine_memory_gb",
+           "check_memory", "best_of_interleaved", "DEFAULT_SHAPE", "WINDOW_SHAPE"]
 
 DEFAULT_SHAPE = (64, 4096, 256)  # (B, T, C): 67M elements, 805 MB read + written per scan in float32
 DEFAULT_REPEATS = 5
@@ -118,7 +117,7 @@ def check_memory(what, shape, given=None, fix=None):
     return gb
 
 
-def _best_of_interleaved(fns, repeats):
+def best_of_interleaved(fns, repeats):
     """Best time of each function over ``repeats`` rounds, each round timing every function once.
 
     Interleaving makes every row see the same spells of load from other processes, so the ratios to the
@@ -200,7 +199,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
         ("public log_scan", lambda: scan.log_scan(log_a, b)),
     ]
     rows = []
-    for (name, _), seconds in zip(cases, _best_of_interleaved([fn for _, fn in cases], repeats)):
+    for (name, _), seconds in zip(cases, best_of_interleaved([fn for _, fn in cases], repeats)):
         rows.append({"name": name, "seconds": seconds, "elements_per_s": n / seconds,
                      "GB_per_s": nbytes / seconds / 1e9, "bytes": nbytes})
     copy_seconds = rows[0]["seconds"]
@@ -267,7 +266,7 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
     ]
     nbytes = 4 * (B * T * f + B * T_out * f)
     rows = [{"name": name, "seconds": seconds, "bytes": nbytes}
-            for (name, _), seconds in zip(cases, _best_of_interleaved([fn for _, fn in cases], repeats))]
+            for (name, _), seconds in zip(cases, best_of_interleaved([fn for _, fn in cases], repeats))]
     for r in rows:
         r["vs_copy"] = rows[0]["seconds"] / r["seconds"]
     for numba_row, numpy_row in ((rows[2], rows[1]), (rows[4], rows[3])):
@@ -306,131 +305,4 @@ def format_table(rows):
     if rows:
         lines.append(f"bytes per row: read a, b + write h = 3 x 4 B x n = {rows[0]['bytes'] / 1e6:.1f} MB; "
                      f"the copy moves the same bytes")
-    return "\n".join(lines)
-
-
-def bench_step(repeats=None, batch=64):
-    """Forward + backward of the gated RNN (Zucchet Eq. 2, float32, one BLAS thread) on the two tasks' shapes,
-    timed interleaved (best of ``repeats`` rounds of 20 calls):
-
-        teacher-student   B x T = 64 x 32, H = 100, output at every step (the loss reads every step)
-        ICL, readout all  B x (T + 1) = 64 x 13, H = 80: y at every token, the query's kept
-        ICL, readout last the same through ``readout="last"`` (output gating on h_T only, closed-form h_T)
-
-    Returns one dict per row: name, seconds (per call), and for the ICL rows ``vs_all`` = (readout-all time) /
-    (row time). The AdamW update and batch sampling are not included (``experiments.*`` report whole steps).
-    "teacher-student, out=" is the same step with one reused buffer for the states (``gated_rnn.forward``'s
-    ``out=``, as ``experiments.zucchet.teacher_student`` trains), ``vs_fresh`` = (fresh-array time) / (its time).
-    Three more rows split the teacher-student step, each with ``share`` (its fraction of the step): its two scan
-    calls, its 15 BLAS products (both replayed by ``gated_rnn_parts`` in the same rounds), and the rest
-    (elementwise gating, the finiteness checks, Python), the step's time minus the two.
-    """
-    from ..run import speed
-    from ..cells import gated_rnn
-    from ..experiments.zucchet import icl
-    from ..tasks import icl_regression, lsa_teacher
-
-    repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
-    batch = check_positive_int("batch", batch)
-    speed.tune()
-    rng = np.random.default_rng(0)
-    p_ts = {k: v.astype(np.float32) for k, v in gated_rnn.init(rng, 5, 100, 4, d_gate=100).items()}
-    teacher = lsa_teacher.make_teacher(rng, 4)
-    x_ts, y_ts = lsa_teacher.sample_batch(rng, teacher, batch, 32, dtype=np.float32)
-    cfg = icl.Config(batch=batch)
-    p_icl = icl.cell_params(icl.init_params(rng, cfg))
-    tasks = icl_regression.sample(rng, batch, cfg.T, cfg.d_x, cfg.d_y, dtype=np.float32)
-
-    h_ts = np.empty(x_ts.shape[:2] + p_ts["nu"].shape, dtype=np.float32)   # the states h, (B, T, H)
-
-    def teacher_step(out=None):
-        y, cache = gated_rnn.forward(p_ts, x_ts, out=out)
-        gated_rnn.backward(p_ts, cache, lsa_teacher.mse(y, y_ts)[1])
-
-    def icl_step(readout):
-        y, cache = gated_rnn.forward(p_icl, tasks.tokens, readout=readout)
-        _, dy_q = icl_regression.query_loss(y[:, -1], tasks.y_q)
-        dy = np.zeros_like(y)
-        dy[:, -1] = dy_q
-        gated_rnn.backward(p_icl, cache, dy)
-
-    # Where the teacher-student step's time goes: the cell's two scan calls and its 15 weight products, replayed
-    # on the step's own arrays (``gated_rnn_parts``), timed in the same rounds; the rest is the remainder.
-    y, cache = gated_rnn.forward(p_ts, x_ts)
-    parts = gated_rnn_parts(p_ts, cache, lsa_teacher.mse(y, y_ts)[1])
-
-    calls = 20
-    cases = [("teacher-student", teacher_step), ("ICL, readout all", lambda: icl_step("all")),
-             ("ICL, readout last", lambda: icl_step("last")),
-             ("teacher-student, out=", lambda: teacher_step(h_ts)),
-             ("  of which scans", lambda: [fn() for fn in parts["scans"].values()]),
-             ("  of which BLAS matmuls", lambda: [fn() for fn in parts["matmuls"].values()])]
-    fns = [(lambda f=f: [f() for _ in range(calls)]) for _, f in cases]
-    rows = [{"name": name, "seconds": t / calls} for (name, _), t in zip(cases, _best_of_interleaved(fns, repeats))]
-    for r in rows[1:3]:
-        r["vs_all"] = rows[1]["seconds"] / r["seconds"]
-    rows[3]["vs_fresh"] = rows[0]["seconds"] / rows[3]["seconds"]
-    step = rows[0]["seconds"]
-    rest = step - rows[4]["seconds"] - rows[5]["seconds"]
-    rows.append({"name": "  of which the rest", "seconds": rest})
-    for r in rows[4:]:
-        r["share"] = r["seconds"] / step
-    return rows
-
-
-def gated_rnn_parts(params, cache, dy):
-    """The gated RNN's scan calls and BLAS products (Zucchet Eq. 2, ``cells.gated_rnn``, diagonal recurrence,
-    readout "all") as zero-argument functions on one step's arrays, for ``bench_step``'s breakdown.
-
-    Args:
-        params, cache: ``gated_rnn.forward``'s parameters and cache; dy: (B, T, D_out) dL/dy.
-    Returns:
-        {"scans": {name: fn}, "matmuls": {name: fn}}: the forward's ``linear_scan`` and the backward's
-        ``linear_scan_backward`` (as the cell calls them), and the 15 weight products of forward + backward, each
-        returning the product the cell computes (the tests compare them with ``forward`` / ``backward``). The
-        operands are formed here, outside the functions, so each times the one call.
-    """
-    from .. import scan
-
-    if cache.readout != "all" or "nu" not in params:
-        raise InputError(f"gated_rnn_parts needs a cache of the diagonal recurrence with readout='all' (the one "
-                         f"the training step runs), got readout {cache.readout!r}, params {sorted(params)}")
-    x, p, q, lam, h, r, s = cache.x, cache.p, cache.q, cache.lam, cache.h, cache.r, cache.s
-    kw = {"method": cache.method, "backend": cache.backend}    # the cell's own call
-    B, T, H = h.shape
-    flat = (lambda z: z.reshape(B * T, z.shape[-1]))
-    xf, hf, rsf, dyf = flat(x), flat(h), flat(r * s), flat(dy)
-    W = params
-    a = np.broadcast_to(lam.astype(h.dtype), h.shape).copy()
-    b = p * q
-    do = dyf @ W["D"]
-    dr, ds = do * flat(s), do * flat(r)
-    dh = (dr @ W["W_out_m"] + ds @ W["W_out_x"]).reshape(h.shape)
-    db = scan.linear_scan_backward(a, h, dh, **kw)[1]
-    dp, dq = flat(db * q), flat(db * p)
-    scans = {"linear_scan": lambda: scan.linear_scan(a, b, **kw),
-             "linear_scan_backward": lambda: scan.linear_scan_backward(a, h, dh, **kw)}
-    matmuls = {
-        "p": lambda: xf @ W["W_in_m"].T, "q": lambda: xf @ W["W_in_x"].T,
-        "r": lambda: hf @ W["W_out_m"].T, "s": lambda: hf @ W["W_out_x"].T, "y": lambda: rsf @ W["D"].T,
-        "dD": lambda: dyf.T @ rsf, "do": lambda: dyf @ W["D"],
-        "dW_out_m": lambda: dr.T @ hf, "dW_out_x": lambda: ds.T @ hf,
-        "dh_m": lambda: dr @ W["W_out_m"], "dh_x": lambda: ds @ W["W_out_x"],
-        "dW_in_m": lambda: dp.T @ xf, "dW_in_x": lambda: dq.T @ xf,
-        "dx_m": lambda: dp @ W["W_in_m"], "dx_x": lambda: dq @ W["W_in_x"],
-    }
-    return {"scans": scans, "matmuls": matmuls}
-
-
-def format_step_table(rows):
-    """A plain-text table of ``bench_step``'s rows."""
-    lines = [f"{'gated RNN forward + backward':<30} {'ms':>8} {'vs readout all':>15} {'of step':>8}", "-" * 64]
-    for r in rows:
-        ratio = f"{r['vs_all']:.2f}x" if "vs_all" in r else f"{r['vs_fresh']:.2f}x fresh" if "vs_fresh" in r else ""
-        share = f"{100 * r['share']:.0f}%" if "share" in r else ""
-        lines.append(f"{r['name']:<30} {1e3 * r['seconds']:>8.3f} {ratio:>15} {share:>8}")
-    if any("share" in r for r in rows):
-        lines.append("-" * 64)
-        lines.append("teacher-student split: the cell's scan calls and its 15 BLAS products replayed on the step's "
-                     "arrays; the rest (elementwise gates, checks, Python) is the remainder")
     return "\n".join(lines)
