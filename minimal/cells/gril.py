@@ -27,19 +27,20 @@ Two modes of one function (``mode``; the words and their defaults: ``minimal.con
 The parallel mode runs one of two kernels (``kernel``), on the ``backend``:
     "unfused"   build every C_k and U_k in NumPy, run Z through ``minimal.scan.linear_scan`` as a (B, T', f*f)
                 recurrence with a_k = A for every k (``method``: the scan algorithm; ``backend`` "numpy" or
-                "numba" runs the scan), then read out.
+                "numba" runs the scan), then read out: ``cells/_gril_unfused.py`` (beside this file), on the
+                windows this file gathers; the sequential mode's step loop is there too.
     "fused"     one pass over the windows. backend="numba": the CPU kernels of ``cells/_gril_numba.py`` (beside this file), one
                 pass per batch element, U_k formed from x on the fly and Z in an (f, f) buffer; the states
                 (B, T', f, f) are stored for the backward (a fused reverse pass), and x is kept in the cache
                 instead of C. Inference without the stored states: ``_gril_numba.gril_forward(...,
                 return_Z=False)``. There is no fused NumPy kernel: backend="numpy" is the unfused reference.
     "auto"      (the default) "fused" on backend "numba", "unfused" on "numpy", and on "cuda" fused for f <= 32.
-backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window``: the forward is the fused kernel
-(one thread per entry of Z, f <= 32, T split into segments across blocks, that module's v3) or the unfused one
-(updates, that module's own Blelloch scan over windows, readout; so ``method`` stays at its default); the
-backward is that module's default (the fused v2 for f <= 32, else the elementwise kernels). x and Z go to the
-device once and stay there (in the cache) from the forward to the backward; o, dx and the gradients come back
-as NumPy arrays. The params must then have x's dtype (the kernels do not cast).
+backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window`` (called from ``cells/_gril_cuda.py``):
+the forward is the fused kernel (one thread per entry of Z, f <= 32, T split into segments across blocks, that
+module's v3) or the unfused one (updates, that module's own Blelloch scan over windows, readout; so ``method``
+stays at its default); the backward is that module's default (the fused v2 for f <= 32, else the elementwise
+kernels). x and Z go to the device once and stay there (in the cache) from the forward to the backward; o, dx and
+the gradients come back as NumPy arrays. The params must then have x's dtype (the kernels do not cast).
 
 Glossary: B batch, T input steps, f features per token, w window width, s stride, T' number of windows.
 Params: Q (w, w), q (w,), beta (1,) for a scalar β or (f,) for one β per output feature, A (f, f).
@@ -52,12 +53,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _gril_cuda, _gril_unfused
 from ..conventions import CHOICES, check_unused, choose
-from ..scan import linear_scan, linear_scan_backward
-from ..scan.checks import cuda_module
 from ..scan.reference import sequential_scan
-from ..validate import InputError, OverflowInputError, check_array, check_dtype, check_grad_dtype, \
-    check_finite_result, check_positive_int, common_dtype, overflow_error
+from ..validate import InputError, check_array, check_dtype, check_grad_dtype, check_finite_result, \
+    check_positive_int, common_dtype
 from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "window",
@@ -180,13 +180,6 @@ def _dtype(params):
     return params["A"].dtype
 
 
-def _step(params, Z_prev, C_t):
-    U_t = C_t @ params["Q"] @ C_t.transpose(0, 2, 1)  # (B, f, f)
-    Z_t = params["A"] * Z_prev + U_t
-    o_t = params["beta"] * np.einsum("bij,bj->bi", Z_t, C_t @ params["q"])
-    return o_t, Z_t
-
-
 def step_forward(params, Z_prev, C_t):
     """One window of the recurrent form: Z_t = A ⊙ Z_{t-1} + C_t Q C_t^T, o_t = β ⊙ (Z_t C_t q).
 
@@ -199,7 +192,7 @@ def step_forward(params, Z_prev, C_t):
     f, w = _check_params(params)
     B = check_dtype("C_t", check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")), _dtype(params)).shape[0]
     check_dtype("Z_prev", check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f")), _dtype(params))
-    o_t, Z_t = _step(params, Z_prev, C_t)
+    o_t, Z_t = _gril_unfused.step(params, Z_prev, C_t)
     return check_finite_result("the output o_t", (o_t, Z_t), {"C_t": C_t, "Z_prev": Z_prev, **params})
 
 
@@ -219,34 +212,10 @@ def step_backward(params, Z_prev, C_t, do_t, dZ_t):
     check_dtype("Z_prev", check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f")), dtype)
     check_dtype("do_t", check_array("do_t", do_t, (B, f), names=("B", "f")), dtype)
     check_dtype("dZ_t", check_array("dZ_t", dZ_t, (B, f, f), names=("B", "f", "f")), dtype)
-    dZ_prev, dC_t, grads = _step_backward(params, Z_prev, C_t, do_t, dZ_t)
+    dZ_prev, dC_t, grads = _gril_unfused.step_backward(params, Z_prev, C_t, do_t, dZ_t)
     check_finite_result("the gradients", (dZ_prev, dC_t, *grads.values()),
                         {"do_t": do_t, "dZ_t": dZ_t, "C_t": C_t, "Z_prev": Z_prev, **params})
     return dZ_prev, dC_t, grads
-
-
-def _step_backward(params, Z_prev, C_t, do_t, dZ_t):
-    Q, q, beta, A = params["Q"], params["q"], params["beta"], params["A"]
-    # Z_t and the readout vector are cheap to recompute and are not stored.
-    U_t = C_t @ Q @ C_t.transpose(0, 2, 1)
-    Z_t = A * Z_prev + U_t
-    r_t = C_t @ q  # (B, f)
-    m_t = np.einsum("bij,bj->bi", Z_t, r_t)
-    # 3. o_t = β ⊙ (Z_t r_t), r_t = C_t q
-    dbeta = (do_t * m_t).sum(axis=0)
-    dbeta = dbeta.sum(keepdims=True) if beta.shape == (1,) else dbeta
-    dm = beta * do_t
-    G = dZ_t + dm[:, :, None] * r_t[:, None, :]  # total dL/dZ_t
-    dr = np.einsum("bij,bi->bj", Z_t, dm)
-    dq = np.einsum("bfw,bf->w", C_t, dr)
-    dC_t = dr[:, :, None] * q[None, None, :]
-    # 2. Z_t = A ⊙ Z_prev + U_t
-    dA = (G * Z_prev).sum(axis=0)
-    dZ_prev = A * G
-    # 1. U_t = C_t Q C_t^T
-    dQ = (C_t.transpose(0, 2, 1) @ G @ C_t).sum(axis=0)
-    dC_t = dC_t + G @ C_t @ Q.T + G.transpose(0, 2, 1) @ C_t @ Q
-    return dZ_prev, dC_t, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}
 
 
 def _check_forward(params, x, s):
@@ -280,21 +249,9 @@ def forward(params, x, s=1, mode=None, method=None, backend=None, kernel=None):
     """
     f, w = _check_forward(params, x, s)
     mode, method, backend, kernel = _choose(mode, method, backend, kernel, f)
-    o, cache = _forward(params, x, s, mode, method, backend, kernel, f, w)
+    o, cache = _forward(params, x, s, mode, method, backend, kernel, w)
     check_finite_result("the output o", o, {"x": x, **params})
     return o, cache
-
-
-def _guard(what, run, internal, inputs):
-    """``run()``; if a scan or ``window_backward`` refuses an internal array (``internal``) as non-finite, or
-    its own arithmetic overflowed, the overflow came from the caller's ``inputs``: name those instead."""
-    try:
-        return run()
-    except InputError as e:
-        check_finite_result(what, internal, inputs)
-        if isinstance(e, OverflowInputError):
-            raise overflow_error(what, inputs) from None
-        raise
 
 
 def _choose(mode, method, backend, kernel, f):
@@ -318,29 +275,18 @@ def _choose(mode, method, backend, kernel, f):
     return mode, method, backend, kernel
 
 
-def _forward(params, x, s, mode, method, backend, kernel, f, w):
+def _forward(params, x, s, mode, method, backend, kernel, w):
     kwargs = {"method": method, "backend": backend}
     if mode == "parallel" and backend == "cuda":
-        return _forward_cuda(params, x, s, w, kernel, kwargs)
+        o, Z, x_d = _gril_cuda.gril_forward(params, x, s, w, fused=kernel == "fused")  # x, Z stay on the device
+        return o, Cache(mode, x.shape[1], s, None, Z, kwargs, x_d)
     if mode == "parallel" and kernel == "fused":
         return _forward_numba(params, x, s, w, kwargs)
-    C = window(x, w, s)  # (B, T', f, w)
-    B, T_out = C.shape[:2]
+    C = window(x, w, s)  # (B, T', f, w); the unfused NumPy path (_gril_unfused.py) works on the windows
     if mode == "parallel":
-        U = C @ params["Q"] @ C.transpose(0, 1, 3, 2)  # (B, T', f, f)
-        b = U.reshape(B, T_out, f * f)
-        a = np.empty_like(b)
-        a[...] = params["A"].reshape(1, 1, f * f)  # the scan takes one coefficient per step: no broadcasting
-        Z = _guard("the window updates U = C Q C^T", lambda: linear_scan(a, b, **kwargs), b,
-                   {"x": x, **params}).reshape(B, T_out, f, f)
-        o = params["beta"] * np.einsum("btij,btj->bti", Z, C @ params["q"])
-        return o, Cache(mode, x.shape[1], s, C, Z, kwargs)
-    Z = np.empty((B, T_out, f, f), dtype=np.result_type(C, params["A"], params["Q"]))
-    o = np.empty((B, T_out, f), dtype=Z.dtype)
-    Z_t = np.zeros((B, f, f), dtype=Z.dtype)
-    for k in range(T_out):
-        o[:, k], Z_t = _step(params, Z_t, C[:, k])
-        Z[:, k] = Z_t
+        o, Z = _gril_unfused.parallel_forward(params, C, kwargs, {"x": x, **params})
+    else:
+        o, Z = _gril_unfused.sequential_forward(params, C)
     return o, Cache(mode, x.shape[1], s, C, Z, kwargs)
 
 
@@ -359,27 +305,6 @@ def _backward_numba(params, cache, do):
     check_array("do", do, cache.Z.shape[:3], names=("B", "T'", "f"))
     return _gril_numba.gril_backward(cache.x, params["Q"], params["q"], params["beta"], params["A"],
                                        params["Q"].shape[0], cache.s, cache.Z, do)
-
-
-def _device_params(win, params):
-    return [win.to_device(params[k]) for k in ("Q", "q", "beta", "A")]
-
-
-def _forward_cuda(params, x, s, w, kernel, kwargs):
-    """Parallel mode on the GPU (``cuda_kernels.window``); x and Z stay on the device for the backward."""
-    win = cuda_module("window")
-    x_d = win.to_device(x)
-    o, Z = win.gril_forward(x_d, *_device_params(win, params), w, s, fused=kernel == "fused", return_Z=True)
-    return o.copy_to_host(), Cache("parallel", x.shape[1], s, None, Z, kwargs, x_d)
-
-
-def _backward_cuda(params, cache, do):
-    win = cuda_module("window")
-    B, T_out, f, _ = cache.Z.shape
-    check_array("do", do, (B, T_out, f), names=("B", "T'", "f"))
-    dx, grads = win.gril_backward(cache.x_device, *_device_params(win, params), params["Q"].shape[0], cache.s,
-                                  cache.Z, win.to_device(do))
-    return dx.copy_to_host(), {k: grads[k].copy_to_host() for k in params}
 
 
 def backward(params, cache, do):
@@ -409,50 +334,19 @@ def _backward_inputs(params, cache, do):
 
 def _backward(params, cache, do):
     if cache.x_device is not None:
-        return _backward_cuda(params, cache, do)
+        return _gril_cuda.gril_backward(params, cache.x_device, cache.s, cache.Z, do)
     if cache.x is not None:
         return _backward_numba(params, cache, do)
-    Q, q, beta, A = params["Q"], params["q"], params["beta"], params["A"]
-    C, Z = cache.C, cache.Z
-    B, T_out, f, w = C.shape
+    B, T_out, f, w = cache.C.shape
     check_array("do", do, (B, T_out, f), names=("B", "T'", "f"))
+    inputs = _backward_inputs(params, cache, do)
     if cache.mode == "sequential":
-        grads = {name: np.zeros_like(p) for name, p in params.items()}
-        dC = np.empty_like(C)
-        dZ = np.zeros((B, f, f), dtype=Z.dtype)
-        for k in reversed(range(T_out)):
-            Z_prev = Z[:, k - 1] if k > 0 else np.zeros_like(dZ)
-            dZ, dC[:, k], g = _step_backward(params, Z_prev, C[:, k], do[:, k], dZ)
-            for name in grads:
-                grads[name] += g[name]
-        return _guard("the gradient dL/dC", lambda: window_backward(dC, cache.T, w, cache.s), dC,
-                      _backward_inputs(params, cache, do)), grads
-
-    # 4. o = β ⊙ (Z r), r = C q
-    r = C @ q  # (B, T', f), recomputed: cheaper to redo than to store
-    m = np.einsum("btij,btj->bti", Z, r)
-    dbeta = (do * m).sum(axis=(0, 1))
-    dbeta = dbeta.sum(keepdims=True) if beta.shape == (1,) else dbeta
-    dm = beta * do
-    dZ = dm[..., :, None] * r[..., None, :]  # (B, T', f, f)
-    dr = np.einsum("btij,bti->btj", Z, dm)
-    dq = np.einsum("btfw,btf->w", C, dr)
-    dC = dr[..., :, None] * q
-    # 3. Z = scan(a = A at every step, b = U): the adjoint is a reverse-time scan.
-    a = np.empty((B, T_out, f * f), dtype=Z.dtype)
-    a[...] = A.reshape(1, 1, f * f)
-    da, dU, _ = _guard("the gradient dL/dZ",
-                       lambda: linear_scan_backward(a, Z.reshape(B, T_out, f * f), dZ.reshape(B, T_out, f * f),
-                                                    **cache.scan_kwargs), dZ, _backward_inputs(params, cache, do))
-    dA = da.sum(axis=(0, 1)).reshape(f, f)
-    dU = dU.reshape(B, T_out, f, f)
-    # 2. U = C Q C^T
-    dQ = (C.transpose(0, 1, 3, 2) @ dU @ C).sum(axis=(0, 1))
-    dC = dC + dU @ C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
+        dC, grads = _gril_unfused.sequential_backward(params, cache.C, cache.Z, do)
+    else:
+        dC, grads = _gril_unfused.parallel_backward(params, cache.C, cache.Z, do, cache.scan_kwargs, inputs)
     # 1. C = window(x)
-    dx = _guard("the gradient dL/dC", lambda: window_backward(dC, cache.T, w, cache.s), dC,
-                _backward_inputs(params, cache, do))
-    return dx, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}
+    dx = _gril_unfused.guard("the gradient dL/dC", lambda: window_backward(dC, cache.T, w, cache.s), dC, inputs)
+    return dx, grads
 
 
 def gril_forward_reference(x, Q, q, beta, A, w, s):
@@ -473,8 +367,8 @@ def gril_forward_reference(x, Q, q, beta, A, w, s):
     U = (C @ Q @ C.transpose(0, 1, 3, 2)).reshape(B, T_out, f * f)
     a = np.empty_like(U)
     a[...] = A.reshape(1, 1, f * f)
-    Z = _guard("the window updates U = C Q C^T", lambda: sequential_scan(a, U), U,   # the plain loop: no scan
-               {"x": x, **params}).reshape(B, T_out, f, f)                        # method or backend involved
+    Z = _gril_unfused.guard("the window updates U = C Q C^T", lambda: sequential_scan(a, U), U,  # the plain loop:
+                            {"x": x, **params}).reshape(B, T_out, f, f)            # no scan method or backend
     return beta * np.einsum("btij,btj->bti", Z, C @ q)
 
 
