@@ -29,7 +29,8 @@ D_out output features.
 The diagonal recurrence runs on ``minimal.scan.linear_scan`` (``method`` / ``backend`` are passed through;
 None means the defaults of ``minimal.conventions``: method "auto", the fastest for the backend, the sequential
 Numba loop on the CPU, faster than the Blelloch tree on one core (``python -m minimal bench scan`` times both),
-and backend "numba"; ``method="blelloch"`` runs the tree); the dense one on a plain loop over time.
+and backend "numba"; ``method="blelloch"`` runs the tree); the dense one on a plain loop over time. Both, with
+their adjoints and the closed form below, are in ``cells/_gated_rnn_recurrence.py`` (beside this file).
 
 ``readout="last"`` computes y only at the last step, y_T = D g_out(h_T), for losses that read only the final
 token (the in-context regression query, Sec. 4.2): the output gating then runs on one state per sequence
@@ -46,11 +47,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import scan
+from ._gated_rnn_recurrence import dense_adjoint, diagonal_scan_backward, flat, last_state_backward, \
+    recurrence_backward, recurrence_forward
 from ..scan.checks import check_out
 from ..conventions import check_unused, choose
 from ..validate import InputError, check_array, check_choice, check_dtype, check_finite_result, check_positive_int, \
-    check_grad_dtype, common_dtype, overflow_error, OverflowInputError
+    check_grad_dtype, common_dtype
 from ..contract import Example
 
 __all__ = ["init", "forward", "backward", "backward_reference", "step_forward", "examples", "lam_from_nu",
@@ -175,69 +177,11 @@ def _resolve_lam(params, recurrence, H, lam):
     return lam, True
 
 
-def _flat(a):
-    """(B, T, F) -> (B T, F), a view when ``a`` is contiguous."""
-    return a.reshape(a.shape[0] * a.shape[1], a.shape[2])    # explicit: -1 is ambiguous when F = 0
-
-
-def _dense_scan(A, b):
-    """h_t = A h_{t-1} + b_t, h_0 = 0. A: (H, H); b: (B, T, H). Returns h: (B, T, H)."""
-    h = np.empty_like(b)
-    prev = np.zeros_like(b[:, 0])
-    for t in range(b.shape[1]):
-        prev = prev @ A.T + b[:, t]
-        h[:, t] = prev
-    return h
-
-
-def _dense_adjoint(A, dh):
-    """g_t = dh_t + A^T g_{t+1} (g_T = 0): the adjoint of ``_dense_scan``, (B, T, H)."""
-    g = np.empty_like(dh)
-    nxt = np.zeros_like(dh[:, 0])
-    for t in range(dh.shape[1] - 1, -1, -1):
-        nxt = dh[:, t] + nxt @ A
-        g[:, t] = nxt
-    return g
-
-
-def _dense_scan_backward(A, h, dh):
-    """VJP of ``_dense_scan``: returns (dA, db) with db_t = g_t and dA = Σ_{b,t} g_t h_{t-1}^T."""
-    g = _dense_adjoint(A, dh)
-    h_prev = np.concatenate([np.zeros_like(h[:, :1]), h[:, :-1]], axis=1)
-    return _flat(g).T @ _flat(h_prev), g
-
-
-def _diagonal_scan_backward(nu, lam, lam_given, h, dh, method, backend):
-    """(dν, db) through h_t = λ ⊙ h_{t-1} + b_t; dν = 0 when λ came from the ``lam`` override."""
-    a = np.broadcast_to(lam.astype(h.dtype), h.shape).copy()
-    da, db, _ = scan.linear_scan_backward(a, h, dh, method=method, backend=backend)
-    if lam_given:
-        return np.zeros_like(nu), db
-    return da.sum(axis=(0, 1)) * dlam_dnu(nu), db
-
-
-def _decay_powers(lam, T, dtype):
-    """w (T, H) with w_t = λ^{T-t}, and dw/dλ = (T-t) λ^{T-t-1} (t = 1..T): h_T = Σ_t w_t ⊙ b_t."""
-    k = np.arange(T - 1, -1, -1, dtype=np.float64)[:, None]           # T - t
-    lam64 = np.asarray(lam, dtype=np.float64)[None, :]
-    w = lam64 ** k
-    dw = k * lam64 ** np.maximum(k - 1.0, 0.0)                        # 0 at k = 0 (also for λ = 0)
-    return w.astype(dtype), dw.astype(dtype)
-
-
-def _last_state_backward(params, cache, dh):
-    """(dν or dA, db) for readout "last": dh is dL/dh_T, (B, 1, H); db is (B, T, H)."""
-    x, p, q, lam, lam_given = cache[:5]
+def _recurrence_grad(params, d_rec, lam_given):
+    """{"A": dA} for a dense recurrence; {"nu": dν}, dν = dλ dλ/dν (0 when λ came from ``lam``), for a diagonal one."""
     if "A" in params:
-        dh_all = np.zeros_like(cache.h_all)
-        dh_all[:, -1] = dh[:, 0]
-        return _dense_scan_backward(params["A"], cache.h_all, dh_all)
-    w, dw = _decay_powers(lam, x.shape[1], p.dtype)
-    db = dh * w[None]                                                 # dL/db_t = λ^{T-t} ⊙ dL/dh_T
-    if lam_given:
-        return np.zeros_like(params["nu"]), db
-    dlam = np.einsum("bh,bth,th->h", dh[:, 0], p * q, dw)
-    return dlam * dlam_dnu(params["nu"]), db
+        return {"A": d_rec}
+    return {"nu": np.zeros_like(params["nu"]) if lam_given else d_rec * dlam_dnu(params["nu"])}
 
 
 def forward(params, x, lam=None, method=None, backend=None, readout="all", out=None):
@@ -286,32 +230,17 @@ def forward(params, x, lam=None, method=None, backend=None, readout="all", out=N
 
     # Every weight product runs on (B T, ·) views: one BLAS call each instead of one per batch row.
     B, T = x.shape[:2]
-    xf = _flat(x)
+    xf = flat(x)
     p = (xf @ params["W_in_m"].T).reshape(B, T, H)          # W_in_m x
     q = (xf @ params["W_in_x"].T).reshape(B, T, H)          # W_in_x x
     b = p * q                                               # g_in(x_t)
-    h_all = None
-    if recurrence == "diagonal" and readout == "last":
-        h = np.einsum("bth,th->bh", b, _decay_powers(lam, T, b.dtype)[0])[:, None]   # h_T, (B, 1, H)
-    elif recurrence == "diagonal":
-        a = np.broadcast_to(lam.astype(b.dtype), b.shape).copy()
-        try:
-            h = scan.linear_scan(a, b, method=method, backend=backend, out=out)
-        except InputError as e:  # the scan names its own inputs; an overflowed b or h comes from the caller's x
-            if not np.all(np.isfinite(b)):
-                raise overflow_error("the input gating (W_in_m x) ⊙ (W_in_x x)", _inputs(params, x)) from None
-            if isinstance(e, OverflowInputError):
-                raise overflow_error("the recurrence h_t = λ ⊙ h_{t-1} + b_t", _inputs(params, x)) from None
-            raise
-    else:
-        h = _dense_scan(params["A"], b)
-        if readout == "last":
-            h_all, h = h, h[:, -1:]
+    # the recurrence (_gated_rnn_recurrence.py): h (B, T, H), or h_T (B, 1, H) for readout "last"
+    h, h_all = recurrence_forward(params.get("A"), lam, b, readout, method, backend, out, _inputs(params, x))
     T_out = h.shape[1]
-    hf = _flat(h)
+    hf = flat(h)
     r = (hf @ params["W_out_m"].T).reshape(B, T_out, H_out)     # W_out_m h
     s = (hf @ params["W_out_x"].T).reshape(B, T_out, H_out)     # W_out_x h
-    y = (_flat(r * s) @ params["D"].T).reshape(B, T_out, D_out)
+    y = (flat(r * s) @ params["D"].T).reshape(B, T_out, D_out)
     check_finite_result("the output y", y, _inputs(params, x))
     return y, Cache(x, p, q, lam, lam_given, h, r, s, method, backend, readout, h_all)
 
@@ -337,32 +266,22 @@ def backward(params, cache, dy):
     check_array("dy", dy, h.shape[:2] + (params["D"].shape[0],), names=("B", "T", "D_out"))
     check_grad_dtype("dy", dy, params)
     B, T_out, H = h.shape
-    hf, dyf = _flat(h), _flat(dy)
+    hf, dyf = flat(h), flat(dy)
     grads = {}
     # 4. readout y = D o, o = r ⊙ s
-    grads["D"] = dyf.T @ _flat(r * s)
+    grads["D"] = dyf.T @ flat(r * s)
     do = (dyf @ params["D"]).reshape(r.shape)       # (B, T, H_out)
     # 3. output gating r = W_out_m h, s = W_out_x h
-    dr, ds = _flat(do * s), _flat(do * r)           # (B T, H_out)
+    dr, ds = flat(do * s), flat(do * r)             # (B T, H_out)
     grads["W_out_m"] = dr.T @ hf
     grads["W_out_x"] = ds.T @ hf
     dh = (dr @ params["W_out_m"] + ds @ params["W_out_x"]).reshape(B, T_out, H)
-    # 2. recurrence: the adjoint is a reverse-time scan
-    if cache.readout == "last":
-        grads["nu" if "nu" in params else "A"], db = _last_state_backward(params, cache, dh)
-    elif "nu" in params:
-        try:
-            grads["nu"], db = _diagonal_scan_backward(params["nu"], lam, lam_given, h, dh, method, backend)
-        except InputError as e:  # the scan names its own inputs; an overflow here comes from the caller's dy
-            check_finite_result("the gradient dL/dh", dh, _backward_inputs(params, x, dy))
-            if isinstance(e, OverflowInputError):
-                raise overflow_error("the recurrence's adjoint", _backward_inputs(params, x, dy)) from None
-            raise
-    else:
-        grads["A"], db = _dense_scan_backward(params["A"], h, dh)
+    # 2. recurrence: the adjoint is a reverse-time scan (_gated_rnn_recurrence.py), dλ or dA, then dν
+    d_rec, db = recurrence_backward(params.get("A"), cache, dh, _backward_inputs(params, x, dy))
+    grads.update(_recurrence_grad(params, d_rec, lam_given))
     # 1. input gating b = p ⊙ q, p = W_in_m x, q = W_in_x x
-    xf = _flat(x)
-    dp, dq = _flat(db * q), _flat(db * p)           # (B T, H)
+    xf = flat(x)
+    dp, dq = flat(db * q), flat(db * p)             # (B T, H)
     grads["W_in_m"] = dp.T @ xf
     grads["W_in_x"] = dq.T @ xf
     dx = dp @ params["W_in_m"] + dq @ params["W_in_x"]
@@ -391,13 +310,14 @@ def backward_reference(params, cache, dy):
     dh = dr @ params["W_out_m"] + ds @ params["W_out_x"]   # (B, T, H)
     # 2. recurrence
     if cache.readout == "last":
-        grads["nu" if "nu" in params else "A"], db = _last_state_backward(params, cache, dh)
+        d_rec, db = last_state_backward(params.get("A"), cache, dh)
     elif "nu" in params:
-        grads["nu"], db = _diagonal_scan_backward(params["nu"], lam, lam_given, h, dh, method, backend)
+        d_rec, db = diagonal_scan_backward(lam, h, dh, method, backend)
     else:
-        g = _dense_adjoint(params["A"], dh)
+        g = dense_adjoint(params["A"], dh)
         h_prev = np.concatenate([np.zeros_like(h[:, :1]), h[:, :-1]], axis=1)
-        grads["A"], db = np.einsum("bti,btj->ij", g, h_prev), g
+        d_rec, db = np.einsum("bti,btj->ij", g, h_prev), g
+    grads.update(_recurrence_grad(params, d_rec, lam_given))
     # 1. input gating b = p ⊙ q, p = W_in_m x, q = W_in_x x
     dp, dq = db * q, db * p
     grads["W_in_m"] = np.einsum("bth,btd->hd", dp, x)
