@@ -198,7 +198,7 @@ def _interrupted(e):
     """Say in one line what an interrupt left behind and how to go on; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
     import shlex
 
-    from .run.train import Terminated
+    from .run.interrupt import Terminated
 
     what, code = ("SIGTERM", 143) if isinstance(e, Terminated) else ("Ctrl-C", 130)
     again = "python -m minimal " + shlex.join(sys.argv[1:])
@@ -221,7 +221,7 @@ def main(argv=None):
                 raise InputError(f"course {args.what} takes one output folder, got {args.out}")
             check_out_dir(args.out[0], "OUT")
         return args.func(args)
-    except KeyboardInterrupt as e:      # Ctrl-C, or SIGTERM during training (train.Terminated): one line, no traceback
+    except KeyboardInterrupt as e:      # Ctrl-C, or SIGTERM during training (interrupt.Terminated): one line, no traceback
         return _interrupted(e)
     except InputError as e:  # a bad argument reaches the user as one line; any other error keeps its traceback
         print(f"error: {e}", file=sys.stderr)

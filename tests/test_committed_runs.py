@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from minimal.data import data_path
-from minimal.run.sweep import job_path
+from minimal.run.job_files import job_path
 from minimal.experiments.minrnn import shakespeare_model as SM
 
 RTOL = 1e-9       # float64 runs
@@ -105,7 +105,7 @@ def test_gril_classification_softmax_without_phi(monkeypatch):
 
 def test_gril_comparison_sweep_job(monkeypatch):
     from minimal.experiments.gril import comparison as CMP
-    from minimal.run.sweep import load_records
+    from minimal.run.job_files import load_records
 
     recs = [r for r in load_records(CMP.SWEEP_DIR / "comparison", name="cmp")
             if r["config"].get("model") == "lsa_1"] if (CMP.SWEEP_DIR / "comparison").exists() else []

@@ -1,6 +1,6 @@
 """Every committed sweep job file (``data/<work>/sweeps/<grid>/<name>-<job_key>.json``) is found by today's code.
 
-A job file is named by a hash of its job function's import path and its config (``minimal.run.sweep.job_key``), so a
+A job file is named by a hash of its job function's import path and its config (``minimal.run.job_files.job_key``), so a
 job function that moves, or a config field that changes, leaves its committed files behind unseen: the sweep
 would silently train them again. Here each file's ``function`` must import, and the file's name must be the one
 ``job_path`` gives for that function and config; then each experiment's grid is found whole on disk."""
@@ -11,7 +11,7 @@ import pytest
 
 from minimal.data import data_path
 from minimal.experiments import experiments
-from minimal.run.sweep import job_path, load_records
+from minimal.run.job_files import job_path, load_records
 
 FILES = sorted(data_path().glob("*/sweeps/*/*.json"))
 

@@ -173,7 +173,7 @@ def test_the_committed_scalar_runs_say_what_the_docstring_says():
 
 
 def _scalar_records(model):
-    from minimal.run.sweep import load_records
+    from minimal.run.job_files import load_records
 
     recs = [r for r in load_records(C.SWEEP_DIR / "comparison", name="cmp")
             if r["config"]["model"] == model and r["config"]["n_out"] == 1]

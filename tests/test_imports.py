@@ -59,8 +59,10 @@ def test_no_module_imports_itself_back():
 # folders are the floors' rooms: minimal.run (the run machinery) spans several layers, its package docstring none.
 LAYERS = (
     ("minimal.validate", "minimal.conventions", "minimal.run", "minimal.run._atomic", "minimal.run.io", "minimal.data", "minimal.contract",
-     "minimal.gradcheck", "minimal.verdicts", "minimal.run.overrides", "minimal.run.speed", "minimal.nbtidy"),
-    ("minimal.scan", "minimal.layers", "minimal.optim", "minimal.run.train", "minimal.run.stopping", "minimal.run.evaluations"),
+     "minimal.gradcheck", "minimal.verdicts", "minimal.run.overrides", "minimal.run.speed", "minimal.nbtidy",
+     "minimal.run.job_files", "minimal.run.scheduler", "minimal.run.interrupt"),
+    ("minimal.scan", "minimal.layers", "minimal.optim", "minimal.run.train", "minimal.run.checkpoint", "minimal.run.stopping",
+     "minimal.run.evaluations"),
     ("minimal.cells", "minimal.models", "minimal.kernel_attention"),
     ("minimal.constructions", "minimal.analysis", "minimal.tasks", "minimal.run.sweep", "minimal.report"),
     ("minimal.experiments", "minimal.bench", "minimal.check",

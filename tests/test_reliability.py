@@ -17,7 +17,7 @@ from minimal.run import _atomic
 from minimal.run._atomic import atomic_write
 from minimal.data import data_path
 from minimal.experiments.minrnn import shakespeare_model as SM
-from minimal.run.train import load_checkpoint
+from minimal.run.checkpoint import load_checkpoint
 
 
 def _dead_pid():
@@ -192,7 +192,7 @@ def test_a_bad_scheduler_address_fails_before_any_experiment(no_experiment_may_r
 
 
 def test_good_scheduler_addresses_pass_the_check():
-    from minimal.run.sweep import check_scheduler
+    from minimal.run.scheduler import check_scheduler
 
     for address in (None, "tcp://10.0.0.5:8786", "tls://scheduler.example.org:8786", "tcp://[::1]:8786",
                     "inproc://10.0.0.5/1234/1"):
@@ -559,7 +559,8 @@ def _quadratic(params, step, rng):
 
 
 def test_train_refuses_a_checkpoint_of_another_config_naming_the_fields(tmp_path):
-    from minimal.run.train import ConfigMismatchError, load_checkpoint, train
+    from minimal.run.checkpoint import ConfigMismatchError, load_checkpoint
+    from minimal.run.train import train
     path = tmp_path / "run.npz"
     p0 = {"w": np.zeros(3)}
     old = {"lr": 3e-3, "seed": 0, "dropout": 0.1, "kinds": ("mingru",)}
@@ -578,7 +579,7 @@ def test_gril_and_selective_copy_jobs_refuse_a_checkpoint_of_another_job(tmp_pat
     import dataclasses
     from minimal.experiments.gril import model as M
     from minimal.experiments.minrnn import selective_copy as SC
-    from minimal.run.train import ConfigMismatchError
+    from minimal.run.checkpoint import ConfigMismatchError
     job = M.Job(variant="full", N=4, f=3, n_out=1, seed=0, steps=2, lr=1e-2, n_eval=8)
     M.train_job(job, checkpoint_path=tmp_path / "gril.npz")
     with pytest.raises(ConfigMismatchError, match=r"lr: checkpoint 0\.01, this run 0\.02"):
@@ -592,7 +593,7 @@ def test_gril_and_selective_copy_jobs_refuse_a_checkpoint_of_another_job(tmp_pat
 def test_shakespeare_resumed_with_another_config_is_refused(tmp_path):
     import dataclasses
     from minimal.experiments.minrnn import shakespeare as S
-    from minimal.run.train import ConfigMismatchError
+    from minimal.run.checkpoint import ConfigMismatchError
     config = S.Config(D=8, n_layers=1, T=16, batch=2, steps=2, warmup=1, eval_every=1, eval_windows=2,
                       kinds=("mingru",), sample_chars=5)
     S.run(config, out_dir=tmp_path, progress=False)

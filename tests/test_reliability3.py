@@ -304,7 +304,8 @@ def test_a_scheduler_address_that_is_not_a_dask_scheduler_fails_in_seconds_namin
     """The dashboard's port (8787 instead of 8786) of a live scheduler, and a socket that accepts and never
     answers, hung ``run_sweep`` forever; now they fail after connect_timeout with the address and the hint (and a
     worker's address, which answers dask's protocol, is named as a worker's)."""
-    from minimal.run.sweep import SchedulerUnreachable, run_sweep
+    from minimal.run.scheduler import SchedulerUnreachable
+    from minimal.run.sweep import run_sweep
 
     silent = socket.socket()
     try:
@@ -402,7 +403,7 @@ def committed_grid(tmp_path, monkeypatch):
 def test_a_damaged_committed_sweep_file_is_named_and_only_its_job_recomputed_at_the_committed_config(
         committed_grid, tmp_path, capsys):
     from minimal.run import reproduce as R
-    from minimal.run.sweep import job_path
+    from minimal.run.job_files import job_path
 
     grid, Config = committed_grid
     folder = tmp_path / "committed"
@@ -424,7 +425,7 @@ def test_a_damaged_committed_sweep_file_is_named_and_only_its_job_recomputed_at_
 
 def test_a_quick_run_never_writes_into_the_committed_sweep_folder(committed_grid, tmp_path, capsys):
     from minimal.run import reproduce as R
-    from minimal.run.sweep import job_path
+    from minimal.run.job_files import job_path
 
     grid, Config = committed_grid
     folder = tmp_path / "committed"

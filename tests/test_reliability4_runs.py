@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from minimal.bench import kernels as bench
-from minimal.run import sweep
+from minimal.run import job_files, sweep
 from minimal.__main__ import main
 from minimal.run.stopping import Plateau, ReduceOnPlateau
 from minimal.validate import InputError
@@ -68,11 +68,11 @@ def test_the_selective_copy_rule_stops_a_run_whose_accuracy_is_nan():
 def test_a_job_file_copied_over_another_jobs_file_is_recomputed_with_a_warning_naming_it(tmp_path, log):  # noqa: F811
     out = tmp_path / "out"
     first = run([Cfg(1), Cfg(2)], out)
-    one, two = sweep.job_path(out, square_job, Cfg(1)), sweep.job_path(out, square_job, Cfg(2))
+    one, two = job_files.job_path(out, square_job, Cfg(1)), job_files.job_path(out, square_job, Cfg(2))
     shutil.copyfile(one, two)                               # a valid record, of the wrong job
-    assert not sweep.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
+    assert not job_files.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
     with pytest.raises(InputError, match=f"sweep job file {re.escape(str(two))} was computed for another job"):
-        sweep.load_records(out)
+        job_files.load_records(out)
     with pytest.warns(RuntimeWarning, match=f"sweep job file {re.escape(str(two))} was computed for another job.*"
                                             f"computing the job again"):
         again = run([Cfg(1), Cfg(2)], out)
@@ -80,14 +80,14 @@ def test_a_job_file_copied_over_another_jobs_file_is_recomputed_with_a_warning_n
     assert [r["result"] for r in again] == [r["result"] for r in first] and again[0] == first[0]
     assert again[1]["config"] == {"a": 2, "b": 0.5, "tag": "x"}
     assert json.loads(two.read_text()) == again[1]          # rewritten with its own record
-    assert sweep.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
+    assert job_files.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
 
 
 def test_a_sweeps_record_of_another_job_is_refused_and_counted_as_damaged(tmp_path, log):  # noqa: F811
     folder = tmp_path / "grid"
     sq = sweep.Sweep("sq", square_job, grid_jobs, lambda records: {"n": len(records)}, folder, Grid)
     sq.run(Grid(), progress=False)
-    one, two = (sweep.job_path(folder, square_job, Cfg(a), name="sq") for a in (1, 2))
+    one, two = (job_files.job_path(folder, square_job, Cfg(a), name="sq") for a in (1, 2))
     record = json.loads(one.read_text())
     two.write_text(json.dumps(record))
     with pytest.warns(RuntimeWarning, match=f"sweep job file {re.escape(str(two))} was computed for another job"):
@@ -107,7 +107,7 @@ def test_every_committed_job_file_holds_the_job_its_name_says():
     files = sorted(data_path().glob("*/sweeps/*/*.json"))
     if not files:
         pytest.skip("no committed sweeps here")
-    bad = [str(p) for p in files if sweep._read_record(p, sweep._key_of(p))[0] is None]
+    bad = [str(p) for p in files if job_files.read_record(p, job_files._key_of(p))[0] is None]
     assert bad == []
 
 

@@ -197,7 +197,7 @@ def test_the_committed_16_token_runs_replay_to_their_recorded_steps():
     config = S.Config.capped()
     if not S.finished(config):
         pytest.skip("the capped 16-token grid is not committed here")
-    from minimal.run.sweep import config_dict, load_records
+    from minimal.run.job_files import config_dict, load_records
     wanted = {tuple(sorted(config_dict(j).items())): j for j in S.jobs(config)}
     records = [r for r in load_records(S.SWEEP.dir(config), name=S.SWEEP.name)
                if tuple(sorted(r["config"].items())) in wanted]

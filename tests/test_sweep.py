@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from minimal.run import sweep
+from minimal.run import job_files, sweep
 from minimal.validate import InputError
 
 
@@ -77,14 +77,14 @@ def test_duplicate_configs_run_once(tmp_path, log):
 
 
 def test_job_key_is_stable_and_depends_on_values_not_order():
-    assert sweep.job_key(square_job, {"a": 1, "b": 2.0}) == sweep.job_key(square_job, {"b": 2.0, "a": 1})
-    assert sweep.job_key(square_job, Cfg(1)) == sweep.job_key(square_job, {"a": 1, "b": 0.5, "tag": "x"})
-    assert sweep.job_key(square_job, Cfg(1)) != sweep.job_key(square_job, Cfg(1, b=0.25))
-    assert sweep.job_key(square_job, Cfg(1)) != sweep.job_key(calls, Cfg(1))
+    assert job_files.job_key(square_job, {"a": 1, "b": 2.0}) == job_files.job_key(square_job, {"b": 2.0, "a": 1})
+    assert job_files.job_key(square_job, Cfg(1)) == job_files.job_key(square_job, {"a": 1, "b": 0.5, "tag": "x"})
+    assert job_files.job_key(square_job, Cfg(1)) != job_files.job_key(square_job, Cfg(1, b=0.25))
+    assert job_files.job_key(square_job, Cfg(1)) != job_files.job_key(calls, Cfg(1))
     # The documented recipe, so that the file names of saved sweeps do not depend on the Python process.
     text = json.dumps({"function": f"{square_job.__module__}.square_job", "config": {"a": 1}}, sort_keys=True,
                       separators=(",", ":"))
-    assert sweep.job_key(square_job, {"a": 1}) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    assert job_files.job_key(square_job, {"a": 1}) == hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def test_a_failing_job_is_not_written_the_others_are_and_a_rerun_retries_it(tmp_path, log):
@@ -99,9 +99,9 @@ def test_a_failing_job_is_not_written_the_others_are_and_a_rerun_retries_it(tmp_
 
 def test_load_records_reads_what_the_sweep_wrote(tmp_path, log):
     run([Cfg(1), Cfg(2)], tmp_path, name="grid")
-    records = sweep.load_records(tmp_path, name="grid")
+    records = job_files.load_records(tmp_path, name="grid")
     assert sorted(r["config"]["a"] for r in records) == [1, 2]
-    assert sweep.load_records(tmp_path, name="other") == []
+    assert job_files.load_records(tmp_path, name="other") == []
 
 
 def test_bad_arguments_name_themselves(tmp_path, log):
@@ -118,27 +118,27 @@ def test_bad_arguments_name_themselves(tmp_path, log):
 
 
 def test_finite_or_nan():
-    assert sweep.finite_or_nan(2) == 2.0
-    assert sweep.finite_or_nan(float("inf")) != sweep.finite_or_nan(float("inf"))  # nan
+    assert job_files.finite_or_nan(2) == 2.0
+    assert job_files.finite_or_nan(float("inf")) != job_files.finite_or_nan(float("inf"))  # nan
 
 
 def test_a_record_that_fails_half_way_leaves_the_previous_file_whole(tmp_path):
     # json.dump streams: an unserialisable value fails after part of the file is written
     path = tmp_path / "job.json"
-    sweep._write_json_atomic(path, {"a": 1})
+    job_files.write_record(path, {"a": 1})
     with pytest.raises(TypeError):
-        sweep._write_json_atomic(path, {"a": 2, "z": object()})
+        job_files.write_record(path, {"a": 2, "z": object()})
     assert json.loads(path.read_text()) == {"a": 1}
     assert os.listdir(tmp_path) == ["job.json"]
 
 
 def test_all_on_disk_says_whether_a_rerun_would_compute_anything(tmp_path, log):
     out = tmp_path / "out"
-    assert not sweep.all_on_disk(square_job, [Cfg(1)], out)
+    assert not job_files.all_on_disk(square_job, [Cfg(1)], out)
     run([Cfg(1), Cfg(2)], out)
-    assert sweep.all_on_disk(square_job, [Cfg(2), Cfg(1)], out)
-    assert not sweep.all_on_disk(square_job, [Cfg(1), Cfg(3)], out)
-    assert sweep.all_on_disk(square_job, [], out)
+    assert job_files.all_on_disk(square_job, [Cfg(2), Cfg(1)], out)
+    assert not job_files.all_on_disk(square_job, [Cfg(1), Cfg(3)], out)
+    assert job_files.all_on_disk(square_job, [], out)
 
 
 @pytest.mark.parametrize("damage", [b"", b"{\"function\": \"x\", \"conf", b"\x00\xff garbage \xfe",
@@ -147,18 +147,18 @@ def test_all_on_disk_says_whether_a_rerun_would_compute_anything(tmp_path, log):
 def test_an_unreadable_job_file_is_recomputed_with_a_warning_naming_it(tmp_path, log, damage):
     out = tmp_path / "out"
     first = run([Cfg(1), Cfg(2)], out)
-    bad = sweep.job_path(out, square_job, Cfg(2))
+    bad = job_files.job_path(out, square_job, Cfg(2))
     bad.write_bytes(damage)
-    assert not sweep.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
+    assert not job_files.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
     with pytest.raises(ValueError, match=f"sweep job file {re.escape(str(bad))}.*unreadable.*re-run the sweep"):
-        sweep.load_records(out)
+        job_files.load_records(out)
     with pytest.warns(RuntimeWarning, match=f"sweep job file {re.escape(str(bad))} is unreadable.*computing the job again"):
         again = run([Cfg(1), Cfg(2)], out)
     assert calls(log) == [1, 2, 2]  # only the damaged job ran again
     assert [r["result"] for r in again] == [r["result"] for r in first]
     assert again[0] == first[0]  # the readable file was loaded, not rewritten
     assert json.loads(bad.read_text()) == again[1]
-    assert sweep.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
+    assert job_files.all_on_disk(square_job, [Cfg(1), Cfg(2)], out)
 
 
 @dataclasses.dataclass
@@ -221,11 +221,11 @@ def test_a_checkpointed_job_resumes_from_its_checkpoint_and_leaves_none_behind(t
         sweep.run_sweep(counting_job, [Cfg(a=1), Cfg(a=2, b=-1.0)], out, **kw)
     assert calls(log) == [11, 12, 21]                           # job 2 died after its first half
     assert sorted(p.name for p in ck.iterdir()) == sorted(
-        sweep.checkpoint_path(ck, counting_job, Cfg(a=2, b=-1.0)).stem + s for s in (".curve.json", ".npz"))
+        job_files.checkpoint_path(ck, counting_job, Cfg(a=2, b=-1.0)).stem + s for s in (".curve.json", ".npz"))
     log.write_text("")
     records = sweep.run_sweep(counting_job, [Cfg(a=1), Cfg(a=2, b=-1.0)], out, **kw)
     assert calls(log) == [22]                                   # only job 2's second half
-    assert records[1]["result"]["from"] == str(sweep.checkpoint_path(ck, counting_job, Cfg(a=2, b=-1.0)))
+    assert records[1]["result"]["from"] == str(job_files.checkpoint_path(ck, counting_job, Cfg(a=2, b=-1.0)))
     assert list(ck.iterdir()) == []
 
 

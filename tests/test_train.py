@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from minimal.optim import adamw_init, adamw_step, clip_by_global_norm, cosine_schedule
-from minimal.run.train import Checkpoint, CheckpointError, NonFiniteLossError, NonFiniteUpdateError, Terminated, \
-    load_checkpoint, save_checkpoint, train
+from minimal.run.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from minimal.run.interrupt import Terminated
+from minimal.run.train import NonFiniteLossError, NonFiniteUpdateError, train
 from minimal.validate import InputError
 
 STEPS = 9

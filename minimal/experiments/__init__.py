@@ -5,7 +5,7 @@ variant), ``run(config) -> dict`` and ``PAPER`` (the paper's numbers to compare 
 
 Layout: one sub-package per work, ``experiments/zucchet/``, ``experiments/gril/``, ``experiments/minrnn/``; shared
 here: ``notes`` (the results pages' texts) and ``_plotting``. A sweep's job files are named by a hash of the job
-function's import path (``minimal.run.sweep.job_key``): a job function that moves takes its committed files with it
+function's import path (``minimal.run.job_files.job_key``): a job function that moves takes its committed files with it
 (their ``function`` field and name rewritten, as when the Zucchet modules moved here from the package's top).
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@
 The data goes to a temporary file in the target's folder (so ``os.replace`` stays on one file system and is
 atomic), is flushed and fsync'ed, and only then replaces the target. If the block raises, the temporary file
 is removed and the target is left as it was. Used by ``minimal.run.io`` (every results JSON, job records and
-weights) and ``minimal.run.train`` (checkpoints).
+weights) and ``minimal.run.checkpoint`` (checkpoints).
 
 The temporary file is ``<name>.<host>.<pid>.<random>.tmp``. A writer that is killed (SIGKILL, power loss)
 cannot remove it, so every write first removes the temporary files of the same target left by writers of

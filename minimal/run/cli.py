@@ -89,7 +89,7 @@ def _check_reproduce(args):
     sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
     import math
 
-    from .sweep import probe_scheduler, check_scheduler
+    from .scheduler import probe_scheduler, check_scheduler
 
     check_scheduler(args.scheduler)
     if args.connect_timeout is not None:

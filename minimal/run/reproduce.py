@@ -39,7 +39,8 @@ from . import overrides as overrides_
 from ..data import data_path
 from .. import experiments as registry  # registry.experiments(work): looked up at call time (tests replace it)
 from ..experiments import notes
-from .sweep import check_scheduler, job_key
+from .job_files import job_key
+from .scheduler import check_scheduler
 from ..validate import InputError
 
 

@@ -12,9 +12,7 @@ a grid of jobs, a summary); its ``finished`` and ``run`` are the Sweep's:
 A job is ``fn(config) -> dict`` (JSON-serialisable metrics). ``fn`` must be a module-level function (dask
 pickles it to the workers); ``config`` a dataclass or a dict of plain values. Each job is named by a stable
 hash of (fn's import path, config), so the same job always maps to the same file
-``<out_dir>/<name>-<hash>.json``, holding
-
-    {"function": "pkg.module.fn", "config": {...}, "result": {...}, "seconds": wall time of the job}
+``<out_dir>/<name>-<hash>.json`` (its format, keys and reading: ``minimal.run.job_files``).
 
 Files are written by the client as jobs finish, atomically (temporary file + ``os.replace``), so a killed
 sweep leaves only whole files, and a worker on another machine needs no shared file system. A re-run loads
@@ -26,9 +24,9 @@ rewritten, with a ``RuntimeWarning`` naming the file; so does a file whose recor
 raises is not written (a re-run retries it); the others finish first, then ``run_sweep`` raises ``SweepError``
 listing the failures.
 
-Scheduling: ``scheduler=None`` starts a ``distributed.LocalCluster`` for the sweep (``n_workers`` worker
-processes with ``threads_per_worker`` threads each; the default, one worker with one thread, suits these
-~1-core machines), listening on 127.0.0.1 only, its dashboard included; ``scheduler="tcp://host:port"``
+Scheduling (``minimal.run.scheduler``): ``scheduler=None`` starts a ``distributed.LocalCluster`` for the sweep
+(``n_workers`` worker processes with ``threads_per_worker`` threads each; the default, one worker with one thread,
+suits these ~1-core machines), listening on 127.0.0.1 only, its dashboard included; ``scheduler="tcp://host:port"``
 connects to a running cluster instead (workers there must be able to import ``minimal``), after asking it
 dask's handshake within ``connect_timeout`` seconds (default 30): an address that does not answer as a
 scheduler (its dashboard's port, a silent listener) raises ``SchedulerUnreachable`` naming it instead of
@@ -43,7 +41,6 @@ files (``reproduce`` recomputes a damaged job of an otherwise complete committed
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
 import json
 import math
@@ -51,20 +48,16 @@ import time
 import warnings
 from pathlib import Path
 from typing import Callable, Optional, Sequence
-from urllib.parse import urlsplit
 
-import numpy as np
 from tqdm import tqdm
 
 from .io import write_json
+from .job_files import all_on_disk, checkpoint_path, config_dict, fn_name, job_key, job_path, plain, OTHER_JOB, \
+    read_record, refusal, write_record
+from .scheduler import check_scheduler, open_client
 from ..validate import InputError, check_config, check_positive_int
 
-__all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "config_dict", "job_key", "job_path",
-           "checkpoint_path", "all_on_disk", "load_records",
-           "finite_or_nan", "check_scheduler", "SweepError", "SchedulerUnreachable",
-           "SCHEDULER_PROTOCOLS"]
-
-SCHEDULER_PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx", "inproc")  # dask's comm protocols
+__all__ = ["Sweep", "SweepConfig", "run_sweep", "with_sweep_summary", "SweepError"]
 
 
 class SweepError(RuntimeError):
@@ -76,253 +69,11 @@ class SweepError(RuntimeError):
         super().__init__(f"{len(self.failures)} sweep job(s) failed (not written; a re-run retries them):\n{lines}")
 
 
-def _plain(value):
-    """JSON-ready copy: NumPy scalars/arrays to Python numbers/lists, tuples to lists."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _plain(dataclasses.asdict(value))
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    raise ValueError(f"config and results must hold plain values (numbers, strings, lists, dicts), "
-                     f"got {type(value).__name__}: {value!r}")
-
-
-def config_dict(config):
-    """A config (dataclass or dict) as a dict of plain JSON values."""
-    if not ((dataclasses.is_dataclass(config) and not isinstance(config, type)) or isinstance(config, dict)):
-        raise ValueError(f"config must be a dataclass instance or a dict, got {type(config).__name__}")
-    return _plain(config)
-
-
-def _fn_name(fn):
-    if not callable(fn):
-        raise ValueError(f"fn must be a callable config -> dict, got {type(fn).__name__}")
-    return f"{fn.__module__}.{fn.__qualname__}"
-
-
-def _key(function, config):
-    """The job key of a function's import path (a string) and a plain config dict."""
-    text = json.dumps({"function": function, "config": config}, sort_keys=True, separators=(",", ":"),
-                      allow_nan=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def job_key(fn, config):
-    """Stable 16-hex-digit hash of fn's import path and the config's values (key order does not matter)."""
-    return _key(_fn_name(fn), config_dict(config))
-
-
-def job_path(out_dir, fn, config, name=None):
-    """``<out_dir>/<name>-<job_key>.json``; ``name`` defaults to fn's name."""
-    key = job_key(fn, config)
-    return Path(out_dir) / f"{name or fn.__name__}-{key}.json"
-
-
-_OTHER_JOB = "computed for another job"     # how ``_read_record`` begins the why of a record that is not the job's
-
-
-def _record_key(record):
-    """The job key of the function and config a record says it was computed for (None if they do not hash)."""
-    try:
-        return _key(record["function"], config_dict(record["config"]))
-    except (TypeError, ValueError):
-        return None
-
-
-def _short(value, n=120):
-    text = json.dumps(value, sort_keys=True, allow_nan=True)
-    return text if len(text) <= n else text[:n - 3] + "..."
-
-
-def _read_record(path, key=None):
-    """``(record, None)`` for a readable job file, ``(None, why)`` for a missing or unreadable one; with ``key``
-    (the job key the file is for) also ``(None, why)`` for a record computed for another job: one whose function
-    and config do not hash to ``key`` (a job file copied over another's), ``why`` starting with ``_OTHER_JOB``."""
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        return None, "missing"
-    except (OSError, UnicodeDecodeError) as e:
-        return None, f"{type(e).__name__}: {e}"
-    try:
-        record = json.loads(text)
-    except ValueError as e:  # json.JSONDecodeError: empty, truncated, garbage, merge-conflict markers
-        return None, f"not valid JSON ({e})"
-    if not (isinstance(record, dict) and {"function", "config", "result", "seconds"} <= set(record)):
-        return None, "not a job record (no function, config, result and seconds)"
-    if key is not None and _record_key(record) != key:
-        return None, (f"{_OTHER_JOB}: it holds {record['function']} with config {_short(record['config'])}, "
-                      f"job key {_record_key(record)}, not {key}")
-    return record, None
-
-
-def _key_of(path):
-    """The job key in a job file's name ``<name>-<job_key>.json`` (None for a name of another form)."""
-    tail = Path(path).stem.rsplit("-", 1)[-1]
-    return tail if len(tail) == 16 and all(c in "0123456789abcdef" for c in tail) else None
-
-
-def _refusal(path, why, then):
-    """The message for a job file that is not the job's record: unreadable, or computed for another job."""
-    if why.startswith(_OTHER_JOB):
-        return f"sweep job file {path} was {why}; {then}"
-    return f"sweep job file {path} is unreadable ({why}); {then}"
-
-
-def all_on_disk(fn, configs, out_dir, name=None):
-    """True if every config's job file exists under ``out_dir`` and reads as a record: ``run_sweep`` would
-    compute nothing."""
-    return all(_read_record(job_path(out_dir, fn, c, name), job_key(fn, c))[0] is not None for c in configs)
-
-
-def _write_json_atomic(path, record):
-    write_json(path, record, sort_keys=True)   # keys sorted: a record's text depends on its content alone
-
-
 def _timed(fn, config, checkpoint_path=None):
     """What a worker runs: the job (given ``checkpoint_path`` when there is one) and its wall time."""
     t0 = time.perf_counter()
     result = fn(config) if checkpoint_path is None else fn(config, checkpoint_path=checkpoint_path)
     return result, time.perf_counter() - t0
-
-
-def checkpoint_path(checkpoint_dir, fn, config, name=None):
-    """``<checkpoint_dir>/<name>-<job_key>.npz``: where a job of a sweep with ``checkpoint_dir`` keeps its
-    checkpoint (and whatever it writes beside it, ``<name>-<job_key>.*``) until its job file is written."""
-    return Path(checkpoint_dir) / (job_path(checkpoint_dir, fn, config, name).stem + ".npz")
-
-
-def load_records(out_dir, name=None):
-    """Every job record (dict) under ``out_dir`` (optionally only files named ``<name>-*.json``), sorted by file.
-
-    Raises:
-        ValueError: a file that is not a readable record, or (a file named ``<name>-<job_key>.json``) whose record
-            was computed for another job, naming it (a re-run of the sweep recomputes it).
-    """
-    pattern = f"{name}-*.json" if name else "*.json"
-    records = []
-    for p in sorted(Path(out_dir).glob(pattern)):
-        record, why = _read_record(p, _key_of(p))
-        if record is None:
-            raise InputError(_refusal(p, why, "re-run the sweep to recompute it, or delete the file"))
-        records.append(record)
-    return records
-
-
-def check_scheduler(scheduler):
-    """Return ``scheduler`` if it is None or looks like a dask scheduler address, ``protocol://host:port`` with
-    a protocol of ``SCHEDULER_PROTOCOLS`` (``inproc://...`` takes any rest); connects to nothing, so a command
-    line can check it before the experiments that come before the first sweep (a bad address otherwise failed
-    only there, after ``connect_timeout`` seconds of retries).
-
-    Raises:
-        InputError: naming ``scheduler``, the expected form and what is wrong.
-    """
-    if scheduler is None:
-        return None
-    why = None
-    if not isinstance(scheduler, str):
-        why = f"not a string but {type(scheduler).__name__}"
-    else:
-        protocol, sep, rest = scheduler.partition("://")
-        if not sep:
-            why = "no protocol:// in front"
-        elif protocol not in SCHEDULER_PROTOCOLS:
-            why = f"unknown protocol {protocol!r} (dask knows {', '.join(SCHEDULER_PROTOCOLS)})"
-        elif protocol == "inproc":
-            why = None if rest else "nothing after inproc://"
-        else:
-            parts = urlsplit(f"{protocol}://{rest}")
-            try:
-                port = parts.port
-            except ValueError:
-                port = -1
-            if not parts.hostname:
-                why = "no host"
-            elif port is None or port <= 0:
-                why = "no port number (1-65535) after host:"
-            elif parts.path or parts.query or parts.fragment:
-                why = f"something after the port ({rest.split(':')[-1]!r})"
-    if why is not None:
-        raise InputError(f"scheduler must be None or an address like 'tcp://host:8786', got {scheduler!r}: {why}")
-    return scheduler
-
-
-class SchedulerUnreachable(InputError):
-    """``scheduler`` did not answer as a dask scheduler within the connect timeout (nothing listens there, a
-    dashboard's web port, a silent listener, a worker's address); the message names the address."""
-
-
-_SCHEDULER_HINT = ("a scheduler address is the one `dask scheduler` prints as 'Scheduler at: tcp://HOST:PORT' "
-                   "(port 8786 by default; 8787 is its dashboard, a web page)")
-
-
-def probe_scheduler(scheduler, timeout):
-    """Connect to ``scheduler``, do dask's handshake and ask its identity, all within ``timeout`` seconds.
-
-    dask's own ``Client(address, timeout=...)`` bounds only the TCP connect: against a listener that accepts and
-    never answers the protocol (a dashboard's HTTP port, a silent socket) it waited for the handshake forever.
-    The probe runs on a fresh event loop in a thread of its own, so it works inside Jupyter's running loop too.
-
-    Raises:
-        SchedulerUnreachable: naming the address, the timeout, what went wrong and what an address looks like.
-    """
-    import asyncio
-    import concurrent.futures
-
-    from distributed.comm import connect
-    from distributed.security import Security
-
-    args = Security().get_connection_args("client")   # what Client uses by default (tls:// from dask's config)
-
-    async def identity():
-        comm = await connect(scheduler, timeout=timeout, **args)
-        try:
-            await comm.write({"op": "identity", "reply": True})
-            return await comm.read()
-        finally:
-            comm.abort()
-
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sweep-probe")
-    try:
-        # wait_for bounds the whole probe; the outer result() is a backstop should the loop itself not return
-        info = pool.submit(asyncio.run, asyncio.wait_for(identity(), timeout)).result(timeout + 5)
-    except (asyncio.TimeoutError, TimeoutError, concurrent.futures.TimeoutError):
-        why = f"no dask handshake within {timeout:g} s"
-    except Exception as e:  # noqa: BLE001 - OSError (refused, unreachable), CommClosedError, a garbled reply ...
-        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'closed'}"
-    else:
-        kind = info.get("type") if isinstance(info, dict) else None
-        why = None if kind == "Scheduler" else (f"it answered as a dask {kind}, not a scheduler" if kind else
-                                                 f"it answered {str(info)[:80]!r}, not as a dask scheduler")
-    finally:
-        pool.shutdown(wait=False)
-    if why is not None:
-        raise SchedulerUnreachable(f"scheduler {scheduler!r} did not answer as a dask scheduler ({why}); "
-                                   f"{_SCHEDULER_HINT}; connect_timeout sets how long to wait")
-
-
-def _client(scheduler, n_workers, threads_per_worker, processes, connect_timeout=30.0):
-    from distributed import Client, LocalCluster  # imported here: importing dask is slow, most users never sweep
-
-    if scheduler is not None:
-        if not check_scheduler(scheduler).startswith("inproc://"):   # inproc: this process's own, nothing to ask
-            probe_scheduler(scheduler, connect_timeout)
-        return Client(scheduler, timeout=connect_timeout), None
-    # the scheduler, its dashboard and the workers listen on the loopback interface only: a library should not
-    # open a port to the network on a user's machine unless asked (a running cluster is what ``scheduler`` is for)
-    # (processes=False: in-process comms, no port but the dashboard's; any free port: sweeps may share a machine)
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=processes,
-                           dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
-                           **({"host": "127.0.0.1"} if processes else {}))
-    return Client(cluster), cluster
 
 
 def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=None, n_workers=1,
@@ -352,7 +103,7 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
         SchedulerUnreachable: ``scheduler`` did not answer as a dask scheduler within ``connect_timeout``.
         ValueError: a bad argument, naming it.
     """
-    _fn_name(fn)
+    fn_name(fn)
     check_scheduler(scheduler)
     if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) \
             or not math.isfinite(connect_timeout) or connect_timeout <= 0:
@@ -367,17 +118,17 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
     for path, config in zip(paths, configs):
         if path in records or path in todo:
             continue
-        record, why = _read_record(path, job_key(fn, config))
+        record, why = read_record(path, job_key(fn, config))
         if record is not None:
             records[path] = record
             continue
         if why != "missing":
-            warnings.warn(_refusal(path, why, "computing the job again and rewriting the file"), RuntimeWarning,
+            warnings.warn(refusal(path, why, "computing the job again and rewriting the file"), RuntimeWarning,
                           stacklevel=2)
         todo[path] = config
     failures = {}
     if todo:
-        client, cluster = _client(scheduler, n_workers, threads_per_worker, processes, float(connect_timeout))
+        client, cluster = open_client(scheduler, n_workers, threads_per_worker, processes, float(connect_timeout))
         try:
             from distributed import as_completed
 
@@ -392,9 +143,9 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
                 path = futures[future]
                 try:
                     result, seconds = future.result()
-                    record = {"function": _fn_name(fn), "config": config_dict(todo[path]),
-                              "result": _plain(result), "seconds": float(seconds)}
-                    _write_json_atomic(path, record)
+                    record = {"function": fn_name(fn), "config": config_dict(todo[path]),
+                              "result": plain(result), "seconds": float(seconds)}
+                    write_record(path, record)
                     records[path] = record
                     if ckpts[path] is not None:            # the job is on disk: its checkpoint is not needed
                         for f in ckpts[path].parent.glob(ckpts[path].stem + ".*"):
@@ -422,12 +173,6 @@ def with_sweep_summary(result, records, seconds, out_dir=None):
     if out_dir is not None:
         write_json(Path(out_dir) / "summary.json", result)
     return result
-
-
-def finite_or_nan(x):
-    """float(x), with inf mapped to nan (JSON has neither; ``json`` writes NaN, which it reads back)."""
-    x = float(x)
-    return x if math.isfinite(x) else float("nan")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -506,7 +251,7 @@ class Sweep:
         damaged, missing = [], []
         for j in self.jobs(config):
             path = job_path(self.dir(config), self.job, j, name=self.name)
-            why = _read_record(path, job_key(self.job, j))[1]
+            why = read_record(path, job_key(self.job, j))[1]
             if why is not None and path not in damaged and path not in missing:
                 (missing if why == "missing" else damaged).append(path)
         return damaged, missing
@@ -522,9 +267,9 @@ class Sweep:
         a ``RuntimeWarning`` naming the file (``run`` computes the job again and rewrites it)."""
         folder = self.dir(self.Config() if config is None else config)
         path = job_path(folder, self.job, job_config, name=self.name)
-        record, why = _read_record(path, job_key(self.job, job_config))
-        if why is not None and why.startswith(_OTHER_JOB):
-            warnings.warn(_refusal(path, why, "not using it (a run of the sweep computes the job again and "
+        record, why = read_record(path, job_key(self.job, job_config))
+        if why is not None and why.startswith(OTHER_JOB):
+            warnings.warn(refusal(path, why, "not using it (a run of the sweep computes the job again and "
                                               "rewrites the file)"), RuntimeWarning, stacklevel=2)
         return record
 

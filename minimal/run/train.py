@@ -8,28 +8,15 @@
 (a ``numpy.random.Generator``) and returns the scalar loss and a dict of gradients with params' keys.
 Each step then clips (optional, ``minimal.optim.clip_by_global_norm``) and applies ``minimal.optim.adamw_step``.
 
-Checkpoints are ``.npz`` files holding only plain arrays (loadable with ``allow_pickle=False``):
-
-    params/<name>, m/<name>, v/<name>   parameters and AdamW moments
-    adamw_step, step                    AdamW's update count and the number of completed training steps
-    losses                              (step,) float64 loss history
-    rng_state                           the Generator's ``bit_generator.state`` as a JSON string
-    config                              (optional) the run's ``config`` as a JSON string
-
-A checkpoint is written every ``checkpoint_every`` steps, after the last step, and when the run is
-interrupted: Ctrl-C (KeyboardInterrupt) or SIGTERM (what ``timeout``, a cluster scheduler or a CI cancel send;
-``Terminated``, a KeyboardInterrupt), both re-raised after saving, also when one lands while a compiled
-(Numba) function returns, which Python reports as a SystemError caused by it. ``train`` installs its SIGTERM
-handler only in the main thread, only while it runs, and puts the previous one back. A checkpoint is written to a
-temporary file and moved into place with ``os.replace``, so a crash never leaves a half-written checkpoint. Because the
-rng state is saved with the parameters, a resumed run ends with bitwise the same parameters as an
-uninterrupted one (``tests/test_reliability.py`` kills runs with SIGKILL at random moments and checks it).
-A file that cannot be read as a checkpoint, or holds an inconsistent state, raises ``CheckpointError``
-naming it: delete it to start over.
-
-A checkpoint records the ``config`` of the run that wrote it (a dict, e.g. ``dataclasses.asdict`` of an
-experiment's Config): resuming it with another config is refused (``ConfigMismatchError``, naming each
-differing field with both values) instead of continuing the old run under the new run's name.
+A checkpoint (``minimal.run.checkpoint``: its format and checks) is written every ``checkpoint_every`` steps,
+after the last step, and when the run is interrupted: Ctrl-C (KeyboardInterrupt) or SIGTERM (what ``timeout``, a
+cluster scheduler or a CI cancel send; ``Terminated``, a KeyboardInterrupt), both re-raised after saving, also when
+one lands while a compiled (Numba) function returns, which Python reports as a SystemError caused by it
+(``minimal.run.interrupt``). ``train`` installs its SIGTERM handler only in the main thread, only while it runs,
+and puts the previous one back. Because the rng state is saved with the parameters, a resumed run ends with
+bitwise the same parameters as an uninterrupted one (``tests/test_reliability.py`` kills runs with SIGKILL at
+random moments and checks it). A checkpoint records the ``config`` of the run that wrote it: resuming it with
+another config is refused (``ConfigMismatchError``) instead of continuing the old run under the new run's name.
 
 A NaN or infinite loss stops the run with ``NonFiniteLossError`` before that step's update; finite
 gradients too large for the dtype (AdamW's v holds g², inf in float32 for |g| > 1.8e19) stop it with
@@ -45,23 +32,20 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import sys
-import threading
 import warnings
 from typing import Callable, NamedTuple, Union
 
 import numpy as np
 from tqdm import tqdm  # plain tqdm: tqdm.auto needs ipywidgets in notebooks, which we do not depend on
 
-from minimal.run._atomic import atomic_write
-from minimal.optim import AdamWState, check_like, check_params, check_scalar, adamw_init, adamw_step, \
-    clip_by_global_norm
-from minimal.validate import InputError, OverflowInputError, check_array, check_positive_int
+from minimal.optim import AdamWState, check_params, check_scalar, adamw_init, adamw_step, clip_by_global_norm
+from minimal.run.checkpoint import Checkpoint, resume_checkpoint, save_checkpoint
+from minimal.run.interrupt import NOT_INSTALLED, catch_sigterm, interrupt_behind, restore_sigterm
+from minimal.validate import InputError, OverflowInputError, check_positive_int
 
-__all__ = ["train", "TrainResult", "Checkpoint", "NonFiniteLossError", "NonFiniteUpdateError", "DivergedError",
-           "ConfigMismatchError", "LossRoseWarning", "LOSS_ROSE_FACTOR", "Terminated", "CheckpointError",
-           "save_checkpoint", "load_checkpoint"]
+__all__ = ["train", "TrainResult", "NonFiniteLossError", "NonFiniteUpdateError", "DivergedError",
+           "LossRoseWarning", "LOSS_ROSE_FACTOR"]
 
 ADVICE = "Lower the learning rate or clip the gradients (clip=...)."
 LOSS_ROSE_FACTOR = 10.0   # a final loss this many times the first one is flagged (LossRoseWarning)
@@ -115,28 +99,6 @@ class LossRoseWarning(RuntimeWarning):
     """A run finished with its loss ``LOSS_ROSE_FACTOR`` times or more above its first loss: it diverged."""
 
 
-class ConfigMismatchError(InputError):
-    """``checkpoint_path`` was written by a run with another ``config``; the message names the fields."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived during ``train``: a checkpoint was saved (as on Ctrl-C) and the run stopped."""
-
-
-class CheckpointError(InputError):
-    """A checkpoint file cannot be read, or holds an inconsistent state; the message names the file."""
-
-
-class Checkpoint(NamedTuple):
-    """Everything a run needs to continue: ``step`` completed steps, ``losses`` of shape (step,)."""
-    params: dict
-    opt_state: AdamWState
-    step: int
-    rng_state: dict
-    losses: np.ndarray
-    config: dict = None      # the run's config (JSON types), or None: not recorded
-
-
 class TrainResult(NamedTuple):
     """Final ``params`` and ``opt_state``, the ``losses`` of all steps (steps,), and the step it resumed from.
 
@@ -151,85 +113,6 @@ class TrainResult(NamedTuple):
     @property
     def steps_trained(self) -> int:
         return len(self.losses) - self.resumed_from
-
-
-def save_checkpoint(path, ckpt: Checkpoint):
-    """Write ``ckpt`` to ``path`` atomically (temporary file in the same folder, then ``os.replace``)."""
-    path = os.fspath(path)
-    arrays = {"step": np.array(ckpt.step), "adamw_step": np.array(ckpt.opt_state.step),
-              "losses": np.asarray(ckpt.losses, dtype=np.float64),
-              "rng_state": np.array(json.dumps(ckpt.rng_state))}
-    if ckpt.config is not None:
-        arrays["config"] = np.array(json.dumps(ckpt.config, sort_keys=True))
-    for prefix, tree in (("params", ckpt.params), ("m", ckpt.opt_state.m), ("v", ckpt.opt_state.v)):
-        arrays.update({f"{prefix}/{k}": a for k, a in tree.items()})
-    with atomic_write(path) as f:
-        np.savez(f, **arrays)
-
-
-_START_OVER = "delete it to start the run over (or pass resume=False to overwrite it)"
-
-
-def load_checkpoint(path) -> Checkpoint:
-    """Read a checkpoint written by ``save_checkpoint`` (no pickle involved) and check that it is whole.
-
-    Raises:
-        FileNotFoundError: no file at ``path``.
-        CheckpointError: the file is not a readable checkpoint (empty, truncated, garbage), or its state is
-            inconsistent (losses not of length step, moments unlike the params, NaN or inf); the message names
-            the file and the way out.
-    """
-    path = os.fspath(path)
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}  # reads every member now: a damaged one fails here
-    except FileNotFoundError:
-        raise
-    except Exception as e:  # noqa: BLE001 - BadZipFile, EOFError, zlib.error, numpy's "allow_pickle" ValueError
-        raise CheckpointError(f"checkpoint {path!r} is not a readable checkpoint ({type(e).__name__}: {e}); it "
-                              f"was damaged or is another kind of file: {_START_OVER}") from None
-    try:
-        return _checkpoint_from(arrays)
-    except ValueError as e:
-        raise CheckpointError(f"checkpoint {path!r} holds an inconsistent state: {e}; {_START_OVER}") from None
-
-
-def _checkpoint_from(arrays) -> Checkpoint:
-    """Build and check a Checkpoint from the arrays of a checkpoint file; ValueError says what is wrong."""
-    missing = sorted({"step", "adamw_step", "losses", "rng_state"} - set(arrays))
-    if missing:
-        raise ValueError(f"it lacks {missing}")
-    tree = {prefix: {k.split("/", 1)[1]: a for k, a in arrays.items() if k.startswith(prefix + "/")}
-            for prefix in ("params", "m", "v")}
-    if not tree["params"]:
-        raise ValueError("it holds no params/<name> arrays")
-    check_params(tree["params"])
-    for prefix in ("m", "v"):
-        check_like(prefix, tree[prefix], tree["params"])
-    counts = {}
-    for name in ("step", "adamw_step"):
-        a = arrays[name]
-        if a.shape != () or a.dtype.kind not in "iu" or int(a) < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {a!r}")
-        counts[name] = int(a)
-    losses = check_array("losses", arrays["losses"], ndim=1)
-    if losses.shape != (counts["step"],):
-        raise ValueError(f"losses must hold one loss per completed step, (step,) = ({counts['step']},), "
-                         f"got shape {losses.shape}")
-    try:
-        rng_state = json.loads(str(arrays["rng_state"]))
-    except ValueError as e:
-        raise ValueError(f"rng_state is not JSON ({e})") from None
-    if not isinstance(rng_state, dict) or "bit_generator" not in rng_state:
-        raise ValueError("rng_state is not a numpy bit generator state")
-    config = None
-    if "config" in arrays:
-        try:
-            config = json.loads(str(arrays["config"]))
-        except ValueError as e:
-            raise ValueError(f"config is not JSON ({e})") from None
-    return Checkpoint(params=tree["params"], opt_state=AdamWState(counts["adamw_step"], tree["m"], tree["v"]),
-                      step=counts["step"], rng_state=rng_state, losses=losses, config=config)
 
 
 def make_rng(rng):
@@ -250,39 +133,6 @@ def _json_config(config):
         return json.loads(json.dumps(config, sort_keys=True))
     except (TypeError, ValueError) as e:
         raise InputError(f"config must hold JSON values (numbers, strings, lists, dicts): {e}") from None
-
-
-def _check_config(path, saved, config):
-    """Refuse to resume a checkpoint that another config wrote (a checkpoint without a config predates this
-    check and resumes as before)."""
-    if saved is None or config is None or saved == config:
-        return
-    keys = sorted(set(saved) | set(config))
-    diffs = [f"{k}: checkpoint {saved.get(k, '(absent)')!r}, this run {config.get(k, '(absent)')!r}"
-             for k in keys if saved.get(k, "(absent)") != config.get(k, "(absent)")]
-    raise ConfigMismatchError(f"checkpoint_path {path!r} was written by a run with another config "
-                              f"({'; '.join(diffs)}): resuming it would continue that run under this one's name. "
-                              f"Give this run another output folder or checkpoint_path, or delete the checkpoint "
-                              f"to start over (resume=False overwrites it)")
-
-
-def _resume(path, params, steps, rng, config=None) -> Checkpoint:
-    ckpt = load_checkpoint(path)
-    _check_config(path, ckpt.config, config)
-    try:
-        check_like("checkpoint params", ckpt.params, params)
-    except ValueError as e:
-        raise InputError(f"checkpoint_path {path!r} does not fit params: {e}") from None
-    if ckpt.opt_state.step != ckpt.step:  # train takes one AdamW update per step
-        raise CheckpointError(f"checkpoint_path {path!r} is at step {ckpt.step} but its AdamW state has taken "
-                              f"{ckpt.opt_state.step} updates, so train did not write it; {_START_OVER}")
-    if ckpt.step > steps:
-        raise InputError(f"checkpoint_path {path!r} is at step {ckpt.step}, past steps={steps}")
-    if ckpt.rng_state.get("bit_generator") != type(rng.bit_generator).__name__:
-        raise InputError(f"rng uses {type(rng.bit_generator).__name__} but checkpoint_path {path!r} saved a "
-                         f"{ckpt.rng_state.get('bit_generator')} state")
-    rng.bit_generator.state = ckpt.rng_state
-    return ckpt
 
 
 def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Union[Callable, float],
@@ -346,7 +196,7 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
 
     resumed = path is not None and resume and os.path.exists(path)
     if resumed:
-        done = _resume(path, params, steps, rng, config)
+        done = resume_checkpoint(path, params, steps, rng, config)
     else:
         done = Checkpoint(dict(params), adamw_init(params), 0, rng.bit_generator.state, np.zeros(0))
     done = done._replace(config=config)
@@ -363,9 +213,9 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
     if resumed and progress:
         tqdm.write(f"{desc}: resumed from checkpoint {path} at step {start}/{steps}"
                    + (" (finished: no step to run)" if start == steps else ""), file=sys.stderr)
-    old_handler = _NOT_INSTALLED
+    old_handler = NOT_INSTALLED
     try:
-        old_handler = _catch_sigterm()
+        old_handler = catch_sigterm()
         for step in range(start, steps):
             try:
                 loss, grads = loss_and_grads(done.params, step, rng)
@@ -396,9 +246,9 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
             if path is not None and (done.step % checkpoint_every == 0 or done.step == steps):
                 save(done)
     except (KeyboardInterrupt, SystemError) as e:
-        # Ctrl-C, or SIGTERM through _catch_sigterm's handler (Terminated); one that lands while a compiled (Numba)
+        # Ctrl-C, or SIGTERM through catch_sigterm's handler (Terminated); one that lands while a compiled (Numba)
         # function returns reaches here as a SystemError ("returned a result with an exception set") caused by it
-        interrupt = _interrupt_behind(e)
+        interrupt = interrupt_behind(e)
         if interrupt is None:
             raise
         if path is not None:
@@ -408,7 +258,7 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
             raise
         raise interrupt from None
     finally:
-        _restore_sigterm(old_handler)
+        restore_sigterm(old_handler)
         bar.close()
     _warn_if_the_loss_rose(losses, desc)
     return TrainResult(done.params, done.opt_state, np.array(losses, dtype=np.float64), start)
@@ -423,40 +273,3 @@ def _warn_if_the_loss_rose(losses, desc):
         warnings.warn(f"{desc}: the loss ended at {final:.4g} (mean of the last {max(1, len(losses) // 20)} "
                       f"steps of {len(losses)}), {final / losses[0]:.3g}x its first value {losses[0]:.4g}: the "
                       f"run diverged.{_tail(losses)} {ADVICE}", LossRoseWarning, stacklevel=3)
-
-
-def _interrupt_behind(error):
-    """The KeyboardInterrupt (Ctrl-C, or ``Terminated``) in ``error``'s chain of causes and contexts, or None."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, KeyboardInterrupt):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated(f"SIGTERM (signal {signum}) during train")
-
-
-_NOT_INSTALLED = object()
-
-
-def _catch_sigterm():
-    """Make SIGTERM raise ``Terminated`` (so the run saves and stops as on Ctrl-C); return the old handler.
-
-    Only the main thread may set handlers (a sweep's worker threads run train too); a SIGTERM that is ignored
-    (SIG_IGN, e.g. under nohup-like launchers) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        return _NOT_INSTALLED
-    old = signal.getsignal(signal.SIGTERM)
-    if old is signal.SIG_IGN or old is None:  # None: set from C, not ours to replace
-        return _NOT_INSTALLED
-    signal.signal(signal.SIGTERM, _raise_terminated)
-    return old
-
-
-def _restore_sigterm(old):
-    if old is not _NOT_INSTALLED:
-        signal.signal(signal.SIGTERM, old)

@@ -50,7 +50,8 @@ from .._plotting import pyplot, save_figure
 from ...analysis import gd
 from ...data import data_path
 from ...optim import cosine_schedule
-from ...run.sweep import Sweep, SweepConfig, finite_or_nan
+from ...run.job_files import finite_or_nan
+from ...run.sweep import Sweep, SweepConfig
 from ...tasks import icl_regression, lsa_teacher
 from ...run.train import NonFiniteLossError, train
 from ...validate import check_choice

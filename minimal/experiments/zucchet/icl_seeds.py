@@ -36,7 +36,7 @@ from ...run import io
 from ...data import data_path
 from ...verdicts import Tolerance
 from ...run.sweep import Sweep, SweepConfig
-from ...run.train import load_checkpoint
+from ...run.checkpoint import load_checkpoint
 
 __all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP", "SWEEP_DIR"]
 
