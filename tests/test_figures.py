@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from minimal.experiments.zucchet import architectures as A, hidden_size as HS, icl, icl_seeds, teacher_student as TS
+from minimal.experiments.zucchet import teacher_student_figures as TSF
 from minimal.experiments.gril import (ablations as GA, classification as GC, comparison as GCmp, model as GM,
                                       multistep as GMS, regression as GR)
 from minimal.experiments.minrnn import param_counts as MP, runtime as MR, selective_copy as MS, shakespeare as MSh
@@ -201,7 +202,7 @@ def test_the_crowding_check_sees_a_legend_on_the_data_and_a_crowded_panel():
     assert any("7 lines" in f for f in found) and any("overlaps" in f for f in found)
 
 
-@pytest.mark.parametrize("make", [TS.figure_pruned_weights, TS.figure_merged_kernel])
+@pytest.mark.parametrize("make", [TSF.figure_pruned_weights, TSF.figure_merged_kernel])
 def test_the_teacher_student_figures_name_their_axes_and_colours(make):
     import matplotlib.pyplot as plt
 
@@ -209,7 +210,7 @@ def test_the_teacher_student_figures_name_their_axes_and_colours(make):
     fig = make(TS.init_student(np.random.default_rng(0), config), config)
     try:
         assert problems(fig) == [], problems(fig)
-        if make is TS.figure_pruned_weights:   # every panel counts neurons: whole numbers on its y axis
+        if make is TSF.figure_pruned_weights:   # every panel counts neurons: whole numbers on its y axis
             for ax in fig.axes[:6]:
                 ticks = [t for t in ax.get_yticks() if ax.get_ylim()[1] <= t <= ax.get_ylim()[0]]
                 assert all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from minimal.analysis import gd
-from minimal.experiments.zucchet import icl
+from minimal.experiments.zucchet import icl, icl_params
 from minimal.gradcheck import TOLERANCE, numerical_gradient, rel_error
 from minimal.tasks import icl_regression as task
 
@@ -180,38 +180,38 @@ def test_gd_rejects_bad_arguments(rng):
 @pytest.mark.parametrize("lam_param", ["lam", "nu"])
 @pytest.mark.parametrize("T", [1, 3])
 def test_query_loss_gradients_through_the_cell_match_finite_differences(rng, T, lam_param):
-    params = icl.init_params(rng, icl.Config(hidden=4, dtype="float64", lam_param=lam_param))
+    params = icl_params.init_params(rng, icl.Config(hidden=4, dtype="float64", lam_param=lam_param))
     if lam_param == "lam":
         params["lam"] = rng.uniform(0.05, 0.95, 4)     # inside [0, 1], away from the projection
     tasks = task.sample(rng, 2, T=T)
-    _, grads = icl.loss_and_grads(params, tasks)
+    _, grads = icl_params.loss_and_grads(params, tasks)
     assert set(grads) == set(params)
     for name, p in params.items():
-        num = numerical_gradient(lambda: icl.loss_and_grads(params, tasks)[0], p)
+        num = numerical_gradient(lambda: icl_params.loss_and_grads(params, tasks)[0], p)
         assert rel_error(grads[name], num) <= TOLERANCE, name
 
 
 def test_lam_params_are_the_cells_nu_params_in_other_coordinates(rng):
-    p_lam = icl.init_params(np.random.default_rng(5), icl.Config(hidden=5, dtype="float64"))
-    p_nu = icl.init_params(np.random.default_rng(5), icl.Config(hidden=5, dtype="float64", lam_param="nu"))
+    p_lam = icl_params.init_params(np.random.default_rng(5), icl.Config(hidden=5, dtype="float64"))
+    p_nu = icl_params.init_params(np.random.default_rng(5), icl.Config(hidden=5, dtype="float64", lam_param="nu"))
     assert "lam" in p_lam and "nu" not in p_lam and "nu" in p_nu
     np.testing.assert_allclose(icl.lam_of(p_lam), icl.lam_of(p_nu), rtol=1e-12)
     tasks = task.sample(rng, 3, T=4)
     np.testing.assert_allclose(icl.predict(p_lam, tasks.tokens), icl.predict(p_nu, tasks.tokens),
                                rtol=1e-10, atol=1e-14)
     # chain rule: dL/dν = dL/dλ · dλ/dν with dλ/dν = λ log λ
-    _, g_lam = icl.loss_and_grads(p_lam, tasks)
-    _, g_nu = icl.loss_and_grads(p_nu, tasks)
+    _, g_lam = icl_params.loss_and_grads(p_lam, tasks)
+    _, g_nu = icl_params.loss_and_grads(p_nu, tasks)
     lam = icl.lam_of(p_nu)
     np.testing.assert_allclose(g_lam["lam"] * lam * np.log(lam), g_nu["nu"], rtol=1e-8, atol=1e-15)
 
 
 def test_lam_at_a_bound_gets_no_outward_gradient_and_reaches_exactly_0_and_1(rng):
-    params = icl.init_params(rng, icl.Config(hidden=6, dtype="float64"))
+    params = icl_params.init_params(rng, icl.Config(hidden=6, dtype="float64"))
     params["lam"] = np.array([0.0, 1.0, -0.01, 1.01, 0.3, 0.7])     # AdamW may step a little past a bound
-    np.testing.assert_allclose(icl.lam_of(params)[:4], [0, 1, 0, 1], atol=2 * icl.LAM_EPS)
+    np.testing.assert_allclose(icl.lam_of(params)[:4], [0, 1, 0, 1], atol=2 * icl_params.LAM_EPS)
     tasks = task.sample(rng, 8, T=5)
-    _, grads = icl.loss_and_grads(params, tasks)
+    _, grads = icl_params.loss_and_grads(params, tasks)
     g = grads["lam"]
     assert g[0] <= 0 and g[2] <= 0        # at λ = 0 only a step up (negative gradient) remains
     assert g[1] >= 0 and g[3] >= 0        # at λ = 1 only a step down
@@ -220,7 +220,7 @@ def test_lam_at_a_bound_gets_no_outward_gradient_and_reaches_exactly_0_and_1(rng
 
 def test_lam_param_must_be_known(rng):
     with pytest.raises(ValueError, match="lam_param"):
-        icl.init_params(rng, icl.Config(hidden=3, lam_param="log"))
+        icl_params.init_params(rng, icl.Config(hidden=3, lam_param="log"))
 
 
 def test_polynomial_of_the_gd_construction_is_eta_y_times_the_squared_norm_of_x():
@@ -236,7 +236,7 @@ def test_polynomial_of_the_gd_construction_is_eta_y_times_the_squared_norm_of_x(
 
 
 def test_polynomial_fit_reproduces_a_random_network_exactly(rng):
-    params = icl.init_params(rng, icl.Config(hidden=6, dtype="float64"))
+    params = icl_params.init_params(rng, icl.Config(hidden=6, dtype="float64"))
     exps, coef, fit_error = icl.instantaneous_polynomial(params, rng)
     assert fit_error < 1e-10
     with pytest.raises(ValueError, match="polynomial"):    # one degree short cannot fit the quartic
@@ -244,7 +244,7 @@ def test_polynomial_fit_reproduces_a_random_network_exactly(rng):
 
 
 def test_polynomial_rejects_bad_arguments(rng):
-    params = icl.init_params(rng, icl.Config(hidden=3, dtype="float64"))
+    params = icl_params.init_params(rng, icl.Config(hidden=3, dtype="float64"))
     with pytest.raises(ValueError, match="params"):
         icl.instantaneous_polynomial(params, rng, d_x=2, d_y=2)
     with pytest.raises(ValueError, match="coef"):

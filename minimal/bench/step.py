@@ -31,7 +31,7 @@ def bench_step(repeats=None, batch=64):
     """
     from ..run import speed
     from ..cells import gated_rnn
-    from ..experiments.zucchet import icl
+    from ..experiments.zucchet import icl, icl_params
     from ..tasks import icl_regression, lsa_teacher
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
@@ -42,7 +42,7 @@ def bench_step(repeats=None, batch=64):
     teacher = lsa_teacher.make_teacher(rng, 4)
     x_ts, y_ts = lsa_teacher.sample_batch(rng, teacher, batch, 32, dtype=np.float32)
     cfg = icl.Config(batch=batch)
-    p_icl = icl.cell_params(icl.init_params(rng, cfg))
+    p_icl = icl_params.cell_params(icl_params.init_params(rng, cfg))
     tasks = icl_regression.sample(rng, batch, cfg.T, cfg.d_x, cfg.d_y, dtype=np.float32)
 
     h_ts = np.empty(x_ts.shape[:2] + p_ts["nu"].shape, dtype=np.float32)   # the states h, (B, T, H)

@@ -16,7 +16,7 @@ of 10^4 tasks: 5.97 for two steps against the one-step η* = 6.06, a small diffe
 at η*; and the trained one-layer model (this module's L = 1: the GRIL block of Def. 4.2 with a scalar β = c_1).
 Fig. 3B: both variants, the linear one-step GD prediction (at η* and at the best η for one step on the sine tasks,
 searched as above) and the zero predictor, on a fixed set. Fig. 5: the trained heads in the construction's
-coordinates (``_gauge_fixed``).
+coordinates (``stack.gauge_fixed``).
 
 ``PAPER``: the paper prints no number for Fig. 3A-B, only curves, so we encode the claims we test: the trained
 two-layer model matches two GD steps (ratio 1), beats one GD step and the trained one-layer model; on the sine
@@ -99,8 +99,8 @@ from .model import head_backward, head_forward  # noqa: F401  (the heads are mod
 from .sine import (SINE_VARIANTS, SineJob, run_sine_job, sample_sine, sine_predict,  # noqa: F401
                    sine_predict_backward, train_sine_job)
 from .tolerance import loss_tolerances
-from .stack import (STRIDE, W_WIN, Cache, construction, init_params, loss_and_grads, predict,  # noqa: F401
-                    predict_backward)
+from .stack import (STRIDE, W_WIN, Cache, construction, gauge_fixed, init_params, loss_and_grads,  # noqa: F401
+                    predict, predict_backward)
 
 __all__ = ["best_eta", "best_step_sizes", "Job", "train_job", "run_job", "Config", "PAPER", "TOLERANCE", "METRICS",
            "run", "run_sine", "plot"]
@@ -268,28 +268,6 @@ class Config:
         return cls(steps=3_000, sine_steps=2_000)
 
 
-def _gauge_fixed(params, L, N, eta):
-    """Gauge-free views of the trained heads (Fig. 5): c_l q[2] Q_l and c_l Q̃_l over η/N (the construction's
-    values are e_2 e_1^T and e_1 e_1^T), the layers' effective step sizes, and the decays' means.
-    (Q_l, Q̃_l, c_l) -> (k Q_l, k Q̃_l, c_l / k), and q -> k q with every Z head divided by k, leave the model
-    unchanged; these products do not move under either."""
-    eta_N = eta / N
-    out = {"q": np.asarray(params["q"]).tolist()}
-    for l in range(1, L + 1):
-        c = float(params[f"c_{l}"][0])
-        out[f"c_{l}"] = c
-        out[f"cqQ_{l}_over_eta_N"] = (c * params["q"][2] * params[f"Q_{l}"] / eta_N).tolist()
-        # the layer's step sizes in the construction's coordinates (GD: both η): the Z head adds
-        # N c_l q[2] Q_l[1, 0] · (X^T Y / N) to W, the Z̃ head subtracts N c_l Q̃_l[0, 0] · (S W_{l-1} / N)
-        out[f"eta_Z_{l}"] = float(N * c * params["q"][2] * params[f"Q_{l}"][1, 0])
-        out[f"A_{l}_mean"] = float(np.mean(params[f"A_{l}"]))
-        if l > 1:
-            out[f"cQ_tilde_{l}_over_eta_N"] = (c * params[f"Q_tilde_{l}"] / eta_N).tolist()
-            out[f"eta_Z_tilde_{l}"] = float(N * c * params[f"Q_tilde_{l}"][0, 0])
-            out[f"A_tilde_{l}_mean"] = float(np.mean(params[f"A_tilde_{l}"]))
-    return out
-
-
 def run(config: Config = None, out_dir=None, progress=True):
     """Fig. 3A (trained L-layer and one-layer GRIL vs L and one GD steps) and Fig. 3B (sine targets: GRIL + MLP,
     GD block + MLP, linear GD), on fixed evaluation sets; returns JSON-ready metrics."""
@@ -336,7 +314,7 @@ def run(config: Config = None, out_dir=None, progress=True):
                 f"gril{L}_beats_gd1": bool(gl < loss_gd1), f"gril{L}_beats_gril1": bool(gl < g1)})
     if f"loss_gd{L}_free_steps" in out:
         out[f"gril{L}_over_gd{L}_free_steps"] = gl / out[f"loss_gd{L}_free_steps"]
-    out["params"] = _gauge_fixed(trained[L], L, N, etaL)
+    out["params"] = gauge_fixed(trained[L], L, N, etaL)
     out.update(run_sine(config, progress=progress))
     out["train_seconds"] = time.perf_counter() - t0
     out["config"] = dataclasses.asdict(config)

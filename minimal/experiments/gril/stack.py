@@ -27,6 +27,9 @@ last state enters, so ``gril.backward``, which takes output gradients, is not th
 is that loop, as ``model.state_readout_backward``). The windows' gradients go back to the tokens through
 ``gril.window_backward``.
 
+Trained heads are read in the construction's coordinates by ``gauge_fixed`` (Fig. 5): products of Q_l, Q̃_l, c_l
+and q that the model's rescalings leave unchanged, in units of η/N.
+
 Glossary: B tasks, N context pairs, f token size (= input size), n_o target size, L layers, T' = N windows,
 η step size, c_l the learned step of layer l, S = Σ x x^T.
 """
@@ -42,7 +45,7 @@ from ...validate import check_array, check_positive_int
 from .model import head_backward, head_forward
 
 __all__ = ["W_WIN", "STRIDE", "init_params", "construction", "Cache", "predict", "predict_backward",
-           "loss_and_grads"]
+           "loss_and_grads", "gauge_fixed"]
 
 W_WIN, STRIDE = gril_regression.N_WINDOW, gril_regression.STRIDE   # 3, 2: windows [x_k, y_k, x_{k+1}]
 
@@ -170,3 +173,25 @@ def loss_and_grads(params, tasks):
     y_hat, cache = predict(params, tasks.tokens, y.shape[1])
     loss, dy = gril_regression.query_loss(y_hat, y)
     return loss, predict_backward(params, cache, dy)[1]
+
+
+def gauge_fixed(params, L, N, eta):
+    """Gauge-free views of the trained heads (Fig. 5): c_l q[2] Q_l and c_l Q̃_l over η/N (the construction's
+    values are e_2 e_1^T and e_1 e_1^T), the layers' effective step sizes, and the decays' means.
+    (Q_l, Q̃_l, c_l) -> (k Q_l, k Q̃_l, c_l / k), and q -> k q with every Z head divided by k, leave the model
+    unchanged; these products do not move under either."""
+    eta_N = eta / N
+    out = {"q": np.asarray(params["q"]).tolist()}
+    for l in range(1, L + 1):
+        c = float(params[f"c_{l}"][0])
+        out[f"c_{l}"] = c
+        out[f"cqQ_{l}_over_eta_N"] = (c * params["q"][2] * params[f"Q_{l}"] / eta_N).tolist()
+        # the layer's step sizes in the construction's coordinates (GD: both η): the Z head adds
+        # N c_l q[2] Q_l[1, 0] · (X^T Y / N) to W, the Z̃ head subtracts N c_l Q̃_l[0, 0] · (S W_{l-1} / N)
+        out[f"eta_Z_{l}"] = float(N * c * params["q"][2] * params[f"Q_{l}"][1, 0])
+        out[f"A_{l}_mean"] = float(np.mean(params[f"A_{l}"]))
+        if l > 1:
+            out[f"cQ_tilde_{l}_over_eta_N"] = (c * params[f"Q_tilde_{l}"] / eta_N).tolist()
+            out[f"eta_Z_tilde_{l}"] = float(N * c * params[f"Q_tilde_{l}"][0, 0])
+            out[f"A_tilde_{l}_mean"] = float(np.mean(params[f"A_tilde_{l}"]))
+    return out

@@ -24,8 +24,8 @@ Two configurations (``Config``):
   ``Config.paper()``  App. C.1 / B.1: λ = exp(-exp(ν)) with AdamW on ν, lr 1e-3 cosine-annealed to 1e-6,
                       weight decay 1e-4 (λ excluded), 300k steps, no warm-up; Table 2 is averaged over 4 seeds
                       (``run_seeds``, mean ± std).
-  ``Config()``        ours: λ itself as the optimiser's coordinate, projected onto [0, 1] (``cell_params``,
-                      ``loss_and_grads``), lr 3e-3, weight decay 1e-2, 960k steps, one seed.
+  ``Config()``        ours: λ itself as the optimiser's coordinate, projected onto [0, 1] (``icl_params``:
+                      ``cell_params``, ``loss_and_grads``), lr 3e-3, weight decay 1e-2, 960k steps, one seed.
 
 Differs from the paper (both configurations unless said):
   1. Initialisation (not stated in the paper): λ ~ U[0, 0.999], the readout D scaled by 0.1 (measured here).
@@ -67,10 +67,10 @@ from ...optim import cosine_schedule
 from ...tasks import icl_regression
 from ...run.train import train
 from ...validate import check_array, check_config
+from .icl_params import cell_params, init_params, loss_and_grads
 
-__all__ = ["Config", "PAPER", "run", "plot", "init_params", "predict", "loss_and_grads", "evaluate",
-           "instantaneous_polynomial", "table2", "save_weights", "load_weights", "cell_params", "lam_of", "LAM_EPS",
-           "gap_per_task", "lag_gains", "leaky_fit", "checkpoint_path"]
+__all__ = ["Config", "PAPER", "run", "plot", "predict", "evaluate", "instantaneous_polynomial", "table2",
+           "save_weights", "load_weights", "lam_of", "gap_per_task", "lag_gains", "leaky_fit", "checkpoint_path"]
 
 PAPER = {
     "final_train_loss": 0.0945,  # Sec. 4.2: training loss of the gated RNN (H = 80) after training
@@ -100,8 +100,6 @@ METRICS = {
 QUICK_MISSES = ("100k steps instead of 960k: the loss sits above one GD step's and the Table 2 coefficients "
                 "have not settled; the committed full run (data/zucchet/icl_full.npz) is analysed in notebook "
                 "zucchet_e.")
-LAM_PARAMS = ("lam", "nu")
-LAM_EPS = 1e-6   # λ is used inside [LAM_EPS, 1 - LAM_EPS] so that the cell's ν = log(-log λ) stays finite
 
 
 @dataclass
@@ -143,39 +141,6 @@ class Config:
                    decay_until=1.0, seed=seed)
 
 
-def init_params(rng, config: Config):
-    """Trainable params for tokens of size d_x + d_y + 1, H = ``config.hidden``, readout to d_y, in config.dtype.
-
-    The gated RNN's (``minimal.cells.gated_rnn.init``) with the readout D scaled by ``readout_scale`` and, for
-    ``lam_param="lam"``, the recurrence stored as λ itself ("lam", (H,)) instead of ν (see ``cell_params``).
-    """
-    if config.lam_param not in LAM_PARAMS:
-        raise ValueError(f"lam_param must be one of {LAM_PARAMS}, got {config.lam_param!r}")
-    d_in = icl_regression.token_dim(config.d_x, config.d_y)
-    params = gated_rnn.init(rng, d_in=d_in, d_hidden=config.hidden, d_out=config.d_y, lam_max=config.lam_max)
-    params["D"] = params["D"] * config.readout_scale
-    if config.lam_param == "lam":
-        params = {("lam" if k == "nu" else k): (gated_rnn.lam_from_nu(v) if k == "nu" else v)
-                  for k, v in params.items()}
-    return {k: v.astype(config.dtype) for k, v in params.items()}
-
-
-def cell_params(params):
-    """The cell's params (with ν) from ours: ν = log(-log λ) for λ clipped to [LAM_EPS, 1 - LAM_EPS].
-
-    Why λ itself. dλ/dν = λ log λ vanishes at both ends, so AdamW on ν moves λ towards 1 (key-value neurons)
-    or 0 (query neurons) ever more slowly: the previous runs stalled at λ ≈ 0.988, which costs ~1e-4 of loss
-    (a context pair k steps back is weighted λ^k). On λ itself the gradient does not vanish; AdamW then
-    works as a projected method on [0, 1] (``loss_and_grads``). Params that already hold "nu" pass through.
-    """
-    if "lam" not in params:
-        return params
-    lam = np.clip(np.asarray(params["lam"], np.float64), LAM_EPS, 1.0 - LAM_EPS)
-    out = {k: v for k, v in params.items() if k != "lam"}
-    out["nu"] = gated_rnn.nu_from_lam(lam).astype(params["lam"].dtype)
-    return out
-
-
 def lam_of(params):
     """The (H,) λ the network uses, from either parametrisation."""
     return gated_rnn.lam_from_nu(np.asarray(cell_params(params)["nu"], np.float64))
@@ -184,28 +149,6 @@ def lam_of(params):
 def predict(params, tokens, lam=None):
     """ŷ at the query (last) token: (B, d_y), through the cell's ``readout="last"``."""
     return gated_rnn.forward(cell_params(params), tokens, lam=lam, readout="last")[0][:, 0]
-
-
-def loss_and_grads(params, tasks):
-    """Query loss (1/2 mean squared error) and its gradients, through the cell's own backward.
-
-    With "lam" params, dL/dλ = (dL/dν) / (dλ/dν), dλ/dν from the cell's own ``gated_rnn.dlam_dnu`` (same ν, same
-    dtype), so the division undoes the cell's multiplication. Where λ sits on a bound of
-    [0, 1] and the gradient points outwards, it is set to 0 (projected gradient): λ stays at 0 or 1 instead
-    of drifting past it.
-    """
-    cp = cell_params(params)
-    y, cache = gated_rnn.forward(cp, tasks.tokens, readout="last")   # the loss sees only the query's output
-    loss, dy_hat = icl_regression.query_loss(y[:, 0], tasks.y_q)
-    _, grads = gated_rnn.backward(cp, cache, dy_hat[:, None])
-    if "lam" in params:
-        nu = cp["nu"]
-        dlam = grads.pop("nu") / gated_rnn.dlam_dnu(nu)
-        lam = params["lam"]
-        outward = ((lam >= 1.0 - LAM_EPS) & (dlam < 0)) | ((lam <= LAM_EPS) & (dlam > 0))
-        grads["lam"] = np.where(outward, 0, dlam).astype(lam.dtype)
-        grads = {k: grads[k] for k in params}
-    return loss, grads
 
 
 def evaluate(params, tasks, lam=None):
