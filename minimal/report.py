@@ -27,7 +27,7 @@ import math
 import os
 import re
 from pathlib import Path
-from .overrides import value_text
+from .run.overrides import value_text
 from .verdicts import VERDICTS, default_tolerance, direction, is_claim, is_setting, judge, vocabulary_markdown
 
 __all__ = ["render", "write", "rows", "claims", "settings", "count", "summary", "is_timing", "reader_name",

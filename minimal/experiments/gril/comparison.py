@@ -4,7 +4,7 @@ Table 3), with the cells of this package as stand-ins for the paper's baselines.
 Every model reads the interleaved tokens of ``minimal.tasks.gril_regression`` (x_1, y_1, ..., x_N, y_N, x_{N+1},
 each of size f; N = f = 10) and predicts the query target from its output at the last token, first n_o entries
 (scalar n_o = 1, App. B.1 / Fig. 3C; multivariate n_o = f, App. B.2 / Fig. 6). Loss 1/2 mean (ŷ - y)², trained
-with ``minimal.train.train`` (AdamW, cosine, fresh tasks every step) and evaluated on the fixed set of 10^4 tasks
+with ``minimal.run.train.train`` (AdamW, cosine, fresh tasks every step) and evaluated on the fixed set of 10^4 tasks
 that ``model`` (the trained GRIL) and one optimal GD step (``analysis.gril_gd``, η*) are evaluated on.
 
 Models (``MODELS``; "_L" is the number of layers), built as ``minimal.models`` stacks:
@@ -104,15 +104,17 @@ from pathlib import Path
 import numpy as np
 
 from .._plotting import legend_beside, pyplot, save_figure
-from ... import _speed, models
+from ...run import speed
+from ... import models
 from ...analysis import gril_gd
 from ...data import data_path
-from ...io import write_json
+from ...run.io import write_json
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
-from ...sweep import Sweep, SweepConfig, finite_or_nan
+from ...run.job_files import finite_or_nan
+from ...run.sweep import Sweep, SweepConfig
 from ...tasks import gril_regression
-from ...train import NonFiniteLossError, train
+from ...run.train import NonFiniteLossError, train
 from ...validate import check_choice
 from . import ablations, model as M
 from .tolerance import loss_tolerances
@@ -277,7 +279,7 @@ def run_job(job: Job):
         seconds = rec["seconds"] if rec is not None else time.perf_counter() - t0
         n = models.n_params(M.init_params(np.random.default_rng(0), job.f))
         return dict(out, n_params=n, diverged=0, ms_per_step=1e3 * seconds / job.steps, curve=[])
-    _speed.tune()
+    speed.tune()
     spec_ = spec(job)
     params = models.init(np.random.default_rng(job.seed), spec_)
 
@@ -297,7 +299,7 @@ def run_job(job: Job):
     ckpt = curve_path = None
     if CHECKPOINT_DIR is not None:
         # a long run checkpoints (``train`` resumes it bit for bit) and keeps its eval curve beside the checkpoint
-        from ...sweep import job_key
+        from ...run.job_files import job_key
         ckpt = Path(CHECKPOINT_DIR) / f"cmp-{job_key(run_job, job)}.npz"
         curve_path = ckpt.with_suffix(".curve.json")
         ckpt.parent.mkdir(parents=True, exist_ok=True)
