@@ -59,12 +59,12 @@ def test_no_module_imports_itself_back():
 # folders are the floors' rooms: minimal.run (the run machinery) spans several layers, its package docstring none.
 LAYERS = (
     ("minimal.validate", "minimal.conventions", "minimal.run", "minimal.run._atomic", "minimal.run.io", "minimal.data", "minimal.contract",
-     "minimal.gradcheck", "minimal.verdicts", "minimal.run.overrides", "minimal.run.speed", "minimal.nbtidy",
+     "minimal.gradcheck", "minimal.run.verdicts", "minimal.run.overrides", "minimal.run.speed", "minimal.nbtidy",
      "minimal.run.job_files", "minimal.run.scheduler", "minimal.run.interrupt"),
     ("minimal.scan", "minimal.layers", "minimal.optim", "minimal.run.train", "minimal.run.checkpoint", "minimal.run.stopping",
      "minimal.run.evaluations"),
     ("minimal.cells", "minimal.models", "minimal.kernel_attention"),
-    ("minimal.constructions", "minimal.analysis", "minimal.tasks", "minimal.run.sweep", "minimal.report"),
+    ("minimal.constructions", "minimal.analysis", "minimal.tasks", "minimal.run.sweep", "minimal.run.report"),
     ("minimal.experiments", "minimal.bench", "minimal.check",
      "minimal.course", "minimal.assignments", "minimal.grading", "minimal.judge", "minimal.sandbox",
      "minimal.grader"),
@@ -86,10 +86,10 @@ def test_every_module_has_a_layer_and_no_import_points_up():
 
 def test_the_results_page_never_imports_an_experiment():
     """report sits below the experiments: their page data comes in as an argument (``pages``), and the verdict rules
-    they share (``Tolerance``) live in ``minimal.verdicts``."""
+    they share (``Tolerance``) live in ``minimal.run.verdicts``."""
     graph = _graph()
-    assert sorted(d for d in graph["minimal.report"] | graph["minimal.verdicts"] if d.startswith("minimal.experiments")) == []
-    assert _layer("minimal.report") < _layer("minimal.experiments")
+    assert sorted(d for d in graph["minimal.run.report"] | graph["minimal.run.verdicts"] if d.startswith("minimal.experiments")) == []
+    assert _layer("minimal.run.report") < _layer("minimal.experiments")
 
 
 def test_the_library_never_imports_the_cli():

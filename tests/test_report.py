@@ -1,10 +1,10 @@
-"""The results page (`minimal.report`): the paper next to ours with a verdict a reader can trust, every verdict
+"""The results page (`minimal.run.report`): the paper next to ours with a verdict a reader can trust, every verdict
 explained, the other measurements and timings on a linked page."""
 import types
 
 import pytest
 
-from minimal import report, verdicts
+from minimal.run import report, verdicts
 
 
 def _section(text, title):
@@ -158,7 +158,7 @@ def test_every_row_that_may_not_match_has_a_note_that_says_why_and_names_its_les
 
     from minimal.experiments import notes
 
-    root = Path(report.__file__).resolve().parent.parent
+    root = Path(report.__file__).resolve().parents[2]
     for work, name, mod, key in _paper_rows():
         meta = report._Meta(mod, notes.page(work, name))
         where = report.lesson(meta, key)
@@ -208,7 +208,7 @@ def test_one_vocabulary_on_every_page_and_in_the_readme(tmp_path):
     assert verdicts.vocabulary_markdown() in text
     for word, _ in verdicts.VOCABULARY:
         assert f"- **{word}**: " in text
-    readme = (Path(report.__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(report.__file__).resolve().parents[2] / "README.md").read_text()
     assert " ".join(verdicts.vocabulary_markdown().split()) in " ".join(readme.split())   # as wrapped there
 
 

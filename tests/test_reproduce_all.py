@@ -70,7 +70,7 @@ def test_the_index_counts_verdicts_per_work_full_and_quick_apart_and_says_why(tm
     assert "- **differs** (1): `exp.far`." in index and "too few steps" not in index   # the note: on the page
     assert "(zucchet/results.md#notes-on-the-verdicts)" in index
     assert "- **matches** (2): `exp.a`, `sweep.b`." in index
-    from minimal import verdicts
+    from minimal.run import verdicts
     assert verdicts.vocabulary_markdown() in index   # the same verdict words as every page
     # the wall time is the one the run printed for the work, when given
     printed = RA.index_markdown(done, tmp_path, quick=True, seconds={"zucchet": 12.4})

@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 
-from minimal import report
+from minimal.run import report
 from minimal.data import data_path
 from minimal.experiments import notes
 

@@ -1,4 +1,4 @@
-"""What each results page says beyond the numbers (``minimal.report``): per experiment, the notes that explain
+"""What each results page says beyond the numbers (``minimal.run.report``): per experiment, the notes that explain
 its verdicts, the rows a quick run cannot reach, which side of the paper is better, its metric definitions and
 what a quick run misses.
 
@@ -473,5 +473,5 @@ def page(work, name):
 
 
 def pages(work, names):
-    """``{name: page(work, name)}`` for the experiments ``names`` of ``work``: what ``minimal.report`` takes."""
+    """``{name: page(work, name)}`` for the experiments ``names`` of ``work``: what ``minimal.run.report`` takes."""
     return {name: page(work, name) for name in names}

@@ -15,7 +15,7 @@ Every work's page has the same sections, so a reader knows where to look:
 4. Metric definitions (``METRICS``: key -> definition), then links to the figures and to ``measurements.md``:
    the metrics without a paper value and the timings, one table per experiment, named for a reader.
 
-Verdicts: ``minimal.verdicts`` (the tolerance kinds, printed precision, "better", "quick").
+Verdicts: ``minimal.run.verdicts`` (the tolerance kinds, printed precision, "better", "quick").
 Metadata is looked up on the experiment module first, then in the page data the caller passes (``pages``: name ->
 dict, e.g. ``minimal.experiments.notes.pages``); this module imports no experiment.
 """
@@ -27,7 +27,7 @@ import math
 import os
 import re
 from pathlib import Path
-from .run.overrides import value_text
+from .overrides import value_text
 from .verdicts import VERDICTS, default_tolerance, direction, is_claim, is_setting, judge, vocabulary_markdown
 
 __all__ = ["render", "write", "rows", "claims", "settings", "count", "summary", "is_timing", "reader_name",

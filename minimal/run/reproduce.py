@@ -16,7 +16,7 @@ the repository's ``data/`` (``minimal.data.data_path``), whatever the current fo
 
 ``overrides`` (the command line's ``--set KEY=VALUE ...``, ``minimal.run.overrides``) change Config fields on top
 of the quick or full variant; each experiment's entry records its overrides and the config that ran, and the
-page lists them (``minimal.report``), so a reader sees which runs were not the default.
+page lists them (``minimal.run.report``), so a reader sees which runs were not the default.
 
 Each experiment's entry is written to ``OUT/NAME/result.json`` as soon as it finishes; ``results.json`` and
 ``results.md`` are then rebuilt from every such file in ``OUT`` under a lock on the folder ``OUT`` itself (no lock
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from . import io
-from .. import report
+from . import report
 from . import overrides as overrides_
 from ..data import data_path
 from .. import experiments as registry  # registry.experiments(work): looked up at call time (tests replace it)

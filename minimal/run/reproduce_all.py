@@ -1,7 +1,7 @@
 """`python -m minimal reproduce all`: every work's experiments in turn, then one index page.
 
 Runs ``minimal.run.reproduce.reproduce`` for each work of ``WORKS`` (quick or full, as asked) into ``OUT/<work>/``
-and writes ``OUT/index.md``: a row per work with its matches / close / differs (``minimal.report``'s verdicts),
+and writes ``OUT/index.md``: a row per work with its matches / close / differs (``minimal.run.report``'s verdicts),
 counted apart for experiments that ran a full configuration and quick ones, linking its ``results.md``; then per
 work every verdict but the matches with its note, and its experiments with the configuration that ran, their
 wall time and links to their figures. The index is rewritten after each work, so a run that stops part-way
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from . import overrides as overrides_
-from .. import report, verdicts
+from . import report, verdicts
 from ..experiments import notes
 from ._atomic import atomic_write
 from . import reproduce as _reproduce

@@ -1,4 +1,4 @@
-"""The verdict of one row of a results page (``minimal.report``): our number against the paper's, under a tolerance.
+"""The verdict of one row of a results page (``minimal.run.report``): our number against the paper's, under a tolerance.
 
 Verdicts (``judge``). First the tolerance (the module's ``TOLERANCE``: key -> ``Tolerance``, else the default):
     "rel"      |ours / paper - 1| <= match: matches; <= close: close; else differs   (default 5% / 25%)
@@ -8,7 +8,7 @@ Verdicts (``judge``). First the tolerance (the module's ``TOLERANCE``: key -> ``
     "error"    the worse of "rel" on the accuracy and "rel" on the error rate 100 - x    (accuracies in %)
 A number the paper gives (an int included: 175x, 575 steps, 33 %) defaults to "rel"; a count that must come out
 exactly (86 pruned neurons) says so in its TOLERANCE. A list is compared entry by entry (worst verdict).
-Not verdicts at all (``minimal.report`` lists them apart and counts none of them as a match): a yes/no claim (a
+Not verdicts at all (``minimal.run.report`` lists them apart and counts none of them as a match): a yes/no claim (a
 paper value True / False), which holds or does not, and a set-up count (``is_setting``: the seeds of a run),
 which is how it was run, not a result.
 Then four refinements, in order:

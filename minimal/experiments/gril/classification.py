@@ -68,7 +68,7 @@ from .. import write_metrics
 from .._plotting import legend_beside, pyplot, save_figure
 from ...run import speed
 from ...optim import cosine_schedule
-from ...verdicts import Tolerance
+from ...run.verdicts import Tolerance
 from ...tasks import gril_regression
 from ...run.train import train
 from ...validate import check_config

@@ -90,7 +90,7 @@ from .._plotting import pyplot
 from ...run import speed
 from ...analysis import gril_gd
 from ...optim import cosine_schedule
-from ...verdicts import Tolerance
+from ...run.verdicts import Tolerance
 from ...tasks import gril_regression
 from ...run.train import train
 from ...validate import check_config, check_positive_int

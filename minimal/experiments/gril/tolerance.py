@@ -1,7 +1,7 @@
-"""How the GRIL experiments judge the paper's absolute losses (``minimal.verdicts``), in one place."""
+"""How the GRIL experiments judge the paper's absolute losses (``minimal.run.verdicts``), in one place."""
 from __future__ import annotations
 
-from ...verdicts import Tolerance
+from ...run.verdicts import Tolerance
 
 __all__ = ["LOSS_TOLERANCE", "loss_tolerances"]
 

@@ -118,7 +118,7 @@ from ...run.evaluations import Evaluations
 from ...layers import cross_entropy
 from ...models import Layer, Residual
 from ...optim import cosine_schedule
-from ...verdicts import Tolerance
+from ...run.verdicts import Tolerance
 from ...run.stopping import Plateau, ReduceOnPlateau
 from ...run.sweep import Sweep
 from ...tasks import selective_copy as task

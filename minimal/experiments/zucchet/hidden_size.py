@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._plotting import legend_beside, pyplot, save_figure
-from ...verdicts import Tolerance
+from ...run.verdicts import Tolerance
 from ...run.sweep import Sweep, SweepConfig
 from ...validate import check_positive_int
 from .architectures import SWEEP_DIR, Job, run_job

@@ -60,7 +60,7 @@ import numpy as np
 
 from .._plotting import legend_beside, pyplot, save_figure
 from ...run import speed, io
-from ...verdicts import Tolerance
+from ...run.verdicts import Tolerance
 from ...analysis import gd, polynomial
 from ...cells import gated_rnn
 from ...optim import cosine_schedule
@@ -81,7 +81,7 @@ PAPER = {
     "residual_norm": 1.35e-3,    # Table 2: norm of ŷ_1's other coefficients
 }
 
-TOLERANCE = {   # minimal.report verdicts
+TOLERANCE = {   # minimal.run.report verdicts
     "final_train_loss": Tolerance("rel", 0.005, 0.02),
     "loss_gd": Tolerance("rel", 0.005, 0.02),
     "eta_star": Tolerance("rel", 0.001, 0.01),

@@ -34,7 +34,7 @@ from .._plotting import pyplot, save_figure
 from . import icl
 from ...run import io
 from ...data import data_path
-from ...verdicts import Tolerance
+from ...run.verdicts import Tolerance
 from ...run.sweep import Sweep, SweepConfig
 from ...run.checkpoint import load_checkpoint
 
@@ -52,7 +52,7 @@ PAPER = {
 }
 
 
-TOLERANCE = {   # minimal.report verdicts
+TOLERANCE = {   # minimal.run.report verdicts
     "coef_x2_y1_mean": Tolerance("rel", 0.005, 0.02),
     "coef_over_eta_star": Tolerance("rel", 0.005, 0.02),
     "residual_norm_mean": Tolerance("log10", 0.3, 1.0),

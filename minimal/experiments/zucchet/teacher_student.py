@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from ...run import speed, io
-from ...verdicts import Tolerance
+from ...run.verdicts import Tolerance
 from ...analysis import identification, polynomial
 from ...cells import gated_rnn
 from ...optim import cosine_schedule
@@ -74,7 +74,7 @@ PAPER = {
     "n_kv": 10,                # d(d+1)/2 key-value neurons remain
     "n_q": 4,                  # d query neurons remain
 }
-TOLERANCE = {   # minimal.report verdicts: lower is better for the errors; counts exact, "close" within 2
+TOLERANCE = {   # minimal.run.report verdicts: lower is better for the errors; counts exact, "close" within 2
     "loss": Tolerance("at_most", 0.0, 10.0),
     "kv_score": Tolerance("at_most", 0.0, 10.0),
     "q_score": Tolerance("at_most", 0.0, 10.0),
