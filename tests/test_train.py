@@ -11,7 +11,7 @@ import pytest
 from minimal.optim import adamw_init, adamw_step, clip_by_global_norm, cosine_schedule
 from minimal.run.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from minimal.run.interrupt import Terminated
-from minimal.run.train import NonFiniteLossError, NonFiniteUpdateError, train
+from minimal.run.train import NonFiniteLossError, NonFiniteUpdateError, TrainSetup, train
 from minimal.validate import InputError
 
 STEPS = 9
@@ -405,3 +405,57 @@ def test_sigterm_handler_is_not_installed_outside_the_main_thread():
     thread.start()
     thread.join()
     assert got["handler"] is before
+
+
+# --- TrainSetup: the one place where optimiser settings become a run ---------------------------------------
+
+SETUP = TrainSetup(lr=0.1, steps=STEPS, warmup=2, final_lr=1e-3, weight_decay=0.1, clip=1.0, seed=6)
+
+
+def test_a_setup_is_its_schedule_its_clip_its_decay_and_the_batch_stream_seed_plus_one():
+    by_hand = train(regression, init_params(), STEPS, lr_schedule=SCHEDULE, clip=1.0, weight_decay=0.1,
+                    progress=False, rng=np.random.default_rng(7))
+    assert_same_result(train(regression, init_params(), setup=SETUP, progress=False), by_hand)
+    assert [SETUP.lr_schedule()(s) for s in range(STEPS)] == [SCHEDULE(s) for s in range(STEPS)]
+    assert SETUP.init_rng().random() == np.random.default_rng(6).random()
+    assert SETUP.batch_rng().random() == np.random.default_rng(7).random()
+
+
+def test_decay_until_stops_the_decay_after_that_fraction_of_the_steps():
+    wd = TrainSetup(lr=0.1, steps=10, weight_decay=0.3, decay_until=0.25).weight_decay_schedule()
+    assert [wd(s) for s in range(10)] == [0.3] * 2 + [0.0] * 8      # round(2.5) = 2 steps
+    assert TrainSetup(lr=0.1, steps=10, weight_decay=0.3).weight_decay_schedule()(9) == 0.3
+
+
+def test_a_given_schedule_rng_or_fewer_steps_replace_the_setups():
+    rates = []
+    res = train(regression, init_params(), 4, setup=SETUP, lr_schedule=lambda s: rates.append(s) or 0.05,
+                rng=np.random.default_rng(3), progress=False)
+    assert rates == [0, 1, 2, 3]
+    assert_same_result(res, train(regression, init_params(), 4, lr_schedule=0.05, clip=1.0, weight_decay=0.1,
+                                  rng=np.random.default_rng(3), progress=False))
+    first = train(regression, init_params(), 5, setup=SETUP, progress=False)     # the first 5 of STEPS steps
+    np.testing.assert_array_equal(first.losses, train(regression, init_params(), setup=SETUP,
+                                                      progress=False).losses[:5])
+
+
+@pytest.mark.parametrize("kw, match", [({"clip": 1.0}, "clip beside setup"),
+                                       ({"weight_decay": 0.1}, "weight_decay beside setup"),
+                                       ({"setup": {"lr": 0.1}}, "setup must be a TrainSetup")])
+def test_settings_given_twice_are_refused(kw, match):
+    with pytest.raises(InputError, match=match):
+        train(regression, init_params(), **{"setup": SETUP, "progress": False, **kw})
+
+
+def test_without_a_setup_the_schedule_is_required():
+    with pytest.raises(ValueError, match="lr_schedule"):
+        train(regression, init_params(), 3, progress=False)
+
+
+@pytest.mark.parametrize("kw, name", [({"lr": -1.0}, "TrainSetup.lr"), ({"steps": 0}, "TrainSetup.steps"),
+                                      ({"warmup": -1}, "TrainSetup.warmup"), ({"clip": 0.0}, "TrainSetup.clip"),
+                                      ({"decay_until": 1.5}, "TrainSetup.decay_until"),
+                                      ({"seed": -1}, "TrainSetup.seed")])
+def test_bad_setup_fields_are_named(kw, name):
+    with pytest.raises(ValueError, match=name):
+        TrainSetup(**{"lr": 0.1, "steps": 3, **kw})

@@ -1,8 +1,16 @@
-"""The shared training loop: AdamW steps with checkpoints that resume bit for bit.
+"""The shared training loop: AdamW steps with checkpoints that resume bit for bit, and its one set-up.
 
-    schedule = functools.partial(cosine_schedule, total_steps=steps, peak_lr=1e-3, warmup_steps=100,
-                                 final_lr=1e-6)
-    result = train(loss_and_grads, params, steps, lr_schedule=schedule, checkpoint_path="runs/teacher.npz")
+    setup = TrainSetup(lr=1e-3, steps=20_000, warmup=100, final_lr=1e-6, weight_decay=0.1, clip=1.0, seed=0)
+    params = init(setup.init_rng(), ...)
+    result = train(loss_and_grads, params, setup=setup, checkpoint_path="runs/teacher.npz")
+
+``TrainSetup`` is where every experiment's optimiser settings become a run: the warm-up + cosine schedule
+(``minimal.optim.cosine_schedule``, ``lr`` -> ``final_lr`` over ``steps``), the weight decay (constant, or none after
+the first ``decay_until`` fraction of the steps), the clipping, and the two random streams drawn from ``seed``: the
+initialisation's (``init_rng``: seed) and the training batches' (``batch_rng``: seed + 1). An experiment builds one
+from its own Config / Job fields (their names and the keys of the committed job files stay as they are) and passes
+it to ``train``; an explicit ``lr_schedule`` (a plateau rule's) or ``rng`` (a stream continued from the
+initialisation) given beside it takes the place of the setup's.
 
 ``loss_and_grads(params, step, rng) -> (loss, grads)`` is the model: it draws its mini-batch from ``rng``
 (a ``numpy.random.Generator``) and returns the scalar loss and a dict of gradients with params' keys.
@@ -29,22 +37,25 @@ warns with a ``LossRoseWarning`` saying the same.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import sys
 import warnings
-from typing import Callable, NamedTuple, Union
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional, Union
 
 import numpy as np
 from tqdm import tqdm  # plain tqdm: tqdm.auto needs ipywidgets in notebooks, which we do not depend on
 
-from minimal.optim import AdamWState, check_params, check_scalar, adamw_init, adamw_step, clip_by_global_norm
+from minimal.optim import (AdamWState, check_params, check_scalar, adamw_init, adamw_step, clip_by_global_norm,
+                           cosine_schedule)
 from minimal.run.checkpoint import Checkpoint, resume_checkpoint, save_checkpoint
 from minimal.run.interrupt import NOT_INSTALLED, catch_sigterm, interrupt_behind, restore_sigterm
 from minimal.validate import InputError, OverflowInputError, check_positive_int
 
-__all__ = ["train", "TrainResult", "NonFiniteLossError", "NonFiniteUpdateError", "DivergedError",
+__all__ = ["train", "TrainSetup", "TrainResult", "NonFiniteLossError", "NonFiniteUpdateError", "DivergedError",
            "LossRoseWarning", "LOSS_ROSE_FACTOR"]
 
 ADVICE = "Lower the learning rate or clip the gradients (clip=...)."
@@ -115,6 +126,54 @@ class TrainResult(NamedTuple):
         return len(self.losses) - self.resumed_from
 
 
+@dataclass(frozen=True)
+class TrainSetup:
+    """One run's optimiser settings and seed; ``train(..., setup=...)`` builds the run from them (module docstring).
+
+    Fields: ``lr`` the peak learning rate; ``steps`` the number of AdamW steps (>= 1); ``warmup`` the linear
+    warm-up's steps and ``final_lr`` the cosine's floor at ``steps``; ``weight_decay`` AdamW's decoupled decay,
+    applied during the first ``decay_until`` fraction of the steps (``round(decay_until * steps)`` steps) and
+    not after; ``clip`` None or the max global gradient norm; ``seed`` (int >= 0) the seed of both streams.
+    """
+    lr: float
+    steps: int
+    warmup: int = 0
+    final_lr: float = 0.0
+    weight_decay: float = 0.0
+    decay_until: float = 1.0
+    clip: Optional[float] = None
+    seed: int = 0
+
+    def __post_init__(self):
+        check_scalar("TrainSetup.lr", self.lr, 0.0)
+        check_positive_int("TrainSetup.steps", self.steps)
+        check_positive_int("TrainSetup.warmup", self.warmup, minimum=0)
+        check_scalar("TrainSetup.final_lr", self.final_lr, 0.0)
+        check_scalar("TrainSetup.weight_decay", self.weight_decay, 0.0)
+        check_scalar("TrainSetup.decay_until", self.decay_until, 0.0, 1.0)
+        if self.clip is not None:
+            check_scalar("TrainSetup.clip", self.clip, 0.0, low_open=True)
+        check_positive_int("TrainSetup.seed", self.seed, minimum=0)
+
+    def init_rng(self) -> np.random.Generator:
+        """The initialisation's stream: ``default_rng(seed)``."""
+        return np.random.default_rng(self.seed)
+
+    def batch_rng(self) -> np.random.Generator:
+        """The training batches' stream: ``default_rng(seed + 1)``, apart from the initialisation's."""
+        return np.random.default_rng(self.seed + 1)
+
+    def lr_schedule(self) -> Callable:
+        """``step -> lr``: warm-up over ``warmup`` steps to ``lr``, cosine to ``final_lr`` at ``steps``."""
+        return functools.partial(cosine_schedule, total_steps=self.steps, peak_lr=self.lr,
+                                 warmup_steps=self.warmup, final_lr=self.final_lr)
+
+    def weight_decay_schedule(self) -> Callable:
+        """``step -> wd``: ``weight_decay`` before step ``round(decay_until * steps)``, 0 from there on."""
+        wd, end = float(self.weight_decay), int(round(self.decay_until * self.steps))
+        return lambda step: wd if step < end else 0.0
+
+
 def make_rng(rng):
     if isinstance(rng, np.random.Generator):
         return rng
@@ -135,9 +194,10 @@ def _json_config(config):
         raise InputError(f"config must hold JSON values (numbers, strings, lists, dicts): {e}") from None
 
 
-def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Union[Callable, float],
-          checkpoint_path=None, checkpoint_every=100, resume=True, progress=True, log_every=10, rng=0,
-          clip=None, weight_decay=0.0, decay_mask=None, beta1=0.9, beta2=0.999, eps=1e-8,
+def train(loss_and_grads: Callable, params: dict, steps: Optional[int] = None, *,
+          setup: Optional[TrainSetup] = None, lr_schedule: Union[Callable, float, None] = None,
+          checkpoint_path=None, checkpoint_every=100, resume=True, progress=True, log_every=10, rng=None,
+          clip=None, weight_decay=None, decay_mask=None, beta1=0.9, beta2=0.999, eps=1e-8,
           desc="train", config=None) -> TrainResult:
     """Run ``steps`` AdamW steps on ``loss_and_grads``, checkpointing and resuming (module docstring).
 
@@ -146,15 +206,19 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
             keys, shapes and dtypes. Draw all randomness from ``rng`` so that resuming is exact.
         params: dict name -> float array, the starting point (not modified). Ignored, except for its keys,
             shapes and dtypes, when resuming from a checkpoint.
-        steps: total number of steps (int >= 1), counting those done before a resume.
-        lr_schedule: ``step -> lr`` (e.g. a ``minimal.optim.cosine_schedule`` partial) or a constant lr.
+        steps: total number of steps (int >= 1), counting those done before a resume. With ``setup``: default
+            ``setup.steps``; fewer runs the first steps of the setup's schedule.
+        setup: a ``TrainSetup``: gives ``lr_schedule``, ``rng`` (its batch stream), ``clip`` and ``weight_decay``,
+            which are then not given here, except an ``lr_schedule`` or ``rng`` that replaces the setup's.
+        lr_schedule: ``step -> lr`` (e.g. a ``minimal.optim.cosine_schedule`` partial) or a constant lr;
+            required without ``setup``.
         checkpoint_path: ``.npz`` file to write (None: no checkpoints).
         checkpoint_every: save after every this many steps (and after the last one).
         resume: continue from ``checkpoint_path`` when it exists; False starts over and overwrites it.
         progress: show a tqdm bar (on stderr). log_every: refresh the bar's loss every this many steps.
-        rng: a ``numpy.random.Generator`` (advanced in place) or an int seed.
+        rng: a ``numpy.random.Generator`` (advanced in place) or an int seed (default 0 without ``setup``).
         clip: None, or the max global gradient norm (> 0) applied before each update.
-        weight_decay: AdamW's decoupled decay, a constant >= 0 or a ``step -> wd`` schedule like
+        weight_decay: AdamW's decoupled decay, a constant >= 0 (default 0) or a ``step -> wd`` schedule like
             ``lr_schedule`` (e.g. decay early to prune, none at the end to reach the loss floor).
         decay_mask, beta1, beta2, eps: passed to ``minimal.optim.adamw_step``.
         desc: the progress bar's label.
@@ -179,6 +243,11 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
         raise ValueError(f"loss_and_grads must be a callable (params, step, rng) -> (loss, grads), "
                          f"got {type(loss_and_grads).__name__}")
     check_params(params)
+    if setup is not None:
+        steps, lr_schedule, rng, clip, weight_decay = _from_setup(setup, steps, lr_schedule, rng, clip,
+                                                                  weight_decay)
+    elif lr_schedule is None:
+        raise ValueError("train needs lr_schedule (a step -> lr function or a constant) or setup (a TrainSetup)")
     steps = check_positive_int("steps", steps)
     checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
     log_every = check_positive_int("log_every", log_every)
@@ -188,9 +257,9 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
         lr_value = check_scalar("lr_schedule", lr_schedule, 0.0)
         lr_schedule = lambda step: lr_value  # noqa: E731
     if not callable(weight_decay):
-        wd_value = check_scalar("weight_decay", weight_decay, 0.0)
+        wd_value = check_scalar("weight_decay", 0.0 if weight_decay is None else weight_decay, 0.0)
         weight_decay = lambda step: wd_value  # noqa: E731
-    rng = make_rng(rng)
+    rng = make_rng(0 if rng is None else rng)
     config = _json_config(config)
     path = None if checkpoint_path is None else os.fspath(checkpoint_path)
 
@@ -262,6 +331,18 @@ def train(loss_and_grads: Callable, params: dict, steps: int, *, lr_schedule: Un
         bar.close()
     _warn_if_the_loss_rose(losses, desc)
     return TrainResult(done.params, done.opt_state, np.array(losses, dtype=np.float64), start)
+
+
+def _from_setup(setup, steps, lr_schedule, rng, clip, weight_decay):
+    """(steps, lr_schedule, rng, clip, weight_decay) of a ``TrainSetup``, with the given steps / schedule / rng."""
+    if not isinstance(setup, TrainSetup):
+        raise InputError(f"setup must be a TrainSetup, got {type(setup).__name__}")
+    given = [name for name, v in (("clip", clip), ("weight_decay", weight_decay)) if v is not None]
+    if given:
+        raise InputError(f"train got {' and '.join(given)} beside setup: set {'them' if len(given) > 1 else 'it'} "
+                         f"in the TrainSetup")
+    return (setup.steps if steps is None else steps, setup.lr_schedule() if lr_schedule is None else lr_schedule,
+            setup.batch_rng() if rng is None else rng, setup.clip, setup.weight_decay_schedule())
 
 
 def _warn_if_the_loss_rose(losses, desc):
