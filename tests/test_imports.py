@@ -60,7 +60,7 @@ def test_no_module_imports_itself_back():
 LAYERS = (
     ("minimal.validate", "minimal.conventions", "minimal.run", "minimal.run._atomic", "minimal.run.io", "minimal.data", "minimal.contract",
      "minimal.gradcheck", "minimal.run.verdicts", "minimal.run.overrides", "minimal.run.speed", "minimal.nbtidy",
-     "minimal.run.job_files", "minimal.run.scheduler", "minimal.run.interrupt"),
+     "minimal.run.job_files", "minimal.run.scheduler", "minimal.run.interrupt", "minimal.run.metric_keys"),
     ("minimal.scan", "minimal.layers", "minimal.optim", "minimal.run.train", "minimal.run.checkpoint", "minimal.run.stopping",
      "minimal.run.evaluations"),
     ("minimal.cells", "minimal.models", "minimal.kernel_attention"),

@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from minimal.run import report, verdicts
+from minimal.run import metric_keys, report, verdicts
 
 
 def _section(text, title):
@@ -169,7 +169,7 @@ def test_every_row_that_may_not_match_has_a_note_that_says_why_and_names_its_les
             assert note and report.NO_NOTE not in note, (work, name, key)
             assert not _BELOW.search(note), (work, name, key, note)   # "slightly below 1" is fine
             assert not (closed and _STEP_COUNT.search(note)), (work, name, key, note)
-            better = report._lookup(meta.get("BETTER", {}), key)
+            better = metric_keys.lookup(meta.get("BETTER", {}), key)
             assert not better or "better model" in note, (work, name, key, note)   # says what made it better
             row = report._explained(note, where)
             assert row.count(". ") + row.count("; ") <= 6 and f"notebooks/{where.split(' ')[0]}" in row
@@ -192,7 +192,7 @@ def test_the_same_paper_number_gets_the_same_tolerance_across_a_works_experiment
         paper = mod.PAPER[key]
         if isinstance(paper, bool) or not isinstance(paper, float) or verdicts._printed_step(paper) is None:
             continue
-        tol = report._lookup(getattr(mod, "TOLERANCE", {}), key) or verdicts.default_tolerance(paper)
+        tol = metric_keys.lookup(getattr(mod, "TOLERANCE", {}), key) or verdicts.default_tolerance(paper)
         if not tol.printed:
             continue
         seen.setdefault((work, paper), {})[f"{name}.{key}"] = tol

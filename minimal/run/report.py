@@ -12,7 +12,8 @@ Every work's page has the same sections, so a reader knows where to look:
    own ``NOTES``) and the lesson that shows it (``LESSON``), then each experiment's "Differs from the paper" list,
    quoted from its docstring.
 3. What a quick run is expected to miss (each experiment's ``QUICK_MISSES``).
-4. Metric definitions (``METRICS``: key -> definition), then links to the figures and to ``measurements.md``:
+4. Metric definitions (``METRICS``: key -> definition; the generic ones and a key's name for a reader:
+   ``minimal.run.metric_keys``), then links to the figures and to ``measurements.md``:
    the metrics without a paper value and the timings, one table per experiment, named for a reader.
 
 Verdicts: ``minimal.run.verdicts`` (the tolerance kinds, printed precision, "better", "quick").
@@ -27,27 +28,13 @@ import math
 import os
 import re
 from pathlib import Path
+from .metric_keys import definition, is_timing, lookup, reader_name
 from .overrides import value_text
 from .verdicts import VERDICTS, default_tolerance, direction, is_claim, is_setting, judge, vocabulary_markdown
 
-__all__ = ["render", "write", "rows", "claims", "settings", "count", "summary", "is_timing", "reader_name",
-           "overrides_markdown", "grouped_notes"]
+__all__ = ["render", "write", "rows", "claims", "settings", "count", "summary", "overrides_markdown", "grouped_notes"]
 
-_TIMING_WORDS = ("seconds", "ms_per_step", "_ms", "wall", "time_", "tokens_per_s", "steps_per_s")
 NO_NOTE = "no note"   # what a non-matching row without a note shows (tests/test_report.py fails on it)
-
-
-def is_timing(key):
-    """True for metrics that measure time, not science."""
-    return any(w in key for w in _TIMING_WORDS)
-
-
-def _lookup(table, key):
-    """``table[key]``, else the first pattern of ``table`` (fnmatch, e.g. "test_loss_*"; a placeholder such as
-    "<cell>" stands for any text, as "*" does) that ``key`` matches."""
-    if key in table:
-        return table[key]
-    return next((v for k, v in table.items() if fnmatch.fnmatchcase(key, re.sub(r"<[^<>]+>", "*", k))), None)
 
 
 def _fmt(v):
@@ -61,14 +48,6 @@ def _fmt(v):
     # characters such as λ stay as they are
     text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(v))
     return text.replace("|", "\\|")
-
-
-def reader_name(key):
-    """A metric key as words: "scalar_no_window_over_full" -> "scalar no window / full", "gru_params_alpha2" ->
-    "gru params at α = 2", "ms_gru_T512" -> "ms gru at T = 512"."""
-    words = key.replace("_over_", " / ").replace("_", " ")
-    words = re.sub(r"\balpha(\d+)\b", r"at α = \1", re.sub(r"\bT(\d+)\b", r"at T = \1", words))
-    return re.sub(r"\bpct\b", "%", re.sub(r"\bstd\b", "spread (std)", words))
 
 
 class _Meta:
@@ -86,40 +65,6 @@ class _Meta:
                 merged.setdefault(key, text)
             return merged or default
         return self.extra.get(attr, default) if v is None else v
-
-
-# Definitions that hold for a key of every experiment (``measurements.md``), after the experiment's own METRICS;
-# "{base}" is the key without the pattern's suffix.
-GENERIC_METRICS = {
-    "*_std": "standard deviation over seeds of `{base}`",
-    "*_seeds": "seeds behind `{base}`",
-    "*_mean": "mean over seeds of `{base}`",
-    "*_n_params": "trainable parameters of `{base}`",
-    "*_diverged": "runs of `{base}` whose loss diverged (left out of its mean)",
-    "steps": "training steps of the run", "steps_trained": "training steps of the run",
-    "ms_per_step": "wall time per training step (ms)", "train_seconds": "wall time of the training (s)",
-    "sweep_seconds": "wall time of the sweep in this run (s): loading only, when every job is on disk",
-    "job_seconds_total": "sum of the sweep's job times (s)", "n_jobs": "jobs in the sweep",
-    "n_eval": "evaluation tasks (a fixed set, shared by every model of the experiment)",
-    "eta_star": "η*, the optimal size of one GD step from 0 (in closed form)",
-    "functional_*": "the same after functional pruning (a neuron removed when that leaves the loss unchanged)",
-    "construction_vs_gd_max_abs": "largest |difference| of the construction's and GD's predictions (exact: ~0)",
-    "*_seconds": "wall time (s)",
-    "*_over_*": "the ratio of the two quantities its name gives, `{a}` / `{b}`",
-}
-
-
-def definition(defs, key):
-    """``key``'s definition: the experiment's ``METRICS`` (``defs``), else ``GENERIC_METRICS``; None if neither."""
-    d = _lookup(defs, key)
-    if d:
-        return d
-    for pattern, text in GENERIC_METRICS.items():
-        if fnmatch.fnmatchcase(key, pattern):
-            a, _, b = key.partition("_over_")
-            base = key.rsplit("_", 2 if pattern in ("*_n_params",) else 1)[0]
-            return text.format(base=base, a=a, b=b)
-    return None
 
 
 def _spread_key(key, metrics):
@@ -154,7 +99,7 @@ def _config(mod, metrics, mode, overrides=None):
 
 
 def _note(meta, key, metrics, mode, overrides=None):
-    text = _lookup(meta.get("NOTES", {}), key)
+    text = lookup(meta.get("NOTES", {}), key)
     return text(_config(meta.mod, metrics, mode, overrides), metrics) if callable(text) else text
 
 
@@ -184,7 +129,7 @@ def lesson(meta, key):
     """The lesson (notebook) that shows why ``key`` comes out as it does: the experiment's ``LESSON``, a string
     or {key pattern: string}; None when it names none."""
     got = meta.get("LESSON", None)
-    return _lookup(got, key) if isinstance(got, dict) else got
+    return lookup(got, key) if isinstance(got, dict) else got
 
 
 def _explained(note, where):
@@ -214,11 +159,11 @@ def rows(results, modules, pages=None):
                 continue
             if is_claim(paper[key]) or is_setting(key):     # listed apart (``claims``, ``settings``)
                 continue
-            tol = _lookup(tols, key) or default_tolerance(paper[key])
+            tol = lookup(tols, key) or default_tolerance(paper[key])
             sk = _spread_key(key, metrics)
             p_spread = paper.get(sk) if sk else paper.get(f"{key}_std")
             o_spread = metrics.get(sk) if sk else None
-            v = judge(paper[key], ours, tol, direction(key, _lookup(better, key)),
+            v = judge(paper[key], ours, tol, direction(key, lookup(better, key)),
                       bool(unreachable) and any(fnmatch.fnmatchcase(key, u) for u in unreachable),
                       paper_spread=p_spread, ours_spread=o_spread)
             n = metrics.get(f"{key}_seeds")
