@@ -454,7 +454,7 @@ def test_without_a_setup_the_schedule_is_required():
 
 @pytest.mark.parametrize("kw, name", [({"lr": -1.0}, "TrainSetup.lr"), ({"steps": 0}, "TrainSetup.steps"),
                                       ({"warmup": -1}, "TrainSetup.warmup"), ({"clip": 0.0}, "TrainSetup.clip"),
-                                      ({"decay_until": 1.5}, "TrainSetup.decay_until"),
+                                      ({"decay_until": -0.5}, "TrainSetup.decay_until"),
                                       ({"seed": -1}, "TrainSetup.seed")])
 def test_bad_setup_fields_are_named(kw, name):
     with pytest.raises(ValueError, match=name):

@@ -132,8 +132,8 @@ class TrainSetup:
 
     Fields: ``lr`` the peak learning rate; ``steps`` the number of AdamW steps (>= 1); ``warmup`` the linear
     warm-up's steps and ``final_lr`` the cosine's floor at ``steps``; ``weight_decay`` AdamW's decoupled decay,
-    applied during the first ``decay_until`` fraction of the steps (``round(decay_until * steps)`` steps) and
-    not after; ``clip`` None or the max global gradient norm; ``seed`` (int >= 0) the seed of both streams.
+    applied during the first ``decay_until`` fraction of the steps (``round(decay_until * steps)`` steps; >= 1:
+    all) and not after; ``clip`` None or the max global gradient norm; ``seed`` (int >= 0) the seed of both streams.
     """
     lr: float
     steps: int
@@ -150,7 +150,7 @@ class TrainSetup:
         check_positive_int("TrainSetup.warmup", self.warmup, minimum=0)
         check_scalar("TrainSetup.final_lr", self.final_lr, 0.0)
         check_scalar("TrainSetup.weight_decay", self.weight_decay, 0.0)
-        check_scalar("TrainSetup.decay_until", self.decay_until, 0.0, 1.0)
+        check_scalar("TrainSetup.decay_until", self.decay_until, 0.0)
         if self.clip is not None:
             check_scalar("TrainSetup.clip", self.clip, 0.0, low_open=True)
         check_positive_int("TrainSetup.seed", self.seed, minimum=0)
