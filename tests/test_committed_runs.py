@@ -49,7 +49,8 @@ def _first_steps(monkeypatch, module, steps):
     real = module.train
     got = []
 
-    def short(loss_and_grads, params, total, **kw):
+    def short(loss_and_grads, params, total=None, **kw):
+        total = kw["setup"].steps if total is None else total      # a TrainSetup's schedule spans its steps
         assert steps <= total
         kw["checkpoint_path"] = None
         kw["progress"] = False

@@ -82,8 +82,8 @@ def jobs(config: Config):
     for target in config.targets:
         for variant in config.variants:
             for seed in config.seeds:
-                # App. C.2: "data generated with 5 different random seeds": the training batches (rng seed + 1,
-                # ``model.train_job``) and the evaluation set are drawn per seed; seed 0's is ``model``'s set
+                # App. C.2: "data generated with 5 different random seeds": the training batches (the batch stream
+                # of ``model.train_setup``) and the evaluation set are drawn per seed; seed 0's is ``model``'s set
                 steps = config.steps if variant == "full" else config.steps_ablated
                 out.append(M.Job(variant=variant, n_out=1 if target == "scalar" else 10, seed=int(seed),
                                  steps=int(steps), lr=config.lr, eval_seed=M.Job.eval_seed + int(seed)))

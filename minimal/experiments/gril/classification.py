@@ -57,7 +57,6 @@ width, T = 2N + 1 tokens, T' = N windows, η (eta) the GD step size, a input sca
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from dataclasses import dataclass
@@ -67,7 +66,6 @@ import numpy as np
 from .. import write_metrics
 from .._plotting import legend_beside, pyplot, save_figure
 from ...run import speed
-from ...optim import cosine_schedule
 from ...run.verdicts import Tolerance
 from ...tasks import gril_regression
 from ...run.train import train
@@ -75,6 +73,7 @@ from ...validate import check_config
 # the model and its GD reference (``classifier``), importable from here as before
 from .classifier import (GRIL_KEYS, PHI_KEYS, backward, construction_logits, forward, gd_logits,  # noqa: F401
                          init_params, loss_and_grads, phi_features, probabilities, query_ce, tune_eta)
+from .model import train_setup
 from .regression import mean_cosine, mean_distance, save_weights
 
 __all__ = ["Config", "PAPER", "TOLERANCE", "METRICS", "TABLE_4", "Job", "TASKS", "sensitivity", "eval_tasks",
@@ -139,16 +138,13 @@ def eval_tasks(job, x_scale=None):
 def train_job(job: Job, progress=False):
     """Train one model on fresh tasks every step; returns (params, losses)."""
     speed.tune()
-    rng = np.random.default_rng(job.seed)
-    params = init_params(rng, job.f, job.phi, job.hidden)
+    setup = train_setup(job)
+    params = init_params(setup.init_rng(), job.f, job.phi, job.hidden)
 
     def lg(p, step, batch_rng):
         return loss_and_grads(p, _sample(job, batch_rng, job.batch))
 
-    schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
-                                 warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
-    res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, weight_decay=job.weight_decay,
-                progress=progress, desc=f"GRIL cls K={job.K} phi={job.phi} seed={job.seed}")
+    res = train(lg, params, setup=setup, progress=progress, desc=f"GRIL cls K={job.K} phi={job.phi} seed={job.seed}")
     return res.params, res.losses
 
 

@@ -94,7 +94,6 @@ hidden recurrent neurons (LRU: complex states), L layers.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import time
@@ -110,7 +109,6 @@ from ...analysis import gril_gd
 from ...data import data_path
 from ...run.io import write_json
 from ...models import Layer, Residual
-from ...optim import cosine_schedule
 from ...run.job_files import finite_or_nan
 from ...run.sweep import Sweep, SweepConfig
 from ...tasks import gril_regression
@@ -281,14 +279,13 @@ def run_job(job: Job):
         return dict(out, n_params=n, diverged=0, ms_per_step=1e3 * seconds / job.steps, curve=[])
     speed.tune()
     spec_ = spec(job)
-    params = models.init(np.random.default_rng(job.seed), spec_)
+    setup = M.train_setup(job, clip=job.clip)
+    params = models.init(setup.init_rng(), spec_)
 
     def lg(p, step, batch_rng):
         tasks = gril_regression.sample(batch_rng, job.batch, job.N, job.f, n_out=job.n_out, x_scale=job.x_scale)
         return loss_and_grads(p, tasks, spec_)
 
-    schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
-                                 warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
     tasks = M.eval_tasks(_gril_job(job))
     y = tasks.Y[:, -1]
     # the eval curve: the loss on the first N_CURVE evaluation tasks, read inside the loss function (which gets
@@ -321,9 +318,8 @@ def run_job(job: Job):
     t0 = time.perf_counter()
     diverged = 0
     try:
-        res = train(lg_curve, params, job.steps, lr_schedule=schedule, rng=job.seed + 1,
-                    weight_decay=job.weight_decay, clip=job.clip, progress=False, checkpoint_path=ckpt,
-                    checkpoint_every=500, config=None if ckpt is None else dataclasses.asdict(job))
+        res = train(lg_curve, params, setup=setup, progress=False, checkpoint_path=ckpt, checkpoint_every=500,
+                    config=None if ckpt is None else dataclasses.asdict(job))
         params, losses = res.params, res.losses
     except NonFiniteLossError:
         diverged, losses = 1, np.array([np.nan])
@@ -377,7 +373,8 @@ class Config(SweepConfig):
 
 def jobs(config: Config):
     """One ``Job`` per (seed, target, model), seed first (a sweep stopped part-way holds whole seeds); each seed
-    draws its own training batches (rng seed + 1) and evaluation set (eval_seed + seed, as ``ablations``)."""
+    draws its own training batches (``model.train_setup``'s batch stream) and evaluation set (eval_seed + seed, as
+    ``ablations``)."""
     out = []
     for target in config.targets:
         check_choice("target", target, ("scalar", "multivariate"))

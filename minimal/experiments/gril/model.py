@@ -24,7 +24,6 @@ Glossary: B tasks, N context examples, f token size, n_o target size, T = 2N + 1
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -33,9 +32,8 @@ import numpy as np
 from ...run import speed
 from ...analysis import gril_gd
 from ...cells import gril
-from ...optim import cosine_schedule
 from ...tasks import gril_regression
-from ...run.train import train
+from ...run.train import TrainSetup, train
 
 __all__ = ["VARIANTS", "window_of", "init_params", "predict", "predict_backward", "loss_and_grads",
            "state_readout_forward", "state_readout_backward", "head_forward", "head_backward", "Job", "eval_tasks", "train_job", "run_job"]
@@ -201,20 +199,25 @@ def eval_tasks(job, x_scale=None):
                                   x_scale=job.x_scale if x_scale is None else x_scale)
 
 
+def train_setup(job, clip=None) -> TrainSetup:
+    """GRIL's training set-up, for every GRIL Job (this module's, ``classification``, ``multistep``, ``sine``,
+    ``comparison``): a warm-up of ``warmup_steps`` but at most a tenth of the steps, cosine from ``lr`` to
+    ``lr · 1e-3``, constant weight decay, the job's seed."""
+    return TrainSetup(lr=job.lr, steps=job.steps, warmup=min(job.warmup_steps, job.steps // 10),
+                      final_lr=job.lr * 1e-3, weight_decay=job.weight_decay, clip=clip, seed=job.seed)
+
+
 def train_job(job: Job, progress=False, checkpoint_path=None):
     """Train one model; returns (params, losses). Tasks are fresh every step, float64 throughout."""
     speed.tune()
-    rng = np.random.default_rng(job.seed)
-    params = init_params(rng, job.f, job.variant)
+    setup = train_setup(job)
+    params = init_params(setup.init_rng(), job.f, job.variant)
 
     def lg(p, step, batch_rng):
         tasks = gril_regression.sample(batch_rng, job.batch, job.N, job.f, n_out=job.n_out, x_scale=job.x_scale)
         return loss_and_grads(p, tasks, job.variant)
 
-    schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
-                                 warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
-    res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, weight_decay=job.weight_decay,
-                progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=2000,
+    res = train(lg, params, setup=setup, progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=2000,
                 config=dataclasses.asdict(job),
                 desc=f"GRIL {job.variant} n_o={job.n_out} seed={job.seed}")
     return res.params, res.losses

@@ -78,7 +78,6 @@ Glossary: B tasks, N context pairs, f token size (= input size), n_o target size
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,12 +88,11 @@ from .. import write_metrics
 from .._plotting import pyplot
 from ...run import speed
 from ...analysis import gril_gd
-from ...optim import cosine_schedule
 from ...run.verdicts import Tolerance
 from ...tasks import gril_regression
 from ...run.train import train
 from ...validate import check_config, check_positive_int
-from .model import head_backward, head_forward  # noqa: F401  (the heads are model's last-state heads)
+from .model import head_backward, head_forward, train_setup  # noqa: F401  (the heads are model's last-state heads)
 # the model (``stack``) and Fig. 3B's model and runs (``sine``), importable from here as before
 from .sine import (SINE_VARIANTS, SineJob, run_sine_job, sample_sine, sine_predict,  # noqa: F401
                    sine_predict_backward, train_sine_job)
@@ -210,21 +208,16 @@ class Job:
     x_scale: float = gril_regression.X_SCALE   # App. B.1: x ~ U(-1/2, 1/2)
 
 
-def _schedule(job):
-    return functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
-                             warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
-
-
 def train_job(job: Job, progress=False):
     """Train the L-layer model on fresh linear tasks every step (float64); returns (params, losses)."""
     speed.tune()
-    params = init_params(np.random.default_rng(job.seed), job.f, job.L, job.c_init)
+    setup = train_setup(job)
+    params = init_params(setup.init_rng(), job.f, job.L, job.c_init)
 
     def lg(p, step, batch_rng):
         return loss_and_grads(p, gril_regression.sample(batch_rng, job.batch, job.N, job.f, x_scale=job.x_scale))
 
-    res = train(lg, params, job.steps, lr_schedule=_schedule(job), rng=job.seed + 1,
-                weight_decay=job.weight_decay, progress=progress, desc=f"GRIL L={job.L} seed={job.seed}")
+    res = train(lg, params, setup=setup, progress=progress, desc=f"GRIL L={job.L} seed={job.seed}")
     return res.params, res.losses
 
 

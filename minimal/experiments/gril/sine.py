@@ -16,7 +16,6 @@ optimal one-step size.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +23,6 @@ import numpy as np
 from ...run import speed
 from ...analysis import gril_gd
 from ...layers import mlp
-from ...optim import cosine_schedule
 from ...tasks import gril_regression
 from ...run.train import train
 from ...validate import check_choice
@@ -81,11 +79,6 @@ class SineJob:
     x_scale: float = gril_regression.X_SCALE   # App. B.1-B.2, B.4: x ~ U(-1/2, 1/2), as ``multistep.Job``
 
 
-def _schedule(job):
-    return functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
-                             warmup_steps=min(job.warmup_steps, job.steps // 10), final_lr=job.lr * 1e-3)
-
-
 def fixed_gd_block(f, N, x_scale):
     """The block at the one-step construction with η* (Prop. 4.1), β (f,) as ``model`` uses it."""
     eta = gril_gd.eta_star(N, f, x_scale)
@@ -98,7 +91,8 @@ def train_sine_job(job: SineJob, progress=False):
     """Train on fresh sine tasks every step; returns (gril_params, mlp_params, losses)."""
     check_choice("variant", job.variant, SINE_VARIANTS)
     speed.tune()
-    rng = np.random.default_rng(job.seed)
+    setup = M.train_setup(job)
+    rng = setup.init_rng()
     gril_p = (M.init_params(rng, job.f, "full") if job.variant == "gril"
               else fixed_gd_block(job.f, job.N, job.x_scale))
     params = dict(mlp.init(rng, job.f, job.hidden))
@@ -115,8 +109,7 @@ def train_sine_job(job: SineJob, progress=False):
         _, g_gril, g_mlp = sine_predict_backward(g_p, m_p, cache, dy)
         return loss, (g_mlp | g_gril) if job.variant == "gril" else g_mlp
 
-    res = train(lg, params, job.steps, lr_schedule=_schedule(job), rng=job.seed + 1,
-                weight_decay=job.weight_decay, progress=progress, desc=f"sine {job.variant} seed={job.seed}")
+    res = train(lg, params, setup=setup, progress=progress, desc=f"sine {job.variant} seed={job.seed}")
     p = res.params
     g_p = {k: p[k] for k in GRIL_KEYS} if job.variant == "gril" else gril_p
     return g_p, {k: p[k] for k in MLP_KEYS}, res.losses
