@@ -39,7 +39,6 @@ Glossary: B batch, T time, d_in / d_out token and output features, H = hidden, L
 """
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass
@@ -49,11 +48,10 @@ import numpy as np
 from .._plotting import pyplot, save_figure
 from ...analysis import gd
 from ...data import data_path
-from ...optim import cosine_schedule
 from ...run.job_files import finite_or_nan
 from ...run.sweep import Sweep, SweepConfig
 from ...tasks import icl_regression, lsa_teacher
-from ...run.train import NonFiniteLossError, train
+from ...run.train import NonFiniteLossError, TrainSetup, train
 from ...validate import check_choice
 from .stacks import ARCHS, init_model, model_backward, model_forward, model_spec, n_params
 
@@ -170,9 +168,15 @@ def run_job(job: Job):
     if isinstance(job, dict):
         job = Job(**job)
     d_in, d_out = task_spec(job)[:2]
-    params = init_model(np.random.default_rng(job.seed), job.arch, d_in, d_out, job.hidden, job.layers,
+    params = init_model(train_setup(job).init_rng(), job.arch, d_in, d_out, job.hidden, job.layers,
                         job.readout_scale, job.dtype)
     return train_job(job, params)
+
+
+def train_setup(job: Job) -> TrainSetup:
+    """The job's training set-up: warm-up (at most the whole run), cosine to ``final_lr``, clipping, no decay."""
+    return TrainSetup(lr=job.lr, steps=job.steps, warmup=min(job.warmup_steps, job.steps), final_lr=job.final_lr,
+                      clip=job.clip, seed=job.seed)
 
 
 def train_job(job: Job, params):
@@ -191,13 +195,10 @@ def train_job(job: Job, params):
         L, dy = loss(y, target)
         return L, model_backward(p, caches, dy.astype(dtype), job.arch)[1]
 
-    schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
-                                 warmup_steps=min(job.warmup_steps, job.steps), final_lr=job.final_lr)
     t0 = time.perf_counter()
     diverged = 0
     try:
-        result = train(loss_and_grads, params, job.steps, lr_schedule=schedule, progress=False,
-                       rng=job.seed + 1, clip=job.clip)
+        result = train(loss_and_grads, params, setup=train_setup(job), progress=False)
         params, losses = result.params, result.losses
     except NonFiniteLossError:
         diverged, losses = 1, np.array([np.nan])

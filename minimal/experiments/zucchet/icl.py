@@ -49,7 +49,6 @@ Glossary: H recurrent neurons, T context pairs, d_x, d_y task dimensions, η* th
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import time
@@ -63,9 +62,8 @@ from ...run import speed, io
 from ...run.verdicts import Tolerance
 from ...analysis import gd, polynomial
 from ...cells import gated_rnn
-from ...optim import cosine_schedule
 from ...tasks import icl_regression
-from ...run.train import train
+from ...run.train import TrainSetup, train
 from ...validate import check_array, check_config
 from .icl_params import cell_params, init_params, loss_and_grads
 
@@ -294,8 +292,9 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     """
     config = Config() if config is None else config
     speed.tune()
-    rng = np.random.default_rng(config.seed)
-    params = init_params(rng, config)
+    setup = TrainSetup(lr=config.lr, steps=config.steps, warmup=config.warmup_steps, final_lr=config.final_lr,
+                       weight_decay=config.weight_decay, decay_until=config.decay_until, seed=config.seed)
+    params = init_params(setup.init_rng(), config)
     dtype = np.dtype(config.dtype)
 
     def step_fn(p, step, batch_rng):
@@ -303,18 +302,13 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
                                       config.sigma_w2, config.sigma_x2, dtype=dtype)
         return loss_and_grads(p, tasks)
 
-    schedule = functools.partial(cosine_schedule, total_steps=config.steps, peak_lr=config.lr,
-                                 warmup_steps=config.warmup_steps, final_lr=config.final_lr)
     ckpt = None
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         ckpt = checkpoint_path(config, out_dir)
-    decay_end = int(round(config.decay_until * config.steps))
     t0 = time.perf_counter()
-    result = train(step_fn, params, config.steps, lr_schedule=schedule, checkpoint_path=ckpt,
-                   checkpoint_every=2000, progress=progress, rng=config.seed + 1,
-                   weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, desc="icl",
-                   config=dataclasses.asdict(config))
+    result = train(step_fn, params, setup=setup, checkpoint_path=ckpt, checkpoint_every=2000, progress=progress,
+                   desc="icl", config=dataclasses.asdict(config))
     train_seconds = time.perf_counter() - t0
 
     eval_set = _eval_set(config)

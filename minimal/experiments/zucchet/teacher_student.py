@@ -54,9 +54,8 @@ from ...run import speed, io
 from ...run.verdicts import Tolerance
 from ...analysis import identification, polynomial
 from ...cells import gated_rnn
-from ...optim import cosine_schedule
 from ...tasks import lsa_teacher as task
-from ...run.train import train
+from ...run.train import TrainSetup, train
 from ...validate import check_config
 from .._plotting import save_figure
 from .teacher_student_figures import figure_merged_kernel, figure_pruned_weights
@@ -159,18 +158,16 @@ def train_student(config, progress=True, checkpoint_path=None):
     """Draw the teacher and train the student. Returns (teacher, params float64, losses, seconds/step); the
     time per step is NaN when the run resumed from a finished checkpoint and trained no step."""
     speed.tune()   # one BLAS thread, glibc keeps freed temporaries (measured here)
-    rng = np.random.default_rng(config.seed)
+    setup = TrainSetup(lr=config.lr, steps=config.steps, warmup=config.warmup, final_lr=config.final_lr,
+                       weight_decay=config.weight_decay, decay_until=config.decay_until, seed=config.seed)
+    rng = setup.init_rng()
     teacher = task.make_teacher(rng, config.d)
     params = {k: v.astype(np.float32) for k, v in init_student(rng, config).items()}
-    schedule = functools.partial(cosine_schedule, total_steps=config.steps, peak_lr=config.lr,
-                                 warmup_steps=config.warmup, final_lr=config.final_lr)
-    decay_end = int(round(config.decay_until * config.steps))
     t0 = time.perf_counter()
     h = np.empty((config.batch, config.T, config.hidden), dtype=np.float32)
-    result = train(functools.partial(_loss_and_grads, teacher=teacher, config=config, h=h), params, config.steps,
-                   lr_schedule=schedule, rng=rng,
-                   weight_decay=lambda step: config.weight_decay if step < decay_end else 0.0, progress=progress,
-                   checkpoint_path=checkpoint_path, checkpoint_every=5000, log_every=100,
+    # the batches continue the stream that drew the teacher and the student (the committed runs were drawn so)
+    result = train(functools.partial(_loss_and_grads, teacher=teacher, config=config, h=h), params, setup=setup,
+                   rng=rng, progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=5000, log_every=100,
                    config=dataclasses.asdict(config),
                    desc="teacher-student")
     seconds = time.perf_counter() - t0
