@@ -26,8 +26,8 @@ def test_the_plateau_schedule_cuts_the_rate_at_each_plateau_and_stops_after_the_
         seen[id(params)] = next(accuracies)
         return {"accuracy": seen[id(params)]}
 
-    def spy_train(lg, params, steps, lr_schedule, **kw):
-        return train(lg, params, steps, lr_schedule=lambda s: rates.append(lr_schedule(s)) or rates[-1], **kw)
+    def spy_train(lg, params, *, lr_schedule, **kw):
+        return train(lg, params, lr_schedule=lambda s: rates.append(lr_schedule(s)) or rates[-1], **kw)
 
     monkeypatch.setattr(S, "evaluate", fake_evaluate)
     monkeypatch.setattr(S, "eval_batch", lambda job: "the fixed set")

@@ -102,7 +102,6 @@ H = expansion · D recurrent width, L depth (layers).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,12 +116,11 @@ from ...data import data_path
 from ...run.evaluations import Evaluations
 from ...layers import cross_entropy
 from ...models import Layer, Residual
-from ...optim import cosine_schedule
 from ...run.verdicts import Tolerance
 from ...run.stopping import Plateau, ReduceOnPlateau
 from ...run.sweep import Sweep
 from ...tasks import selective_copy as task
-from ...run.train import train
+from ...run.train import TrainSetup, train
 from ...validate import InputError, check_config, check_fits
 
 __all__ = ["Config", "Job", "PAPER", "TOLERANCE", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
@@ -311,7 +309,9 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
     beside it (``.curve.json``) and the best weights (``.best.npz``); a run started again with the same path
     resumes where the last checkpoint left off and stops where an uninterrupted run would."""
     speed.tune()
-    params = initial = init_params(np.random.default_rng(job.seed), job)
+    setup = TrainSetup(lr=job.lr, steps=job.steps, warmup=_warmup(job), final_lr=job.lr * 1e-2, clip=job.clip,
+                       seed=job.seed)
+    params = initial = init_params(setup.init_rng(), job)
     fixed = eval_batch(job) if job.eval_every is not None else None
     log = Evaluations(checkpoint_path, meta=dataclasses.asdict(job))
     rule = _rule(job, log.curve)
@@ -331,14 +331,9 @@ def train_job(job: Job, progress=False, checkpoint_path=None):
         seen.append(loss)                   # a run stopped by _Converged returns no TrainResult: its losses
         return loss, grads
 
-    if job.reductions is not None:
-        schedule = rule.lr
-    else:
-        schedule = functools.partial(cosine_schedule, total_steps=job.steps, peak_lr=job.lr,
-                                     warmup_steps=_warmup(job), final_lr=job.lr * 1e-2)
     seen = []
-    try:
-        res = train(lg, params, job.steps, lr_schedule=schedule, rng=job.seed + 1, clip=job.clip,
+    try:   # the plateau rule's rate with job.reductions, else the setup's cosine (to lr / 100)
+        res = train(lg, params, setup=setup, lr_schedule=rule.lr if job.reductions is not None else None,
                     progress=progress, checkpoint_path=checkpoint_path, checkpoint_every=job.eval_every or 500,
                     config=dataclasses.asdict(job), desc=f"selective copy {job.kind} x{job.depth} seed={job.seed}")
         params, losses, trained = res.params, res.losses, res.steps_trained

@@ -91,7 +91,6 @@ Glossary: B batch, T context length, D model width, H = 2 D the RNN's width, V =
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,11 +104,10 @@ from ...run import speed, io
 from ... import models
 from ...data import check_saved_shapes, damaged, data_path, load_json
 from ...run.evaluations import Evaluations
-from ...optim import cosine_schedule
 from ...run.stopping import ReduceOnPlateau
 from ...run.verdicts import Tolerance
 from ...tasks import char_lm
-from ...run.train import train
+from ...run.train import TrainSetup, train
 # the models (their own module); imported by name, so ``shakespeare.<name>`` keeps working and the training
 # loop below looks ``evaluate`` up here
 from .shakespeare_model import (KINDS, N_HEADS, T_MAX, base_kind, evaluate, generate, init_lm, is_log_space,
@@ -372,14 +370,15 @@ def _train_one(kind, config, data, eval_set, checkpoint_path, progress):
         seen.append(loss)
         return loss, grads
 
-    schedule = sched.lr if sched is not None else functools.partial(
-        cosine_schedule, total_steps=config.steps, peak_lr=config.lr, warmup_steps=config.warmup,
-        final_lr=config.final_lr)
+    setup = TrainSetup(lr=config.lr, steps=config.steps, warmup=config.warmup, final_lr=config.final_lr,
+                       weight_decay=config.weight_decay, clip=config.clip, seed=config.seed)
     t0, c0 = time.perf_counter(), time.process_time()
     try:
-        res = train(loss_and_grads, params, config.steps, lr_schedule=schedule, checkpoint_path=checkpoint_path,
-                    checkpoint_every=config.eval_every, progress=progress, rng=rng, clip=config.clip,
-                    weight_decay=config.weight_decay, desc=LABELS[kind],
+        # the plateau rule's rate with config.patience, else the setup's cosine; the batches continue the stream
+        # that drew the model (one per kind, as the committed runs were drawn)
+        res = train(loss_and_grads, params, setup=setup, lr_schedule=sched.lr if sched is not None else None,
+                    rng=rng, checkpoint_path=checkpoint_path, checkpoint_every=config.eval_every, progress=progress,
+                    desc=LABELS[kind],
                     config={**dataclasses.asdict(config), "kinds": None, "sample_chars": None, "kind": kind})
         record(config.steps, res.params)
         out, losses, stopped, resumed = res.params, res.losses, False, res.resumed_from
