@@ -31,10 +31,11 @@ the syllabus. Nothing is executed: the pages show the committed outputs. MathJax
 is installed (``local_mathjax``: PyPI's ``jupyter-server-mathjax``, which the ``[notebooks]`` extra brings, copied
 next to the pages; else Debian's ``libjs-mathjax``), else from its CDN with a printed note; require.js, jQuery and
 mermaid, which the pages do not use, are not loaded. ``slides(out)`` writes one reveal.js deck per lesson
-(nbconvert's ``SlidesExporter``, a slide per section, split into sub-slides of about a screen, links to other
-lessons leading to their decks and no other relative link), with reveal.js copied next to the decks from a local
-folder (``local_reveal``) or fetched once from the npm registry (``fetch_reveal``): offline by default, a CDN only
-when asked. ``python -m minimal course tidy`` is ``minimal.nbtidy``.
+(nbconvert's ``SlidesExporter``, a slide per section, split into sub-slides of about a screen, every slide's
+content fitted to its width: wide equations scaled down, long code lines shrunk a little and then wrapped, no
+prompts; links to other lessons leading to their decks and no other relative link), with reveal.js copied next to
+the decks from a local folder (``local_reveal``) or fetched once from the npm registry (``fetch_reveal``): offline by
+default, a CDN only when asked. ``python -m minimal course tidy`` is ``minimal.nbtidy``.
 """
 from __future__ import annotations
 
@@ -369,17 +370,20 @@ def student(out_dir, notebooks=None, force=False, update=False, notes=None):
 
 # --- the site ------------------------------------------------------------------------------------------------
 # jupyter-server-mathjax ships the STIX-Web fonts only (MathJax's default, TeX, gives "Math Processing Error"s)
-_NO_CDN = """
-{%- block html_head_js_mathjax -%}
-<script type="text/x-mathjax-config">
-MathJax.Hub.Config({"HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}});
-</script>
-{{ super() }}
-{%- endblock html_head_js_mathjax -%}
+_MATHJAX_FONTS = """MathJax.Hub.Config({"HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web",
+                                  imageFont: null}});"""
+_NO_LOADERS = """
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_jquery -%}{%- endblock html_head_js_jquery -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 """
+_NO_CDN = """
+{%- block html_head_js_mathjax -%}
+<script type="text/x-mathjax-config">
+""" + _MATHJAX_FONTS + """
+</script>
+{{ super() }}
+{%- endblock html_head_js_mathjax -%}""" + _NO_LOADERS
 _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}""" + _NO_CDN + """
 {% block any_cell %}
 {%- if 'solution' in cell.metadata.get('tags', []) -%}
@@ -398,11 +402,32 @@ details.solution > summary { cursor: pointer; color: #2a5f75; font-weight: bold;
 </style>
 {% endblock extra_css %}
 """
-# nbconvert's reveal template loads reveal.js through require.js and jQuery from CDNs: load it with plain scripts
-_SLIDES = """{%- extends 'reveal/index.html.j2' -%}""" + _NO_CDN + """
+# The slides. nbconvert's reveal template loads reveal.js through require.js and jQuery from CDNs: plain scripts
+# here. Once reveal.js is ready, MathJax typesets the deck (skipStartupTypeset), reveal.js then lays out every slide
+# (viewDistance), not only those near the current one, MathJax renders the formulas again, now measured in place,
+# fitWidth sizes every slide's content to the slide's width once, and reveal.js goes back to laying out the slides
+# near the current one only (cheaper to move between; what was fitted stays so). A display equation wider than its
+# box is scaled down to fit; code and text output shrink to at most CODE_MIN of their font size, and lines still too
+# long wrap; a table shrinks to TABLE_MIN, and its cells wrap beyond that. Nothing scrolls sideways. The page sets
+# data-fitted="yes" on <html> when it is done (the browser test waits for it). Input and output prompts ("In [3]:")
+# are left out of the slides: they took an eighth of the width.
+_SLIDES = """{%- extends 'reveal/index.html.j2' -%}
+{%- block html_head_js_mathjax -%}
+<script type="text/x-mathjax-config">
+""" + _MATHJAX_FONTS + """
+MathJax.Hub.Config({skipStartupTypeset: true, messageStyle: "none", displayAlign: "center",
+  TeX: {equationNumbers: {autoNumber: "AMS", useLabelIds: true}},
+  tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
+            processEscapes: true, processEnvironments: true}});
+</script>
+<script src="{{ resources.mathjax_url }}"></script>
+{%- endblock html_head_js_mathjax -%}""" + _NO_LOADERS + """
 {% block footer_js %}
 <style>
-/* a wide display equation scrolls sideways inside its slide instead of being clipped at the slide's edge */
+.reveal pre { box-sizing: border-box; max-width: 100%; }
+.reveal pre.fit-wrap { white-space: pre-wrap; overflow-wrap: anywhere; }
+.reveal table.fit-wrap td, .reveal table.fit-wrap th { white-space: normal; overflow-wrap: anywhere; }
+/* before fitWidth has run (or without JavaScript's measurements) a wide equation scrolls rather than being clipped */
 .reveal .MathJax_Display, .reveal .MathJax_SVG_Display, .reveal .MathJax_CHTML { max-width: 100%; }
 .reveal .MathJax_Display { overflow-x: auto; overflow-y: hidden; }
 </style>
@@ -412,18 +437,67 @@ _SLIDES = """{%- extends 'reveal/index.html.j2' -%}""" + _NO_CDN + """
 Reveal.initialize({controls: true, progress: true, history: true, slideNumber: "{{ reveal_number }}",
                    transition: "{{ reveal_transition }}", width: {{ reveal_width }}, height: {{ reveal_height }},
                    plugins: [RevealNotes]});
-// a section taller than the screen scrolls (nbconvert does this with jQuery)
-function scrollTall() {
+var CODE_MIN = 0.8, TABLE_MIN = 0.7;
+// Shrink every display equation (no limit), code block and text output (to CODE_MIN of its font size) and table (to
+// TABLE_MIN) whose content is wider than its box; code still too wide then wraps (class fit-wrap), a table's cells
+// too. Runs once, over the whole deck: all reads, then all writes, so that the browser lays the deck out a few
+// times, not several times per element.
+function fitWidth(root) {
+  var items = [];
+  root.querySelectorAll(".MathJax_Display").forEach(function (e) { items.push({e: e, least: 0}); });
+  root.querySelectorAll("pre").forEach(function (e) { items.push({e: e, least: CODE_MIN}); });
+  root.querySelectorAll(".jp-RenderedHTMLCommon table").forEach(function (e) {
+    items.push({e: e, least: TABLE_MIN, table: true});
+  });
+  var measure = function (it) { it.need = it.table ? it.e.offsetWidth : it.e.scrollWidth - it.pad; };
+  items.forEach(function (it) {
+    var box = it.table ? it.e.parentElement : it.e, cs = getComputedStyle(box);
+    it.room = box.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    it.pad = it.table ? 0 : box.clientWidth - it.room;
+    it.first = it.size = parseFloat(getComputedStyle(it.e).fontSize);
+    measure(it);
+  });
+  var wide = items;
+  for (var pass = 0; pass < 3; pass++) {
+    wide = wide.filter(function (it) { return it.need > it.room + 0.5; });
+    var shrink = wide.filter(function (it) { return it.size > it.least * it.first; });
+    if (!shrink.length) { break; }
+    shrink.forEach(function (it) {
+      it.size = Math.max(it.least * it.first, it.size * it.room / it.need * 0.99);
+      it.e.style.fontSize = it.size + "px";
+    });
+    shrink.forEach(measure);
+  }
+  wide.forEach(function (it) { if (it.need > it.room + 0.5) { it.e.classList.add("fit-wrap"); } });
+}
+// a section taller than the screen scrolls (nbconvert does this with jQuery): the present ones (the default), or
+// every slide, before and after fitWidth, which then measures each slide's width less its scrollbar
+function scrollTall(sections) {
   var h = document.querySelector(".reveal").offsetHeight * 0.95;
-  document.querySelectorAll("section.present, section.present section").forEach(function (s) {
+  (sections || document.querySelectorAll("section.present, section.present section")).forEach(function (s) {
     if (s.offsetHeight > h) { s.style.height = "calc(95vh)"; s.style.overflowY = "scroll"; s.style.marginTop = "20px"; }
   });
 }
-Reveal.on("ready", scrollTall);
-Reveal.on("slidechanged", function (e) {
-  if (window.MathJax && MathJax.Hub) { MathJax.Hub.Queue(["Rerender", MathJax.Hub, e.currentSlide]); }
-  scrollTall();
+Reveal.on("ready", function () {
+  var config = Reveal.getConfig(), near = {viewDistance: config.viewDistance,
+                                            mobileViewDistance: config.mobileViewDistance};
+  var everySlide = function () { Reveal.configure({viewDistance: 1000, mobileViewDistance: 1000}); };
+  var fit = function () {
+    var slides = [].filter.call(document.querySelectorAll(".reveal .slides section"),
+                                function (s) { return !s.querySelector("section"); });
+    scrollTall(slides);
+    fitWidth(document.querySelector(".reveal .slides"));
+    scrollTall(slides);
+    scrollTall();
+    Reveal.configure(near);     // back to laying out the slides near the current one: what is fitted stays fitted
+    document.documentElement.dataset.fitted = "yes";
+  };
+  if (!(window.MathJax && MathJax.Hub)) { everySlide(); fit(); return; }
+  // typeset while reveal.js lays out the slides near the current one only (MathJax measures nothing in a hidden
+  // slide: fast), then lay out every slide, render the formulas again in place, measured, and fit the slides
+  MathJax.Hub.Queue(["Typeset", MathJax.Hub], everySlide, ["Rerender", MathJax.Hub], fit);
 });
+Reveal.on("slidechanged", function () { scrollTall(); });
 </script>
 {% endblock footer_js %}
 """
@@ -691,7 +765,8 @@ def slide_notebook(nb, decks=()):
 
 def slides(out_dir, notebooks=None, mathjax_url=None, reveal=None, notes=None, names=None, cdn=False):
     """Write ``NAME.slides.html`` for every lesson into ``out_dir`` (nbconvert's reveal.js exporter, a slide per
-    section, sub-slides that fit a screen; ``names``: only these lessons); returns the paths. reveal.js is copied
+    section, sub-slides that fit a screen, content that fits a slide's width: ``_SLIDES``; ``names``: only these
+    lessons); returns the paths. reveal.js is copied
     next to the slides from a local folder (``local_reveal``), else fetched once from the npm registry
     (``fetch_reveal``); ``cdn`` loads it from its CDN instead (online only). MathJax: ``local_mathjax``. ``notes``
     receives a line saying where each came from."""
@@ -713,7 +788,8 @@ def slides(out_dir, notebooks=None, mathjax_url=None, reveal=None, notes=None, n
             shutil.copytree(folder / part, out / prefix / part, dirs_exist_ok=True)
         notes.append(f"reveal.js from {folder} (works offline)")
     exporter = _exporter(_mathjax_for(out, mathjax_url, notes), template=_SLIDES, kind="SlidesExporter",
-                         reveal_url_prefix=prefix, reveal_theme="white")   # "simple" imports Google fonts
+                         reveal_url_prefix=prefix, reveal_theme="white",   # "simple" imports Google fonts
+                         exclude_input_prompt=True, exclude_output_prompt=True)   # "In [3]:" takes 1/8 of the width
     chosen = order if names is None else [n for n in order if n in names]
     written = []
     for name in chosen:

@@ -2,7 +2,8 @@
 by ``pip install playwright`` with ``executable_path``; never ``playwright install``, which downloads browsers)
 opens the pages from ``file://`` with every other request blocked, and checks what a reader sees: every formula
 typeset by MathJax (no raw TeX left), every figure loaded, solutions folded and openable, the previous / next links
-leading to the neighbouring lessons, the slides running reveal.js with their formulas typeset.
+leading to the neighbouring lessons, the slides running reveal.js with their formulas typeset, and no slide of any
+deck wider than its box (nothing scrolls sideways or is cut off at the right edge).
 
 Skipped, with the reason in pytest's summary and a warning, only where no browser can be had (no playwright, or no
 Chromium); ``.ci/run`` installs both."""
@@ -35,6 +36,7 @@ if WHY:
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"BROWSER TESTS SKIPPED: {WHY}")
 
 TIMEOUT_MS = 180_000       # MathJax on a long lesson takes seconds of a loaded CPU
+TABS = 3                   # decks loaded at once by the slide-width test
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +52,9 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                              args=["--no-sandbox", "--allow-file-access-from-files"])
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,   # scrollbars take their width, as on a desktop
+                              args=["--no-sandbox", "--allow-file-access-from-files"],
+                              ignore_default_args=["--hide-scrollbars"])
         yield b
         b.close()
 
@@ -154,16 +157,22 @@ def test_previous_and_next_lead_to_the_neighbouring_lessons(site, page):
 
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory):
-    """Two decks, reveal.js as ``course slides`` finds it by default (a local copy, else npm's registry once)."""
+    """Every lesson's deck, reveal.js as ``course slides`` finds it by default (a local copy, else npm's registry
+    once)."""
     out = tmp_path_factory.mktemp("slides")
     notes = []
-    order = course.lessons()
     try:
-        course.slides(out, names=[order[0], order[3]], notes=notes)
+        course.slides(out, notes=notes)
     except ValueError as e:                  # no npm and no local reveal.js: say so, loudly
         warnings.warn(f"SLIDES TEST SKIPPED: {e}")
         pytest.skip(f"SLIDES TEST SKIPPED: {e}")
     return out, notes
+
+
+def _open_deck(page, path):
+    """Open a deck and wait until MathJax has typeset it and its content is fitted to the slides' width."""
+    page.goto(Path(path).as_uri())
+    page.wait_for_function("document.documentElement.dataset.fitted === 'yes'")
 
 
 def _slide_report(page):
@@ -179,9 +188,10 @@ def _slide_report(page):
 def test_slides_run_offline_with_navigation_math_and_no_dead_link(decks, page):
     out, notes = decks
     assert any(n.startswith("reveal.js from") and "offline" in n for n in notes), notes
-    for deck in sorted(out.glob("*.slides.html")):
-        _open_typeset(page, deck)
-        page.wait_for_function("window.Reveal && Reveal.isReady()")
+    order = course.lessons()
+    for name in (order[0], order[3]):
+        deck = out / (name[:-len(".ipynb")] + ".slides.html")
+        _open_deck(page, deck)
         total = page.evaluate("Reveal.getTotalSlides()")
         assert total > 10, deck.name
         r = _math_report(page)
@@ -206,4 +216,58 @@ def test_slides_run_offline_with_navigation_math_and_no_dead_link(decks, page):
         dead = [h for h in links if not h.startswith(("http:", "https:", "#", "mailto:"))
                 and not (deck.parent / h.split("#")[0]).exists()]
         assert dead == [], (deck.name, dead)
+    assert page.remote == [], f"the slides asked the network for {page.remote}"
+
+
+def _too_wide(page):
+    """Every slide (a section without sub-slides) of the open deck, and for each the elements wider than their box:
+    the section itself, a code block, an output, a display equation (MathJax's own inner spans and its hidden
+    assistive copy excluded), a table... Every slide is laid out at once (reveal.js's viewDistance, as when the
+    deck fitted them), so one call measures the deck."""
+    return page.evaluate("""() => {
+        Reveal.configure({viewDistance: 1000, mobileViewDistance: 1000});
+        const slides = [...document.querySelectorAll('.reveal .slides section')]
+            .filter(s => !s.querySelector('section'));
+        const wide = [];
+        for (const s of slides) {
+            const over = [...s.querySelectorAll('*')].filter(e => !e.closest('.MathJax, .MJX_Assistive_MathML')
+                && e.clientWidth > 0 && getComputedStyle(e).display !== 'inline' && e.scrollWidth > e.clientWidth + 1);
+            const bad = over.filter(e => !over.some(x => x !== e && e.contains(x)))    // the innermost: the culprits
+                .map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} ${e.scrollWidth} px in ` +
+                          `${e.clientWidth}: ` + Array.from((e.textContent || '').replace(/\\s+/g, ' ').trim())
+                          .slice(0, 40).join(''));
+            if (s.scrollWidth > s.clientWidth + 1) bad.push(`the slide: ${s.scrollWidth} px in ${s.clientWidth}`);
+            if (bad.length) {
+                const i = Reveal.getIndices(s);
+                wide.push(`#/${i.h}/${i.v || 0}: ${bad.slice(0, 3).join('; ')}`);
+            }
+        }
+        return {slides: slides.length, wide: wide};
+    }""")
+
+
+def test_no_slide_of_any_deck_is_wider_than_its_box(decks, page):
+    """Nothing on any slide of any deck overflows sideways: code lines, outputs, equations and tables fit the
+    slide's width (the deck shrinks them to fit, and wraps code that would get too small), so no slide scrolls
+    horizontally and nothing is cut off at its right edge. A few decks load at once in tabs (each typesets its own
+    formulas, in its own process)."""
+    out, _ = decks
+    paths = sorted(out.glob("*.slides.html"))
+    assert len(paths) == len(course.lessons())
+    tabs = [page] + [page.context.new_page() for _ in range(TABS - 1)]
+    for tab in tabs:
+        tab.set_default_timeout(TIMEOUT_MS)
+    wide = {}
+    for first in range(0, len(paths), TABS):
+        batch = list(zip(tabs, paths[first:first + TABS]))
+        for tab, deck in batch:
+            tab.goto(deck.as_uri())
+        for tab, deck in batch:
+            tab.wait_for_function("document.documentElement.dataset.fitted === 'yes'")
+            r = _too_wide(tab)
+            assert r["slides"] > 10, (deck.name, r)
+            if r["wide"]:
+                wide[deck.name] = r["wide"]
+    assert wide == {}, "content wider than its slide:\n" + "\n".join(
+        f"{name} {w}" for name, ws in wide.items() for w in ws)
     assert page.remote == [], f"the slides asked the network for {page.remote}"
