@@ -3,7 +3,7 @@
 - The lessons' data ship in the wheel: ``data/`` is mapped to the package ``minimal._data`` (``minimal.data.DATA_ROOT``
   finds it), so that the lessons run from a plain ``pip install`` without a clone.
 - A wheel carries the student edition of the course, not the instructor's notebooks: ``build_py`` writes
-  ``minimal/_course/`` with ``minimal.course.student`` (solutions stripped) from ``notebooks/``; an editable install
+  ``minimal/_course/`` with ``minimal.course.build.student`` (solutions stripped) from ``notebooks/``; an editable install
   keeps using ``notebooks/``. ``python -m minimal course student OUT`` copies it out of an installed package.
 """
 import sys
@@ -22,7 +22,7 @@ class BuildPyWithCourse(build_py):
             return
         sys.path.insert(0, str(ROOT))
         try:
-            from minimal import course
+            from minimal.course import build as course
         finally:
             sys.path.pop(0)
         target = Path(self.build_lib) / "minimal" / "_course"

@@ -29,12 +29,12 @@
         Progress bars only on a terminal. The fourth work, kernel, is its notebook alone (nothing to reproduce).
     python -m minimal course student OUT [--update | --force]
         the student edition of the notebooks: solutions stripped, exercise outputs cleared, a student README
-        (see minimal.course); over an earlier edition it refuses files that differ unless --update (rewrites the
+        (see minimal.course.build); over an earlier edition it refuses files that differ unless --update (rewrites the
         lessons the student has not edited and writes an edited one's new version beside it as NAME.new.ipynb;
         never deletes) or --force (overwrites).
     python -m minimal course release OUT [--lesson NAME ...]
         an nbgrader course directory: source/ with nbgrader metadata made from the solution marks, release/ by
-        `nbgrader generate_assignment`, rubric.json (see minimal.assignments and notebooks/INSTRUCTOR.md).
+        `nbgrader generate_assignment`, rubric.json (see minimal.course.assignments and notebooks/INSTRUCTOR.md).
     python -m minimal course grade COURSE LESSON [--unsafe]
         grades every submission of LESSON in COURSE: each student's notebook runs in a sandbox (bubblewrap) with no
         rights over the course, its answers are judged outside the student's kernel, feedback shows no hidden check
@@ -47,7 +47,7 @@
         one reveal.js deck per lesson (a slide per section, sub-slides of a screen); reveal.js copied next to the
         decks (a local one, else reveal.js 4.6.1 fetched once from the npm registry with npm pack): works offline.
     python -m minimal course tidy [--check] NOTEBOOK...
-        drop execution timestamps and timing text from committed notebooks (see minimal.nbtidy).
+        drop execution timestamps and timing text from committed notebooks (see minimal.course.nbtidy).
 """
 from __future__ import annotations
 
@@ -77,7 +77,8 @@ def _course(args):
     import time
     from pathlib import Path
 
-    from . import course, nbtidy
+    from .course import build as course
+    from .course import nbtidy
 
     if args.what == "tidy":
         if not args.out:
@@ -89,7 +90,7 @@ def _course(args):
         print(f"{len(args.out)} notebook(s), {len(found)} " + ("to tidy" if args.check else "tidied"))
         return 1 if (args.check and found) else 0
     if args.what == "grade":
-        from . import assignments
+        from .course import assignments
 
         assignments.grade(args.course_dir, args.lesson_name.removesuffix(".ipynb"), unsafe=args.unsafe)
         return 0
@@ -100,7 +101,7 @@ def _course(args):
     if args.what == "student":
         written = course.student(out, force=args.force, update=args.update, notes=notes)
     elif args.what == "release":
-        from . import assignments
+        from .course import assignments
 
         rubrics = assignments.release(out, names=[n if n.endswith(".ipynb") else n + ".ipynb"
                                                   for n in args.lesson] if args.lesson else None)
@@ -145,7 +146,7 @@ def build_parser():
 
     c = what.add_parser("student", help="the student edition of every lesson, with a student README",
                         description="Write the student edition into OUT: every solution replaced by a stub, the "
-                                    "outputs of exercises cleared, a student README (see minimal.course).")
+                                    "outputs of exercises cleared, a student README (see minimal.course.build).")
     c.add_argument("out", nargs=1, metavar="OUT", help="output folder (created if missing)")
     edit = c.add_mutually_exclusive_group()
     edit.add_argument("--force", action="store_true", help="overwrite files that differ (a student's work)")
@@ -188,7 +189,7 @@ def build_parser():
     c.add_argument("--mathjax-url", help="MathJax 2 to load (default: a local copy, else its CDN)")
 
     c = what.add_parser("tidy", help="drop execution timestamps and timing text from committed notebooks",
-                        description="Drop execution timestamps and timing text from notebooks (minimal.nbtidy).")
+                        description="Drop execution timestamps and timing text from notebooks (minimal.course.nbtidy).")
     c.add_argument("out", nargs="*", metavar="NOTEBOOK", help="the notebook files")
     c.add_argument("--check", action="store_true", help="only report; exit code 1 if a notebook needs it")
     return parser

@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlparse
 import nbformat
 import pytest
 
-from minimal import course
+from minimal.course import build as course
 from minimal.__main__ import main
 
 NOTEBOOKS = sorted(p.name for p in course.NOTEBOOKS.glob("*.ipynb"))
@@ -245,13 +245,13 @@ UNTIDY = set()   # every committed notebook is tidied (python -m minimal course 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
     strict=True, reason="not tidied yet")) if n in UNTIDY else n for n in NOTEBOOKS])
 def test_committed_notebooks_store_no_run_timestamps_and_no_timing_text(name):
-    from minimal import nbtidy
+    from minimal.course import nbtidy
 
     assert nbtidy.problems(nbformat.read(course.NOTEBOOKS / name, as_version=4)) == []
 
 
 def test_tidy_drops_timestamps_and_durations_only(tmp_path):
-    from minimal import nbtidy
+    from minimal.course import nbtidy
 
     timed = _code("# NBVAL_IGNORE_OUTPUT\nprint(...)", outputs=["loss 0.25\n300 steps in 2 s\n", "took 16.5 ms\n"])
     plain = _code("print(...)", outputs=["3 s is not a timing here: strict nbval checks it\n"])
@@ -374,7 +374,7 @@ def test_each_course_command_has_its_own_help():
 def test_release_names_the_lesson_and_cell_of_an_unclosed_solution(tmp_path):
     """A lesson with ``### BEGIN SOLUTION`` and no END: one line naming the lesson and the cell, not nbgrader's
     62-line traceback."""
-    from minimal import assignments
+    from minimal.course import assignments
 
     src = _course_src(tmp_path)
     nb = nbformat.read(src / "a.ipynb", as_version=4)

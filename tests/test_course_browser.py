@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from minimal import course
+from minimal.course import build as course
 
 CHROMIUM = next((p for p in (os.environ.get("MINIMAL_CHROMIUM"), shutil.which("chromium"),
                              shutil.which("chromium-browser"), "/usr/bin/chromium") if p and Path(p).is_file()), None)

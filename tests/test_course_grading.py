@@ -19,8 +19,9 @@ import warnings
 import nbformat
 import pytest
 
-from minimal import assignments as A
-from minimal import course, sandbox
+from minimal.course import assignments as A
+from minimal.course import build as course
+from minimal.course import sandbox
 
 if not A.nbgrader_available():
     warnings.warn("NBGRADER ROUND TRIP SKIPPED: nbgrader is not installed (pip install -e '.[dev]')")
@@ -90,7 +91,7 @@ def test_every_check_records_its_answers_and_prints_nothing_before_judging_them(
     measured value before its first assert: a failing prediction must not print the answer on its way out."""
     import ast
 
-    from minimal import judge
+    from minimal.course import judge
 
     root, _ = released
     early = []

@@ -23,8 +23,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from minimal import assignments as A
-from minimal import course, sandbox
+from minimal.course import assignments as A
+from minimal.course import build as course
+from minimal.course import sandbox
 
 LESSON = "zucchet_a_lsa_is_an_rnn"
 MARK = "minimal-hostile-7f3a"          # in the command line of every process a hostile submission starts

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from minimal import course
+from minimal.course import build as course
 
 ROOT = Path(course.__file__).resolve().parents[1]
 LESSON = "gril_d_beyond_one_step.ipynb"      # loads data/gril/ (multistep_full, classification_full): 15 s

@@ -1,11 +1,11 @@
-"""The answers a check hands to the grader (``minimal.grading``) and the verdict reached outside the student's
-kernel (``minimal.judge``): every natural form of a right answer counts, nothing but data crosses, and a forged
+"""The answers a check hands to the grader (``minimal.course.grading``) and the verdict reached outside the student's
+kernel (``minimal.course.judge``): every natural form of a right answer counts, nothing but data crosses, and a forged
 or malformed record fails without harming the grader."""
 import numpy as np
 import nbformat
 import pytest
 
-from minimal import grading, judge
+from minimal.course import grading, judge
 
 
 class Anything:

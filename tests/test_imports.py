@@ -58,16 +58,16 @@ def test_no_module_imports_itself_back():
 # module and everything under it; the longest name that matches decides). Every module of minimal is in one. The
 # folders are the floors' rooms: minimal.run (the run machinery) spans several layers, its package docstring none.
 LAYERS = (
-    ("minimal.validate", "minimal.conventions", "minimal.run", "minimal.run._atomic", "minimal.run.io", "minimal.data", "minimal.contract",
-     "minimal.gradcheck", "minimal.run.verdicts", "minimal.run.overrides", "minimal.run.speed", "minimal.nbtidy",
+    ("minimal.validate", "minimal.conventions", "minimal.run", "minimal.course", "minimal.run._atomic", "minimal.run.io", "minimal.data", "minimal.contract",
+     "minimal.gradcheck", "minimal.run.verdicts", "minimal.run.overrides", "minimal.run.speed", "minimal.course.nbtidy",
      "minimal.run.job_files", "minimal.run.scheduler", "minimal.run.interrupt", "minimal.run.metric_keys"),
     ("minimal.scan", "minimal.layers", "minimal.optim", "minimal.run.train", "minimal.run.checkpoint", "minimal.run.stopping",
      "minimal.run.evaluations"),
     ("minimal.cells", "minimal.models", "minimal.kernel_attention"),
     ("minimal.constructions", "minimal.analysis", "minimal.tasks", "minimal.run.sweep", "minimal.run.report"),
     ("minimal.experiments", "minimal.bench", "minimal.check",
-     "minimal.course", "minimal.assignments", "minimal.grading", "minimal.judge", "minimal.sandbox",
-     "minimal.grader"),
+     "minimal.course.build", "minimal.course.assignments", "minimal.course.grading", "minimal.course.judge", "minimal.course.sandbox",
+     "minimal.course.grader"),
     ("minimal.run.reproduce", "minimal.run.reproduce_all", "minimal.run.cli", "minimal.__main__", "minimal"),
 )
 

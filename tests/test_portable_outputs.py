@@ -6,7 +6,8 @@ this test scans every stored output of every lesson so that a new cell cannot br
 import nbformat
 import pytest
 
-from minimal import course, nbtidy
+from minimal.course import build as course
+from minimal.course import nbtidy
 
 NOTEBOOKS = sorted(p.name for p in course.NOTEBOOKS.glob("*.ipynb"))
 

@@ -76,7 +76,7 @@ def test_generate_takes_a_seed_as_train_does_and_refuses_other_rngs_by_name(tiny
 @pytest.fixture
 def notebooks_copy(tmp_path, monkeypatch):
     """A copy of notebooks/ that `course student` reads instead of the committed one."""
-    from minimal import course
+    from minimal.course import build as course
 
     src = tmp_path / "notebooks"
     shutil.copytree(ROOT / "notebooks", src, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))

@@ -35,7 +35,7 @@ mermaid, which the pages do not use, are not loaded. ``slides(out)`` writes one 
 content fitted to its width: wide equations scaled down, long code lines shrunk a little and then wrapped, no
 prompts; links to other lessons leading to their decks and no other relative link), with reveal.js copied next to
 the decks from a local folder (``local_reveal``) or fetched once from the npm registry (``fetch_reveal``): offline by
-default, a CDN only when asked. ``python -m minimal course tidy`` is ``minimal.nbtidy``.
+default, a CDN only when asked. ``python -m minimal course tidy`` is ``minimal.course.nbtidy``.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ except ImportError:       # building a wheel (setup.py writes the student editio
     class Preprocessor:
         pass
 
-from .validate import InputError
+from ..validate import InputError
 
 __all__ = ["NOTEBOOKS", "SOLUTION_TAG", "BEGIN", "END", "lessons", "title", "exercise_of", "ClearSolutions",
            "student_notebook", "bare_stubs", "student", "local_mathjax", "local_reveal", "html", "slide_notebook",

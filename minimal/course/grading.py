@@ -16,7 +16,7 @@ answers in one canonical form, so that the cell's own checks accept every form a
 Anything else (an object with its own ``__eq__``, a function) is refused with a sentence naming the answer: a check
 never compares a student's object with its own ``==``.
 
-When the grader runs a submission (``python -m minimal course grade``, ``minimal.grader``) it sets
+When the grader runs a submission (``python -m minimal course grade``, ``minimal.course.grader``) it sets
 ``MINIMAL_GRADING_DIR``, and ``record`` also writes the canonical answers to ``<that folder>/<check>.npz`` (plain
 arrays, no pickle). The grade comes from comparing that file, outside the student's kernel, with the same record of
 the instructor's reference run; the rule of each check is read from the instructor's copy of the lesson, never
@@ -96,7 +96,7 @@ def answered(**answers):
 def record(check, rule=None, rtol=None, atol=None, message=None, **answers):
     """The canonical ``answers`` (one value, or a tuple in the order given); written to ``$MINIMAL_GRADING_DIR/
     <check>.npz`` when the grader runs the notebook. ``rule``, ``rtol``, ``atol`` and ``message`` are read by the
-    grader from the instructor's lesson (``minimal.grader``); here they are ignored."""
+    grader from the instructor's lesson (``minimal.course.grader``); here they are ignored."""
     if not _ID.match(check):
         raise ValueError(f"check must be a short name of letters, digits, '.', '_' or '-', got {check!r}")
     values = {name: canonical(value, name) for name, value in answers.items()}

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from .validate import InputError
+from ..validate import InputError
 
 __all__ = ["IGNORE", "TIMING_TAG", "DIGITS_HOLD", "DURATION", "TINY", "problems", "rounding_digits", "tidy",
            "tidy_files"]

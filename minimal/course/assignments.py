@@ -2,7 +2,7 @@
 
 nbgrader (a well-kept library: the ``[dev]`` extra, or ``pip install nbgrader``) does the grading; this module only
 turns the course's own marks into nbgrader's cell metadata, writes a course directory and calls
-``nbgrader generate_assignment``. The marks (``minimal.course``) become:
+``nbgrader generate_assignment``. The marks (``minimal.course.build``) become:
 
 - a code cell tagged ``solution`` with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` is split after its last
   ``### END SOLUTION``: the part up to it is an *autograded answer* (``solution: true``), which the release replaces
@@ -35,9 +35,9 @@ from pathlib import Path
 
 import nbformat
 
-from . import course
+from . import build as course
 from .nbtidy import read_notebook
-from .validate import InputError
+from ..validate import InputError
 
 __all__ = ["POINTS", "HIDDEN_BEGIN", "HIDDEN_END", "source_notebook", "rubric", "release", "submit", "autograde",
            "grade", "selftest", "scores", "cell_scores", "lesson_id",
@@ -58,12 +58,12 @@ from nbgrader.preprocessors import ClearOutput  # noqa: E402
 c.GenerateAssignment.preprocessors = [p for p in GenerateAssignment.class_traits()["preprocessors"].default()
                                       if p is not ClearOutput]
 c.ClearSolutions.code_stub = {"python": '# YOUR CODE HERE\\nraise NotImplementedError("not done yet")'}
-# autograde runs each submission in a sandbox (minimal.sandbox) and judges its recorded answers outside the
-# student's kernel (minimal.judge); feedback shows no hidden check and no HTML from a submission (MathJax: course
+# autograde runs each submission in a sandbox (minimal.course.sandbox) and judges its recorded answers outside the
+# student's kernel (minimal.course.judge); feedback shows no hidden check and no HTML from a submission (MathJax: course
 # grade puts a copy beside each page)
 from nbgrader.converters import Autograde, GenerateFeedback  # noqa: E402
 from nbgrader.preprocessors import Execute  # noqa: E402
-from minimal.grader import SandboxedExecute, StripHiddenTests  # noqa: E402
+from minimal.course.grader import SandboxedExecute, StripHiddenTests  # noqa: E402
 c.Autograde.autograde_preprocessors = [SandboxedExecute if p is Execute else p for p in
                                        Autograde.class_traits()["autograde_preprocessors"].default()]
 c.SandboxedExecute.course_root = c.CourseDirectory.root
@@ -247,7 +247,7 @@ def submit(root, lesson, student, fill_answers=False):
 
 def autograde(root, lesson, students=None, unsafe=False, check=True):
     """``nbgrader autograde`` of ``lesson`` (``--student`` each of ``students``, else everyone submitted), each
-    submission in the sandbox (``minimal.grader.SandboxedExecute``, set by the course's ``nbgrader_config.py``)."""
+    submission in the sandbox (``minimal.course.grader.SandboxedExecute``, set by the course's ``nbgrader_config.py``)."""
     from .grader import UNSAFE_ENV
 
     args = ["autograde", lesson, "--force"]
@@ -370,5 +370,5 @@ def _main(argv):
     return 0
 
 
-if __name__ == "__main__":      # python -m minimal.assignments NOTEBOOK ...: the lesson author's check
+if __name__ == "__main__":      # python -m minimal.course.assignments NOTEBOOK ...: the lesson author's check
     sys.exit(_main(sys.argv[1:]))

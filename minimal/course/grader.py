@@ -1,6 +1,6 @@
 """Grading submissions: the reference run, the student's run in a sandbox, the verdicts, nbgrader's bookkeeping.
 
-``python -m minimal course grade COURSE LESSON`` (``minimal.assignments.grade``) grades every submission of one
+``python -m minimal course grade COURSE LESSON`` (``minimal.course.assignments.grade``) grades every submission of one
 lesson:
 
 1. **The reference run** (``reference_run``; once per version of the lesson, cached in
@@ -10,14 +10,14 @@ lesson:
    (``limits_for``).
 2. **nbgrader autograde**, with its ``Execute`` step replaced by ``SandboxedExecute``: the notebook (the student's
    answers, the locked checks put back by nbgrader, the hidden ones removed again: a record never sits in one) is
-   copied into a scratch folder and executed there by ``minimal.sandbox`` with no rights over anything else; the kernel's records come back as data only, and
-   ``minimal.judge`` compares them with the reference. Each test cell's outputs are replaced by its verdict (a line
+   copied into a scratch folder and executed there by ``minimal.course.sandbox`` with no rights over anything else; the kernel's records come back as data only, and
+   ``minimal.course.judge`` compares them with the reference. Each test cell's outputs are replaced by its verdict (a line
    "check passed", or an error with the check's message), which is what nbgrader scores: the student's kernel
    cannot change a score, because no score is read from it.
 3. **Feedback**: nbgrader's ``generate_feedback`` with ``StripHiddenTests`` (no hidden check's source in the page)
    and MathJax copied beside each page (offline).
 
-``minimal.assignments.selftest(path)`` (``python -m minimal.assignments NOTEBOOK``) runs one lesson as the reference
+``minimal.course.assignments.selftest(path)`` (``python -m minimal.course.assignments NOTEBOOK``) runs one lesson as the reference
 and as its untouched release and judges both, without a sandbox: the lesson author's check.
 """
 from __future__ import annotations
@@ -33,7 +33,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import course, grading, judge
+from . import build as course
+from . import grading, judge
 
 __all__ = ["execute", "reference_run", "limits_for", "SandboxedExecute", "StripHiddenTests", "verdict_output",
            "UNSAFE_ENV"]
@@ -204,7 +205,7 @@ except ImportError:        # nbgrader is the [dev] extra; without it nothing her
 if NbGraderPreprocessor is not None:
     class SandboxedExecute(NbGraderPreprocessor):
         """nbgrader's ``Execute`` step for untrusted work (module docstring): the notebook runs in
-        ``minimal.sandbox``, its records are judged by ``minimal.judge`` against the reference run, and each test
+        ``minimal.course.sandbox``, its records are judged by ``minimal.course.judge`` against the reference run, and each test
         cell's outputs become its verdict. Refuses to run without a sandbox unless ``MINIMAL_GRADE_UNSAFE=1``."""
 
         course_root = Unicode("", help="the course folder (nbgrader_config.py sets it to its own folder)").tag(

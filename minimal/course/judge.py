@@ -1,7 +1,7 @@
 """The verdict of a check, reached outside the student's kernel from data alone.
 
 Each check cell of a lesson records the student's answers with ``grading.record(CHECK, name=value, ...)`` (see
-``minimal.grading``). The instructor's copy of the lesson says how each record is judged, in the keywords of that
+``minimal.course.grading``). The instructor's copy of the lesson says how each record is judged, in the keywords of that
 call, which ``rules(nb)`` reads from the source with ``ast`` (nothing of the submission is read as code):
 
 - no ``rule``: every recorded value equals the reference run's value of the same name: same shape, strings and

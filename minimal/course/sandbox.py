@@ -20,7 +20,7 @@
 
 ``isolation()`` says which of these is available here, or why none is (``run`` then refuses unless
 ``unsafe=True``, which executes the notebook as the current user with only the timeouts). Inside the sandbox
-``python -m minimal.sandbox NB OUT TIMEOUT`` executes the notebook with nbclient.
+``python -m minimal.course.sandbox NB OUT TIMEOUT`` executes the notebook with nbclient.
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def _etc():
 
 def _needed():
     """The folders the kernel must read: Python's installation, the environment, the package and its data."""
-    from .data import DATA_ROOT
+    from ..data import DATA_ROOT
 
     pkg = Path(__file__).resolve().parent
     need = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), pkg, Path(DATA_ROOT).resolve()}
@@ -170,7 +170,7 @@ def run(nb_name, scratch, limits=Limits(), unsafe=False):
     stderr tail)``. The kernel's records land in ``scratch/records``."""
     scratch = Path(scratch).resolve()
     kind, sentence = isolation()
-    inner = [sys.executable, "-m", "minimal.sandbox", str(scratch / nb_name), str(scratch / "executed.ipynb"),
+    inner = [sys.executable, "-m", "minimal.course.sandbox", str(scratch / nb_name), str(scratch / "executed.ipynb"),
              str(limits.cell_timeout)]
     env = _env(scratch)
     if kind is None:
