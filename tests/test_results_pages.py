@@ -92,7 +92,7 @@ def test_the_shakespeare_definitions_and_notes_say_what_was_compared(minrnn_page
 
 def _selective_copy_runs():
     """{row key: [per-seed accuracy]} from the committed job files of Config()'s grid."""
-    from minimal.experiments.minrnn import selective_copy as SC
+    from minimal.experiments.minrnn import selective_copy as SC, selective_copy_summary as SCS
     from minimal.run.job_files import job_path
 
     config = SC.Config()
@@ -100,7 +100,7 @@ def _selective_copy_runs():
     for job in SC.jobs(config):
         record = json.loads(job_path(SC.SWEEP.dir(config), SC.SWEEP.job, job, name=SC.SWEEP.name).read_text())
         c = record["config"]
-        key = SC.row_key(c["kind"], c["depth"], bool(c.get("log_space", False)))
+        key = SCS.row_key(c["kind"], c["depth"], bool(c.get("log_space", False)))
         runs.setdefault(key, []).append((c["seed"], record["result"]["accuracy"]))
     return {k: [a for _, a in sorted(v)] for k, v in runs.items()}
 

@@ -8,7 +8,7 @@ import pytest
 from scipy.special import expit
 
 from minimal.experiments import experiments
-from minimal.experiments.minrnn import selective_copy as S
+from minimal.experiments.minrnn import selective_copy as S, selective_copy_model as SCM
 from minimal.gradcheck import TOLERANCE, numerical_gradient, rel_error
 from minimal.tasks import selective_copy as task
 
@@ -61,15 +61,15 @@ def test_model_gradients_match_finite_differences(kind, depth, log_space):
     rng = np.random.default_rng(3)
     job = S.Job(kind=kind, depth=depth, T=7, n_data=2, vocab=5, D=3, expansion=2, dtype="float64",
                 log_space=log_space)
-    params = S.init_params(rng, job)
+    params = SCM.init_params(rng, job)
     # non-zero biases and gains, so that every parameter's gradient is exercised
     params = {k: v + 0.3 * rng.standard_normal(v.shape) if k.rsplit(".", 1)[-1] in ("b", "beta", "gamma") else v
               for k, v in params.items()}
     b = task.sample(rng, 3, job.T, job.n_data, job.vocab)
-    _, grads = S.loss_and_grads(params, job, b.inputs, b.targets)
+    _, grads = SCM.loss_and_grads(params, job, b.inputs, b.targets)
     assert set(grads) == set(params)
     for k in params:
-        num = numerical_gradient(lambda: S.loss_and_grads(params, job, b.inputs, b.targets)[0], params[k], eps=1e-5)
+        num = numerical_gradient(lambda: SCM.loss_and_grads(params, job, b.inputs, b.targets)[0], params[k], eps=1e-5)
         assert rel_error(grads[k], num) <= TOLERANCE, k
 
 
@@ -77,12 +77,12 @@ def test_one_layer_mingru_state_is_a_sum_of_per_token_terms(rng):
     """Sec. 4.1: in one layer every gate is a function of the current token alone, so the state is
     Σ_s Π_{r>s} (1 − z(x_r)) z(x_s) h̃(x_s) with z, h̃ looked up per token id."""
     job = S.Job(kind="mingru", depth=1, T=20, n_data=4, D=4, expansion=2, dtype="float64")
-    params = S.init_params(rng, job)
+    params = SCM.init_params(rng, job)
     params["1.1.b_z"] = rng.standard_normal(8)
     b = task.sample(rng, 3, job.T, job.n_data)
     from minimal import models
     from minimal.layers import layernorm
-    sp = S.spec("mingru", 1, 4, 8, 16)
+    sp = SCM.spec("mingru", 1, 4, 8, 16)
     _, cache = models.forward(params, b.inputs, sp)
     h_model = cache.caches[1].caches[1].h                                      # (B, T, H) the minGRU's states
     u = layernorm.forward({"gamma": params["1.0.gamma"], "beta": params["1.0.beta"]}, params["0.E"])[0]   # (V, D)
@@ -214,10 +214,10 @@ def test_the_committed_16_token_runs_replay_to_their_recorded_steps():
 def test_log_space_and_vanilla_models_differ():
     """The same weights give other logits in log space (candidate g(k) > 0) than in the vanilla cells."""
     job = S.Job(kind="mingru", depth=2, T=12, n_data=3, D=4, expansion=2, dtype="float64")
-    params = S.init_params(np.random.default_rng(0), job)
+    params = SCM.init_params(np.random.default_rng(0), job)
     b = task.sample(np.random.default_rng(1), 4, job.T, job.n_data)
-    z_log = S.predict(params, job, b.inputs)
-    z_van = S.predict(params, S.Job(**{**job.__dict__, "log_space": False}), b.inputs)
+    z_log = SCM.predict(params, job, b.inputs)
+    z_van = SCM.predict(params, S.Job(**{**job.__dict__, "log_space": False}), b.inputs)
     assert np.abs(z_log - z_van).max() > 1e-2
 
 

@@ -4,7 +4,7 @@ by Ctrl-C or a crash resumes from its checkpoint to the same cuts, the same stop
 import numpy as np
 import pytest
 
-from minimal.experiments.minrnn import selective_copy as S
+from minimal.experiments.minrnn import selective_copy as S, selective_copy_model as SCM, selective_copy_summary as SCS
 from minimal.run.stopping import ReduceOnPlateau
 from minimal.run.train import train
 
@@ -88,7 +88,7 @@ def test_an_interrupted_run_resumes_to_the_same_stop(tmp_path, monkeypatch, whol
     """Ctrl-C at an evaluation between the two cuts, then the same call again: the same curve, cuts, stop, scored
     weights and training losses as the run that was never interrupted."""
     at = (whole["lr_cut_steps"][0] + whole["lr_cut_steps"][1]) // 2 // TINY.eval_every * TINY.eval_every
-    real, calls = S.evaluate, []
+    real, calls = SCM.evaluate, []
 
     def interrupt(params, job, batch=None):
         calls.append(1)
@@ -111,7 +111,7 @@ def test_an_interrupted_run_resumes_to_the_same_stop(tmp_path, monkeypatch, whol
 def test_a_run_interrupted_between_evaluations_resumes_to_the_same_stop(tmp_path, monkeypatch, whole, at):
     """Ctrl-C inside the training step ``at``: before the first evaluation (step 2, no curve file yet) and between two
     (step 10); the checkpoint written on the way out holds ``at`` steps' losses, which the resumed run keeps."""
-    real, calls = S.loss_and_grads, []
+    real, calls = SCM.loss_and_grads, []
 
     def interrupt(*a):
         calls.append(1)
@@ -157,7 +157,7 @@ def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, 
     accuracy is made worse than any), so the weights scored must be the ones saved beside the checkpoint."""
     at = whole["steps_run"]
     crash_after_evaluation(monkeypatch, lambda: S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz"), at)
-    real = S.evaluate
+    real = SCM.evaluate
     monkeypatch.setattr(S, "evaluate", lambda p, job, batch=None: {"accuracy": -1.0} if batch is not None
                         else real(p, job))
     resumed = S.run_job(TINY, checkpoint_path=tmp_path / "ckpt.npz")
@@ -167,7 +167,7 @@ def test_a_resumed_run_scores_the_best_weights_saved_before_the_crash(tmp_path, 
 
 def test_the_results_page_says_how_a_run_was_trained():
     import dataclasses
-    from minimal.experiments import notes
+    from minimal.experiments.notes import minrnn as notes
 
     plateau = notes._sc_budget(dataclasses.asdict(S.Config()))
     assert "multiplied by 0.1 at each of the first 2 plateaus of 1,000 steps" in plateau
@@ -201,15 +201,15 @@ def test_the_committed_runs_replay_to_their_recorded_cuts_and_stops():
 
 
 def test_the_docstring_states_the_committed_runs():
-    """The module docstring's numbers for ``Config()``, Table 1's grid trained until no rate helps, are the
-    committed runs'."""
+    """The numbers ``selective_copy_summary``'s docstring states for ``Config()``, Table 1's grid trained until no
+    rate helps, are the committed runs'."""
     import re
 
     config = S.Config()
     if not S.finished(config):
         pytest.skip("the 16-token grid of Config() is not committed here")
     r = S.run(config, progress=False)
-    text = " ".join(S.__doc__.split())
+    text = " ".join(SCS.__doc__.split())
     for kind, name in (("mingru", "minGRU"), ("minlstm", "minLSTM")):
         log = " / ".join(f"{r[f'{kind}_{d}']:.1f} ± {r[f'{kind}_{d}_std']:.1f}" for d in (1, 2, 3))
         van = " / ".join(f"{r[f'{kind}_{d}_vanilla']:.1f} ± {r[f'{kind}_{d}_vanilla_std']:.1f}" for d in (1, 2, 3))

@@ -61,15 +61,15 @@ class Model(NamedTuple):
 
 # --- the models -------------------------------------------------------------------------------------------------
 def _selective_copy(kind, depth, log_space, dtype="float32"):
-    from ..experiments.minrnn import selective_copy as S
+    from ..experiments.minrnn import selective_copy as S, selective_copy_model as SCM
     from ..tasks import selective_copy as task
 
     job = S.Job(kind=kind, depth=depth, dtype=dtype, log_space=log_space)
-    params = S.init_params(np.random.default_rng(0), job)
+    params = SCM.init_params(np.random.default_rng(0), job)
     b = task.sample(np.random.default_rng(1), job.batch, job.T, job.n_data, job.vocab)
 
     def loss_and_grads(p, batch, dropout, rng):
-        return S.loss_and_grads(p, job, *batch)
+        return SCM.loss_and_grads(p, job, *batch)
 
     return Model(f"selective copy {kind} x{depth}" + (" log" if log_space else ""), "selective_copy", kind,
                  log_space, params, (b.inputs, b.targets), loss_and_grads, 0.0,

@@ -2,36 +2,8 @@
 h_{t−1}"; the task is Table 2's, Sec. 4.2; setup App. C.1-C.3), at a scale one CPU core trains in under a minute
 to about ten minutes per run — a sweep of ``run_job`` through ``minimal.run.sweep`` (dask), resumable per job.
 
-The claim (Sec. 4.1). minGRU's and minLSTM's gates see only their input, z_t = σ(Linear(x_t)), never h_{t−1}.
-In the first layer the input x_t^{(1)} is the embedding of token t alone, so each gate is a fixed function of the
-current token: "the gates of a model consisting of a single layer of minLSTM or minGRU are time-independent due
-to being conditioned on time-independent inputs x^{(1)}_{1:n}". Unrolled, a one-layer minGRU's state is then a sum
-over past tokens of per-token vectors, each weighted by a product of per-token factors (1 − z(x_r)) over the tokens
-after it:
-
-    h_t = Σ_{s ≤ t} [ Π_{s < r ≤ t} (1 − z(x_r)) ] ⊙ z(x_s) ⊙ h̃(x_s)
-
-Nothing in it can depend on how many data tokens came before token s, which is what writing the i-th data
-token into an i-th "slot", and reading slot i back at the i-th marker, would need. The second layer's input is
-h^{(1)}_t, which does depend on the past (layer 1 can count data tokens, e.g. a channel with z(noise) = 0 decays by
-(1 − ζ) at each data token), so "beginning from the second layer onwards, minLSTM and minGRU's gates will also
-be time-dependent". Table 1: one layer 37.0 ± 2.3 (minGRU) / 37.6 ± 2.0 (minLSTM) % accuracy; two layers 96.8 ±
-3.2 / 85.7 ± 5.8; three 99.5 ± 0.2 / 96.0 ± 2.8 (Table 2 quotes the three-layer numbers). A GRU or LSTM, whose
-gates do see h_{t−1}, is time-dependent in one layer; we train one layer of each as the reference.
-
-Model (App. C.1: "Each layer in the model consisted of (1) either a minLSTM or minGRU layer and (2) a linear
-layer", residual, LayerNorm before each layer), a ``minimal.models`` stack:
-
-    embedding (V = 16, D)  ->  L x [ x <- x + Linear_{H -> D}( RNN_{D -> H}( LN(x) ) ) ]  ->  LN  ->  Linear_{D -> V}
-
-with H = 6 D ("minLSTM and minGRU have an expansion factor of 6", App. C.2; the linear layer projects the
-expanded state back to the residual width), RNN = minGRU / minLSTM (parallel mode, Numba scan) or GRU / LSTM
-(sequential). minGRU / minLSTM run in log space by default (``Job.log_space``; App. B.3, the form the paper
-trains: candidate g(k) > 0, a scan of log-coefficients); ``log_space=False`` runs the vanilla cells, which compute
-another function of the same weights (h̃ = Linear_h(x) may be negative). The argument above holds for both:
-the gates are the same σ(Linear(x_t)). The loss is the cross-entropy of the logits at the M marker positions against the data tokens;
-the metric is the token accuracy there (argmax = data token), on a fixed evaluation set of ``n_eval``
-sequences shared by every run.
+The claim (Sec. 4.1: a single layer's gates are time-independent, so it cannot copy) and the model:
+``selective_copy_model``.
 
 Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job; ``run(config)`` loads a grid that is on disk),
 3 seeds per cell; in each seed both forms start from the same weights and see the same sequences:
@@ -49,34 +21,7 @@ Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job; ``run(c
 - ``Config.log_space_1500_8tokens()`` and ``Config.table1_vanilla_8tokens()``: the same cells at 1,500 steps, the
   vanilla grid with a one-layer GRU and LSTM (18 and 24 runs).
 
-What they find (accuracy %, mean ± std over 3 seeds, 1 / 2 / 3 layers; Table 1: minGRU 37.0 / 96.8 / 99.5, minLSTM
-37.6 / 85.7 / 96.0; notebook ``minrnn_c_selective_copy`` asserts each number; an accuracy is judged both as itself
-and as an error rate, 100 − accuracy, ``TOLERANCE``):
-- 16 data tokens, trained until no learning rate helps (``Config()``): minGRU: log space 41.6 ± 2.3 / 95.8 ± 2.2 /
-  99.0 ± 0.3; vanilla 40.3 ± 1.0 / 97.0 ± 3.8 / 97.0 ± 2.5; minLSTM: log space 42.7 ± 2.3 / 95.6 ± 0.8 / 99.2 ± 0.1;
-  vanilla 40.7 ± 0.8 / 98.9 ± 1.0 / 98.2 ± 0.6. Every run was stopped by the rule after its two cuts, at steps 8,000
-  to 20,000 (best evaluations at 7,000 to 20,000), and 34 of the 36 end above the same seed at the 4,000-step cap,
-  by up to 16.2 points. One layer is above Table 1 in both cells ("close"), still answering from recency (the last
-  data token 84 to 95 % right, no other position above 74 %), and in each cell every deeper run stays more than 48
-  points above every one-layer run (the depth effect). minGRU in log space is within a point of Table 1 at two and
-  three layers but 4.2 and 1.0 % wrong, 1.3 and 2.1 times the paper's error rate ("differs"). minLSTM is above
-  Table 1 at two and three layers in both forms (0.08 to 0.46 times its error rate): Table 1's gap between the
-  cells at two layers (96.8 against 85.7) does not appear (log space 95.8 against 95.6);
-- 16 data tokens at the 4,000-step cap (``Config.capped()``): minGRU: log space 32.1 ± 1.4 / 84.9 ± 6.8 / 91.8 ± 2.4;
-  vanilla 33.3 ± 1.2 / 93.8 ± 7.9 / 92.9 ± 1.8; minLSTM: log space 33.3 ± 0.6 / 82.5 ± 2.5 / 92.1 ± 3.3; vanilla
-  34.2 ± 0.8 / 96.6 ± 2.9 / 96.7 ± 0.2. Every two- and three-layer run is more than 40 points above every one-layer
-  run. No run stopped by itself: each reached the cap still rising, by 1.4 to 5.0 points over its last 1,000 steps,
-  so these are accuracies at the cap, not converged ones. One layer beats answering every marker with the
-  sequence's most frequent data token (20.5 %, ``tasks.selective_copy.most_frequent_accuracy``) through recency:
-  the last data token 64 to 84 % right, no other position above 47 %;
-- 8 data tokens, 400 steps, log space: minGRU 34.0 ± 0.3 / 39.4 ± 1.2 / 39.2 ± 2.3, minLSTM 35.4 ± 0.6 / 37.7 ± 0.7 /
-  38.6 ± 1.5; vanilla: minGRU 36.2 ± 0.2 / 54.2 ± 5.5 / 56.3 ± 2.5, minLSTM 37.2 ± 0.3 / 49.8 ± 1.2 / 60.7 ± 5.9. The
-  depth effect has barely started in log space, and at two and three layers every vanilla run is above every
-  log-space run: at equal steps the vanilla cells learn faster;
-- 8 data tokens, 1,500 steps, log space: minGRU 48.9 ± 0.6 / 91.0 ± 1.1 / 95.9 ± 2.1; minLSTM 51.1 ± 0.2 / 86.7 ±
-  0.2 / 95.1 ± 1.9; vanilla: minGRU 48.9 ± 0.3 / 99.5 ± 0.3 / 99.7 ± 0.2, minLSTM 50.6 ± 0.8 / 99.9 ± 0.0 / 99.9 ±
-  0.1; GRU 100.0 ± 0.0, LSTM 81.3 ± 13.4 (one layer). Table 1's depth effect appears in both forms (more than 30
-  points from one layer to two).
+What they find: ``selective_copy_summary``.
 
 Differs from the paper (App. C.2-C.3), each for CPU time (the paper: up to 400,000 steps on a GPU per run):
 - sequence length T = 64 with the paper's M = 16 data tokens (``Config()``), or T = 32 with M = 8 (the
@@ -104,29 +49,26 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .. import _plotting
 from ...run import speed
-from ... import models
 from ...data import data_path
 from ...run.evaluations import Evaluations
-from ...layers import cross_entropy
-from ...models import Layer, Residual
 from ...run.verdicts import Tolerance
 from ...run.stopping import Plateau, ReduceOnPlateau
 from ...run.sweep import Sweep
 from ...tasks import selective_copy as task
 from ...run.train import TrainSetup, train
 from ...validate import InputError, check_config, check_fits
+from .selective_copy_figures import plot_depths
+from .selective_copy_model import KINDS, eval_batch, evaluate, init_params, loss_and_grads
+from .selective_copy_summary import summarise
 
-__all__ = ["Config", "Job", "PAPER", "TOLERANCE", "KINDS", "SWEEP_DIR", "spec", "init_params", "loss_and_grads", "predict",
-           "eval_batch", "evaluate", "train_job", "replay", "run_job", "jobs", "row_key", "summarise", "finished", "run", "plot"]
+__all__ = ["Config", "Job", "PAPER", "TOLERANCE", "SWEEP_DIR", "train_job", "replay", "run_job", "jobs", "finished",
+           "run", "plot"]
 
-KINDS = ("mingru", "minlstm", "gru", "lstm")
 SWEEP_DIR = data_path("minrnn", "sweeps")
 
 PAPER = {  # Table 1 (Sec. 4.1): accuracy (%) mean ± std on selective copying, by model and number of layers
@@ -191,71 +133,6 @@ class Job:
         if not (isinstance(self.factor, (int, float)) and not isinstance(self.factor, bool)
                 and 0 < self.factor < 1):
             raise ValueError(f"Job.factor must be a number in (0, 1), got {self.factor!r}")
-
-
-def spec(kind, depth, D, H, vocab, log_space=False):
-    """The ``minimal.models`` stack: embedding, ``depth`` residual pre-LN [RNN -> Linear] layers, LN, head.
-
-    ``log_space`` (minGRU / minLSTM only) runs the cells in App. B.3's log space (candidate g(k) > 0)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    if log_space and kind not in ("mingru", "minlstm"):
-        raise ValueError(f"log_space applies to kinds mingru and minlstm only, got kind {kind!r}")
-    fwd = {"log_space": True} if log_space else {}
-    blocks = tuple(Residual((Layer("layernorm", {"D": D}), Layer(kind, {"d_in": D, "d_hidden": H}, fwd),
-                             Layer("linear", {"D_in": H, "D_out": D}))) for _ in range(depth))
-    return (Layer("embedding", {"V": vocab, "D": D}),) + blocks + (
-        Layer("layernorm", {"D": D}), Layer("linear", {"D_in": D, "D_out": vocab}))
-
-
-def _spec(job):
-    return spec(job.kind, job.depth, job.D, job.expansion * job.D, job.vocab,
-                job.log_space and job.kind in ("mingru", "minlstm"))
-
-
-def init_params(rng, job):
-    """Every layer's own init, cast to ``job.dtype``."""
-    return models.init(rng, _spec(job), dtype=job.dtype)
-
-
-def loss_and_grads(params, job, inputs, targets):
-    """Cross-entropy at the M output positions (the last M) and its gradients.
-
-    Args:
-        params: from ``init_params``; job: a ``Job``; inputs: (B, T) ids; targets: (B, M) data tokens.
-    Returns:
-        (loss: float, grads: dict with params' keys).
-    """
-    logits, cache = models.forward(params, inputs, _spec(job))       # (B, T, V)
-    M = targets.shape[1]
-    loss, c_ce = cross_entropy.forward({}, logits[:, -M:], targets)
-    dl, _ = cross_entropy.backward({}, c_ce, np.asarray(1.0, logits.dtype))
-    dlogits = np.zeros_like(logits)
-    dlogits[:, -M:] = dl                                               # no loss before the markers
-    _, grads = models.backward(params, cache, dlogits)
-    return float(loss), grads
-
-
-def predict(params, job, inputs, chunk=512):
-    """Logits at the M output positions, (B, M, V), in chunks of ``chunk`` sequences."""
-    out = [models.forward(params, inputs[i:i + chunk], _spec(job))[0][:, -job.n_data:]
-           for i in range(0, inputs.shape[0], chunk)]
-    return np.concatenate(out)
-
-
-def eval_batch(job):
-    """The job's fixed evaluation sequences."""
-    return task.sample(np.random.default_rng(job.eval_seed), job.n_eval, job.T, job.n_data, job.vocab)
-
-
-def evaluate(params, job, batch=None):
-    """Accuracy (%) on the data tokens, per output position (%), and the mean cross-entropy."""
-    batch = eval_batch(job) if batch is None else batch
-    logits = predict(params, job, batch.inputs)
-    hit = logits.argmax(-1) == batch.targets                                   # (B, M)
-    loss = float(cross_entropy.forward({}, logits.astype(np.float64), batch.targets)[0])
-    return {"accuracy": 100.0 * float(hit.mean()), "accuracy_by_position": (100.0 * hit.mean(0)).tolist(),
-            "eval_loss": loss}
 
 
 class _Converged(Exception):
@@ -494,41 +371,6 @@ def jobs(config: Config):
     return out
 
 
-def row_key(kind, depth, log_space):
-    """``<kind>_<depth>`` (log space, the paper's form, or a GRU / LSTM) or ``<kind>_<depth>_vanilla``."""
-    return f"{kind}_{depth}" if log_space or kind in ("gru", "lstm") else f"{kind}_{depth}_vanilla"
-
-
-def summarise(records):
-    """Per (kind, depth, form): mean and std (over seeds, ddof = 0) of the accuracy (%), keys ``row_key`` (e.g.
-    ``mingru_2`` in log space, ``mingru_2_vanilla``) + "", "_std", "_seeds", "_runs" (per-seed accuracies),
-    "_ms_per_step", and for runs trained until their accuracy stopped rising "_steps_to_best" and "_steps_run" (per
-    seed), with the plateau schedule also "_lr_cut_steps" (per seed, the steps where the rate was cut); "rows"
-    lists the row keys, each log-space row before its vanilla row."""
-    table = {}
-    for r in records:
-        c = r["config"]
-        ls = bool(c.get("log_space", False))
-        table.setdefault((c["kind"], c["depth"], not ls), []).append((c["seed"], r["result"]))
-    out = {}
-    for (kind, depth, vanilla), runs in sorted(table.items()):
-        acc = np.array([res["accuracy"] for _, res in sorted(runs, key=lambda x: x[0])])
-        key = row_key(kind, depth, not vanilla)
-        out[key] = float(acc.mean())
-        out[f"{key}_std"] = float(acc.std())
-        out[f"{key}_seeds"] = len(acc)
-        out[f"{key}_runs"] = acc.tolist()
-        out[f"{key}_ms_per_step"] = float(np.mean([res["ms_per_step"] for _, res in runs]))
-        ordered = [res for _, res in sorted(runs, key=lambda x: x[0])]
-        if all("steps_to_best" in res for res in ordered):      # trained until the accuracy stopped rising
-            out[f"{key}_steps_to_best"] = [int(res["steps_to_best"]) for res in ordered]
-            out[f"{key}_steps_run"] = [int(res["steps_run"]) for res in ordered]
-        if all("lr_cut_steps" in res for res in ordered):       # the plateau schedule: where the rate was cut
-            out[f"{key}_lr_cut_steps"] = [list(res["lr_cut_steps"]) for res in ordered]
-    out["rows"] = [row_key(k, d, not v) for k, d, v in sorted(table)]
-    return out
-
-
 # job files data/minrnn/sweeps/selective_copy/selective_copy-<job_key>.json
 SWEEP = Sweep("selective_copy", run_job, jobs, summarise, SWEEP_DIR / "selective_copy", Config,
               desc="selective copying", checkpoints=True)
@@ -537,30 +379,5 @@ finished, run = SWEEP.finished, SWEEP.run
 
 def plot(result, out_dir, title="Selective copying vs depth (Table 1)", name="selective_copy"):
     """Accuracy vs depth per kind (mean ± std over seeds), the paper's Table 1 beside it; saved as
-    ``out_dir/<name>.png``. Returns [png path]."""
-    plt = _plotting.pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    for i, kind in enumerate(("mingru", "minlstm")):
-        for form, (suffix, fmt, dx) in {"log space": ("", "o-", 0.0), "vanilla": ("_vanilla", "^--", 0.15)}.items():
-            depths = [d for d in (1, 2, 3) if f"{kind}_{d}{suffix}" in result]
-            if depths:
-                ax.errorbar(np.array(depths) + 0.05 * i + dx, [result[f"{kind}_{d}{suffix}"] for d in depths],
-                            [result[f"{kind}_{d}{suffix}_std"] for d in depths], fmt=fmt, capsize=3,
-                            color=f"C{i}", label=f"{kind}, {form} (ours)")
-        ax.errorbar(np.array((1, 2, 3)) + 0.05 * i + 0.3, [PAPER[f"{kind}_{d}"] for d in (1, 2, 3)],
-                    [PAPER[f"{kind}_{d}_std"] for d in (1, 2, 3)], fmt="x:", capsize=3, color=f"C{i}", alpha=0.6,
-                    label=f"{kind} (paper, Table 1)")
-    for j, kind in enumerate(("gru", "lstm")):
-        for key in [k for k in result.get("rows", []) if k.startswith(kind + "_")]:
-            ax.errorbar([int(key.split("_")[1]) - 0.1], [result[key]], [result[f"{key}_std"]], fmt="s",
-                        color=f"C{2 + j}", capsize=3, label=f"{kind} (ours)")
-    ax.set(xlabel="layers", ylabel="accuracy on data tokens (%)", xticks=(1, 2, 3), ylim=(0, 102),
-           title=title)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    ``out_dir/<name>.png`` (``selective_copy_figures.plot_depths`` with ``PAPER``). Returns [png path]."""
+    return plot_depths(result, PAPER, out_dir, title, name)

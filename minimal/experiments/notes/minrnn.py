@@ -1,0 +1,177 @@
+"""Page notes of the minimal-RNN experiments (Feng et al., ``minimal.experiments.minrnn``): the keys of
+``minimal.experiments.notes`` for param_counts, runtime, shakespeare and selective_copy."""
+from __future__ import annotations
+
+__all__ = ["PAGES"]
+
+
+def _sc_budget(config):
+    """How a selective-copying run was trained: until its accuracy stopped rising, with a cap, or a fixed count."""
+    steps = config.get("steps", "?")
+    steps = f"{steps:,}" if isinstance(steps, int) else steps
+    if config.get("patience") and config.get("reductions") is not None:
+        return (f"until its accuracy stopped rising at every learning rate (the rate multiplied by "
+                f"{config.get('factor', '?')} at each of the first {config['reductions']} plateaus of "
+                f"{config['patience']:,} steps and stopped at the next one, with a cap of {steps} steps; the paper: "
+                "up to 400,000)")
+    if config.get("patience"):
+        return f"until its accuracy stopped rising or the cap of {steps} steps (the paper: up to 400,000)"
+    return f"{steps} steps (the paper: up to 400,000)"
+
+
+def _sc_setup(config):
+    """A selective-copying run's task and width against the paper's (App. C.2-C.3)."""
+    return (f"T = {config.get('T', '?')} with {config.get('n_data', '?')} data tokens at width D = "
+            f"{config.get('D', '?')} (the paper: T = 4096 with 16, far more noise between the data tokens, input "
+            "dimension 64)")
+
+
+def _sc_side(key, metrics):
+    """Which side of Table 1 row ``key``'s accuracy lies on, and what that does not show; a sentence true on
+    either side where the row's number is not at hand (a pattern, or metrics without it)."""
+    from ..minrnn.selective_copy import PAPER
+
+    ours, paper = metrics.get(key), PAPER.get(key)
+    if isinstance(ours, (int, float)) and not isinstance(ours, bool) and paper is not None and ours != paper:
+        return ("This accuracy is above the paper's, which does not show a better model" if ours > paper else
+                "This accuracy is below the paper's, which does not show a worse model")
+    return "An accuracy above the paper's does not show a better model, nor one below it a worse one"
+
+
+def _sc_note(key):
+    """The note of a two- or three-layer selective-copying row ``key`` (an exact key, or a pattern)."""
+    def note(config, metrics):
+        vanilla = key.endswith("_vanilla")
+        cells = "the vanilla cells (the paper trains the log-space form, App. B.3), " if vanilla else ""
+        return (f"{cells}{_sc_setup(config)}, trained {_sc_budget(config)}; judged as an accuracy and as an error "
+                f"rate, 100 − accuracy. {_sc_side(key, metrics)}: the shorter sequences, the narrower model and "
+                "the shorter training all differ, unmeasured apart.")
+    return note
+
+
+def _lm_budget(config):
+    """How a Shakespeare run was trained: until its best test loss stopped improving (with a cap), or a fixed count."""
+    steps = config.get("steps", "?")
+    steps = f"{steps:,}" if isinstance(steps, int) else steps
+    if config.get("patience"):
+        return (f"trained until its best test loss stopped improving (the learning rate multiplied by "
+                f"{config.get('factor', '?')} at each {config['patience']}-step plateau, stopped at the plateau after "
+                f"the last cut; cap {steps} steps)")
+    return f"{steps} steps"
+
+
+PAGES = {
+    "minrnn.param_counts": {
+        "LESSON": "minrnn_a_from_gru_to_mingru.ipynb (Sec. 5)",
+        "CLOSED_FORM": ("*",),
+        "NOTES": {"*": "a count of the weights; the paper prints whole percent."},
+        "METRICS": {"<cell>_pct_alpha<α>": "parameters of minGRU / minLSTM as % of GRU / LSTM at d_h = α d_x, "
+                                           "without biases (Sec. 3.1.3, 3.2.4)",
+                    "<cell>_pct_bias_alpha<α>": "the same with biases",
+                    "<cell>_params_alpha<α>": "weights of the cell at d_h = α d_x (no biases)",
+                    "<cell>_params_bias_alpha<α>": "weights and biases of the cell at d_h = α d_x"},
+        "QUICK_MISSES": "nothing: a count, the same in both modes.",
+    },
+    "minrnn.runtime": {
+        "LESSON": "minrnn_b_runtime.ipynb (Sec. 2-3)",
+        "NOTES": {
+            "speedup_*": lambda c, m: "Fig. 1 times a T4 GPU, where the parallel scan has O(log T) depth; we time "
+                                      f"one CPU core (batch {c.get('batch', '?')}, D = {c.get('d_in', '?')}, "
+                                      f"H = {c.get('d_hidden', '?')}), where the scan does the same linear work "
+                                      "as the GRU's loop: the speed-up is a constant factor, not one growing with T.",
+            "mem_ratio_*": "we count the arrays our hand-written backward keeps; the paper measures PyTorch's "
+                           "autograd peak, which also keeps every intermediate of the scan.",
+        },
+        "METRICS": {"T": "the sequence lengths timed",
+                    "speedup_<cell>_T<T>": "time per training step of GRU (LSTM) / minGRU (minLSTM) at length T",
+                    "mem_ratio_<cell>_<baseline>": "bytes kept for the backward pass, minimal / traditional cell",
+                    "ms_<cell>_T<T>": "time per training step (forward, loss, backward) at length T, ms, the "
+                                      "fastest of the run's repeats"},
+        "QUICK_MISSES": "sequence lengths up to 512 only: the paper's T = 4096 speed-ups have no row.",
+    },
+    "minrnn.shakespeare": {
+        "LESSON": "minrnn_d_shakespeare.ipynb (Sec. 3-4)",
+        "QUICK_UNREACHABLE": ("test_loss_*", "steps_to_best_*", "ratio_*", "steps_ratio_*"),
+        "NOTES": {
+            "test_loss_*": lambda c, m: f"our model is D = {c.get('D', '?')} wide with context {c.get('T', '?')}, "
+                                        f"batch {c.get('batch', '?')}, {_lm_budget(c)}; the paper's is D = 384, "
+                                        "batch 64, 5,000 steps: a smaller model that sees fewer characters has a "
+                                        "higher loss.",
+            "steps_to_best_*": lambda c, m: (f"the step of the best test loss is bounded by the run's length, "
+                                             f"{c.get('steps', '?')} steps of batch {c.get('batch', '?')} evaluated "
+                                             f"every {c.get('eval_every', '?')} (the paper: 5,000 steps of batch 64, "
+                                             "every 25)." if c.get("patience") is None else
+                                             f"{_lm_budget(c)}, evaluated every {c.get('eval_every', '?')}; a step "
+                                             f"here is a batch of {c.get('batch', '?')} windows (the paper: 64, "
+                                             "5,000 steps, every 25, its models past their best before the end)."),
+            "steps_ratio_*_at_transformer_best": lambda c, m: (
+                "the Transformer's steps to its best over the step where the minimal RNN's test-subset loss first "
+                f"reaches that best, seed {c.get('seed', '?')} (the lesson has three seeds), each model "
+                f"{_lm_budget(c)}; steps of batch {c.get('batch', '?')} at D = {c.get('D', '?')} (the paper: batch "
+                "64 at D = 384)."),
+            "steps_ratio_*": lambda c, m: (f"both models' steps to their best loss are capped by the run's length, "
+                                           f"{c.get('steps', '?')} steps of batch {c.get('batch', '?')} (the paper: "
+                                           "5,000 of batch 64), so their ratio is near 1 where the paper's "
+                                           "Transformer needs about 3.5 times minGRU's steps."
+                                           if c.get("patience") is None else
+                                           f"each model {_lm_budget(c)}, in steps of batch {c.get('batch', '?')} "
+                                           "(the paper: 64): the ratio compares where each stopped improving at "
+                                           f"D = {c.get('D', '?')}, not a best passed by over-fitting as in the "
+                                           "paper."),
+            "ratio_*": lambda c, m: f"minimal RNN / Transformer at D = {c.get('D', '?')}, {_lm_budget(c)}, seed "
+                                    f"{c.get('seed', '?')} (the lesson has three seeds); the paper's ratio is at "
+                                    "D = 384 with its own Transformer (6 heads, learned positions), trained to its "
+                                    "best.",
+        },
+        "METRICS": {"test_loss_<model>": "cross-entropy (nats per character) at the run's best evaluation: the "
+                                         "lowest of the losses on the fixed test subset (`n_eval_targets` "
+                                         "characters), evaluated every `eval_every` steps, as the paper reports "
+                                         "its best; not the final model, not every test window "
+                                         "(`final_test_loss_<model>`)",
+                    "steps_to_best_<model>": "the evaluation step of that lowest loss on the fixed test subset",
+                    "ratio_<model>_to_transformer": "test_loss of the minimal RNN / the same-size Transformer's",
+                    "final_test_loss_<model>": "cross-entropy of the scored model on every test window "
+                                               "(`n_test_targets` characters): the best evaluated weights when the "
+                                               "run stops by the plateau rule, the last ones in a fixed-length run",
+                    "final_ratio_<model>_to_transformer": "the same ratio of final_test_loss (every test window)",
+                    "steps_ratio_attention_to_<model>_at_transformer_best": "the Transformer's steps to its best "
+                                                                            "loss / the model's first evaluation "
+                                                                            "step at or below that loss (the "
+                                                                            "paper's \"to achieve comparable "
+                                                                            "performance\")",
+                    "steps_ratio_attention_to_<model>": "the Transformer's steps to its best loss / the model's to "
+                                                        "its own",
+                    "steps_to_transformer_best_<model>": "the model's first evaluation step at or below the "
+                                                         "Transformer's best loss (the fixed test subset)",
+                    "n_eval_targets": "characters in the fixed test subset evaluated during training",
+                    "n_test_targets": "characters in every test window", "T": "context length (characters)",
+                    "n_heads": "attention heads of the Transformer", "vocab": "the characters of the vocabulary"},
+        "QUICK_MISSES": "D = 48, context 64, 300 steps against the full run's D = 64 (the paper's 384): the losses "
+                        "are far above the paper's and the step of the best loss is capped by the run's length.",
+    },
+    "minrnn.selective_copy": {
+        "LESSON": "minrnn_c_selective_copy.ipynb (Sec. 2-4)",
+        "METRICS": {"<cell>_<layers>_steps_run": "per seed, the step where training stopped (the stopping rule or "
+                                                 "the cap)",
+                    "<cell>_<layers>_steps_to_best": "per seed, the step of the best evaluation (the weights scored)",
+                    "<cell>_<layers>_runs": "per seed, the token accuracy (%)",
+                    "<cell>_<layers>": "token accuracy (%) at the marker positions on fixed evaluation sequences, "
+                                       "mean ± std over seeds (Table 1); our ± is the population standard "
+                                       "deviation of the seeds' accuracies (NumPy's std, ddof = 0), the paper "
+                                       "does not say which it prints"},
+        "BETTER": {"*_2": "higher", "*_3": "higher", "*_2_vanilla": "higher", "*_3_vanilla": "higher"},
+        "QUICK_UNREACHABLE": ("mingru_*", "minlstm_*"),
+        "NOTES": {
+            "*_1_vanilla": lambda c, m: "the vanilla cells (h̃ = Linear_h(x); the paper trains the log-space form, "
+                                        f"App. B.3), {_sc_setup(c)}, trained {_sc_budget(c)}: one layer's accuracy "
+                                        "depends on the sequence length and the training. The claim is the gap "
+                                        "between one layer and two.",
+            **{key: _sc_note(key) for cell in ("mingru", "minlstm") for layers in (2, 3)
+               for key in (f"{cell}_{layers}", f"{cell}_{layers}_vanilla")},
+            "*_vanilla": _sc_note("*_vanilla"),
+            "*_1": lambda c, m: f"{_sc_setup(c)}, trained {_sc_budget(c)}: one layer's accuracy depends on the "
+                                "sequence length and the training. The claim is the gap between one layer and two.",
+            "*": _sc_note("*"),
+        },
+    },
+}
