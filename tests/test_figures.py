@@ -9,8 +9,8 @@ from matplotlib.lines import Line2D
 
 from minimal.experiments.zucchet import architectures as A, hidden_size as HS, icl, icl_seeds, teacher_student as TS
 from minimal.experiments.zucchet import teacher_student_figures as TSF
-from minimal.experiments.gril import (ablations as GA, classification as GC, comparison as GCmp, model as GM,
-                                      multistep as GMS, regression as GR)
+from minimal.experiments.gril import (ablations as GA, classification as GC, comparison as GCmp,
+                                      comparison_models as GCmpM, model as GM, multistep as GMS, regression as GR)
 from minimal.experiments.minrnn import param_counts as MP, runtime as MR, selective_copy as MS, shakespeare as MSh
 from minimal.experiments.minrnn import shakespeare_model as SM
 from minimal.experiments.zucchet import stacks
@@ -47,7 +47,7 @@ def _gril():
                  for t in ("scalar", "multivariate") for v in GM.VARIANTS for s in ("", "_over_zero")}
     ablations.update({"dims_f": [2, 5, 10], "dims_loss": [0.1, 0.3, 0.8], "dims_loss_gd": [0.1, 0.3, 0.8]})
     comparison = {"multivariate_gd": 0.8, "multivariate_zero": 1.67}
-    comparison.update({f"multivariate_{m}_over_zero": 0.6 for m in GCmp.MODELS})
+    comparison.update({f"multivariate_{m}_over_zero": 0.6 for m in GCmpM.MODELS})
     classification = {"config": {"steps": 100}}
     for task in GC.TASKS:
         p = task + "_"

@@ -6,11 +6,11 @@ import pytest
 
 from minimal import models
 from minimal.experiments import experiments
-from minimal.experiments.gril import comparison as C
+from minimal.experiments.gril import comparison as C, comparison_models as CM, comparison_summary as CS
 from minimal.gradcheck import numerical_gradient, rel_error
 from minimal.tasks import gril_regression
 
-STACKS = [m for m in C.MODELS if m != "gril_1"]
+STACKS = [m for m in CM.MODELS if m != "gril_1"]
 
 
 def _tiny(model, n_out):
@@ -21,16 +21,16 @@ def _tiny(model, n_out):
 @pytest.mark.parametrize("model", STACKS)
 def test_query_loss_gradients_match_finite_differences(model, n_out):
     job = _tiny(model, n_out)
-    spec = C.spec(job)
+    spec = CM.spec(job)
     rng = np.random.default_rng(0)
     params = models.init(rng, spec)
     params = {k: v + 0.3 * rng.standard_normal(v.shape) for k, v in params.items()}   # off the scaled start
     tasks = gril_regression.sample(rng, 3, job.N, job.f, n_out=n_out)
-    loss, grads = C.loss_and_grads(params, tasks, spec)
+    loss, grads = CM.loss_and_grads(params, tasks, spec)
     assert set(grads) == set(params)
 
     def f():
-        return C.loss_and_grads(params, tasks, spec)[0]
+        return CM.loss_and_grads(params, tasks, spec)[0]
 
     for k, p in params.items():
         err = rel_error(grads[k], numerical_gradient(f, p, eps=1e-5))
@@ -39,18 +39,18 @@ def test_query_loss_gradients_match_finite_differences(model, n_out):
 
 def test_the_prediction_is_the_last_tokens_first_n_out_entries():
     job = _tiny("gated_rnn_1", 1)
-    spec = C.spec(job)
+    spec = CM.spec(job)
     params = models.init(np.random.default_rng(1), spec)
     tasks = gril_regression.sample(np.random.default_rng(2), 4, job.N, job.f, n_out=1)
     y_all, _ = models.forward(params, tasks.tokens, spec)
-    y_hat, _ = C.predict(params, tasks.tokens, 1, spec)
+    y_hat, _ = CM.predict(params, tasks.tokens, 1, spec)
     np.testing.assert_allclose(y_hat, y_all[:, -1, :1], rtol=1e-12)
 
 
 @pytest.mark.parametrize("model", ["lsa_2", "softmax_2"])
 def test_attention_models_are_causal(model):
     job = _tiny(model, 3)
-    spec = C.spec(job)
+    spec = CM.spec(job)
     params = models.init(np.random.default_rng(1), spec)
     x = np.random.default_rng(2).standard_normal((2, 5, 3))
     y, _ = models.forward(params, x, spec)
@@ -70,7 +70,7 @@ def test_attention_models_see_positions(model):
     x_swapped = x[:, [2, 3, 0, 1, 4]]                     # (x_2, y_2, x_1, y_1, x_q)
     moved = {}
     for positional in (True, False):
-        spec = C.spec(dataclasses.replace(_tiny(model, 3), positional=positional))
+        spec = CM.spec(dataclasses.replace(_tiny(model, 3), positional=positional))
         params = models.init(np.random.default_rng(1), spec)
         params = {k: v + 0.3 * np.random.default_rng(3).standard_normal(v.shape) for k, v in params.items()}
         moved[positional] = rel_error(models.forward(params, x_swapped, spec)[0][:, -1],
@@ -81,13 +81,13 @@ def test_attention_models_see_positions(model):
 
 def test_summary_takes_each_familys_best_depth_and_matches_paper_keys():
     recs = []
-    for model in C.MODELS:
+    for model in CM.MODELS:
         for seed in (0, 1):
-            v = 1.0 + 0.01 * C.MODELS.index(model) + 0.001 * seed
+            v = 1.0 + 0.01 * CM.MODELS.index(model) + 0.001 * seed
             recs.append({"config": {"model": model, "n_out": 10, "seed": seed},
                          "result": {"loss": v, "loss_gd": 0.8, "loss_zero": 1.6, "over_gd": v / 0.8,
                                     "over_zero": v / 1.6, "n_params": 1, "diverged": 0}})
-    out = C.summarise(recs)
+    out = CS.summarise(recs)
     assert out["multivariate_lsa_1_seeds"] == 2
     assert out["multivariate_lsa_1"] == pytest.approx(1.0005)
     assert out["multivariate_lru_best_over_zero"] == pytest.approx(out["multivariate_lru_1_over_zero"])
@@ -101,7 +101,7 @@ def test_summary_takes_each_familys_best_depth_and_matches_paper_keys():
 def test_table3s_baselines_sit_at_the_zero_predictor_and_the_claims_read_from_the_means():
     """Table 3's no-LP numbers are within 3 % of the paper's zero predictor (0.414): their rows say "at the zero
     predictor", not a skill; the Sec. 5.1 claims are orderings of the models' mean losses."""
-    assert all(v / 0.414 >= C.AT_ZERO for v in C.TABLE3.values())
+    assert all(v / 0.414 >= CS.AT_ZERO for v in C.TABLE3.values())
     assert C.PAPER["multivariate_lru_best_at_zero_predictor"] is True
     losses = {"lsa_1": 1.0, "lsa_2": 0.99, "softmax_2": 0.9, "gated_rnn_1": 1.0, "lru_1": 1.0, "mingru_1": 1.0,
               "gril_1": 0.5}
@@ -110,13 +110,13 @@ def test_table3s_baselines_sit_at_the_zero_predictor_and_the_claims_read_from_th
                         "n_params": 1, "diverged": 0,
                         "eval_curve": [[0, 1.0], [1000, 1.0], [2000, v], [3000, v]], "eval_curve_zero": 1.0}}
             for m, v in losses.items()]
-    out = C.summarise(recs)
+    out = CS.summarise(recs)
     assert out["scalar_softmax_2_closest_non_recurrent"] is True
     assert out["scalar_gril_1_beats_one_layer_recurrent"] is True
     assert out["scalar_softmax_2_plateau_steps_seeds"] == [2000]
     assert out["scalar_lsa_2_plateau_steps_seeds"] == [None] and out["scalar_lsa_2_at_zero_predictor"]
     assert out["scalar_softmax_2_eval_drop_last_tenth_seeds"] == [0.0]
-    assert C.plateau_end([[0, 1.0], [5, 0.96]], 1.0) == 5
+    assert CS.plateau_end([[0, 1.0], [5, 0.96]], 1.0) == 5
 
 
 def test_comparison_is_registered_for_gril():

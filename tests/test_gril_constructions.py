@@ -254,15 +254,15 @@ def test_two_lsa_layers_compute_one_gd_step_exactly(rng, f, N, n_o):
 
 
 def test_the_attention_construction_fills_the_comparisons_lsa_2_stack():
-    """Same parameter names and shapes as ``comparison.spec`` of lsa_2 at d_model = 2f + 2N + 1."""
+    """Same parameter names and shapes as ``comparison_models.spec`` of lsa_2 at d_model = 2f + 2N + 1."""
     from minimal import models
-    from minimal.experiments.gril import comparison as CMP
+    from minimal.experiments.gril import comparison as CMP, comparison_models as CMM
 
     f, N = 10, 10
     spec, params = CG.attention_gd(f, N, 1.0)
-    ref = models.init(np.random.default_rng(0), CMP.spec(CMP.Job(model="lsa_2", f=f, N=N, d_model=2 * f + 2 * N + 1)))
+    ref = models.init(np.random.default_rng(0), CMM.spec(CMP.Job(model="lsa_2", f=f, N=N, d_model=2 * f + 2 * N + 1)))
     assert {k: v.shape for k, v in params.items()} == {k: v.shape for k, v in ref.items()}
-    assert [getattr(e, "name", None) for e in spec] == [getattr(e, "name", None) for e in CMP.spec(
+    assert [getattr(e, "name", None) for e in spec] == [getattr(e, "name", None) for e in CMM.spec(
         CMP.Job(model="lsa_2", d_model=2 * f + 2 * N + 1))]
 
 

@@ -7,7 +7,7 @@ each of size f; N = f = 10) and predicts the query target from its output at the
 with ``minimal.run.train.train`` (AdamW, cosine, fresh tasks every step) and evaluated on the fixed set of 10^4 tasks
 that ``model`` (the trained GRIL) and one optimal GD step (``analysis.gril_gd``, η*) are evaluated on.
 
-Models (``MODELS``; "_L" is the number of layers), built as ``minimal.models`` stacks:
+Models (``comparison_models.MODELS``; "_L" is the number of layers), built as ``minimal.models`` stacks:
 
     lsa_1, lsa_2     linear self-attention (``cells.lsa``, Zucchet Eq. 1): linear f -> d_model, + a learned
                      positional embedding P[t] (``layers.positional``), then LSA (two layers: x + LSA(x), then
@@ -108,20 +108,19 @@ from ... import models
 from ...analysis import gril_gd
 from ...data import data_path
 from ...run.io import write_json
-from ...models import Layer, Residual
 from ...run.job_files import finite_or_nan
 from ...run.sweep import Sweep, SweepConfig
 from ...tasks import gril_regression
 from ...run.train import NonFiniteLossError, train
 from ...validate import check_choice
 from . import ablations, model as M
+from .comparison_models import MODELS, family_of, loss_and_grads, predict, spec
+from .comparison_summary import AT_ZERO, summarise
 from .tolerance import loss_tolerances
 
-__all__ = ["MODELS", "STAND_IN", "TABLE3", "AT_ZERO", "Job", "Config", "PAPER", "spec", "predict", "loss_and_grads",
-           "run_job", "jobs", "summarise", "plateau_end", "last_tenth_drop", "finished", "run", "plot", "SWEEP", "SWEEP_DIR"]
+__all__ = ["STAND_IN", "TABLE3", "Job", "Config", "PAPER", "run_job", "jobs", "finished", "run", "plot", "SWEEP",
+           "SWEEP_DIR"]
 
-MODELS = ("lsa_1", "lsa_2", "softmax_2", "gated_rnn_1", "gated_rnn_2", "lru_1", "lru_2", "mingru_1", "mingru_2",
-          "gril_1")
 STAND_IN = {"gated_rnn": "S5", "lru": "Griffin", "mingru": "Mamba", "lsa": "Linear SA",
             "softmax": "Transformer", "gril": "GRIL"}
 SWEEP_DIR = data_path("gril", "sweeps")
@@ -131,7 +130,6 @@ _ZERO, _GD = 0.414, 0.207   # the paper's zero predictor (Table 6, multivariate 
 # 0.426 at 1-6 layers, Mamba 0.4126, Griffin 0.4114): each within 3 % of the paper's zero predictor 0.414. These
 # are the numbers our stand-ins are set beside; the paper's +LP variants (Fig. 3C, Fig. 6) have no numbers.
 TABLE3 = {"s5": 0.426, "mamba": 0.4126, "griffin": 0.4114}
-AT_ZERO = 0.97   # "at the zero predictor": loss / zero predictor >= AT_ZERO (Table 3's are 0.994-1.029)
 PAPER = {
     # Tables 6-7: the trained one-layer GRIL, absolute (1/2 MSE per output, x ~ U(-1/2, 1/2)) and as ratios
     "multivariate_gril_1": 0.206,
@@ -147,14 +145,6 @@ PAPER = {
     "scalar_softmax_2_closest_non_recurrent": True,
 }
 TOLERANCE = loss_tolerances(PAPER)   # the absolute losses, judged as in every GRIL experiment (tolerance.py)
-
-
-def _family(model):
-    return model.rsplit("_", 1)[0]
-
-
-def _depth(model):
-    return int(model.rsplit("_", 1)[1])
 
 
 @dataclass(frozen=True)
@@ -180,63 +170,6 @@ class Job:
     eval_seed: int = 12345         # model.Job's: the same evaluation set as GRIL and GD (``jobs``: + seed)
     x_scale: float = gril_regression.X_SCALE   # App. B.1: x ~ U(-1/2, 1/2) (``model``)
     positional: bool = True        # attention models: embed f -> d_model and add a learned positional embedding
-
-
-def spec(job: Job):
-    """The ``minimal.models`` spec of ``job.model`` (not for "gril_1", which is ``model``'s block)."""
-    check_choice("model", job.model, MODELS)
-    family, L = _family(job.model), _depth(job.model)
-    f, d, H, s = job.f, job.d_model, job.hidden, job.readout_scale
-    if family in ("lsa", "softmax") and job.positional:
-        # a linear input map f -> d and a learned positional embedding P[t] (App. B.3's Transformer), L attention
-        # layers of width d (residual but the last), a linear output map d -> f. Without positions attention cannot
-        # tell x_i from y_i, nor which y follows which x.
-        if family == "lsa":
-            att = Layer("lsa", {"D": d}, {}, {"W_V": s * s})
-        else:
-            att = Layer("softmax_attention", {"D": d, "D_k": d, "D_v": d, "output_projection": True}, {}, {"W_O": s})
-        T = 2 * job.N + 1
-        return ((Layer("linear", {"D_in": f, "D_out": d}), Layer("positional", {"T_max": T, "D": d}))
-                + tuple(Residual((att,)) for _ in range(L - 1)) + (att,)
-                + (Layer("linear", {"D_in": d, "D_out": f}, {}, {"W": s}),))
-    if family == "lsa":
-        # W_V scaled by s²: attention is cubic in the tokens (|y| ~ 6 here), and at s a second layer starts
-        # at a loss of ~1e6 (measured; ~16 at s², the zero predictor 1.67)
-        lsa = Layer("lsa", {"D": f}, {}, {"W_V": s * s})
-        return tuple(Residual((lsa,)) for _ in range(L - 1)) + (lsa,)
-    if family == "softmax":
-        attn = Layer("softmax_attention", {"D": f, "D_k": d, "D_v": d, "output_projection": True}, {}, {"W_O": s})
-        return tuple(Residual((attn,)) for _ in range(L - 1)) + (attn,)
-    if family == "gated_rnn":
-        cell = (Layer("gated_rnn", {"d_in": d, "d_hidden": H, "d_out": d}),)
-    elif family == "lru":
-        # H / 2 complex states: H real numbers, as the other cells' H neurons
-        cell = (Layer("lru", {"d_in": d, "d_state": max(1, H // 2), "d_out": d, "d_model": d, "variant": "in_out",
-                              "r_min": 0.0, "max_phase": np.pi / 10}, {"variant": "in_out"}),)
-    elif family == "mingru":
-        # minGRU's output is its state: a linear map takes the H states back to the block's width
-        cell = (Layer("mingru", {"d_in": d, "d_hidden": H}), Layer("linear", {"D_in": H, "D_out": d}))
-    else:
-        raise ValueError(f"{job.model!r} is model.py's GRIL block, not a models stack")
-    blocks = tuple(Residual((Layer("layernorm", {"D": d}),) + cell) for _ in range(L))
-    return (Layer("linear", {"D_in": f, "D_out": d}),) + blocks + (Layer("linear", {"D_in": d, "D_out": f}, {},
-                                                                          {"W": s}),)
-
-
-def predict(params, tokens, n_out, spec_):
-    """ŷ (B, n_out): the stack's output at the last token, first n_out entries; and the cache."""
-    y, cache = models.forward(params, tokens, spec_, readout="last")   # (B, 1, f)
-    return y[:, 0, :n_out], cache
-
-
-def loss_and_grads(params, tasks, spec_):
-    """The query loss 1/2 mean (ŷ - y_{N+1})² on ``tasks`` and its gradients (only ŷ's entries are scored)."""
-    y = tasks.Y[:, -1]
-    out, cache = models.forward(params, tasks.tokens, spec_, readout="last")   # (B, 1, f)
-    loss, dy_hat = gril_regression.query_loss(out[:, 0, :y.shape[1]], y)
-    dy = np.zeros_like(out)
-    dy[:, 0, :y.shape[1]] = dy_hat
-    return loss, models.backward(params, cache, dy)[1]
 
 
 def _evaluate(params, spec_, tasks, chunk=2000):
@@ -383,7 +316,7 @@ def jobs(config: Config):
     for seed in config.seeds:
         for target in config.targets:
             for model in config.models:
-                family = _family(model)
+                family = family_of(model)
                 long = target == "scalar" and family in ("lsa", "softmax")
                 if long and seed not in config.seeds_scalar_attention:
                     continue
@@ -393,79 +326,6 @@ def jobs(config: Config):
                                steps=int(steps), lr=float(config.lr_gril if family == "gril" else config.lr),
                                d_model=config.d_model, hidden=config.hidden, eval_seed=Job.eval_seed + int(seed)))
     return out
-
-
-def summarise(records):
-    """Per target and model: mean/std of the loss and of loss / zero predictor, loss / GD (means over seeds);
-    per recurrent family the best depth ("<target>_<family>_best_over_zero" / "_over_gd"); GD's and the zero
-    predictor's loss per target."""
-    out, table = {}, {}
-    for r in records:
-        c = r["config"]
-        target = "scalar" if c["n_out"] == 1 else "multivariate"
-        table.setdefault((target, c["model"]), []).append(r["result"])
-    for (target, model), res in sorted(table.items()):
-        loss = np.array([x["loss"] for x in res])
-        out[f"{target}_{model}"] = float(np.nanmean(loss)) if not np.all(np.isnan(loss)) else math.nan
-        out[f"{target}_{model}_std"] = float(np.nanstd(loss)) if not np.all(np.isnan(loss)) else math.nan
-        for k in ("over_zero", "over_gd"):
-            v = np.array([x[k] for x in res])
-            out[f"{target}_{model}_{k}"] = float(np.nanmean(v)) if not np.all(np.isnan(v)) else math.nan
-        out[f"{target}_{model}_seeds"] = len(res)
-        out[f"{target}_{model}_diverged"] = int(sum(x.get("diverged", 0) for x in res))
-        out[f"{target}_{model}_n_params"] = res[0]["n_params"]
-        out[f"{target}_gd"] = res[0]["loss_gd"]
-        out[f"{target}_zero"] = res[0]["loss_zero"]
-    for (target, model), res in sorted(table.items()):
-        curves = [x.get("eval_curve") for x in res]
-        if all(curves):
-            ends = [plateau_end(x["eval_curve"], x["eval_curve_zero"]) for x in res]
-            out[f"{target}_{model}_plateau_steps_seeds"] = [int(e) if e is not None else None for e in ends]
-            out[f"{target}_{model}_left_zero_predictor_seeds"] = sum(e is not None for e in ends)
-            out[f"{target}_{model}_eval_over_zero_end_seeds"] = [x["eval_curve"][-1][1] / x["eval_curve_zero"]
-                                                                 for x in res]
-            out[f"{target}_{model}_eval_drop_last_tenth_seeds"] = [last_tenth_drop(x["eval_curve"],
-                                                                                   x["eval_curve_zero"])
-                                                                   for x in res]
-    for target in ("scalar", "multivariate"):
-        for family in ("gated_rnn", "lru", "mingru"):
-            v = [out[f"{target}_{m}"] for m in MODELS if _family(m) == family and f"{target}_{m}" in out
-                 and not math.isnan(out[f"{target}_{m}"])]
-            if v:
-                out[f"{target}_{family}_best"] = min(v)
-            for k in ("over_zero", "over_gd"):
-                v = [out[f"{target}_{m}_{k}"] for m in MODELS if _family(m) == family
-                     and f"{target}_{m}_{k}" in out and not math.isnan(out[f"{target}_{m}_{k}"])]
-                if v:
-                    out[f"{target}_{family}_best_{k}"] = min(v)
-            if f"{target}_{family}_best_over_zero" in out:
-                out[f"{target}_{family}_best_at_zero_predictor"] = bool(out[f"{target}_{family}_best_over_zero"]
-                                                                        >= AT_ZERO)
-        mean = {m: out[f"{target}_{m}"] for m in MODELS if f"{target}_{m}" in out
-                and not math.isnan(out[f"{target}_{m}"])}
-        attention = [m for m in mean if _family(m) in ("lsa", "softmax")]
-        if target == "scalar" and "softmax_2" in mean and len(attention) > 1:    # Sec. 5.1 says it of Fig. 3C
-            out[f"{target}_softmax_2_closest_non_recurrent"] = bool(min(attention, key=mean.get) == "softmax_2")
-        one_layer = [m for m in mean if _family(m) in ("gated_rnn", "lru", "mingru") and _depth(m) == 1]
-        if "gril_1" in mean and one_layer:
-            out[f"{target}_gril_1_beats_one_layer_recurrent"] = bool(all(mean["gril_1"] < mean[m] for m in one_layer))
-        for m in mean:
-            out[f"{target}_{m}_at_zero_predictor"] = bool(out[f"{target}_{m}_over_zero"] >= AT_ZERO)
-    return out
-
-
-def plateau_end(eval_curve, zero, level=AT_ZERO):
-    """The first step of ``eval_curve`` ([[step, loss], ...]) whose loss is below ``level`` x the zero
-    predictor's ``zero`` (the end of the plateau at the zero predictor); None if it never gets there."""
-    return next((step for step, loss in eval_curve if loss < level * zero), None)
-
-
-def last_tenth_drop(eval_curve, zero):
-    """How much the eval loss fell over the last tenth of the run, in units of the zero predictor's loss:
-    (loss at the point nearest 0.9 x the last step - the last loss) / zero; ~0 when it has stopped falling."""
-    steps = np.array([s for s, _ in eval_curve], float)
-    i = int(np.argmin(np.abs(steps - 0.9 * steps[-1])))
-    return float((eval_curve[i][1] - eval_curve[-1][1]) / zero)
 
 
 # job files data/gril/sweeps/comparison/cmp-<job_key>.json
@@ -489,11 +349,11 @@ def plot(result, out_dir):
         if target == "multivariate":   # the paper's numbers, one marker series (a single legend entry)
             paper = {"gril": PAPER["multivariate_gril_1_over_zero"]} | {
                 f: TABLE3[n] / _ZERO for f, n in (("gated_rnn", "s5"), ("mingru", "mamba"), ("lru", "griffin"))}
-            keys = [(i, paper[_family(m)]) for i, m in enumerate(names) if _family(m) in paper]
+            keys = [(i, paper[family_of(m)]) for i, m in enumerate(names) if family_of(m) in paper]
             if keys:
                 ax.plot([i for i, _ in keys], [v for _, v in keys], "x", ls="none", color="C3", ms=8,
                         label="paper: Table 3 (no LP; best depth), Table 6")
-        ax.set_xticks(x, [f"{m}\n({STAND_IN[_family(m)]})" for m in names], fontsize=7, rotation=30)
+        ax.set_xticks(x, [f"{m}\n({STAND_IN[family_of(m)]})" for m in names], fontsize=7, rotation=30)
         ax.set(xlabel="model (the paper's model it stands in for)", ylabel="loss / zero predictor",
                title=f"{target}: Fig. {'3C' if target == 'scalar' else '6'}")
         legend_beside(ax)

@@ -1,0 +1,89 @@
+"""The GRIL comparison's metrics from its sweep's job records (``comparison``: ``summarise``, the sweep's summary):
+per target and model the mean loss over seeds and its ratios to the zero predictor and to one GD step, the best
+depth per recurrent family, Sec. 5.1's two claims on Fig. 3C, and where each eval curve leaves the zero predictor
+(``plateau_end``) and how much it still fell at the end (``last_tenth_drop``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .comparison_models import MODELS, depth_of, family_of
+
+__all__ = ["AT_ZERO", "summarise", "plateau_end", "last_tenth_drop"]
+
+AT_ZERO = 0.97   # "at the zero predictor": loss / zero predictor >= AT_ZERO (Table 3's are 0.994-1.029)
+
+
+def summarise(records):
+    """Per target and model: mean/std of the loss and of loss / zero predictor, loss / GD (means over seeds);
+    per recurrent family the best depth ("<target>_<family>_best_over_zero" / "_over_gd"); GD's and the zero
+    predictor's loss per target."""
+    out, table = {}, {}
+    for r in records:
+        c = r["config"]
+        target = "scalar" if c["n_out"] == 1 else "multivariate"
+        table.setdefault((target, c["model"]), []).append(r["result"])
+    for (target, model), res in sorted(table.items()):
+        loss = np.array([x["loss"] for x in res])
+        out[f"{target}_{model}"] = float(np.nanmean(loss)) if not np.all(np.isnan(loss)) else math.nan
+        out[f"{target}_{model}_std"] = float(np.nanstd(loss)) if not np.all(np.isnan(loss)) else math.nan
+        for k in ("over_zero", "over_gd"):
+            v = np.array([x[k] for x in res])
+            out[f"{target}_{model}_{k}"] = float(np.nanmean(v)) if not np.all(np.isnan(v)) else math.nan
+        out[f"{target}_{model}_seeds"] = len(res)
+        out[f"{target}_{model}_diverged"] = int(sum(x.get("diverged", 0) for x in res))
+        out[f"{target}_{model}_n_params"] = res[0]["n_params"]
+        out[f"{target}_gd"] = res[0]["loss_gd"]
+        out[f"{target}_zero"] = res[0]["loss_zero"]
+    for (target, model), res in sorted(table.items()):
+        curves = [x.get("eval_curve") for x in res]
+        if all(curves):
+            ends = [plateau_end(x["eval_curve"], x["eval_curve_zero"]) for x in res]
+            out[f"{target}_{model}_plateau_steps_seeds"] = [int(e) if e is not None else None for e in ends]
+            out[f"{target}_{model}_left_zero_predictor_seeds"] = sum(e is not None for e in ends)
+            out[f"{target}_{model}_eval_over_zero_end_seeds"] = [x["eval_curve"][-1][1] / x["eval_curve_zero"]
+                                                                 for x in res]
+            out[f"{target}_{model}_eval_drop_last_tenth_seeds"] = [last_tenth_drop(x["eval_curve"],
+                                                                                   x["eval_curve_zero"])
+                                                                   for x in res]
+    for target in ("scalar", "multivariate"):
+        for family in ("gated_rnn", "lru", "mingru"):
+            v = [out[f"{target}_{m}"] for m in MODELS if family_of(m) == family and f"{target}_{m}" in out
+                 and not math.isnan(out[f"{target}_{m}"])]
+            if v:
+                out[f"{target}_{family}_best"] = min(v)
+            for k in ("over_zero", "over_gd"):
+                v = [out[f"{target}_{m}_{k}"] for m in MODELS if family_of(m) == family
+                     and f"{target}_{m}_{k}" in out and not math.isnan(out[f"{target}_{m}_{k}"])]
+                if v:
+                    out[f"{target}_{family}_best_{k}"] = min(v)
+            if f"{target}_{family}_best_over_zero" in out:
+                out[f"{target}_{family}_best_at_zero_predictor"] = bool(out[f"{target}_{family}_best_over_zero"]
+                                                                        >= AT_ZERO)
+        mean = {m: out[f"{target}_{m}"] for m in MODELS if f"{target}_{m}" in out
+                and not math.isnan(out[f"{target}_{m}"])}
+        attention = [m for m in mean if family_of(m) in ("lsa", "softmax")]
+        if target == "scalar" and "softmax_2" in mean and len(attention) > 1:    # Sec. 5.1 says it of Fig. 3C
+            out[f"{target}_softmax_2_closest_non_recurrent"] = bool(min(attention, key=mean.get) == "softmax_2")
+        one_layer = [m for m in mean if family_of(m) in ("gated_rnn", "lru", "mingru") and depth_of(m) == 1]
+        if "gril_1" in mean and one_layer:
+            out[f"{target}_gril_1_beats_one_layer_recurrent"] = bool(all(mean["gril_1"] < mean[m] for m in one_layer))
+        for m in mean:
+            out[f"{target}_{m}_at_zero_predictor"] = bool(out[f"{target}_{m}_over_zero"] >= AT_ZERO)
+    return out
+
+
+def plateau_end(eval_curve, zero, level=AT_ZERO):
+    """The first step of ``eval_curve`` ([[step, loss], ...]) whose loss is below ``level`` x the zero
+    predictor's ``zero`` (the end of the plateau at the zero predictor); None if it never gets there."""
+    return next((step for step, loss in eval_curve if loss < level * zero), None)
+
+
+def last_tenth_drop(eval_curve, zero):
+    """How much the eval loss fell over the last tenth of the run, in units of the zero predictor's loss:
+    (loss at the point nearest 0.9 x the last step - the last loss) / zero; ~0 when it has stopped falling."""
+    steps = np.array([s for s, _ in eval_curve], float)
+    i = int(np.argmin(np.abs(steps - 0.9 * steps[-1])))
+    return float((eval_curve[i][1] - eval_curve[-1][1]) / zero)
