@@ -31,6 +31,7 @@ def data_path(*parts, must_exist=False):
 
 
 _S = "from minimal.experiments.minrnn import shakespeare as S; "
+_SR = "from minimal.experiments.minrnn import shakespeare_runs as SR; "
 COMMANDS = {   # committed files that `reproduce <work> --full` does not write: the command that does
     # `reproduce gril --full` writes these too; --only reruns just the one experiment
     "gril/multistep_full": "python -m minimal reproduce gril --full --only multistep",
@@ -39,7 +40,7 @@ COMMANDS = {   # committed files that `reproduce <work> --full` does not write: 
     "minrnn/shakespeare_vanilla": (f'python -c "{_S}S.run(S.Config.fixed(kinds=(\'mingru_vanilla\', '
                                    f'\'minlstm_vanilla\'), eval_every=100), save_weights_path=S.VANILLA_WEIGHTS)"'),
     "minrnn/shakespeare_fixed": f'python -c "{_S}S.run(S.Config.fixed(), save_weights_path=S.FIXED_WEIGHTS)"',
-    **{f"minrnn/shakespeare_{name}_seed{s}": f'python -c "{_S}S.run_seed({s}, {name!r})"'
+    **{f"minrnn/shakespeare_{name}_seed{s}": f'python -c "{_SR}SR.run_seed({s}, {name!r})"'
        for name in ("full", "fixed") for s in (1, 2)},
 }
 

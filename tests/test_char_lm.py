@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from minimal.experiments.minrnn import shakespeare as S
+from minimal.experiments.minrnn import shakespeare as S, shakespeare_runs as SR, shakespeare_summary as SS
 from minimal.gradcheck import rel_error
 from minimal.tasks import char_lm
 from minimal.data import data_path
@@ -159,12 +159,12 @@ def test_weights_round_trip_and_a_bad_file_is_named(tmp_path):
     p = {"mingru": SM.init_lm(np.random.default_rng(0), "mingru", 70, 8, 2)}
     path = tmp_path / "w.npz"
     S.save_weights(path, p, c)
-    back = S.load_weights(path, c)
+    back = SR.load_weights(path, c)
     assert all(np.array_equal(back["mingru"][k], v) for k, v in p["mingru"].items())
-    assert S.load_weights(path).keys() == {"mingru"}   # the config from the sidecar
+    assert SR.load_weights(path).keys() == {"mingru"}   # the config from the sidecar
     S.save_weights(path, {"mingru": {k: v for k, v in p["mingru"].items() if k != "0.E"}}, c)
     with pytest.raises(ValueError, match="w.npz"):
-        S.load_weights(path, c)
+        SR.load_weights(path, c)
 
 
 def test_a_tiny_run_lowers_the_test_loss(tmp_path):
@@ -182,7 +182,7 @@ def test_a_tiny_run_lowers_the_test_loss(tmp_path):
     assert m["final_test_loss_mingru"] == m["models"]["mingru"]["final_test_loss"]
     assert m["steps_ratio_attention_to_mingru"] == (m["models"]["attention"]["steps_to_best"]
                                                     / m["models"]["mingru"]["steps_to_best"])
-    assert set(S.load_weights(tmp_path / "w.npz")) == {"mingru", "attention"}
+    assert set(SR.load_weights(tmp_path / "w.npz")) == {"mingru", "attention"}
     # an interrupted-and-resumed run: the checkpoints are complete, so a re-run resumes at the end
     again = S.run(c, out_dir=tmp_path, progress=False)
     assert again["models"]["mingru"]["resumed_from"] == 40
@@ -190,11 +190,11 @@ def test_a_tiny_run_lowers_the_test_loss(tmp_path):
 
 
 def test_the_committed_fixed_runs_say_what_the_docstring_says():
-    """The three seeds of the fixed-length Config (``shakespeare_fixed*.json``) give the numbers the module docstring
-    quotes."""
-    runs = S.seed_curves(name="fixed")
+    """The three seeds of the fixed-length Config (``shakespeare_fixed*.json``) give the numbers ``shakespeare_summary``'s
+    docstring quotes."""
+    runs = SR.seed_curves(name="fixed")
     assert sorted(runs) == [0, 1, 2]
-    a = S.across_seeds(runs)
+    a = SS.across_seeds(runs)
     # saved before the stopping rule's fields existed: their Config is Config.fixed()
     assert all(S.Config.from_saved(r["config"]) == S.Config.fixed(seed=s) for s, r in runs.items())
     got = {k: (round(a[f"test_loss_{k}"], 3), round(a[f"test_loss_{k}_std"], 3))
@@ -214,11 +214,11 @@ def test_the_committed_fixed_runs_say_what_the_docstring_says():
 
 def test_the_committed_runs_until_the_best_stops_improving_say_what_the_docstring_says():
     """The three seeds of Config() (``shakespeare_full*.json``): every model stopped by the plateau rule after two
-    cuts, and the numbers the module docstring quotes."""
-    runs = S.seed_curves()
+    cuts, and the numbers ``shakespeare_summary``'s docstring quotes."""
+    runs = SR.seed_curves()
     assert sorted(runs) == [0, 1, 2]
     assert all(S.Config.from_saved(r["config"]) == S.Config(seed=s) for s, r in runs.items())
-    a = S.across_seeds(runs)
+    a = SS.across_seeds(runs)
     kinds = ("mingru", "minlstm", "mingru_vanilla", "attention")
     got = {k: (round(a[f"test_loss_{k}"], 3), round(a[f"test_loss_{k}_std"], 3)) for k in kinds}
     assert got == {"mingru": (1.585, 0.004), "minlstm": (1.574, 0.011), "mingru_vanilla": (1.568, 0.014),
@@ -263,7 +263,7 @@ def test_the_committed_config_is_loaded_not_trained(tmp_path, monkeypatch):
 
 
 def test_step_cpu_times_are_the_docstrings():
-    t = json.loads(S.STEP_CPU.read_text())
+    t = json.loads(SR.STEP_CPU.read_text())
     assert {k: round(v, 2) for k, v in t["config_size"].items()} == {"mingru": 0.09, "minlstm": 0.09,
                                                                      "attention": 0.06, "mingru_vanilla": 0.06}
     assert {k: round(v, 1) for k, v in t["paper"].items()} == {"mingru": 11.1, "minlstm": 14.7, "attention": 8.6,

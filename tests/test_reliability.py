@@ -300,11 +300,11 @@ def _truncate(path):
 
 
 def test_missing_shakespeare_weights_name_the_regenerate_command(committed_copy):
-    from minimal.experiments.minrnn import shakespeare as S
+    from minimal.experiments.minrnn import shakespeare as S, shakespeare_runs as SR
     npz, js = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     npz.unlink()
     with pytest.raises(FileNotFoundError, match=r"shakespeare_small\.npz is missing.*S\.Config\.small\(\)"):
-        S.load_weights(npz)
+        SR.load_weights(npz)
     js.unlink()
     with pytest.raises(FileNotFoundError, match=r"shakespeare_small\.json is missing.*S\.Config\.small\(\)"):
         S.load_curves(js)
@@ -312,24 +312,24 @@ def test_missing_shakespeare_weights_name_the_regenerate_command(committed_copy)
 
 @pytest.mark.parametrize("which", ["npz", "json"])
 def test_truncated_shakespeare_weights_name_the_file_and_the_command(committed_copy, which):
-    from minimal.experiments.minrnn import shakespeare as S
+    from minimal.experiments.minrnn import shakespeare_runs as SR
     npz, js = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     _truncate(npz if which == "npz" else js)
     with pytest.raises(ValueError, match=rf"shakespeare_small\.{which} is not (a readable|valid)"
                                          r".*S\.Config\.small\(\)"):
-        S.load_weights(npz)
+        SR.load_weights(npz)
 
 
 def test_a_wrong_shaped_shakespeare_weight_is_named_with_both_shapes(committed_copy):
     from minimal.run import io
-    from minimal.experiments.minrnn import shakespeare as S
+    from minimal.experiments.minrnn import shakespeare as S, shakespeare_runs as SR
     npz, _ = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     groups, config = io.load_weights(npz)
     groups["mingru"]["1.rnn.W_z"] = groups["mingru"]["1.rnn.W_z"][:, :-1]
     io.save_weights(npz, groups, config)   # a consistent pair: only the config's shapes can tell
     with pytest.raises(ValueError, match=r"(?s)shakespeare_small\.npz.*'mingru'.*1\.rnn\.W_z \(\d+, \d+\) "
                                          r"\(expected \(\d+, \d+\)\).*S\.Config\.small\(\)"):
-        S.load_weights(npz, S.Config.small())
+        SR.load_weights(npz, S.Config.small())
 
 
 def test_a_wrong_shaped_gril_weight_is_blamed_on_the_file_not_the_input(committed_copy):
@@ -506,7 +506,7 @@ def test_generate_at_temperature_zero_is_greedy(tiny_lm):
 
 @pytest.mark.parametrize("what", ["student", "html"])
 def test_course_out_pointing_at_a_file_is_a_one_line_error(tmp_path, capsys, monkeypatch, what):
-    from minimal import course
+    from minimal.course import build as course
     from minimal.__main__ import main
 
     def must_not_run(*a, **k):

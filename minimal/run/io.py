@@ -16,7 +16,7 @@ Weights. Trained parameters are two files side by side:
 group: the kinds of a language-model run, the targets of a GRIL run, the seeds of a sweep), stored as
 ``<group>/<name>``; ``"layout"`` records which, so ``load_weights`` gives back the structure that was saved. The
 ``"arrays"`` list (dtype and shape of each key) lets the loader tell a damaged or mismatched pair from a good one
-without knowing the model; a loader that does know it (``shakespeare.load_weights``, ``regression.load_weights``)
+without knowing the model; a loader that does know it (``shakespeare_runs.load_weights``, ``regression.load_weights``)
 checks the shapes the config implies on top. The sidecar also holds whatever metadata the run passes
 (metrics, timings): for a run that writes its metrics beside its weights it *is* the metrics file.
 
