@@ -106,7 +106,7 @@ def _needed():
     """The folders the kernel must read: Python's installation, the environment, the package and its data."""
     from ..data import DATA_ROOT
 
-    pkg = Path(__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[1]   # the package minimal/, not only minimal/course/
     need = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), pkg, Path(DATA_ROOT).resolve()}
     kernels = pkg.parent / "cuda_kernels"
     if kernels.is_dir():
