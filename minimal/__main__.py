@@ -55,7 +55,7 @@ import argparse
 import sys
 
 from .bench import cli as bench_cli
-from .run import cli as run_cli
+from .reproduce import cli as reproduce_cli
 from .validate import InputError, check_choice, check_out_dir, check_positive_int
 
 
@@ -110,11 +110,15 @@ def _course(args):
                                                               if r["ungraded"] else ""))
         written = sorted(Path(out).glob("release/*/*.ipynb"))
     elif args.what == "html":
-        written = course.html(out, mathjax_url=args.mathjax_url, notes=notes, instructor=args.instructor)
+        from .course import site
+
+        written = site.html(out, mathjax_url=args.mathjax_url, notes=notes, instructor=args.instructor)
         notes.append("the INSTRUCTOR's site: every solution and hidden check is in it; do not publish it to students"
                      if args.instructor else "the student site: no solution, no hidden check, no instructor's guide")
     else:
-        written = course.slides(out, mathjax_url=args.mathjax_url, reveal=args.reveal, notes=notes,
+        from .course import slides
+
+        written = slides.slides(out, mathjax_url=args.mathjax_url, reveal=args.reveal, notes=notes,
                                 cdn=args.reveal_cdn)
     for note in notes:
         print(note)
@@ -135,7 +139,7 @@ def build_parser():
     p.set_defaults(func=_check)
 
     bench_cli.add_parser(sub)
-    run_cli.add_parser(sub)
+    reproduce_cli.add_parser(sub)
 
     p = sub.add_parser("course", help="the course: student edition, nbgrader release and grading, HTML site, "
                                       "slides; tidy committed notebooks",

@@ -241,7 +241,7 @@ def test_the_committed_runs_until_the_best_stops_improving_say_what_the_docstrin
 def test_the_committed_config_is_loaded_not_trained(tmp_path, monkeypatch):
     """run(Config()) loads the committed seed-0 run (as a sweep loads its grid), so `reproduce minrnn --quick`
     reports it; another seed, another Config or a request for new weights trains."""
-    from minimal.run.reproduce import reproduce
+    from minimal.reproduce.work import reproduce
 
     assert S.finished(S.Config())
     assert not S.finished(S.Config(seed=1)) and not S.finished(S.Config(lr=1e-3))

@@ -116,7 +116,7 @@ def test_bench_step_refuses_the_cuda_backend(capsys):
 
 def test_reproduce_quick_loads_a_finished_full_sweep_and_says_so(tmp_path, monkeypatch):
     """--quick runs the quick Config, except for a sweep whose full grid is all on disk (nothing to train)."""
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
 
     fake = fake_experiment
     monkeypatch.setattr(R.registry, "experiments", lambda work: {"plain": fake(None), "todo": fake(False), "done": fake(True)})
@@ -134,7 +134,7 @@ def test_reproduce_full_writes_the_metrics_of_modules_that_ask(tmp_path, monkeyp
     import json
 
     from minimal import data
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
 
     saving, silent = fake_experiment(SAVE_METRICS=True), fake_experiment()
     monkeypatch.setattr(R.registry, "experiments", lambda work: {"saving": saving, "silent": silent})

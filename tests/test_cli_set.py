@@ -9,8 +9,8 @@ import pytest
 from _fakes import fake_experiment
 
 from minimal.run import overrides as O
-from minimal.run import reproduce as R
-from minimal.run import reproduce_all as RA
+from minimal.reproduce import work as R
+from minimal.reproduce import index as RA
 from minimal.__main__ import build_parser, main
 from minimal.validate import InputError, check_config
 from minimal import optim

@@ -66,9 +66,9 @@ LAYERS = (
     ("minimal.cells", "minimal.models", "minimal.kernel_attention"),
     ("minimal.constructions", "minimal.analysis", "minimal.tasks", "minimal.run.sweep", "minimal.run.report"),
     ("minimal.experiments", "minimal.bench", "minimal.check",
-     "minimal.course.build", "minimal.course.assignments", "minimal.course.grading", "minimal.course.judge", "minimal.course.sandbox",
-     "minimal.course.grader"),
-    ("minimal.run.reproduce", "minimal.run.reproduce_all", "minimal.run.cli", "minimal.__main__", "minimal"),
+     "minimal.course.build", "minimal.course.site", "minimal.course.slides", "minimal.course.assignments",
+     "minimal.course.grading", "minimal.course.judge", "minimal.course.sandbox", "minimal.course.grader"),
+    ("minimal.reproduce.work", "minimal.reproduce.index", "minimal.reproduce.cli", "minimal.__main__", "minimal"),
 )
 
 
@@ -93,7 +93,7 @@ def test_the_results_page_never_imports_an_experiment():
 
 
 def test_the_library_never_imports_the_cli():
-    cli = ("minimal.__main__", "minimal.run.reproduce", "minimal.run.reproduce_all", "minimal.run.cli",
+    cli = ("minimal.__main__", "minimal.reproduce.work", "minimal.reproduce.index", "minimal.reproduce.cli",
            "minimal.bench.cli")
     below = ("minimal.cells", "minimal.layers", "minimal.models", "minimal.experiments", "minimal.tasks",
              "minimal.analysis", "minimal.constructions", "minimal.scan", "minimal.optim", "minimal.run.train")

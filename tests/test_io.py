@@ -191,7 +191,7 @@ def test_a_committed_file_names_the_command_that_rewrites_it(tmp_path, monkeypat
 
 def test_reproduce_adds_the_metrics_to_the_sidecar_of_the_weights_it_wrote(tmp_path, monkeypatch):
     import types
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
 
     def run(config, out_dir=None, progress=True, save_weights_path=None):
         io.save_weights(save_weights_path, {"w": np.zeros(2)}, {"D": 1})

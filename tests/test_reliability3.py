@@ -330,7 +330,7 @@ def test_reproduce_with_the_dashboard_port_is_a_one_line_error_before_any_experi
                                                                                       monkeypatch, capsys):
     """Through the command line: `reproduce ... --scheduler tcp://HOST:DASHBOARD` ends with `error: ...`, exit 2,
     in seconds and before any experiment runs (not at the first sweep, after the others have trained)."""
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
     from minimal.__main__ import main
 
     monkeypatch.setattr(R.registry, "experiments", lambda work: pytest.fail("an experiment was looked up"))
@@ -375,7 +375,7 @@ def committed_grid(tmp_path, monkeypatch):
     import dataclasses
     import types
 
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
     from minimal.run.sweep import Sweep, SweepConfig
 
     @dataclasses.dataclass
@@ -402,7 +402,7 @@ def committed_grid(tmp_path, monkeypatch):
 
 def test_a_damaged_committed_sweep_file_is_named_and_only_its_job_recomputed_at_the_committed_config(
         committed_grid, tmp_path, capsys):
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
     from minimal.run.job_files import job_path
 
     grid, Config = committed_grid
@@ -424,7 +424,7 @@ def test_a_damaged_committed_sweep_file_is_named_and_only_its_job_recomputed_at_
 
 
 def test_a_quick_run_never_writes_into_the_committed_sweep_folder(committed_grid, tmp_path, capsys):
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
     from minimal.run.job_files import job_path
 
     grid, Config = committed_grid

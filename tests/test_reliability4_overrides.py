@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from minimal import validate
-from minimal.run import reproduce as R
+from minimal.reproduce import work as R
 from minimal.__main__ import main
 from minimal.experiments.minrnn import param_counts, runtime, selective_copy, shakespeare
 from minimal.validate import InputError, check_config

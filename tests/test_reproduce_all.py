@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from _fakes import fake_experiment
 
-from minimal.run import reproduce as R
-from minimal.run import reproduce_all as RA
+from minimal.reproduce import work as R
+from minimal.reproduce import index as RA
 from minimal.__main__ import main
 
 

@@ -30,7 +30,7 @@ def _section(text, title):
 @pytest.fixture(scope="module")
 def minrnn_page(tmp_path_factory):
     from minimal.experiments.minrnn import selective_copy as SC, shakespeare as S
-    from minimal.run.reproduce import reproduce
+    from minimal.reproduce.work import reproduce
 
     if not (S.finished(S.Config()) and SC.finished(SC.Config())):
         pytest.skip("the committed Shakespeare run or selective-copying grid is not here")
