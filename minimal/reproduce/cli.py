@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..validate import InputError, check_choice, check_out_dir
-from .overrides import parse_set
+from ..run.overrides import parse_set
 
 __all__ = ["add_parser"]
 
@@ -50,7 +50,7 @@ def _reproduce(args):
                          "with `jupyter lab notebooks/kernel_attention_is_an_rnn.ipynb` or `python -m pytest --nbval "
                          "--nbval-current-env notebooks/kernel_attention_is_an_rnn.ipynb`")
     if args.work == "all":
-        from .reproduce_all import reproduce_all
+        from .index import reproduce_all
 
         if args.only:
             raise InputError("--only names experiments of one work; with 'all' run every work whole, or run "
@@ -58,7 +58,7 @@ def _reproduce(args):
         reproduce_all(quick=not args.full, out_dir=args.out, progress=_progress(args), scheduler=args.scheduler,
                       overrides=parse_set(args.set), **_timeout(args))
         return 0
-    from .reproduce import reproduce
+    from .work import reproduce
 
     reproduce(args.work, quick=not args.full, only=args.only, out_dir=args.out, progress=_progress(args),
               scheduler=args.scheduler, overrides=parse_set(args.set), **_timeout(args))
@@ -89,7 +89,7 @@ def _check_reproduce(args):
     sweep (after the experiments before it had trained for minutes), a file as --out with a traceback."""
     import math
 
-    from .scheduler import probe_scheduler, check_scheduler
+    from ..run.scheduler import probe_scheduler, check_scheduler
 
     check_scheduler(args.scheduler)
     if args.connect_timeout is not None:

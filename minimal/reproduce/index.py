@@ -1,6 +1,6 @@
 """`python -m minimal reproduce all`: every work's experiments in turn, then one index page.
 
-Runs ``minimal.run.reproduce.reproduce`` for each work of ``WORKS`` (quick or full, as asked) into ``OUT/<work>/``
+Runs ``minimal.reproduce.work.reproduce`` for each work of ``WORKS`` (quick or full, as asked) into ``OUT/<work>/``
 and writes ``OUT/index.md``: a row per work with its matches / close / differs (``minimal.run.report``'s verdicts),
 counted apart for experiments that ran a full configuration and quick ones, linking its ``results.md``; then per
 work every verdict but the matches with its note, and its experiments with the configuration that ran, their
@@ -14,11 +14,11 @@ import os
 import time
 from pathlib import Path
 
-from . import overrides as overrides_
-from . import report, verdicts
+from ..run import overrides as overrides_
+from ..run import report, verdicts
 from ..experiments import notes
-from ._atomic import atomic_write
-from . import reproduce as _reproduce
+from ..run._atomic import atomic_write
+from . import work as _reproduce
 
 __all__ = ["WORKS", "KERNEL", "reproduce_all", "index_markdown", "work_rows"]
 

@@ -33,14 +33,14 @@ import os
 import time
 from pathlib import Path
 
-from . import io
-from . import report
-from . import overrides as overrides_
+from ..run import io
+from ..run import report
+from ..run import overrides as overrides_
 from ..data import data_path
 from .. import experiments as registry  # registry.experiments(work): looked up at call time (tests replace it)
 from ..experiments import notes
-from .job_files import job_key
-from .scheduler import check_scheduler
+from ..run.job_files import job_key
+from ..run.scheduler import check_scheduler
 from ..validate import InputError
 
 
