@@ -26,7 +26,7 @@ ALLOWED = {
     ],
     "minimal/experiments/minrnn/runtime.py": [r"2\.7-3\.4 ms for T = 512-4096, Sec\. 4\.1"],   # the paper's T4 times
     "minimal/layers/_gelu_numba.py": [r"4 s \(1 − s\)"],             # s = σ(2y), not seconds
-    "minimal/nbtidy.py": [r'"in 14 s",\s+"167\.3 ms"'],              # examples of the output text it removes
+    "minimal/course/nbtidy.py": [r'"in 14 s",\s+"167\.3 ms"'],              # examples of the output text it removes
 }
 
 
