@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from minimal.course import build as course
+from minimal.course import site, slides
 from minimal.__main__ import main
 
 NOTEBOOKS = sorted(p.name for p in course.NOTEBOOKS.glob("*.ipynb"))
@@ -306,7 +307,7 @@ def test_html_site_has_every_page_and_every_relative_link_resolves(tmp_path):
     assert linked["index.html"] >= {p for p in pages if p != "index.html"}
     assert all("index.html" in links for page, links in linked.items() if page != "index.html")
     # no page loads anything from a CDN when a local MathJax is installed (require.js and jQuery are not used)
-    if course.local_mathjax()[1] is not None:
+    if site.local_mathjax()[1] is not None:
         for page in pages:
             text = (tmp_path / page).read_text(encoding="utf-8")
             assert "cdnjs" not in text and "require.min.js" not in text and "unpkg.com" not in text, page
@@ -318,7 +319,7 @@ def test_html_site_has_every_page_and_every_relative_link_resolves(tmp_path):
 def test_slides_start_a_slide_per_section_and_leave_solutions_out():
     nb = _nb(_md("# Title"), _md("## 1. A section"), _code("x = 1"), _md("### Exercise 1"),
              _code("x = 2", tags=["solution"]), _md("text"))
-    kinds = [c.metadata.slideshow["slide_type"] for c in course.slide_notebook(nb).cells]
+    kinds = [c.metadata.slideshow["slide_type"] for c in slides.slide_notebook(nb).cells]
     assert kinds == ["slide", "slide", "-", "subslide", "skip", "-"]
     assert "slideshow" not in nb.cells[0].metadata                # the input is not modified
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from minimal.course import build as course
+from minimal.course import site as course_site  # `site` is the fixture below
+from minimal.course import slides
 
 CHROMIUM = next((p for p in (os.environ.get("MINIMAL_CHROMIUM"), shutil.which("chromium"),
                              shutil.which("chromium-browser"), "/usr/bin/chromium") if p and Path(p).is_file()), None)
@@ -43,7 +45,7 @@ TABS = 3                   # decks loaded at once by the slide-width test
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     notes = []
-    course.html(out, notes=notes, instructor=True)     # the instructor's site: solutions folded
+    course_site.html(out, notes=notes, instructor=True)     # the instructor's site: solutions folded
     return out, notes
 
 
@@ -106,7 +108,7 @@ def _pages(out):
     order = course.lessons()
     first = order[0]
     second = next((n for n in order if n.startswith("gril_a")), order[1])
-    return [out / "index.html", out / course._page(first), out / course._page(second)]
+    return [out / "index.html", out / course_site._page(first), out / course_site._page(second)]
 
 
 def test_every_formula_is_typeset_offline(site, page):
@@ -140,15 +142,15 @@ def test_figures_load_and_solutions_fold(site, page):
 def test_previous_and_next_lead_to_the_neighbouring_lessons(site, page):
     out, _ = site
     order = course.lessons()
-    i = next(k for k, n in enumerate(order) if course._page(n) == _pages(out)[2].name)
+    i = next(k for k, n in enumerate(order) if course_site._page(n) == _pages(out)[2].name)
     page.goto(_pages(out)[2].as_uri())
     for word, j in (("next", i + 1), ("previous", i - 1)):
         nav = page.locator(".jp-RenderedMarkdown").first            # the bar: syllabus, previous, next
         assert word in nav.inner_text()
-        nav.locator(f'a[href="{course._page(order[j])}"]').click()
+        nav.locator(f'a[href="{course_site._page(order[j])}"]').click()
         page.wait_for_load_state()
-        assert page.url.endswith("/" + course._page(order[j])), (word, page.url)
-        assert page.title() == course.title(course._read(course.NOTEBOOKS / order[j]))
+        assert page.url.endswith("/" + course_site._page(order[j])), (word, page.url)
+        assert page.title() == course.title(course.read_lesson(course.NOTEBOOKS / order[j]))
         page.go_back()
     page.locator("a", has_text="Course syllabus").first.click()
     assert page.url.endswith("/index.html")
@@ -162,7 +164,7 @@ def decks(tmp_path_factory):
     out = tmp_path_factory.mktemp("slides")
     notes = []
     try:
-        course.slides(out, notes=notes)
+        slides.slides(out, notes=notes)
     except ValueError as e:                  # no npm and no local reveal.js: say so, loudly
         warnings.warn(f"SLIDES TEST SKIPPED: {e}")
         pytest.skip(f"SLIDES TEST SKIPPED: {e}")

@@ -18,7 +18,7 @@ import pytest
 
 from minimal.course import build as course
 
-ROOT = Path(course.__file__).resolve().parents[1]
+ROOT = Path(course.__file__).resolve().parents[2]
 LESSON = "gril_d_beyond_one_step.ipynb"      # loads data/gril/ (multistep_full, classification_full): 15 s
 FILES = ("setup.py", "pyproject.toml", "MANIFEST.in", "LICENSE", "README.md", "minimal", "cuda_kernels", "data",
          "notebooks")

@@ -506,12 +506,12 @@ def test_generate_at_temperature_zero_is_greedy(tiny_lm):
 
 @pytest.mark.parametrize("what", ["student", "html"])
 def test_course_out_pointing_at_a_file_is_a_one_line_error(tmp_path, capsys, monkeypatch, what):
-    from minimal.course import build as course
+    from minimal.course import build, site
     from minimal.__main__ import main
 
     def must_not_run(*a, **k):
         raise AssertionError("the course was built although OUT is a file")
-    monkeypatch.setattr(course, what, must_not_run)
+    monkeypatch.setattr({"student": build, "html": site}[what], what, must_not_run)
     (tmp_path / "site.txt").write_text("not a folder")
     assert main(["course", what, str(tmp_path / "site.txt")]) == 2
     assert capsys.readouterr().err.startswith(f"error: OUT must be a folder, but "

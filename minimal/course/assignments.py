@@ -37,6 +37,7 @@ import nbformat
 
 from . import build as course
 from .nbtidy import read_notebook
+from .site import local_mathjax
 from ..validate import InputError
 
 __all__ = ["POINTS", "HIDDEN_BEGIN", "HIDDEN_END", "source_notebook", "rubric", "release", "submit", "autograde",
@@ -293,7 +294,7 @@ def grade(root, lesson, unsafe=False, log=print):
                                            run.stderr)))
             log(f"nbgrader {step} reported errors" + (f" for {', '.join(failed)}" if failed else "") +
                 f" (its log, last lines: {' | '.join(run.stderr.strip().splitlines()[-3:])[-600:]})")
-    folder, url, _ = course.local_mathjax()
+    folder, url, _ = local_mathjax()
     for page in (root / "feedback").glob(f"*/{lesson}"):
         if folder is None:
             continue
