@@ -3,10 +3,12 @@
 A job file is named by a hash of its job function's import path and its config (``minimal.run.job_files.job_key``), so a
 job function that moves, or a config field that changes, leaves its committed files behind unseen: the sweep
 would silently train them again. Here each file's ``function`` must import, and the file's name must be the one
-``job_path`` gives for that function and config; then each experiment's grid is found whole on disk."""
+``job_path`` gives for that function and config; then each experiment's grid is found whole on disk, and so is the
+selective-copying trend in T (``selective_copy_trend``), whose loader names a missing or damaged file."""
 import importlib
 import json
 
+import numpy as np
 import pytest
 
 from minimal.data import data_path
@@ -48,3 +50,84 @@ def test_each_committed_grid_loads_and_is_finished(work, name):
     assert records and all(r["function"] == f"{mod.SWEEP.job.__module__}.{mod.SWEEP.job.__name__}"
                            for r in records)
     assert mod.finished(mod.Config())
+
+
+def _trend():
+    from minimal.experiments.minrnn import selective_copy_trend as TR
+
+    from minimal.experiments.minrnn import selective_copy as S
+
+    if not S.SWEEP.folder.exists():
+        pytest.skip("the selective-copying job files are not committed here")
+    return TR
+
+
+def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
+    """The T-trend grid (one log-space minGRU layer at T = 64 and 128) is the grid of the ``--set`` command that
+    trained it, its three files per length load, and the accuracies are those the notebook and the docstring state."""
+    import dataclasses
+    import re
+
+    from minimal.experiments.minrnn import selective_copy as S
+    from minimal.run import overrides
+    from minimal.run.job_files import job_key
+
+    TR = _trend()
+    for T in TR.LENGTHS:
+        typed = overrides.plan(overrides.parse_set([f"T={T}", "kinds=mingru", "depths=1", "log_space=true"]),
+                               {"minrnn/selective_copy": S.Config()})["minrnn/selective_copy"]
+        typed_config = overrides.apply(S.Config(), typed, "minrnn/selective_copy")
+        assert [job_key(S.run_job, j) for j in S.jobs(typed_config)] == \
+               [job_key(S.run_job, j) for j in S.jobs(TR.CONFIGS[T])]
+        records = TR.records(T)
+        assert [(r["config"]["T"], r["config"]["kind"], r["config"]["depth"], r["config"]["log_space"],
+                 r["config"]["seed"]) for r in records] == [(T, "mingru", 1, True, s) for s in (0, 1, 2)]
+    # T = 64: three of Config()'s committed runs, the Table 1 grid's
+    assert set(S.jobs(TR.CONFIGS[64])) <= set(S.jobs(S.Config()))
+    assert dataclasses.replace(TR.CONFIGS[128], T=64) == TR.CONFIGS[64]
+    summary = TR.summary()
+    runs = {T: [round(a, 2) for a in r["mingru_1_runs"]] for T, r in summary.items()}
+    assert runs == {64: [43.09, 38.28, 43.31], 128: [33.24, 34.5, 37.8]}
+    for T, r in summary.items():      # the std over seeds is NumPy's, ddof = 0
+        acc = np.array([x["result"]["accuracy"] for x in TR.records(T)])
+        assert r["mingru_1"] == acc.mean() and r["mingru_1_std"] == acc.std(ddof=0)
+    stated = {T: f"{r['mingru_1']:.1f} ± {r['mingru_1_std']:.1f}" for T, r in summary.items()}
+    assert stated == {64: "41.6 ± 2.3", 128: "35.2 ± 1.9"}
+    doc = " ".join(TR.__doc__.split())
+    for T in TR.LENGTHS:
+        seeds = " / ".join(f"{a:.2f}" for a in summary[T]["mingru_1_runs"])
+        assert f"{stated[T]} % at T = {T} (seeds {seeds})" in doc
+    notebook = data_path().parent / "notebooks" / "minrnn_c_selective_copy.ipynb"
+    if notebook.exists():
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        text = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+        seeds = ", ".join(f"{a:.2f}" for a in summary[128]["mingru_1_runs"][:2])
+        assert (f"falls from {stated[64]} % at $T = 64$ to {stated[128]} % at $T = 128$ (seeds {seeds} and "
+                f"{summary[128]['mingru_1_runs'][2]:.2f} %") in text
+        fall = summary[64]["mingru_1"] - summary[128]["mingru_1"]
+        assert f"The fall, {fall:.1f} points" in text
+        assert re.search(rf"mean is {37.0 - summary[128]['mingru_1']:.1f} points below Table 1's 37\.0", text)
+
+
+def test_a_missing_or_damaged_trend_file_is_named_not_skipped(tmp_path):
+    import shutil
+
+    from minimal.experiments.minrnn import selective_copy as S
+    from minimal.validate import InputError
+
+    TR = _trend()
+    files = [job_path(S.SWEEP.folder, S.SWEEP.job, j, name=S.SWEEP.name) for j in S.jobs(TR.CONFIGS[128])]
+    for f in files[:2]:
+        shutil.copy(f, tmp_path)
+    with pytest.raises(InputError, match=rf"T = 128: 1 of 3 job files do not read: .*{files[2].name} \(missing\)"
+                                         r".*--set T=128 kinds=mingru depths=1 log_space=true"):
+        TR.records(128, sweep_dir=str(tmp_path))
+    assert not TR.finished(sweep_dir=str(tmp_path))
+    (tmp_path / files[2].name).write_text("<<<<<<< HEAD\n")
+    with pytest.raises(InputError, match=rf"{files[2].name} \(not valid JSON"):
+        TR.records(128, sweep_dir=str(tmp_path))
+    shutil.copy(files[0], tmp_path / files[2].name)        # another job's record under this job's name
+    with pytest.raises(InputError, match="computed for another job"):
+        TR.records(128, sweep_dir=str(tmp_path))
+    with pytest.raises(InputError, match="T must be one of"):
+        TR.records(256)
