@@ -174,7 +174,7 @@ def test_train_killed_at_random_moments_resumes_bit_identical(tmp_path):
 
 @pytest.fixture
 def no_experiment_may_run(monkeypatch):
-    from minimal.run import reproduce
+    from minimal.reproduce import work as reproduce
 
     monkeypatch.setattr(reproduce.registry, "experiments", lambda work: pytest.fail("an experiment was looked up"))
 
@@ -211,7 +211,7 @@ def test_out_pointing_at_a_file_is_a_one_line_error(no_experiment_may_run, tmp_p
 
 
 def test_reproduce_itself_checks_the_scheduler_before_any_experiment(no_experiment_may_run):
-    from minimal.run.reproduce import reproduce
+    from minimal.reproduce.work import reproduce
 
     with pytest.raises(ValueError, match="scheduler must be None or an address like 'tcp://host:8786', got "
                                          "'host:8786': no protocol"):
@@ -538,7 +538,7 @@ def _fake_experiment(seen):
 
 def test_reproduce_full_from_another_folder_writes_under_the_repository_data(tmp_path, monkeypatch):
     from minimal import data
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
     seen = {}
     monkeypatch.setattr(data, "DATA_ROOT", tmp_path / "repo" / "data")
     monkeypatch.setattr(R.registry, "experiments", lambda work: {"fake": _fake_experiment(seen)})
@@ -707,7 +707,7 @@ def _named_experiment(value):
 
 
 def test_reproduce_only_a_then_only_b_keeps_both_results(tmp_path, monkeypatch):
-    from minimal.run import reproduce as R
+    from minimal.reproduce import work as R
     monkeypatch.setattr(R.registry, "experiments", lambda work: {"a": _named_experiment(1.0), "b": _named_experiment(2.0)})
     R.reproduce("gril", only=["a"], out_dir=tmp_path, progress=False)
     R.reproduce("gril", only=["b"], out_dir=tmp_path, progress=False)
@@ -719,7 +719,7 @@ def test_reproduce_only_a_then_only_b_keeps_both_results(tmp_path, monkeypatch):
 
 CONCURRENT = r'''
 import sys, time, types
-from minimal.run import reproduce as R
+from minimal.reproduce import work as R
 
 name = sys.argv[2]
 
