@@ -19,7 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from .. import scan
-from ..scan.checks import check_out
+from ..scan import checks as scan_checks
 from ..conventions import CHOICES, check_unused, choose
 from ..validate import (InputError, OverflowInputError, check_array, check_finite_result,
                         check_grad_dtype, check_positive_int, overflow_error)
@@ -339,7 +339,7 @@ def check_out(out, x, H, mode, backend):
                          f"step: pass out=None")
     if backend == "cuda":
         raise InputError("out is not supported with backend='cuda' (the scan returns a new array): pass out=None")
-    check_out(out, (x.shape[0], x.shape[1], H), x.dtype, {"x": x}, like="the states h (B, T, H)")
+    scan_checks.check_out(out, (x.shape[0], x.shape[1], H), x.dtype, {"x": x}, like="the states h (B, T, H)")
 
 
 def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):
