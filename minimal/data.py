@@ -30,18 +30,16 @@ def data_path(*parts, must_exist=False):
     return path
 
 
-_S = "from minimal.experiments.minrnn import shakespeare as S; "
-_SR = "from minimal.experiments.minrnn import shakespeare_runs as SR; "
+_EXTRA = "python -m minimal.reproduce.extra"
 COMMANDS = {   # committed files that `reproduce <work> --full` does not write: the command that does
     # `reproduce gril --full` writes these too; --only reruns just the one experiment
     "gril/multistep_full": "python -m minimal reproduce gril --full --only multistep",
     "gril/classification_full": "python -m minimal reproduce gril --full --only classification",
-    "minrnn/shakespeare_small": f'python -c "{_S}S.run(S.Config.small(), save_weights_path=S.SMALL_WEIGHTS)"',
-    "minrnn/shakespeare_vanilla": (f'python -c "{_S}S.run(S.Config.fixed(kinds=(\'mingru_vanilla\', '
-                                   f'\'minlstm_vanilla\'), eval_every=100), save_weights_path=S.VANILLA_WEIGHTS)"'),
-    "minrnn/shakespeare_fixed": f'python -c "{_S}S.run(S.Config.fixed(), save_weights_path=S.FIXED_WEIGHTS)"',
-    **{f"minrnn/shakespeare_{name}_seed{s}": f'python -c "{_SR}SR.run_seed({s}, {name!r})"'
-       for name in ("full", "fixed") for s in (1, 2)},
+    # minimal.reproduce.extra.FILES (a test keeps the two alike)
+    **{name: f"{_EXTRA} {name}" for name in ["minrnn/shakespeare_small", "minrnn/shakespeare_vanilla",
+                                             "minrnn/shakespeare_fixed", "minrnn/shakespeare_step_cpu",
+                                             *(f"minrnn/shakespeare_{n}_seed{s}" for n in ("full", "fixed")
+                                               for s in (1, 2))]},
 }
 
 

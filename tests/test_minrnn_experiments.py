@@ -50,7 +50,7 @@ def test_percentages_round_to_the_papers():
 def test_param_counts_table_and_plot(tmp_path):
     m = P.run(P.Config(), out_dir=tmp_path, progress=False)
     assert "| 1 | 24,576 | 8,192 | 33.3 % | 33 % |" in P.table(m)
-    assert json.loads((tmp_path / "param_counts.json").read_text()) == m
+    assert list(tmp_path.iterdir()) == []          # the metrics are returned; reproduce writes them, into results.json
     assert all(p.exists() for p in P.plot(m, tmp_path))
 
 
@@ -67,7 +67,7 @@ def test_runtime_tiny_run_returns_every_key(tmp_path):
         for T in (3, 8):
             assert m[f"speedup_{name}_T{T}"] > 0
     assert {"mem_ratio_mingru_gru", "mem_ratio_minlstm_lstm"} <= set(m)
-    assert json.loads((tmp_path / "runtime.json").read_text())["T"] == [3, 8]
+    assert list(tmp_path.iterdir()) == []          # the metrics are returned; reproduce writes them, into results.json
     assert all(p.exists() for p in R.plot(m, tmp_path))
 
 

@@ -303,10 +303,10 @@ def test_missing_shakespeare_weights_name_the_regenerate_command(committed_copy)
     from minimal.experiments.minrnn import shakespeare as S, shakespeare_runs as SR
     npz, js = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     npz.unlink()
-    with pytest.raises(FileNotFoundError, match=r"shakespeare_small\.npz is missing.*S\.Config\.small\(\)"):
+    with pytest.raises(FileNotFoundError, match=r"shakespeare_small\.npz is missing.*python -m minimal\.reproduce\.extra minrnn/shakespeare_small"):
         SR.load_weights(npz)
     js.unlink()
-    with pytest.raises(FileNotFoundError, match=r"shakespeare_small\.json is missing.*S\.Config\.small\(\)"):
+    with pytest.raises(FileNotFoundError, match=r"shakespeare_small\.json is missing.*python -m minimal\.reproduce\.extra minrnn/shakespeare_small"):
         S.load_curves(js)
 
 
@@ -316,7 +316,7 @@ def test_truncated_shakespeare_weights_name_the_file_and_the_command(committed_c
     npz, js = committed_copy("minrnn", "shakespeare_small.npz", "shakespeare_small.json")
     _truncate(npz if which == "npz" else js)
     with pytest.raises(ValueError, match=rf"shakespeare_small\.{which} is not (a readable|valid)"
-                                         r".*S\.Config\.small\(\)"):
+                                         r".*python -m minimal\.reproduce\.extra minrnn/shakespeare_small"):
         SR.load_weights(npz)
 
 
@@ -328,7 +328,7 @@ def test_a_wrong_shaped_shakespeare_weight_is_named_with_both_shapes(committed_c
     groups["mingru"]["1.rnn.W_z"] = groups["mingru"]["1.rnn.W_z"][:, :-1]
     io.save_weights(npz, groups, config)   # a consistent pair: only the config's shapes can tell
     with pytest.raises(ValueError, match=r"(?s)shakespeare_small\.npz.*'mingru'.*1\.rnn\.W_z \(\d+, \d+\) "
-                                         r"\(expected \(\d+, \d+\)\).*S\.Config\.small\(\)"):
+                                         r"\(expected \(\d+, \d+\)\).*python -m minimal\.reproduce\.extra minrnn/shakespeare_small"):
         SR.load_weights(npz, S.Config.small())
 
 
@@ -713,6 +713,7 @@ def test_reproduce_only_a_then_only_b_keeps_both_results(tmp_path, monkeypatch):
     R.reproduce("gril", only=["b"], out_dir=tmp_path, progress=False)
     results = json.loads((tmp_path / "results.json").read_text())
     assert {k: v["metrics"]["value"] for k, v in results.items()} == {"a": 1.0, "b": 2.0}
+    assert [p.name for p in tmp_path.rglob("*.json")] == ["results.json"]   # each metric written once, there
     md = (tmp_path / "results.md").read_text()
     assert "| a |" in md and "| b |" in md
 
@@ -746,3 +747,19 @@ def test_concurrent_reproduce_runs_into_one_folder_lose_no_result(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     assert sorted(results) == ["first", "second", "third"]
     assert not (tmp_path / ".results.lock").exists()   # the lock is the folder itself: no file left behind
+
+
+def test_every_committed_file_that_reproduce_does_not_write_has_its_writer():
+    """data.COMMANDS names `python -m minimal.reproduce.extra NAME` for exactly the files extra.FILES writes, and
+    every one of them is committed."""
+    from minimal import data
+    from minimal.reproduce import extra
+    named = {k for k, v in data.COMMANDS.items() if v.startswith("python -m minimal.reproduce.extra ")}
+    assert named == set(extra.FILES)
+    assert all(data.COMMANDS[k] == f"python -m minimal.reproduce.extra {k}" for k in named)
+    for name in extra.FILES:
+        work, stem = name.split("/")
+        assert list(data.data_path(work).glob(stem + ".*")), name
+    with pytest.raises(ValueError, match="name must be one of"):
+        extra.write("minrnn/nothing")
+    assert extra.main([]) == 2

@@ -11,9 +11,7 @@ function's import path (``minimal.run.job_files.job_key``): a job function that 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
-from ..run.io import write_json
 from ..validate import check_choice
 
 # work -> experiment module names (in run order); a module listed here must exist.
@@ -29,9 +27,3 @@ def experiments(work):
     check_choice("work", work, MODULES)
     return {name: importlib.import_module(f"minimal.experiments.{work}.{name}") for name in MODULES[work]}
 
-
-def write_metrics(metrics, out_dir, file_name="metrics.json"):
-    """Write a run's metrics dict to ``out_dir/file_name`` (``minimal.run.io.write_json``: atomically, NumPy numbers as
-    Python ones); nothing if out_dir is None."""
-    if out_dir is not None:
-        write_json(Path(out_dir) / file_name, metrics)

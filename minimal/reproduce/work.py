@@ -18,10 +18,11 @@ the repository's ``data/`` (``minimal.data.data_path``), whatever the current fo
 of the quick or full variant; each experiment's entry records its overrides and the config that ran, and the
 page lists them (``minimal.run.report``), so a reader sees which runs were not the default.
 
-Each experiment's entry is written to ``OUT/NAME/result.json`` as soon as it finishes; ``results.json`` and
-``results.md`` are then rebuilt from every such file in ``OUT`` under a lock on the folder ``OUT`` itself (no lock
-file is left behind), so that ``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder
-at the same time lose none of each other's results.
+Each experiment's entry goes into ``OUT/results.json`` as soon as it finishes, the one file that holds a run's
+metrics (experiments return theirs and write none; their folders ``OUT/NAME/`` hold figures and checkpoints): the
+file is read, the entry replaced and the file rewritten under a lock on the folder ``OUT`` itself (no lock file is
+left behind), so that ``--only A`` then ``--only B`` into one folder keeps both, and runs sharing a folder at the
+same time lose none of each other's results. ``results.md`` is rebuilt from it at the end.
 """
 from __future__ import annotations
 
@@ -112,8 +113,6 @@ def reproduce(work, quick=True, only=None, out_dir=None, progress=True, schedule
         figures = [str(p) for p in mod.plot(metrics, out / name)] if hasattr(mod, "plot") else []
         results[name] = {"metrics": metrics, "paper": dict(mod.PAPER), "seconds": seconds, "figures": figures,
                          "mode": mode, "overrides": sets[name], "config": _as_dict(config)}
-        (out / name).mkdir(parents=True, exist_ok=True)
-        io.write_json(out / name / "result.json", results[name])
         _merge(work, quick, out, results, every)
     counts = _merge(work, quick, out, results, every, markdown=True)
     print(f"== {work}: {report.summary(counts)}; page: {out / 'results.md'}", flush=True)
@@ -151,28 +150,30 @@ def _as_dict(config):
 
 
 def _merge(work, quick, out, results, every, markdown=False):
-    """Rebuild ``out/results.json`` (and with ``markdown`` ``out/results.md`` and ``out/measurements.md``, returning
-    the page's {verdict: count}) from every experiment's ``out/NAME/result.json`` (``every``: the work's
-    {name: module}), this run's ``results`` taking precedence, under an exclusive lock on the folder ``out`` itself
-    (``flock`` on its descriptor, so no lock file is left behind; an earlier version's empty ``out/.results.lock``
-    is removed): every run writes its own files first, so the last to take the lock sees them all."""
+    """Put this run's ``results`` into ``out/results.json`` (and with ``markdown`` rebuild ``out/results.md`` and
+    ``out/measurements.md``, returning the page's {verdict: count}), keeping the entries of the work's other
+    experiments (``every``: the work's {name: module}) that an earlier run left there, under an exclusive lock on
+    the folder ``out`` itself (``flock`` on its descriptor, so no lock file is left behind; an earlier version's
+    empty ``out/.results.lock`` is removed): read, update and write happen under the lock, so runs sharing the
+    folder lose none of each other's entries."""
     fd = os.open(out, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         stale = out / ".results.lock"
         if stale.is_file() and stale.stat().st_size == 0:
             stale.unlink()
-        merged = {}
-        for name in every:
-            if name in results:
-                merged[name] = results[name]
-            elif (out / name / "result.json").is_file():
-                try:
-                    merged[name] = json.loads((out / name / "result.json").read_text())
-                except json.JSONDecodeError:
-                    print(f"warning: {out / name / 'result.json'} is not valid JSON; left out of results",
-                          flush=True)
-        io.write_json(out / "results.json", merged)
+        earlier = {}
+        path = out / "results.json"
+        if path.is_file():
+            try:
+                earlier = json.loads(path.read_text())
+            except json.JSONDecodeError:
+                print(f"warning: {path} is not valid JSON; its earlier entries are left out of results", flush=True)
+            if not isinstance(earlier, dict):
+                earlier = {}
+        merged = {name: results[name] if name in results else earlier[name]
+                  for name in every if name in results or name in earlier}
+        io.write_json(path, merged)
         if not markdown:
             return None
         return report.write(work, quick, merged, {n: every[n] for n in merged}, out, pages=notes.pages(work, merged))

@@ -51,7 +51,6 @@ from typing import Callable, Optional, Sequence
 
 from tqdm import tqdm
 
-from .io import write_json
 from .job_files import all_on_disk, checkpoint_path, config_dict, fn_name, job_key, job_path, plain, OTHER_JOB, \
     read_record, refusal, write_record
 from .scheduler import check_scheduler, open_client
@@ -164,14 +163,11 @@ def run_sweep(fn: Callable, configs: Sequence, out_dir, *, name=None, scheduler=
     return [json.loads(json.dumps(records[p], sort_keys=True)) for p in paths]
 
 
-def with_sweep_summary(result, records, seconds, out_dir=None):
-    """Add the sweep's timing to ``result`` (a summary dict of ``records``) and write it to
-    ``out_dir/summary.json`` when ``out_dir`` is given. Returns ``result``."""
+def with_sweep_summary(result, records, seconds):
+    """Add the sweep's timing to ``result`` (a summary dict of ``records``) and return it."""
     result["sweep_seconds"] = seconds
     result["job_seconds_total"] = float(sum(r["seconds"] for r in records))
     result["n_jobs"] = len(records)
-    if out_dir is not None:
-        write_json(Path(out_dir) / "summary.json", result)
     return result
 
 
@@ -275,7 +271,9 @@ class Sweep:
 
     def run(self, config=None, out_dir=None, progress=True):
         """Run (or resume) the grid through dask and summarise it; returns the summary with the sweep's timing
-        (``with_sweep_summary``), also written to ``out_dir/summary.json`` when out_dir is given."""
+        (``with_sweep_summary``). ``out_dir`` is the experiment protocol's folder (``reproduce`` passes it to every
+        ``run``); a sweep writes nothing there: its job files go to the sweep folder and its summary is returned, so
+        that ``reproduce`` writes it once, into ``results.json``."""
         config = self.Config() if config is None else config
         t0 = time.perf_counter()
         records = run_sweep(self.job, self.jobs(config), self.dir(config), name=self.name,
@@ -285,4 +283,4 @@ class Sweep:
                             checkpoint_dir=self.checkpoint_folder() if self.checkpoints else None)
         takes_config = len(inspect.signature(self.summarise).parameters) > 1
         result = self.summarise(records, config) if takes_config else self.summarise(records)
-        return with_sweep_summary(result, records, time.perf_counter() - t0, out_dir)
+        return with_sweep_summary(result, records, time.perf_counter() - t0)

@@ -63,7 +63,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import write_metrics
 from .._plotting import legend_beside, pyplot, save_figure
 from ...run import speed
 from ...run.verdicts import Tolerance
@@ -312,7 +311,6 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     out["config"] = dataclasses.asdict(config)
     if save_weights_path is not None:
         save_weights(save_weights_path, weights, config, out)
-    write_metrics(out, out_dir)
     return out
 
 

@@ -84,7 +84,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import write_metrics
 from .._plotting import pyplot
 from ...run import speed
 from ...analysis import gril_gd
@@ -311,7 +310,6 @@ def run(config: Config = None, out_dir=None, progress=True):
     out.update(run_sine(config, progress=progress))
     out["train_seconds"] = time.perf_counter() - t0
     out["config"] = dataclasses.asdict(config)
-    write_metrics(out, out_dir)
     return out
 
 

@@ -49,7 +49,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import write_metrics
 from .._plotting import pyplot, save_figure
 from ...run import io
 from ...analysis import gril_gd
@@ -246,7 +245,6 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     out["config"] = dataclasses.asdict(config)
     if save_weights_path is not None:
         save_weights(save_weights_path, params_by_target, config, out)
-    write_metrics(out, out_dir)
     return out
 
 

@@ -27,7 +27,6 @@ import numpy as np
 
 from ...cells import gru, lstm, mingru, minlstm
 from ...validate import check_config, check_fits
-from .. import write_metrics
 
 __all__ = ["Config", "PAPER", "run", "plot", "table", "count", "closed_form"]
 
@@ -96,7 +95,6 @@ def run(config: Config = None, out_dir=None, progress=True):
         if progress:
             print(f"alpha={alpha}: minGRU {metrics[f'mingru_pct_alpha{alpha}']:.1f} % of GRU, "
                   f"minLSTM {metrics[f'minlstm_pct_alpha{alpha}']:.1f} % of LSTM", flush=True)
-    write_metrics(metrics, out_dir, "param_counts.json")
     return metrics
 
 

@@ -58,7 +58,6 @@ import numpy as np
 from ...run import speed
 from ...validate import check_config, check_fits
 from ...cells import gru, lstm, mingru, minlstm
-from .. import write_metrics
 
 __all__ = ["Config", "PAPER", "MODELS", "run", "plot", "train_step", "cache_nbytes", "make_model"]
 
@@ -194,7 +193,6 @@ def run(config: Config = None, out_dir=None, progress=True):
             metrics[f"mem_ratio_{name}_{base}"] = nbytes[name][-1] / nbytes[base][-1]
     for name in models:
         metrics[f"ms_{name}_T{Ts[-1]}"] = times[name][-1]
-    write_metrics(metrics, out_dir, "runtime.json")
     return metrics
 
 

@@ -56,7 +56,6 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .. import write_metrics
 from .._plotting import pyplot
 from ...run import speed, io
 from ... import models
@@ -305,7 +304,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     unless ``save_weights_path`` asks for new weights (``reproduce --full``); delete the file to retrain.
 
     Args:
-        config: a ``Config`` (default: the full run); out_dir: folder for metrics.json and the per-model
+        config: a ``Config`` (default: the full run); out_dir: folder for the per-model
             checkpoints (a re-run with the same out_dir resumes an interrupted run); progress: tqdm bars;
         save_weights_path: write the trained params there (``save_weights``) and the metrics beside it (.json).
     Returns:
@@ -319,7 +318,6 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
         # summarise again: metrics added since the run was saved are computed from its curves
         out = summarise({k: v for k, v in load_curves(CURVES).items() if k != "weights"})
         out["loaded_from"] = str(CURVES)
-        write_metrics(out, out_dir)
         return out
     speed.tune()
     data = char_lm.load()
@@ -362,7 +360,6 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     out = summarise(out)
     if save_weights_path is not None:
         save_weights(save_weights_path, params_by_kind, config, out)   # the metrics are the sidecar's metadata
-    write_metrics(out, out_dir)
     return out
 
 

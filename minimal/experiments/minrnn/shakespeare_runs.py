@@ -1,7 +1,8 @@
 """The committed runs of the Shakespeare experiment (``shakespeare``: its ``Config`` and ``run``), and reading
 them back: the seeds' curves (``seed_curves``), the trained weights (``load_weights``), the CPU time a step.
 
-Committed runs (``data/minrnn/``), each with the command that makes it:
+Committed runs (``data/minrnn/``), each with the call that makes it (``python -m minimal.reproduce.extra`` writes
+each file but ``shakespeare_full.*``, which ``python -m minimal reproduce minrnn --full`` writes):
     - ``shakespeare_full.{npz,json}``: ``Config()`` (D = 64, T = 128, batch 16, until the best stops improving),
       seed 0, log-space minGRU and minLSTM, vanilla minGRU and the Transformer: ``run(Config(),
       save_weights_path=WEIGHTS)``; ``shakespeare_full_seed<s>.json``: ``run_seed(s)``, curves only
@@ -19,7 +20,7 @@ Committed runs (``data/minrnn/``), each with the command that makes it:
       evaluated every 100 steps, ``run(Config.fixed(kinds=("mingru_vanilla", "minlstm_vanilla"),
       eval_every=100))`` (evaluation draws no random numbers, so its minGRU trains as the fixed run's). Its
       "earlier_transformer" is the first Transformer of that run (one head, no positions, the convolution).
-    - ``shakespeare_step_cpu.json``: CPU seconds per training step (``write_step_cpu``: ``time.process_time`` of
+    - ``shakespeare_step_cpu.json``: CPU seconds per training step (``step_cpu_table``: ``time.process_time`` of
       forward + backward + AdamW, so other load on the machine is not counted) at Config()'s size and at the
       paper's (D = 384, batch 64, T = 256, 3 layers).
 
@@ -41,7 +42,7 @@ from ...tasks import char_lm
 from .shakespeare import WEIGHTS, Config, load_curves, run
 from .shakespeare_model import KINDS, init_lm, lm_loss_and_grads
 
-__all__ = ["STEP_CPU", "PAPER_SIZE", "step_cpu_seconds", "write_step_cpu", "seed_curves", "run_seed", "load_weights"]
+__all__ = ["STEP_CPU", "PAPER_SIZE", "step_cpu_seconds", "step_cpu_table", "seed_curves", "run_seed", "load_weights"]
 
 # --- CPU time per training step ---------------------------------------------------------------------------------
 STEP_CPU = data_path("minrnn", "shakespeare_step_cpu.json")
@@ -70,10 +71,10 @@ def step_cpu_seconds(kind, D, batch, T, n_layers=3, steps=2, seed=0):
     return float(np.mean(times))
 
 
-def write_step_cpu(path=STEP_CPU, kinds=("mingru", "minlstm", "attention", "mingru_vanilla"), steps=2):
-    """Measure ``step_cpu_seconds`` at ``Config()``'s size and at the paper's (``PAPER_SIZE``) for each kind and
-    write them with the machine's load to ``path`` (``python -c "from minimal.experiments.minrnn import
-    shakespeare_runs as SR; SR.write_step_cpu()"``)."""
+def step_cpu_table(kinds=("mingru", "minlstm", "attention", "mingru_vanilla"), steps=2):
+    """``step_cpu_seconds`` at ``Config()``'s size and at the paper's (``PAPER_SIZE``) for each kind, with the
+    machine's load: the content of ``STEP_CPU`` (written by ``python -m minimal.reproduce.extra
+    minrnn/shakespeare_step_cpu``)."""
     import os
     import platform
 
@@ -86,7 +87,6 @@ def write_step_cpu(path=STEP_CPU, kinds=("mingru", "minlstm", "attention", "ming
         out["paper"][kind] = step_cpu_seconds(kind, PAPER_SIZE["D"], PAPER_SIZE["batch"], PAPER_SIZE["T"],
                                               PAPER_SIZE["n_layers"], steps)
     out["paper_cpu_hours_5000_steps"] = {k: 5000 * v / 3600 for k, v in out["paper"].items()}
-    io.write_json(path, out)
     return out
 
 
@@ -123,11 +123,10 @@ def seed_curves(seeds=(0, 1, 2), name="full"):
 
 def run_seed(seed, name="full", progress=False):
     """Train ``Config(seed=seed)`` (``name="full"``) or ``Config.fixed(seed=seed)`` (``"fixed"``), every model, and
-    write its metrics, curves only, to ``data/minrnn/shakespeare_<name>_seed<seed>.json`` (``seed_curves`` reads
-    them; seed 0 is written with its weights by ``run(config, save_weights_path=...)``). Returns the metrics."""
+    return its metrics, committed (curves only) as ``data/minrnn/shakespeare_<name>_seed<seed>.json`` by ``python -m
+    minimal.reproduce.extra minrnn/shakespeare_<name>_seed<seed>`` (``seed_curves`` reads them; seed 0 is written
+    with its weights by ``run(config, save_weights_path=...)``)."""
     if name not in ("full", "fixed"):
         raise ValueError(f"name must be 'full' or 'fixed', got {name!r}")
     config = Config(seed=seed) if name == "full" else Config.fixed(seed=seed)
-    out = run(config, progress=progress)
-    io.write_json(data_path("minrnn", f"shakespeare_{name}_seed{seed}.json"), out)
-    return out
+    return run(config, progress=progress)

@@ -132,7 +132,7 @@ finished = SWEEP.finished
 
 
 def run(config: Config = None, out_dir=None, progress=True, save_weights_path=None):
-    """Run (or resume) the seeds through dask and summarise them; also writes ``summary.json`` to out_dir.
+    """Run (or resume) the seeds through dask and summarise them (the summary is returned, not written).
 
     ``save_weights_path``: write every seed's final params (from its training checkpoint) to one ``.npz``, groups
     "seed<k>", with the sweep's config and each saved seed's ``icl.Config`` ("jobs") in the JSON sidecar beside it

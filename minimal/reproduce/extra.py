@@ -1,0 +1,77 @@
+"""The committed files that ``python -m minimal reproduce WORK --full`` does not write, and the one command that
+writes each: ``python -m minimal.reproduce.extra NAME`` from the repository root, NAME as ``data/`` names the file
+without its suffix (``minrnn/shakespeare_small``; ``python -m minimal.reproduce.extra`` alone lists them).
+
+With ``minimal.reproduce.work`` this is the only code that writes into ``data/``: an experiment's ``run`` returns
+its metrics and writes trained weights only where it is told (``save_weights_path``). ``minimal.data.COMMANDS``
+names these commands in the errors that say how to rewrite a missing or damaged file (a test keeps the two alike).
+"""
+from __future__ import annotations
+
+import sys
+
+from ..data import data_path
+from ..run import io
+
+__all__ = ["FILES", "write"]
+
+
+def _shakespeare_weights(variant, weights, **fields):
+    """``shakespeare.run(Config.<variant>(**fields), save_weights_path=<weights>)``: the trained params and their
+    metrics beside them."""
+    def make():
+        from ..experiments.minrnn import shakespeare as S
+
+        config = getattr(S.Config, variant)(**fields) if variant != "default" else S.Config(**fields)
+        return S.run(config, save_weights_path=getattr(S, weights))
+    return make
+
+
+def _shakespeare_seed(name, seed):
+    """``shakespeare_runs.run_seed(seed, name)``'s metrics (curves only) to ``data/minrnn/shakespeare_<name>_seed<s>``."""
+    def make():
+        from ..experiments.minrnn import shakespeare_runs as SR
+
+        out = SR.run_seed(seed, name)
+        io.write_json(data_path("minrnn", f"shakespeare_{name}_seed{seed}.json"), out)
+        return out
+    return make
+
+
+def _step_cpu():
+    from ..experiments.minrnn import shakespeare_runs as SR
+
+    out = SR.step_cpu_table()
+    io.write_json(SR.STEP_CPU, out)
+    return out
+
+
+FILES = {   # data/<NAME>.*: what writes it
+    "minrnn/shakespeare_small": _shakespeare_weights("small", "SMALL_WEIGHTS"),
+    "minrnn/shakespeare_fixed": _shakespeare_weights("fixed", "FIXED_WEIGHTS"),
+    "minrnn/shakespeare_vanilla": _shakespeare_weights("fixed", "VANILLA_WEIGHTS",
+                                                       kinds=("mingru_vanilla", "minlstm_vanilla"), eval_every=100),
+    **{f"minrnn/shakespeare_{name}_seed{s}": _shakespeare_seed(name, s) for name in ("full", "fixed") for s in (1, 2)},
+    "minrnn/shakespeare_step_cpu": _step_cpu,
+}
+
+
+def write(name):
+    """Train or measure what ``data/<name>.*`` holds and write it there; returns the metrics written."""
+    if name not in FILES:
+        raise ValueError(f"name must be one of {sorted(FILES)}, got {name!r}")
+    return FILES[name]()
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m minimal.reproduce.extra NAME, one of:\n  " + "\n  ".join(sorted(FILES)))
+        return 2
+    write(argv[0])
+    print(f"wrote data/{argv[0]}.*")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
