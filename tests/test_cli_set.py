@@ -218,7 +218,8 @@ def test_every_field_of_every_experiment_takes_its_default_back_as_text():
 
 
 # the experiments without one peak lr and one step count: two tasks with one of each per task, or no training
-TWO_TASKS_OR_NONE = {"zucchet/hidden_size", "zucchet/architectures", "minrnn/param_counts", "minrnn/runtime"}
+TWO_TASKS_OR_NONE = {"zucchet/hidden_size", "zucchet/architectures", "minrnn/param_counts", "minrnn/runtime",
+                     "minrnn/peak_memory"}
 
 
 def test_every_experiment_that_trains_one_model_kind_calls_them_lr_and_steps_and_checks_them():

@@ -18,7 +18,7 @@ from ..validate import check_choice
 MODULES = {
     "zucchet": ["teacher_student", "icl", "icl_seeds", "hidden_size", "architectures"],
     "gril": ["regression", "ablations", "multistep", "comparison", "classification"],
-    "minrnn": ["param_counts", "runtime", "shakespeare", "selective_copy"],
+    "minrnn": ["param_counts", "runtime", "peak_memory", "shakespeare", "selective_copy"],
 }
 
 
