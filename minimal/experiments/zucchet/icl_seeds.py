@@ -38,9 +38,11 @@ from ...run.verdicts import Tolerance
 from ...run.sweep import Sweep, SweepConfig
 from ...run.checkpoint import load_checkpoint
 
-__all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP", "SWEEP_DIR"]
+__all__ = ["Config", "PAPER", "jobs", "run_job", "run", "finished", "summarise", "plot", "SWEEP", "SWEEP_DIR",
+           "WEIGHTS", "label_slot_zeroed", "label_slot_residuals"]
 
 SWEEP_DIR = data_path("zucchet", "sweeps", "icl_seeds")
+WEIGHTS = data_path("zucchet", "icl_seeds_full.npz")   # every seed's final params (run(save_weights_path=...))
 
 PAPER = {
     "coef_x2_y1_mean": 0.06817,        # Table 2, RNN column: 6.81e-2, 6.82e-2, 6.82e-2 (mean of 4 seeds)
@@ -122,6 +124,51 @@ def summarise(records):
     return out
 
 
+def label_slot_zeroed(params, d_x=3, d_y=3):
+    """A copy of ``params`` whose fast neurons (λ < 0.5) read nothing from the token's label slot (entries d_x ..
+    d_x + d_y - 1 of W_in_m and W_in_x). In training the query's label slot is always 0, so these weights get no
+    gradient from the query and only weight decay moves them; the one-token input that defines Table 2's
+    polynomial puts a label there, and they turn it into extra coefficients."""
+    fast = icl.lam_of(params) < 0.5
+    out = {k: np.array(v, dtype=np.float64) for k, v in params.items()}
+    for k in ("W_in_m", "W_in_x"):
+        out[k][fast, d_x:d_x + d_y] = 0.0
+    return out
+
+
+def label_slot_residuals(params_by_seed, rng_seed=3):
+    """{"residual_norm": [...], "residual_norm_label_zeroed": [...]} over the seeds of ``params_by_seed``
+    ({"seed<k>": params}, in seed order): Table 2's residual norm before and after ``label_slot_zeroed``."""
+    out = {"residual_norm": [], "residual_norm_label_zeroed": []}
+    for name in sorted(params_by_seed, key=lambda n: int(n[4:])):
+        for key, p in (("residual_norm", params_by_seed[name]),
+                       ("residual_norm_label_zeroed", label_slot_zeroed(params_by_seed[name]))):
+            exps, coef, _ = icl.instantaneous_polynomial(p, np.random.default_rng(rng_seed))
+            out[key].append(float(icl.table2(exps, coef)[1]))
+    return out
+
+
+def _with_label_slot(result, config):
+    """``result`` with the residual after ``label_slot_zeroed`` for each seed, from the committed weights
+    ``WEIGHTS`` when they hold exactly this config's seeds (else unchanged)."""
+    if not WEIGHTS.exists():
+        return result
+    params, _ = io.load_weights(WEIGHTS)
+    saved = io.load_meta(WEIGHTS).get("jobs", [])
+    if sorted(j["seed"] for j in saved) != sorted(config.seeds) or \
+            sorted(map(repr, saved)) != sorted(map(repr, jobs(config))):
+        return result
+    r = label_slot_residuals(params)
+    zeroed = np.asarray(r["residual_norm_label_zeroed"])
+    result["per_seed"]["residual_norm_label_zeroed"] = [float(v) for v in zeroed]
+    result["residual_norm_label_zeroed_mean"], result["residual_norm_label_zeroed_std"] = _mean_std(zeroed)
+    share = 1.0 - zeroed / np.asarray(r["residual_norm"])
+    result["label_slot_share_min"] = float(share.min())
+    result["label_zeroed_over_paper_min"] = float(zeroed.min() / PAPER["residual_norm_mean"])
+    result["label_zeroed_over_paper_max"] = float(zeroed.max() / PAPER["residual_norm_mean"])
+    return result
+
+
 def _checkpoint_dir():
     return Path(tempfile.gettempdir()) / "minimal_icl_seeds"
 
@@ -140,6 +187,7 @@ def run(config: Config = None, out_dir=None, progress=True, save_weights_path=No
     is not on this machine (their records came from the committed sweep) are left out."""
     config = Config() if config is None else config
     result = SWEEP.run(config, out_dir, progress)
+    result = _with_label_slot(result, config)
     if save_weights_path is not None:
         groups, saved = {}, []
         for cfg in jobs(config):
