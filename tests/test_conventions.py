@@ -110,7 +110,7 @@ def test_numpy_and_numba_backends_agree_and_cuda_is_accepted(name):
 
 def test_gril_fused_and_unfused_kernels_agree():
     for ex, kw in _examples("gril"):
-        if ex.kwargs["mode"] == "parallel":
+        if ex.kwargs["mode"] == "parallel" and ex.kwargs.get("readout", "window") == "window":  # fused: no "state"
             assert _agree(_run("gril", ex, {**kw, "kernel": "fused"}),
                           _run("gril", ex, {**kw, "kernel": "unfused"})) <= EXACT, ex.name
 

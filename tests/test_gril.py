@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from minimal.cells import gril
-from minimal.gradcheck import TOLERANCE, backward_rel_errors, check_cell, rel_error
+from minimal.gradcheck import TOLERANCE, backward_rel_errors, check_cell, check_function, rel_error
 
 EXAMPLES = gril.examples(np.random.default_rng(0))
 REF = {"method": "sequential", "backend": "numpy"}  # the plain scan loop
@@ -19,7 +19,7 @@ def _case(rng, B=2, T=9, f=3, w=3, s=2, per_feature=True):
 @pytest.mark.parametrize("ex", EXAMPLES, ids=[ex.name for ex in EXAMPLES])
 def test_backward_matches_finite_differences_for_every_param_and_the_input(ex):
     errors = check_cell(gril, ex)
-    assert set(errors) == {"x", "Q", "q", "beta", "A"}
+    assert set(errors) == {"x", "Q", "beta", "A", "u" if ex.kwargs.get("readout") == "state" else "q"}
     assert max(errors.values()) <= TOLERANCE, errors
 
 
@@ -90,6 +90,94 @@ def test_reference_function_equals_the_cell(rng):
     o, _ = gril.forward(params, x, s=2, **REF)
     o_ref = gril.gril_forward_reference(x, params["Q"], params["q"], params["beta"], params["A"], 3, 2)
     assert rel_error(o_ref, o) <= 1e-14
+
+
+# ------------------------------------------------------------------------------------ states and the state readout
+STATE_CASES = [(2, 1, 2, 1, 1), (2, 5, 3, 2, 1), (1, 7, 3, 3, 2), (2, 8, 2, 2, 3)]   # B, T, f, w, s: T = 1, odd T
+
+
+def _states_case(rng, B, T, f, w, s):
+    C = gril.window(rng.standard_normal((B, T, f)), w, s)
+    return {"Q": rng.standard_normal((w, w)), "A": rng.uniform(0.5, 1.0, (f, f))}, C
+
+
+@pytest.mark.parametrize("method,backend", [("sequential", "numpy"), ("blelloch", "numpy"), (None, None)])
+def test_states_are_the_states_of_the_step_loop(method, backend, rng):
+    params, x = _case(rng, T=9, w=3, s=2)
+    _, cache = gril.forward(params, x, s=2, mode="sequential")
+    Z = gril.states(params["Q"], params["A"], cache.C, method=method, backend=backend)
+    assert rel_error(Z, cache.Z) <= 1e-13
+
+
+@pytest.mark.parametrize("only_last", [False, True], ids=["every-state", "last-state"])
+@pytest.mark.parametrize("case", STATE_CASES, ids=[f"T{c[1]}-w{c[3]}-s{c[4]}" for c in STATE_CASES])
+def test_states_backward_matches_finite_differences(case, only_last, rng):
+    """Central differences in float64 for Q, A and the windows C, with dL/dZ at every state or (the GD stack's
+    case) at the last one only."""
+    params, C = _states_case(rng, *case)
+
+    def forward(p, C):
+        Z = gril.states(p["Q"], p["A"], C, **REF)
+        return (Z[:, -1] if only_last else Z), Z
+
+    def backward(p, Z, dZ):
+        if only_last:
+            dZ = np.concatenate([np.zeros_like(Z[:, :-1]), dZ[:, None]], axis=1)
+        dQ, dA, dC = gril.states_backward(p["Q"], p["A"], C, Z, dZ, **REF)
+        return dC, {"Q": dQ, "A": dA}
+
+    errors = check_function(forward, backward, params, C)
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+def test_states_backward_of_the_last_state_is_the_reverse_loop(rng):
+    """Only Z_{T'-1} in the loss: G_k = A^{T'-1-k} ⊙ G, dA = Σ_{k>=1} G_k ⊙ Z_{k-1}, dU_k = G_k, written as the
+    plain loop over windows backwards (the loop the GD stack used to carry), against the scan's adjoint."""
+    params, C = _states_case(rng, 3, 9, 3, 3, 2)
+    Q, A = params["Q"], params["A"]
+    Z = gril.states(Q, A, C, **REF)
+    G = rng.standard_normal(Z[:, -1].shape)
+    dU, dA_loop = np.empty_like(Z), np.zeros_like(A)
+    for k in reversed(range(Z.shape[1])):
+        dU[:, k] = G
+        if k > 0:
+            dA_loop += (G * Z[:, k - 1]).sum(axis=0)
+            G = A * G
+    dZ = np.zeros_like(Z)
+    dZ[:, -1] = dU[:, -1]
+    for backend in ("numpy", "numba"):
+        dQ, dA, dC = gril.states_backward(Q, A, C, Z, dZ, backend=backend)
+        assert rel_error(dA, dA_loop) <= 1e-13
+        assert rel_error(dQ, (C.transpose(0, 1, 3, 2) @ dU @ C).sum(axis=(0, 1))) <= 1e-13
+        assert rel_error(dC, dU @ C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q) <= 1e-13
+
+
+def test_state_readout_is_beta_times_the_state_times_u(rng):
+    """readout="state": o_k = β ⊙ (Z_k u) at every window (the ablation of Tables 5-6), in both modes."""
+    params = gril.init(rng, 3, 3, per_feature_beta=True, readout="state")
+    assert set(params) == {"Q", "u", "beta", "A"}
+    x = rng.standard_normal((2, 9, 3))
+    for mode, kw in (("parallel", REF), ("parallel", {"backend": "numba"}), ("sequential", {})):
+        o, cache = gril.forward(params, x, s=2, mode=mode, readout="state", **kw)
+        assert rel_error(o, params["beta"] * (cache.Z @ params["u"])) <= 1e-14
+        assert rel_error(cache.Z, gril.states(params["Q"], params["A"], gril.window(x, 3, 2))) <= 1e-13
+
+
+def test_state_readout_is_refused_where_it_cannot_run_and_checked_against_the_params(rng):
+    params = gril.init(rng, 3, 3, readout="state")
+    x = rng.standard_normal((1, 7, 3))
+    with pytest.raises(ValueError, match=r"^readout='state' runs in sequential mode or on the unfused kernel"):
+        gril.forward(params, x, s=2, kernel="fused", readout="state")
+    with pytest.raises(ValueError, match=r"^readout must be one of \['window', 'state'\], got 'last'"):
+        gril.forward(params, x, s=2, readout="last")
+    with pytest.raises(ValueError, match=r"params must be a dict with exactly the keys \['A', 'Q', 'beta', 'u'\] "
+                                         r"\(readout='state'\), got \['A', 'Q', 'beta', 'q'\]"):
+        gril.forward(gril.init(rng, 3, 3), x, s=2, readout="state")
+    with pytest.raises(ValueError, match=r"params must be a dict with exactly the keys \['A', 'Q', 'beta', 'q'\]"):
+        gril.forward(params, x, s=2)                     # readout "window" (the default) reads with q
+    with pytest.raises(ValueError, match=r"^dZ must have shape"):
+        gril.states_backward(params["Q"], params["A"], gril.window(x, 3, 2), np.zeros((1, 3, 3, 3)),
+                             np.zeros((1, 2, 3, 3)))
 
 
 # ------------------------------------------------------------------------------------ windows

@@ -19,7 +19,7 @@ def test_predictor_backward_matches_finite_differences(variant, n_out, rng):
         return M.predict(p, x, n_out, variant)
 
     def backward(p, cache, dy):
-        return M.predict_backward(p, cache, dy, variant)
+        return M.predict_backward(p, cache, dy)
 
     errors = check_function(forward, backward, params, tasks.tokens)
     assert max(errors.values()) <= TOLERANCE, errors
@@ -29,14 +29,15 @@ def test_state_readout_reads_the_last_state_only(rng):
     """Without the multiplicative readout the output is β ⊙ (Z u), whatever the last window holds."""
     tasks = G.sample(rng, 3, N=4, f=3)
     params = M.init_params(rng, 3, "no_readout")
-    o, cache = M.state_readout_forward(params, tasks.tokens, 3, 2)
+    assert set(params) == {"Q", "u", "beta", "A"} and M.readout_of("no_readout") == "state"
+    o, cache = M.predict(params, tasks.tokens, 3, "no_readout")
     x2 = tasks.tokens.copy()
     x2[:, -1] = 0.0   # the query enters only through U_N's cross terms, which this Q may weight
-    o2, _ = M.state_readout_forward(params, x2, 3, 2)
+    o2, _ = M.predict(params, x2, 3, "no_readout")
     assert rel_error(o, params["beta"] * np.einsum("bij,j->bi", cache.Z[:, -1], params["u"])) <= 1e-14
     params_c = dict(params, Q=np.diag([1.0, 1.0, 0.0]))   # no product with the newest token
-    o3, _ = M.state_readout_forward(params_c, tasks.tokens, 3, 2)
-    o4, _ = M.state_readout_forward(params_c, x2, 3, 2)
+    o3, _ = M.predict(params_c, tasks.tokens, 3, "no_readout")
+    o4, _ = M.predict(params_c, x2, 3, "no_readout")
     assert rel_error(o3, o4) <= 1e-14 and rel_error(o, o2) > 1e-3
 
 

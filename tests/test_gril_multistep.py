@@ -52,13 +52,16 @@ def test_sine_model_backward_matches_finite_differences(variant, rng):
     assert max(errors.values()) <= TOLERANCE, errors
 
 
-def test_heads_equal_the_gril_block_states(rng):
-    """head_forward's last state is the GRIL block's (cells.gril, a scan) state after the last window."""
+def test_the_heads_hold_the_gril_blocks_states(rng):
+    """Each head of the stack (``gril.states``, a scan) holds the states of the GRIL block's step loop (cells.gril,
+    sequential mode) with that head's Q and A."""
     tasks = G.sample(rng, 3, N=5, f=4)
-    p = gril.init(rng, 4, 3)
-    _, cache = gril.forward(p, tasks.tokens, s=2, mode="sequential")
-    Z = M.head_forward(p["Q"], p["A"], gril.window(tasks.tokens, 3, 2))
-    assert rel_error(Z, cache.Z) <= 1e-13
+    p = stack.init_params(rng, 4, 2)
+    _, cache = stack.predict(p, tasks.tokens, 4)
+    for head, A in (("Q_1", "A_1"), ("Q_2", "A_2"), ("Q_tilde_2", "A_tilde_2")):
+        block = {"Q": p[head], "q": np.zeros(3), "beta": np.ones(1), "A": p[A]}
+        _, block_cache = gril.forward(block, tasks.tokens, s=2, mode="sequential")
+        assert rel_error(cache.Z[head], block_cache.Z) <= 1e-13
 
 
 @pytest.mark.parametrize("L", [1, 2, 3])

@@ -37,7 +37,7 @@ REFERENCE = {
 # run NumPy alone.
 RUNS = {
     "gated_rnn": {"scan/numba_linear.py"},
-    "gril": {"cells/_gril_numba.py"},
+    "gril": {"cells/_gril_numba.py", "scan/numba_linear.py"},   # the scan: readout "state" runs the unfused path
     "layernorm": {"layers/_layernorm_numba.py"},
     "min_block": {"cells/_gates_numba.py", "scan/numba_linear.py", "scan/numba_log.py", "cells/_softmax_numba.py",
                   "layers/_layernorm_numba.py", "layers/_gelu_numba.py"},

@@ -34,7 +34,8 @@ The parallel mode runs one of two kernels (``kernel``), on the ``backend``:
                 (B, T', f, f) are stored for the backward (a fused reverse pass), and x is kept in the cache
                 instead of C. Inference without the stored states: ``_gril_numba.gril_forward(...,
                 return_Z=False)``. There is no fused NumPy kernel: backend="numpy" is the unfused reference.
-    "auto"      (the default) "fused" on backend "numba", "unfused" on "numpy", and on "cuda" fused for f <= 32.
+    "auto"      (the default) "fused" on backend "numba", "unfused" on "numpy", and on "cuda" fused for f <= 32;
+                "unfused" for readout "state" (below).
 backend="cuda" runs the whole block on the GPU with ``cuda_kernels.window`` (called from ``cells/_gril_cuda.py``):
 the forward is the fused kernel (one thread per entry of Z, f <= 32, T split into segments across blocks, that
 module's v3) or the unfused one (updates, that module's own Blelloch scan over windows, readout; so ``method``
@@ -42,29 +43,33 @@ stays at its default); the backward is that module's default (the fused v2 for f
 kernels). x and Z go to the device once and stay there (in the cache) from the forward to the backward; o, dx and
 the gradients come back as NumPy arrays. The params must then have x's dtype (the kernels do not cast).
 
+Two readouts (``readout``): "window" (the default) is the paper's o_k = β ⊙ (Z_k C_k q); "state" reads the state
+on its own, o_k = β ⊙ (Z_k u) with a learned u (f,) in the params instead of q, the "multiplicative output off"
+ablation of Tables 5-6 (App. C; ``experiments/gril/model.py``). It runs in sequential mode and on the unfused
+kernel only. ``states`` / ``states_backward`` give the states Z_k themselves and their adjoint (the unfused path's
+scan, no readout), for models that read Z in their own way (the L-layer GD stack, ``experiments/gril/stack.py``).
+
 Glossary: B batch, T input steps, f features per token, w window width, s stride, T' number of windows.
-Params: Q (w, w), q (w,), beta (1,) for a scalar β or (f,) for one β per output feature, A (f, f).
+Params: Q (w, w), q (w,) (or u (f,)), beta (1,) for a scalar β or (f,) for one β per output feature, A (f, f).
 The block has no input projection of its own: tokens come from ``minimal.layers`` (Embedding, Linear).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
 
-from . import _gril_cuda, _gril_unfused
+from . import _gril_checks, _gril_cuda, _gril_unfused
 from ..conventions import CHOICES, check_unused, choose
 from ..scan.reference import sequential_scan
 from ..validate import InputError, check_array, check_dtype, check_grad_dtype, check_finite_result, \
-    check_positive_int, common_dtype
+    check_positive_int
 from ..contract import Example
 
-__all__ = ["init", "forward", "backward", "step_forward", "step_backward", "examples", "window",
-           "window_backward", "n_windows", "gril_forward_reference", "MODES"]
+__all__ = ["init", "forward", "backward", "step_forward", "step_backward", "states", "states_backward", "examples",
+           "window", "window_backward", "n_windows", "gril_forward_reference", "MODES"]
 
 MODES = CHOICES["mode"]
-PARAM_NAMES = frozenset({"Q", "q", "beta", "A"})
 
 
 class Cache(NamedTuple):
@@ -76,6 +81,7 @@ class Cache(NamedTuple):
     scan_kwargs: dict  # method / backend passed to the scan (parallel mode)
     x_device: object = None  # the CUDA path's device copy of x (B, T, f), reused by the backward
     x: np.ndarray = None  # the fused Numba path's x (B, T, f) (C is None there: its kernels index x directly)
+    readout: str = "window"
 
 
 # ----------------------------------------------------------------------------------------- windows
@@ -96,11 +102,6 @@ def n_windows(T, w, s):
     return (T - w) // s + 1
 
 
-def _window_index(T, w, s):
-    """(T', w) integer array: idx[k, j] = k s + j, the input step in column j of window k."""
-    return s * np.arange(n_windows(T, w, s))[:, None] + np.arange(w)[None, :]
-
-
 def window(x, w, s):
     """The windows C_k of Def. 4.2.
 
@@ -112,7 +113,7 @@ def window(x, w, s):
         C: (B, T', f, w), C[b, k, :, j] = x[b, k s + j, :] (column w - 1 is the newest token).
     """
     check_array("x", x, ndim=3, names=("B", "T", "f"))
-    idx = _window_index(x.shape[1], w, s)
+    idx = s * np.arange(n_windows(x.shape[1], w, s))[:, None] + np.arange(w)[None, :]  # (T', w): k s + j
     return x[:, idx, :].transpose(0, 1, 3, 2)  # gather (B, T', w, f), then features first
 
 
@@ -139,49 +140,31 @@ def window_backward(dC, T, w, s):
 
 
 # ------------------------------------------------------------------------------------ the block
-def init(rng, f, w, per_feature_beta=False):
+def init(rng, f, w, per_feature_beta=False, readout="window"):
     """Random GRIL parameters.
 
     Args:
         f: features per token; w: window width.
         per_feature_beta: one β per output feature (beta (f,)) instead of a scalar (beta (1,)).
+        readout: "window" (q) or "state" (u instead of q; module docstring).
     Returns:
-        Q (w, w) and q (w,) with entries N(0, 1/w); beta ones; A (f, f) uniform in [0.9, 1), a slow
-        decay near the A = 1 of the gradient-descent construction.
+        Q (w, w) and q (w,) with entries N(0, 1/w) (or u (f,), N(0, 1/f)); beta ones; A (f, f) uniform in
+        [0.9, 1), a slow decay near the A = 1 of the gradient-descent construction.
     """
-    f = check_positive_int("f", f)
-    w = check_positive_int("w", w)
-    return {"Q": rng.standard_normal((w, w)) / np.sqrt(w),
-            "q": rng.standard_normal(w) / np.sqrt(w),
-            "beta": np.ones(f if per_feature_beta else 1),
-            "A": rng.uniform(0.9, 1.0, (f, f))}
-
-
-def _check_params(params):
-    """Returns (f, w); every param must have A's dtype (checked in ``_dtype``)."""
-    if not isinstance(params, Mapping) or set(params) != PARAM_NAMES:
-        got = sorted(params) if isinstance(params, Mapping) else type(params).__name__
-        raise ValueError(f"params must be a dict with exactly the keys {sorted(PARAM_NAMES)}, got {got}")
-    A = check_array("A", params["A"], ndim=2, names=("f", "f"))
-    f = A.shape[0]
-    check_array("A", A, (f, f), names=("f", "f"))
-    Q = check_array("Q", params["Q"], ndim=2, names=("w", "w"))
-    w = Q.shape[0]
-    check_array("Q", Q, (w, w), names=("w", "w"))
-    check_array("q", params["q"], (w,), names=("w",))
-    beta = check_array("beta", params["beta"], ndim=1)
-    if beta.shape not in ((1,), (f,)):
-        raise ValueError(f"beta must have shape (1,) (scalar) or (f,) = ({f},), got shape {beta.shape}")
-    common_dtype({k: params[k] for k in ("A", "Q", "q", "beta")})
-    return f, w
-
-
-def _dtype(params):
-    return params["A"].dtype
+    f, w, readout = check_positive_int("f", f), check_positive_int("w", w), _gril_checks.check_readout(readout)
+    p = {"Q": rng.standard_normal((w, w)) / np.sqrt(w),
+         "q": rng.standard_normal(w) / np.sqrt(w),
+         "beta": np.ones(f if per_feature_beta else 1),
+         "A": rng.uniform(0.9, 1.0, (f, f))}
+    if readout == "state":  # q drawn all the same: Q and A are the window readout's draws from the same rng
+        p["u"] = rng.standard_normal(f) / np.sqrt(f)
+        del p["q"]
+    return p
 
 
 def step_forward(params, Z_prev, C_t):
-    """One window of the recurrent form: Z_t = A ⊙ Z_{t-1} + C_t Q C_t^T, o_t = β ⊙ (Z_t C_t q).
+    """One window of the recurrent form: Z_t = A ⊙ Z_{t-1} + C_t Q C_t^T, o_t = β ⊙ (Z_t C_t q) (β ⊙ (Z_t u) for
+    params with u, readout "state").
 
     Args:
         Z_prev: (B, f, f) state before the window (zeros before the first).
@@ -189,9 +172,7 @@ def step_forward(params, Z_prev, C_t):
     Returns:
         (o_t, Z_t): (B, f) output and (B, f, f) state.
     """
-    f, w = _check_params(params)
-    B = check_dtype("C_t", check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")), _dtype(params)).shape[0]
-    check_dtype("Z_prev", check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f")), _dtype(params))
+    _gril_checks.check_step(params, Z_prev, C_t)
     o_t, Z_t = _gril_unfused.step(params, Z_prev, C_t)
     return check_finite_result("the output o_t", (o_t, Z_t), {"C_t": C_t, "Z_prev": Z_prev, **params})
 
@@ -204,33 +185,28 @@ def step_backward(params, Z_prev, C_t, do_t, dZ_t):
         do_t: (B, f) dL/do_t.
         dZ_t: (B, f, f) dL/dZ_t through the later steps (zeros after the last window).
     Returns:
-        (dZ_prev, dC_t, grads): (B, f, f), (B, f, w), and this step's share of {Q, q, beta, A}.
+        (dZ_prev, dC_t, grads): (B, f, f), (B, f, w), and this step's share of {Q, q (or u), beta, A}.
     """
-    f, w = _check_params(params)
-    dtype = _dtype(params)
-    B = check_dtype("C_t", check_array("C_t", C_t, (None, f, w), names=("B", "f", "w")), dtype).shape[0]
-    check_dtype("Z_prev", check_array("Z_prev", Z_prev, (B, f, f), names=("B", "f", "f")), dtype)
-    check_dtype("do_t", check_array("do_t", do_t, (B, f), names=("B", "f")), dtype)
-    check_dtype("dZ_t", check_array("dZ_t", dZ_t, (B, f, f), names=("B", "f", "f")), dtype)
+    _gril_checks.check_step(params, Z_prev, C_t, do_t, dZ_t)
     dZ_prev, dC_t, grads = _gril_unfused.step_backward(params, Z_prev, C_t, do_t, dZ_t)
     check_finite_result("the gradients", (dZ_prev, dC_t, *grads.values()),
                         {"do_t": do_t, "dZ_t": dZ_t, "C_t": C_t, "Z_prev": Z_prev, **params})
     return dZ_prev, dC_t, grads
 
 
-def _check_forward(params, x, s):
-    f, w = _check_params(params)
+def _check_forward(params, x, s, readout="window"):
+    f, w = _gril_checks.check_params(params, readout)
     check_array("x", x, (None, None, f), names=("B", "T", "f"))
-    check_dtype("x", x, _dtype(params))  # one dtype, as in every cell: a float32 x is not promoted to float64
+    check_dtype("x", x, params["A"].dtype)  # one dtype, as in every cell: a float32 x is not promoted to float64
     n_windows(x.shape[1], w, s)
     return f, w
 
 
-def forward(params, x, s=1, mode=None, method=None, backend=None, kernel=None):
+def forward(params, x, s=1, mode=None, method=None, backend=None, kernel=None, readout="window"):
     """The GRIL block of Def. 4.2 over a whole sequence.
 
     Args:
-        params: Q (w, w), q (w,), beta (1,) or (f,), A (f, f).
+        params: Q (w, w), q (w,) (u (f,) for readout "state"), beta (1,) or (f,), A (f, f).
         x: (B, T, f) tokens, with w <= T and (T - w) % s == 0.
         s: stride between windows (>= 1).
         mode: "parallel" (every window at once) or "sequential" (``step_forward`` once per window); None:
@@ -241,20 +217,21 @@ def forward(params, x, s=1, mode=None, method=None, backend=None, kernel=None):
             the backend and shape; module docstring).
         A method or kernel other than the default where it has no effect (a method with the fused or the CUDA
         kernels, either in sequential mode) is refused; the sequential mode runs in NumPy whatever the backend.
+        readout: "window", o_k = β ⊙ (Z_k C_k q), or "state", o_k = β ⊙ (Z_k u) (module docstring).
     Returns:
         o: (B, T', f), o[:, k] the output at input step t_k = k s + w - 1; and the cache for ``backward``.
     Raises:
         InputError: a bad argument, or x (with the params) too large for the dtype (o would be inf), naming
             x and the params with their largest values. x must have the params' dtype.
     """
-    f, w = _check_forward(params, x, s)
-    mode, method, backend, kernel = _choose(mode, method, backend, kernel, f)
+    f, w = _check_forward(params, x, s, _gril_checks.check_readout(readout))
+    mode, method, backend, kernel = _choose(mode, method, backend, kernel, f, readout)
     o, cache = _forward(params, x, s, mode, method, backend, kernel, w)
     check_finite_result("the output o", o, {"x": x, **params})
-    return o, cache
+    return o, cache._replace(readout=readout)
 
 
-def _choose(mode, method, backend, kernel, f):
+def _choose(mode, method, backend, kernel, f, readout):
     """The four words resolved (None: ``minimal.conventions``' defaults), "auto" kernel made concrete, and a
     value that would have no effect refused (``forward``'s docstring)."""
     where = "gril.forward"
@@ -265,7 +242,12 @@ def _choose(mode, method, backend, kernel, f):
         check_unused("method", method, where, "mode='sequential' runs no scan")
         return mode, method, backend, kernel
     if kernel == "auto":
-        kernel = "unfused" if backend == "numpy" or (backend == "cuda" and f * f > 1024) else "fused"
+        kernel = "unfused" if backend == "numpy" or readout == "state" or (backend == "cuda" and f * f > 1024) \
+            else "fused"
+    if readout == "state" and (kernel == "fused" or backend == "cuda"):
+        raise InputError(f"readout='state' runs in sequential mode or on the unfused kernel of backends 'numpy' and "
+                         f"'numba' ({where}; the fused and CUDA kernels read out the window): pass kernel=None and "
+                         f"backend='numpy' or 'numba'")
     if backend == "numpy" and kernel == "fused":
         raise InputError(f"kernel='fused' has no NumPy version in {where} (backend='numpy' is the unfused "
                          f"reference): pass kernel=None or 'unfused', or backend='numba'")
@@ -280,8 +262,11 @@ def _forward(params, x, s, mode, method, backend, kernel, w):
     if mode == "parallel" and backend == "cuda":
         o, Z, x_d = _gril_cuda.gril_forward(params, x, s, w, fused=kernel == "fused")  # x, Z stay on the device
         return o, Cache(mode, x.shape[1], s, None, Z, kwargs, x_d)
-    if mode == "parallel" and kernel == "fused":
-        return _forward_numba(params, x, s, w, kwargs)
+    if mode == "parallel" and kernel == "fused":  # the fused Numba kernels; the cache keeps x and Z for the backward
+        from . import _gril_numba
+
+        o, Z = _gril_numba.gril_forward(x, params["Q"], params["q"], params["beta"], params["A"], w, s, return_Z=True)
+        return o, Cache(mode, x.shape[1], s, None, Z, kwargs, x=x)
     C = window(x, w, s)  # (B, T', f, w); the unfused NumPy path (_gril_unfused.py) works on the windows
     if mode == "parallel":
         o, Z = _gril_unfused.parallel_forward(params, C, kwargs, {"x": x, **params})
@@ -290,36 +275,19 @@ def _forward(params, x, s, mode, method, backend, kernel, w):
     return o, Cache(mode, x.shape[1], s, C, Z, kwargs)
 
 
-def _forward_numba(params, x, s, w, kwargs):
-    """Parallel mode with the fused Numba kernels; the cache keeps x and the states Z for the backward."""
-    from . import _gril_numba
-
-    o, Z = _gril_numba.gril_forward(x, params["Q"], params["q"], params["beta"], params["A"], w, s,
-                                      return_Z=True)
-    return o, Cache("parallel", x.shape[1], s, None, Z, kwargs, x=x)
-
-
-def _backward_numba(params, cache, do):
-    from . import _gril_numba
-
-    check_array("do", do, cache.Z.shape[:3], names=("B", "T'", "f"))
-    return _gril_numba.gril_backward(cache.x, params["Q"], params["q"], params["beta"], params["A"],
-                                       params["Q"].shape[0], cache.s, cache.Z, do)
-
-
 def backward(params, cache, do):
     """Gradients of ``forward`` in either mode.
 
     Args:
         cache: from ``forward``; do: (B, T', f) dL/do.
     Returns:
-        dx (B, T, f) and grads {Q, q, beta, A} of the params' shapes. A cache from the CUDA path (backend
-        "cuda") runs ``cuda_kernels.window.gril_backward`` on the x and Z it kept on the device; one from
-        the fused Numba path (backend "numba") runs ``_gril_numba.gril_backward`` (beside this file).
+        dx (B, T, f) and grads {Q, q (u for readout "state"), beta, A} of the params' shapes. A cache from the
+        CUDA path (backend "cuda") runs ``cuda_kernels.window.gril_backward`` on the x and Z it kept on the device;
+        one from the fused Numba path (backend "numba") runs ``_gril_numba.gril_backward`` (beside this file).
     Raises:
         InputError: do of the wrong shape, or too large for the dtype (a gradient would be inf), naming do.
     """
-    _check_params(params)
+    _gril_checks.check_params(params, cache.readout)
     check_grad_dtype("do", do, params)
     dx, grads = _backward(params, cache, do)
     check_finite_result("the gradients", (dx, *grads.values()), _backward_inputs(params, cache, do))
@@ -335,8 +303,12 @@ def _backward_inputs(params, cache, do):
 def _backward(params, cache, do):
     if cache.x_device is not None:
         return _gril_cuda.gril_backward(params, cache.x_device, cache.s, cache.Z, do)
-    if cache.x is not None:
-        return _backward_numba(params, cache, do)
+    if cache.x is not None:  # the fused Numba kernels
+        from . import _gril_numba
+
+        check_array("do", do, cache.Z.shape[:3], names=("B", "T'", "f"))
+        return _gril_numba.gril_backward(cache.x, params["Q"], params["q"], params["beta"], params["A"],
+                                         params["Q"].shape[0], cache.s, cache.Z, do)
     B, T_out, f, w = cache.C.shape
     check_array("do", do, (B, T_out, f), names=("B", "T'", "f"))
     inputs = _backward_inputs(params, cache, do)
@@ -347,6 +319,36 @@ def _backward(params, cache, do):
     # 1. C = window(x)
     dx = _gril_unfused.guard("the gradient dL/dC", lambda: window_backward(dC, cache.T, w, cache.s), dC, inputs)
     return dx, grads
+
+
+def states(Q, A, C, method=None, backend=None):
+    """The states without a readout, Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T, Z_{-1} = 0 (Def. 4.2; the update is Eq. 10),
+    on the unfused path's scan (``_gril_unfused.states``), for a model that reads Z its own way (module docstring).
+
+    Args:
+        Q: (w, w); A: (f, f); C: (B, T', f, w) the windows (``window``), of one dtype.
+        method, backend: the scan's (``minimal.scan.linear_scan``; None: "auto" and "numba").
+    Returns:
+        Z: (B, T', f, f), Z[:, k] the state after window k.
+    """
+    inputs = _gril_checks.check_states(Q, A, C)
+    Z = _gril_unfused.states(Q, A, C, {"method": method, "backend": backend}, inputs)
+    return check_finite_result("the states Z", Z, inputs)
+
+
+def states_backward(Q, A, C, Z, dZ, method=None, backend=None):
+    """Vector-Jacobian product of ``states``: the reverse-time scan of the adjoint, then U = C Q C^T.
+
+    Args:
+        Q, A, C: as given to ``states``; Z: (B, T', f, f) its output; dZ: (B, T', f, f) dL/dZ, zeros for the
+            states the loss does not read (a model that reads only the last state sets dZ[:, :-1] = 0).
+        method, backend: as in ``states``.
+    Returns:
+        (dQ (w, w), dA (f, f), dC (B, T', f, w)); ``window_backward`` takes dC on to the tokens.
+    """
+    inputs = _gril_checks.check_states(Q, A, C, Z=Z, dZ=dZ)
+    grads = _gril_unfused.states_backward(Q, A, C, Z, dZ, {"method": method, "backend": backend}, inputs)
+    return check_finite_result("the gradients", grads, inputs)
 
 
 def gril_forward_reference(x, Q, q, beta, A, w, s):
@@ -375,7 +377,7 @@ def gril_forward_reference(x, Q, q, beta, A, w, s):
 def examples(rng):
     """Tiny float64 cases in both modes: T = 1 (w = 1), odd T, overlapping windows (s < w), strided
     windows (s = w and s > w), scalar and per-feature β; the parallel ones again with the fused Numba kernels
-    (backend="numba")."""
+    (backend="numba"); two with the state readout."""
     out = []
     for mode, backend in (("parallel", "numpy"), ("sequential", "numpy"), ("parallel", "numba")):
         prefix = mode if backend == "numpy" else f"{mode}-{backend}"
@@ -387,4 +389,8 @@ def examples(rng):
             out.append(Example(f"{prefix}-{name}", init(rng, f, w, per_feature), rng.standard_normal((B, T, f)),
                                {"s": s, "mode": mode, "backend": backend,
                                 **({"method": "sequential"} if backend == "numpy" and mode == "parallel" else {})}))
+    for mode, name, B, T, f, w, s in [("parallel", "T5-w2-s1", 2, 5, 3, 2, 1),
+                                      ("sequential", "T7-w3-s2", 1, 7, 3, 3, 2)]:
+        out.append(Example(f"{mode}-state-{name}", init(rng, f, w, True, "state"), rng.standard_normal((B, T, f)),
+                           {"s": s, "mode": mode, "backend": "numpy", "readout": "state"}))
     return out

@@ -9,9 +9,12 @@ and its output on the last window is the prediction of the query target:
     neither       one token per step;                                 ŷ = β ⊙ (Z_T u)
 
 with Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T in every variant and u (f,) a learned vector that does not depend on the
-input (the state is read out on its own, not multiplied by the current window). The prediction ŷ is the first n_o
-entries of that output (targets sit in the first n_o slots of a token). Learned: Q (w, w), q (w,) or u (f,), β (f,)
-and A (f, f), the quantities Fig. 2E-G compares with the construction (input gating Q, recurrence A, output skip q).
+input (the state is read out on its own, not multiplied by the current window: the cell's readout="state", u in the
+params instead of q). Every variant is one ``gril.forward`` / ``gril.backward`` (``minimal.cells.gril``) with the
+window of ``window_of`` and the readout of ``readout_of``, of which the last window's output is kept; the prediction
+ŷ is its first n_o entries (targets sit in the first n_o slots of a token). Learned: Q (w, w), q (w,) or u (f,),
+β (f,) and A (f, f), the quantities Fig. 2E-G compares with the construction (input gating Q, recurrence A, output
+skip q).
 
 Why the ablations should fail. With y = W^T x and W ~ N(0, I), the query target is odd in W, while without the
 window the state never holds a product y_i x_i^T (only x x^T and y y^T, even in W), and without the multiplicative
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
@@ -35,8 +37,8 @@ from ...cells import gril
 from ...tasks import gril_regression
 from ...run.train import TrainSetup, train
 
-__all__ = ["VARIANTS", "window_of", "init_params", "predict", "predict_backward", "loss_and_grads",
-           "state_readout_forward", "state_readout_backward", "head_forward", "head_backward", "Job", "eval_tasks", "train_job", "run_job"]
+__all__ = ["VARIANTS", "window_of", "readout_of", "init_params", "predict", "predict_backward", "loss_and_grads", "Job",
+           "eval_tasks", "train_job", "run_job"]
 
 VARIANTS = ("full", "no_window", "no_readout", "neither")
 CELL = {"method": "sequential", "backend": "numpy"}   # T' = N windows: a Python loop of 10 steps is fastest here
@@ -49,120 +51,35 @@ def window_of(variant):
     return (gril_regression.N_WINDOW, gril_regression.STRIDE) if variant in ("full", "no_readout") else (1, 1)
 
 
+def readout_of(variant):
+    """The cell's readout of a variant: the paper's "window" (β ⊙ Z_k C_k q) or "state" (β ⊙ Z_k u)."""
+    window_of(variant)  # checks the name
+    return "state" if variant in ("no_readout", "neither") else "window"
+
+
 def init_params(rng, f, variant="full", beta_scale=0.1):
-    """GRIL's ``init`` (per-feature β) for the variant's window, β scaled by ``beta_scale`` (ours: a smaller
-    first output); variants without the multiplicative readout get u ~ N(0, 1/f) (f,) in place of q."""
+    """GRIL's ``init`` (per-feature β) for the variant's window and readout (u ~ N(0, 1/f) (f,) in place of q without
+    the multiplicative readout), β scaled by ``beta_scale`` (ours: a smaller first output)."""
     w, _ = window_of(variant)
-    p = gril.init(rng, f, w, per_feature_beta=True)
+    p = gril.init(rng, f, w, per_feature_beta=True, readout=readout_of(variant))
     p["beta"] = p["beta"] * beta_scale
-    if variant in ("no_readout", "neither"):
-        del p["q"]
-        p["u"] = rng.standard_normal(f) / np.sqrt(f)
     return p
-
-
-# ------------------------------------------------------------- the state read out on its own (ablation)
-class StateCache(NamedTuple):
-    T: int
-    w: int
-    s: int
-    C: np.ndarray   # (B, T', f, w)
-    Z: np.ndarray   # (B, T', f, f) states after each window
-
-
-def head_forward(Q, A, C):
-    """One head's states Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T, Z_{-1} = 0, after every window.
-
-    Args:
-        Q: (w, w); A: (f, f); C: (B, T', f, w) windows (``gril.window``).
-    Returns:
-        Z: (B, T', f, f); Z[:, -1] is the state the readout uses.
-    """
-    U = C @ Q @ C.transpose(0, 1, 3, 2)          # (B, T', f, f)
-    Z = np.empty_like(U)
-    Z_k = np.zeros_like(U[:, 0])
-    for k in range(U.shape[1]):
-        Z_k = A * Z_k + U[:, k]
-        Z[:, k] = Z_k
-    return Z
-
-
-def head_backward(Q, A, C, Z, G):
-    """Adjoint of ``head_forward`` when only the last state enters the loss.
-
-    Args:
-        Q, A, C, Z: as in and from ``head_forward``; G: (B, f, f) dL/dZ[:, -1].
-    Returns:
-        dQ (w, w), dA (f, f), dC (B, T', f, w).
-    """
-    # 2. Z_k = A ⊙ Z_{k-1} + U_k, backwards in time: G is dL/dZ_k, then A ⊙ G for Z_{k-1}
-    dU = np.empty_like(Z)
-    dA = np.zeros_like(A)
-    for k in reversed(range(Z.shape[1])):
-        dU[:, k] = G
-        if k > 0:
-            dA += (G * Z[:, k - 1]).sum(axis=0)
-            G = A * G
-    # 1. U = C Q C^T
-    dU_C = dU @ C                                            # (B, T', f, w), used twice
-    dQ = (C.transpose(0, 1, 3, 2) @ dU_C).sum(axis=(0, 1))
-    dC = dU_C @ Q.T + dU.transpose(0, 1, 3, 2) @ C @ Q
-    return dQ, dA, dC
-
-
-
-def state_readout_forward(params, x, w, s):
-    """o = β ⊙ (Z_{T'} u) on the last state, Z_k = A ⊙ Z_{k-1} + C_k Q C_k^T (no readout window).
-
-    Args:
-        params: Q (w, w), u (f,), beta (f,), A (f, f). x: (B, T, f). w, s: window width and stride.
-    Returns:
-        o: (B, f) and the cache.
-    """
-    C = gril.window(x, w, s)
-    Z = head_forward(params["Q"], params["A"], C)
-    o = params["beta"] * (Z[:, -1] @ params["u"])
-    return o, StateCache(x.shape[1], w, s, C, Z)
-
-
-def state_readout_backward(params, cache, do):
-    """Gradients of ``state_readout_forward``: dx (B, T, f) and {Q, u, beta, A}."""
-    u, beta = params["u"], params["beta"]
-    Z_last = cache.Z[:, -1]
-    # 2. o = β ⊙ (Z_last u)
-    dbeta = (do * (Z_last @ u)).sum(axis=0)
-    dm = beta * do                                   # (B, f)
-    du = np.einsum("bij,bi->j", Z_last, dm)
-    # 1. the head, from dL/dZ_last
-    dQ, dA, dC = head_backward(params["Q"], params["A"], cache.C, cache.Z, dm[:, :, None] * u[None, None, :])
-    dx = gril.window_backward(dC, cache.T, cache.w, cache.s)
-    return dx, {"Q": dQ, "u": du, "beta": dbeta, "A": dA}
 
 
 # ------------------------------------------------------------------------------ the predictor
 def predict(params, tokens, n_out, variant="full"):
     """ŷ (B, n_out) for the query, and the cache for ``predict_backward``."""
-    w, s = window_of(variant)
-    if variant in ("no_readout", "neither"):
-        o, cache = state_readout_forward(params, tokens, w, s)
-    else:
-        o_all, cache = gril.forward(params, tokens, s=s, **CELL)
-        o = o_all[:, -1]
-    return o[:, :n_out], cache
+    _, s = window_of(variant)
+    o, cache = gril.forward(params, tokens, s=s, readout=readout_of(variant), **CELL)   # (B, T', f)
+    return o[:, -1, :n_out], cache
 
 
-def predict_backward(params, cache, dy_hat, variant="full"):
-    """dtokens (B, T, f) and the params' gradients, from dL/dŷ (B, n_out)."""
+def predict_backward(params, cache, dy_hat):
+    """dtokens (B, T, f) and the params' gradients, from dL/dŷ (B, n_out) (the cache knows the variant's readout)."""
     B, n_out = dy_hat.shape
-    f = params["A"].shape[0]
-    do = np.zeros((B, f), dtype=dy_hat.dtype)
-    do[:, :n_out] = dy_hat
-    if variant in ("no_readout", "neither"):
-        return state_readout_backward(params, cache, do)
-    T_out = cache.Z.shape[1]
-    do_all = np.zeros((B, T_out, f), dtype=dy_hat.dtype)
-    do_all[:, -1] = do                      # only the query's output enters the loss
-    return gril.backward(params, cache, do_all)
+    do = np.zeros((B, cache.Z.shape[1], params["A"].shape[0]), dtype=dy_hat.dtype)   # (B, T', f)
+    do[:, -1, :n_out] = dy_hat              # only the query's output enters the loss
+    return gril.backward(params, cache, do)
 
 
 def loss_and_grads(params, tasks, variant="full"):
@@ -170,7 +87,7 @@ def loss_and_grads(params, tasks, variant="full"):
     y = tasks.Y[:, -1]
     y_hat, cache = predict(params, tasks.tokens, y.shape[1], variant)
     loss, dy = gril_regression.query_loss(y_hat, y)
-    _, grads = predict_backward(params, cache, dy, variant)
+    _, grads = predict_backward(params, cache, dy)
     return loss, grads
 
 

@@ -91,7 +91,7 @@ from ...run.verdicts import Tolerance
 from ...tasks import gril_regression
 from ...run.train import train
 from ...validate import check_config, check_positive_int
-from .model import head_backward, head_forward, train_setup  # noqa: F401  (the heads are model's last-state heads)
+from .model import train_setup
 # the model (``stack``) and Fig. 3B's model and runs (``sine``), importable from here as before
 from .sine import (SINE_VARIANTS, SineJob, run_sine_job, sample_sine, sine_predict,  # noqa: F401
                    sine_predict_backward, train_sine_job)

@@ -22,9 +22,9 @@ The backward mirrors the forward in reverse: dW_L = r ⊗ dŷ, r = C_N q; then p
 
     dc_l = -<Z̃ W_{l-1} - Z^T, dW_l>,   dZ = c_l dW_l^T,   dZ̃ = -c_l dW_l W_{l-1}^T,   dW_{l-1} = dW_l - c_l Z̃^T dW_l,
 
-and each head turns the gradient of its last state into dQ, dA and dC by a reverse loop over the windows (only the
-last state enters, so ``gril.backward``, which takes output gradients, is not the right adjoint: ``head_backward``
-is that loop, as ``model.state_readout_backward``). The windows' gradients go back to the tokens through
+and each head turns the gradient of its last state into dQ, dA and dC with ``gril.states_backward`` (the reverse-time
+scan of the cell's unfused path, with dL/dZ zero before the last window; ``gril.backward`` takes output gradients,
+not the state's). The heads' states come from ``gril.states``, the windows' gradients go back to the tokens through
 ``gril.window_backward``.
 
 Trained heads are read in the construction's coordinates by ``gauge_fixed`` (Fig. 5): products of Q_l, Q̃_l, c_l
@@ -42,7 +42,7 @@ import numpy as np
 from ...cells import gril
 from ...tasks import gril_regression
 from ...validate import check_array, check_positive_int
-from .model import head_backward, head_forward
+from .model import CELL
 
 __all__ = ["W_WIN", "STRIDE", "init_params", "construction", "Cache", "predict", "predict_backward",
            "loss_and_grads", "gauge_fixed"]
@@ -117,15 +117,22 @@ def predict(params, tokens, n_out):
     Z = {}
     W = [np.zeros((B, f, f), dtype=np.result_type(tokens, params["q"]))]
     for l in range(1, L + 1):
-        Z[f"Q_{l}"] = head_forward(params[f"Q_{l}"], params[f"A_{l}"], C)
+        Z[f"Q_{l}"] = gril.states(params[f"Q_{l}"], params[f"A_{l}"], C, **CELL)
         step = -Z[f"Q_{l}"][:, -1].transpose(0, 2, 1)          # -Z^T (B, f, f)
         if l > 1:
-            Z[f"Q_tilde_{l}"] = head_forward(params[f"Q_tilde_{l}"], params[f"A_tilde_{l}"], C)
+            Z[f"Q_tilde_{l}"] = gril.states(params[f"Q_tilde_{l}"], params[f"A_tilde_{l}"], C, **CELL)
             step = step + Z[f"Q_tilde_{l}"][:, -1] @ W[-1]      # Z̃ W_{l-1} - Z^T
         W.append(W[-1] - params[f"c_{l}"][0] * step)
     r = C[:, -1] @ params["q"]                                  # (B, f) = C_N q
     y_hat = np.einsum("bij,bi->bj", W[-1], r)[:, :n_out]
     return y_hat, Cache(tokens.shape[1], n_out, C, Z, W, r)
+
+
+def _last(G, C):
+    """dL/dZ (B, T', f, f) of a head whose last state alone enters the loss, with gradient G (B, f, f)."""
+    dZ = np.zeros(C.shape[:2] + G.shape[1:], dtype=G.dtype)
+    dZ[:, -1] = G
+    return dZ
 
 
 def predict_backward(params, cache, dy_hat):
@@ -149,7 +156,7 @@ def predict_backward(params, cache, dy_hat):
         Z_l = Z[f"Q_{l}"][:, -1]
         step = -Z_l.transpose(0, 2, 1)
         G = c * dW.transpose(0, 2, 1)                           # dL/dZ
-        dQ, dA, dC_h = head_backward(params[f"Q_{l}"], params[f"A_{l}"], C, Z[f"Q_{l}"], G)
+        dQ, dA, dC_h = gril.states_backward(params[f"Q_{l}"], params[f"A_{l}"], C, Z[f"Q_{l}"], _last(G, C), **CELL)
         grads[f"Q_{l}"], grads[f"A_{l}"] = dQ, dA
         dC += dC_h
         dW_prev = dW
@@ -157,7 +164,8 @@ def predict_backward(params, cache, dy_hat):
             Zt = Z[f"Q_tilde_{l}"][:, -1]
             step = step + Zt @ W[l - 1]
             G_t = -c * dW @ W[l - 1].transpose(0, 2, 1)         # dL/dZ̃
-            dQ, dA, dC_h = head_backward(params[f"Q_tilde_{l}"], params[f"A_tilde_{l}"], C, Z[f"Q_tilde_{l}"], G_t)
+            dQ, dA, dC_h = gril.states_backward(params[f"Q_tilde_{l}"], params[f"A_tilde_{l}"], C, Z[f"Q_tilde_{l}"],
+                                                _last(G_t, C), **CELL)
             grads[f"Q_tilde_{l}"], grads[f"A_tilde_{l}"] = dQ, dA
             dC += dC_h
             dW_prev = dW - c * Zt.transpose(0, 2, 1) @ dW
