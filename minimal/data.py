@@ -39,7 +39,8 @@ COMMANDS = {   # committed files that `reproduce <work> --full` does not write: 
     **{name: f"{_EXTRA} {name}" for name in ["minrnn/shakespeare_small", "minrnn/shakespeare_vanilla",
                                              "minrnn/shakespeare_fixed", "minrnn/shakespeare_step_cpu",
                                              *(f"minrnn/shakespeare_{n}_seed{s}" for n in ("full", "fixed")
-                                               for s in (1, 2))]},
+                                               for s in (1, 2)),
+                                             "zucchet/teacher_student_paper_optimiser_full"]},
 }
 
 

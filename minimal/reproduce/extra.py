@@ -8,7 +8,9 @@ names these commands in the errors that say how to rewrite a missing or damaged 
 """
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 from ..data import data_path
 from ..run import io
@@ -46,6 +48,27 @@ def _step_cpu():
     return out
 
 
+PAPER_STEPS = 781_250   # Zucchet et al. App. B.1: 1000 epochs of 50,000 sequences at batch 64
+
+
+def checkpoint_folder():
+    """Where the long runs here keep their checkpoints: a per-user cache (``$XDG_CACHE_HOME`` or
+    ``~/.cache``)/minimal/checkpoints, so that an interrupted run resumes when its command is run again."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minimal" / "checkpoints"
+
+
+def _teacher_student_paper_optimiser():
+    """``teacher_student.run(Config.paper_optimiser(steps=PAPER_STEPS))``: the paper's optimiser for the paper's
+    ~781k steps (13 CPU-hours at ~60 ms a step), checkpointed every 5,000 steps in ``checkpoint_folder()``."""
+    from ..experiments.zucchet import teacher_student as TS
+
+    folder = checkpoint_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    return TS.run(TS.Config.paper_optimiser(steps=PAPER_STEPS), progress=sys.stderr.isatty(),
+                  save_weights_path=data_path("zucchet", "teacher_student_paper_optimiser_full.npz"),
+                  checkpoint_path=folder / f"teacher_student_paper_optimiser_{PAPER_STEPS}.ckpt.npz")
+
+
 FILES = {   # data/<NAME>.*: what writes it
     "minrnn/shakespeare_small": _shakespeare_weights("small", "SMALL_WEIGHTS"),
     "minrnn/shakespeare_fixed": _shakespeare_weights("fixed", "FIXED_WEIGHTS"),
@@ -53,6 +76,7 @@ FILES = {   # data/<NAME>.*: what writes it
                                                        kinds=("mingru_vanilla", "minlstm_vanilla"), eval_every=100),
     **{f"minrnn/shakespeare_{name}_seed{s}": _shakespeare_seed(name, s) for name in ("full", "fixed") for s in (1, 2)},
     "minrnn/shakespeare_step_cpu": _step_cpu,
+    "zucchet/teacher_student_paper_optimiser_full": _teacher_student_paper_optimiser,
 }
 
 
