@@ -4,6 +4,7 @@ the LRU as a linear time-invariant convolution, and the in_skip gate reading the
 import numpy as np
 import pytest
 
+from minimal import scan
 from minimal.cells import lru
 from minimal.gradcheck import TOLERANCE, check_cell
 
@@ -62,6 +63,28 @@ def test_complex_scan_matches_the_closed_form_sum_at_non_power_of_two_lengths(rn
         ref = np.stack([np.sum(powers[t::-1] * b[:, :t + 1], axis=1) for t in range(T)], axis=1)
         for mode in lru.MODES:
             assert _close(lru.complex_scan(lam, b, mode), ref), (T, mode)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_sequential_mode_is_the_scans_reference_loop_and_the_adjoint_its_backward(rng, dtype):
+    """complex_scan(mode="sequential") is ``minimal.scan.linear_scan``'s NumPy loop with a_t = λ, bit for bit the
+    loop over t this module carried before; the reverse scan of ``backward`` is the scan's complex VJP dL/db
+    (g_t = ḡ_{h_t} + conj(λ) g_{t+1}); Hillis-Steele (mode "parallel") agrees to rounding."""
+    lam = (0.95 * np.exp(1j * rng.uniform(0, 2 * np.pi, 4))).astype(dtype)
+    b, gh = ((rng.standard_normal((2, 37, 4)) + 1j * rng.standard_normal((2, 37, 4))).astype(dtype) for _ in "12")
+    loop, prev = np.empty_like(b), np.zeros_like(b[:, 0])
+    for t in range(b.shape[1]):
+        prev = lam * prev + b[:, t]
+        loop[:, t] = prev
+    h = lru.complex_scan(lam, b, "sequential")
+    a = np.broadcast_to(lam, b.shape)
+    assert h.dtype == dtype and np.array_equal(h, loop)
+    assert np.array_equal(h, scan.linear_scan(a, b, method="sequential", backend="numpy"))
+    _, db, _ = scan.linear_scan_backward(a, h, gh, method="sequential", backend="numpy")
+    tol = 1e-12 if dtype == np.complex128 else 1e-5
+    for mode in lru.MODES:
+        assert _close(lru.complex_scan(lam, b, mode), loop, tol)
+        assert _close(lru.complex_scan(lam.conj(), gh[:, ::-1], mode)[:, ::-1], db, tol), mode
 
 
 def test_lambda_is_strictly_inside_the_unit_disc_on_the_initial_ring(rng):

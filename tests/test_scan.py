@@ -194,6 +194,108 @@ def test_log_backward_matches_finite_differences(backend, T, with_h0):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# complex arrays: backend "numpy" (the LRU's complex diagonal recurrence, cells.lru)
+# ---------------------------------------------------------------------------------------------------------
+
+NUMPY_METHODS = ["sequential", "blelloch"]
+
+
+def _complex_problem(rng, shape, dtype=np.complex128):
+    """|a| < 1 on the unit disc's inside, b and h0 complex Gaussian."""
+    a = rng.uniform(0, 0.99, shape) * np.exp(1j * rng.uniform(0, 2 * np.pi, shape))
+    b = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    h0 = rng.standard_normal((shape[0],) + shape[2:]) + 1j * rng.standard_normal((shape[0],) + shape[2:])
+    return a.astype(dtype), b.astype(dtype), h0.astype(dtype)
+
+
+def _complex_loop(a, b, h0):
+    """h_t = a_t h_{t-1} + b_t written out as the loop over t that ``cells.lru`` carried before it called the scan."""
+    h = np.empty_like(b)
+    prev = np.zeros_like(b[:, 0]) if h0 is None else h0
+    for t in range(a.shape[1]):
+        prev = a[:, t] * prev + b[:, t]
+        h[:, t] = prev
+    return h
+
+
+def _parts(z):
+    return np.stack([z.real, z.imag])
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 1e-5)])
+@pytest.mark.parametrize("T", [1, 2, 7, 64, 100])
+@pytest.mark.parametrize("method", NUMPY_METHODS)
+def test_complex_scan_equals_the_loop(method, T, dtype, tol):
+    rng = np.random.default_rng(30 + T)
+    for shape, with_h0 in (((2, T), True), ((2, T, 3), False), ((1, T, 2, 2), True)):
+        a, b, h0 = _complex_problem(rng, shape, dtype)
+        h0 = h0 if with_h0 else None
+        h = scan.linear_scan(a, b, h0, method=method, backend="numpy")
+        assert h.dtype == dtype and rel_error(_parts(h), _parts(_complex_loop(a, b, h0))) <= tol
+        if method == "sequential":   # the reference loop: the loop's products and sums, in its order
+            assert np.array_equal(h, _complex_loop(a, b, h0))
+            assert np.array_equal(reference.sequential_scan(a, b, h0), h)
+        assert np.array_equal(reference.blelloch_scan_numpy(a, b, h0), scan.linear_scan(a, b, h0, "blelloch", "numpy"))
+
+
+@pytest.mark.parametrize("with_h0", [True, False])
+@pytest.mark.parametrize("T", [1, 5, 8])
+@pytest.mark.parametrize("method", NUMPY_METHODS)
+def test_complex_backward_matches_finite_differences(method, T, with_h0):
+    """A real loss L = Σ Re(conj(R) h): the backward gives ḡ = dL/dRe + i dL/dIm of a, b and h0 (``minimal.scan``
+    docstring), checked against central differences of the real and imaginary parts in float64."""
+    a, b, h0 = _complex_problem(np.random.default_rng(40 + T), (2, T, 3))
+    params = {"a_re": a.real.copy(), "a_im": a.imag.copy(), "b_re": b.real.copy(), "b_im": b.imag.copy()}
+    if with_h0:
+        params.update(h0_re=h0.real.copy(), h0_im=h0.imag.copy())
+
+    def complex_of(p, name):
+        return p[f"{name}_re"] + 1j * p[f"{name}_im"] if f"{name}_re" in p else None
+
+    def forward(p, x):
+        a, b, h0 = (complex_of(p, n) for n in ("a", "b", "h0"))
+        h = scan.linear_scan(a, b, h0, method, "numpy")
+        return np.stack([h.real, h.imag]), (a, h, h0)   # L = Σ R_re Re h + R_im Im h
+
+    def backward(p, cache, dy):
+        a, h, h0 = cache
+        g = dict(zip(("a", "b", "h0"), scan.linear_scan_backward(a, h, dy[0] + 1j * dy[1], h0, method, "numpy")))
+        return None, {k: g[k[:-3]].real if k.endswith("_re") else g[k[:-3]].imag for k in p}
+
+    errors = check_function(forward, backward, params, None)
+    assert max(errors.values()) <= TOLERANCE, errors
+
+
+def test_the_real_backward_is_unchanged_by_the_complex_rule():
+    """conj(a) = a for real a: the NumPy backward of a real scan is bit for bit the plain formula."""
+    a, b, h0, dh = _problem(np.random.default_rng(3), (2, 9, 3))
+    h = scan.linear_scan(a, b, h0, "sequential", "numpy")
+    da, db, dh0 = scan.linear_scan_backward(a, h, dh, h0, "sequential", "numpy")
+    g = reference.adjoint(a, dh, "sequential")
+    assert np.array_equal(db, g) and np.array_equal(dh0, a[:, 0] * g[:, 0])
+    assert np.array_equal(da, g * np.concatenate([h0[:, None], h[:, :-1]], axis=1))
+
+
+@pytest.mark.parametrize("backend", ["numba", "cuda"])
+def test_complex_arrays_are_refused_by_the_compiled_backends_naming_the_dtype_and_numpy(backend):
+    a, b, h0 = _complex_problem(np.random.default_rng(5), (2, 4, 3))
+    want = rf"^a is complex128, and backend='{backend}' computes in float32 or float64 only: complex scans run on " \
+           r"backend='numpy'"
+    with pytest.raises(ValueError, match=want):
+        scan.linear_scan(a, b, h0, backend=backend)
+    with pytest.raises(ValueError, match=want):
+        scan.linear_scan_backward(a, b, b, h0, backend=backend)
+    with pytest.raises(ValueError, match=r"^log_a must have a floating dtype, got complex128"):
+        scan.log_scan(a, b, backend="numpy")     # log space is real: no complex on any backend
+    with pytest.raises(ValueError, match=r"^b must have the dtype of a \(complex128\), got complex64"):
+        scan.linear_scan(a, b.astype(np.complex64), backend="numpy")
+    with pytest.raises(ValueError, match=r"^b must have the dtype of a \(float64\), got complex128"):
+        scan.linear_scan(a.real.copy(), b, backend="numpy")
+    with pytest.raises(ValueError, match=r"^a must have a floating or complex dtype, got int64"):
+        scan.linear_scan(np.ones((1, 2), np.int64), np.ones((1, 2), np.int64), backend="numpy")
+
+
+# ---------------------------------------------------------------------------------------------------------
 # log space (Heinsen 2023; Feng et al. App. B)
 # ---------------------------------------------------------------------------------------------------------
 
@@ -291,7 +393,7 @@ BAD_SCAN_INPUTS = [
     (lambda a, b, h0: (a, b.astype(np.float32), None), "b must have the dtype of a"),
     (lambda a, b, h0: (a[:, 0, 0], b[:, 0, 0], None), "a must have at least 2 dimensions"),
     (lambda a, b, h0: (a[:, :0], b[:, :0], None), "a must have at least one time step"),
-    (lambda a, b, h0: (a.astype(np.int64), b.astype(np.int64), None), "a must have a floating dtype"),
+    (lambda a, b, h0: (a.astype(np.int64), b.astype(np.int64), None), "a must have a floating (or complex )?dtype"),
     (lambda a, b, h0: (a.astype(np.float16), b.astype(np.float16), None), "a must be float32 or float64"),
     (lambda a, b, h0: (a.tolist(), b, None), "a must be a numpy.ndarray"),
     (lambda a, b, h0: (np.where(a > 0, np.nan, a), b, None), "a contains NaN or inf"),
@@ -678,10 +780,11 @@ def test_cuda_backend_without_its_module_says_so(monkeypatch):
 
 
 def test_cuda_bench_without_its_module_says_so(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cuda_kernels.bench", None)
-    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.bench"):
+    """The GPU benchmark (minimal.bench.gpu) runs the kernels of cuda_kernels: without them it is refused up front."""
+    monkeypatch.setitem(sys.modules, "cuda_kernels.scan", None)
+    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.scan"):
         bench.bench_scan(backend="cuda")
-    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.bench"):
+    with pytest.raises(ValueError, match="backend='cuda' needs the module cuda_kernels.scan"):
         bench.bench_window()
 
 

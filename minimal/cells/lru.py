@@ -28,11 +28,12 @@ the input gating is the same GLU applied before the recurrence. Normalisation, r
 dropout of a full deep-LRU stack belong to the model that stacks blocks, not here.
 
 Complex arithmetic: parameters are real (real and imaginary parts stored separately); the state h is a
-NumPy complex array. ``minimal.scan.linear_scan`` is real-valued only (it validates a float dtype), so the
-complex recurrence runs on this module's own small scan, ``complex_scan``, in the two forms of ``mode``
-(``minimal.conventions``): "sequential" (a loop over t, the reference) or "parallel" (Hillis-Steele doubling,
-log2(T) vectorised steps). It has no ``method`` or ``backend``: those name ``minimal.scan``'s algorithms and
-kernels, which are real-valued. For a real loss L and a complex
+NumPy complex array. The complex recurrence runs in ``complex_scan``, in the two forms of ``mode``
+(``minimal.conventions``): "sequential" is ``minimal.scan.linear_scan``'s reference loop (its NumPy backend, the
+one that takes complex arrays), "parallel" (the default) Hillis-Steele doubling, log2(T) vectorised steps with the
+powers λ^d of the time-invariant λ, kept here: the committed LRU runs were trained with it, and the scan's
+Blelloch tree adds the same terms in another order (so it rounds differently). It has no ``method`` or ``backend``:
+those name ``minimal.scan``'s algorithms and compiled kernels, which are real-valued. For a real loss L and a complex
 variable w = a + i b we write ḡ_w = dL/da + i dL/db; a holomorphic map v = f(w) pulls back as
 ḡ_w = conj(f'(w)) ḡ_v, and the gradients of the real parameters are the real / imaginary parts.
 
@@ -50,6 +51,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..conventions import CHOICES, choose, renamed_keywords
+from ..scan import linear_scan
 from ..validate import check_array, check_choice, check_dtype, check_positive_int, common_dtype, check_grad_dtype
 from ..contract import Example
 
@@ -78,18 +80,13 @@ def complex_scan(lam, b, mode=None):
     """h_t = λ ⊙ h_{t-1} + b_t with h_0 = 0 and a time-invariant λ.
 
     Args:
-        lam: (N,) complex; b: (B, T, N) complex; mode: "sequential" (the loop) or "parallel" (Hillis-Steele);
-            None: "parallel".
+        lam: (N,) complex; b: (B, T, N) complex of lam's dtype; mode: "sequential" (``minimal.scan``'s reference
+            loop, with a_t = λ at every step) or "parallel" (Hillis-Steele, below); None: "parallel".
     Returns:
         h: (B, T, N) complex.
     """
     if choose("mode", mode, "lru.complex_scan") == "sequential":
-        h = np.empty_like(b)
-        prev = np.zeros_like(b[:, 0])
-        for t in range(b.shape[1]):
-            prev = lam * prev + b[:, t]
-            h[:, t] = prev
-        return h
+        return linear_scan(np.broadcast_to(lam, b.shape), b, method="sequential", backend="numpy")
     # Hillis-Steele: after the step with offset d, h_t sums λ^{t-s} b_s over the last 2d steps.
     h = b.copy()
     d, lam_d = 1, lam
@@ -212,7 +209,7 @@ def forward(params, x, variant="out", mode=None):
         params: as returned by ``init`` for the same ``variant``.
         x: (B, T, D_in) float input, of the params' dtype (one dtype throughout: nothing is promoted).
         variant: "out", "in_out" or "in_skip" (see the module docstring).
-        mode: "parallel" (Hillis-Steele) or "sequential" (a loop over t) for the complex recurrence; None:
+        mode: "parallel" (Hillis-Steele) or "sequential" (the scan's loop over t) for the complex recurrence; None:
             "parallel".
     Returns:
         y: (B, T, D_out); cache for ``backward``.

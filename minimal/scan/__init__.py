@@ -1,7 +1,9 @@
 """Linear-recurrence scans: h_t = a_t * h_{t-1} + b_t along the time axis (axis 1).
 
 Glossary: B batch, T time (axis 1), C channels = the product of the trailing axes, which stay contiguous.
-Shapes: ``a``, ``b`` and the result ``h`` are (B, T, ...) with one shape and one dtype (float32 or float64);
+Shapes: ``a``, ``b`` and the result ``h`` are (B, T, ...) with one shape and one dtype (float32 or float64;
+complex64 or complex128 on backend "numpy", whose NumPy loops are the same for complex numbers: the LRU's complex
+diagonal recurrence, ``cells.lru``; the compiled backends refuse them, naming the dtype and the backend);
 ``h0`` is (B, ...) or None (meaning zeros). We write h[:, t] for the state after step t (0-based), so
 h[:, 0] = a[:, 0] * h0 + b[:, 0].
 
@@ -43,7 +45,9 @@ g > 0, Feng et al. App. B.3) and the backward's share b_t / h_t would be 0 / 0 w
 Backward (vector-Jacobian product): the adjoint is itself a linear scan in reverse time,
     g_t = dL/dh_t + a_{t+1} g_{t+1}  (g_{T-1} = dL/dh_{T-1}),
     dL/db_t = g_t,   dL/da_t = g_t h_{t-1},   dL/dh0 = a_0 g_0,
-so every backward reuses the forward's algorithm on time-reversed, shifted coefficients.
+so every backward reuses the forward's algorithm on time-reversed, shifted coefficients. For complex arrays (a real
+loss, gradients written ḡ_w = dL/dRe w + i dL/dIm w, as in ``cells.lru``) the coefficients enter conjugated:
+g_t = ḡ_{h_t} + conj(a_{t+1}) g_{t+1}, ḡ_{a_t} = g_t conj(h_{t-1}), ḡ_{h0} = conj(a_0) g_0.
 """
 from __future__ import annotations
 
@@ -76,7 +80,8 @@ def linear_scan(a, b, h0=None, method=None, backend=None, out=None):
     """h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros if None).
 
     Args:
-        a, b: (B, T, ...) float32 or float64 arrays of one shape and dtype, finite, T >= 1.
+        a, b: (B, T, ...) float32 or float64 arrays of one shape and dtype (complex64 / complex128 on backend
+            "numpy"), finite, T >= 1.
         h0: (B, ...) of the same dtype, or None.
         method: None or "auto" (the default: the fastest method for the backend, i.e. the sequential Numba loop
             on the CPU, faster than the Blelloch tree on one core (``python -m minimal bench scan`` times both), and the
@@ -102,7 +107,7 @@ def linear_scan(a, b, h0=None, method=None, backend=None, out=None):
     """
     method, backend = _method(method, backend, "linear_scan")
     fused = backend == "numba"
-    check_scan_inputs(a, b, h0, device=device_inputs(backend, a), finite=not fused)
+    check_scan_inputs(a, b, h0, device=device_inputs(backend, a), finite=not fused, backend=backend)
     if out is not None:
         if backend == "cuda":
             raise InputError("out is not supported with backend='cuda' (the result is a new device array, or a "
@@ -137,23 +142,25 @@ def linear_scan_backward(a, h, dh, h0=None, method=None, backend=None):
             adjoint scan uses the same algorithm); with backend="cuda" device arrays in give device arrays out.
     Returns:
         (da, db, dh0): dL/da and dL/db of shape (B, T, ...), dL/dh0 of shape (B, ...)
-        (returned even when h0 is None, as the gradient with respect to a zero initial state).
+        (returned even when h0 is None, as the gradient with respect to a zero initial state); for complex
+        arrays (backend "numpy") the gradients ḡ = dL/dRe + i dL/dIm of a real loss (module docstring).
     """
     method, backend = _method(method, backend, "linear_scan_backward")
     device = device_inputs(backend, a)
     fused = backend == "numba"
-    check_scan_inputs(a, h, h0, b_name="h", device=device, finite=not fused)
-    check_input("dh", dh, device, "a", finite=not fused)
+    check_scan_inputs(a, h, h0, b_name="h", device=device, finite=not fused, backend=backend)
+    check_input("dh", dh, device, "a", finite=not fused, kind="fc" if a.dtype.kind == "c" else "f")
     check_same_shape("dh", dh, "h", h)
     check_same_dtype("dh", dh, "a", a)
     if backend == "cuda":
         return cuda_module("scan").linear_scan_backward(a, h, dh, h0, method)
     if backend == "numpy":
-        g = reference.adjoint(a, dh, method)
+        conj = np.conj if a.dtype.kind == "c" else (lambda v: v)   # complex: the coefficients conjugated (above)
+        g = reference.adjoint(conj(a), dh, method)
         h_prev = np.empty_like(h)
         h_prev[:, 0] = 0.0 if h0 is None else h0
         h_prev[:, 1:] = h[:, :-1]
-        return g * h_prev, g, a[:, 0] * g[:, 0]
+        return g * conj(h_prev), g, conj(a[:, 0]) * g[:, 0]
     from . import numba_linear
 
     a3, h3, dh3 = as_btc(a), as_btc(h), as_btc(dh)

@@ -61,11 +61,12 @@ def _check_device_finite(name, x):
         raise ValueError(f"{name} contains NaN or inf")
 
 
-def check_input(name, x, device, ref_name, min_ndim=None, finite=True):
+def check_input(name, x, device, ref_name, min_ndim=None, finite=True, kind="f"):
     """check_array for NumPy inputs; for device arrays the same checks, NaN/inf on the device. ``finite=False``
-    leaves NaN/inf to the caller (the Numba kernels check them in their own pass)."""
+    leaves NaN/inf to the caller (the Numba kernels check them in their own pass). ``kind``: "f", or "fc" where
+    complex arrays are taken too (NumPy inputs only)."""
     if not device:
-        return check_array(name, x, kind="f", min_ndim=min_ndim, finite=finite)
+        return check_array(name, x, kind=kind, min_ndim=min_ndim, finite=finite)
     _check_device_array(name, x, ref_name)
     if min_ndim is not None and len(x.shape) < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {x.shape}")
@@ -73,18 +74,29 @@ def check_input(name, x, device, ref_name, min_ndim=None, finite=True):
     return x
 
 
-def check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", device=False, finite=True):
-    check_input(a_name, a, device, a_name, min_ndim=2, finite=finite)
-    check_input(b_name, b, device, a_name, min_ndim=2, finite=finite)
-    if a.dtype not in (np.float32, np.float64):
-        raise ValueError(f"{a_name} must be float32 or float64, got {a.dtype}")
+COMPLEX_BACKEND = "numpy"   # the one backend of ``linear_scan`` that takes complex64 / complex128
+
+
+def check_scan_inputs(a, b, h0, a_name="a", b_name="b", h0_name="h0", device=False, finite=True, backend=None):
+    """Shapes, dtypes and (with ``finite``) NaN/inf of a scan's inputs. ``backend``: that of a linear scan, whose
+    NumPy backend also takes complex64 / complex128 and whose other backends refuse them naming the dtype and
+    the backend that takes it; None (the log-space scans): float32 or float64 only."""
+    kind = "fc" if backend == COMPLEX_BACKEND else "f"
+    if backend not in (None, COMPLEX_BACKEND) and isinstance(a, np.ndarray) and a.dtype.kind == "c":
+        raise ValueError(f"{a_name} is {a.dtype}, and backend={backend!r} computes in float32 or float64 only: "
+                         f"complex scans run on backend={COMPLEX_BACKEND!r}")
+    check_input(a_name, a, device, a_name, min_ndim=2, finite=finite, kind=kind)
+    check_input(b_name, b, device, a_name, min_ndim=2, finite=finite, kind=kind)
+    if a.dtype not in (np.float32, np.float64, np.complex64, np.complex128):
+        raise ValueError(f"{a_name} must be float32 or float64 (or complex64 / complex128 on backend "
+                         f"{COMPLEX_BACKEND!r}), got {a.dtype}")
     check_same_shape(b_name, b, a_name, a)
     if a.dtype != b.dtype:
         raise ValueError(f"{b_name} must have the dtype of {a_name} ({a.dtype}), got {b.dtype}")
     if a.shape[1] < 1:
         raise ValueError(f"{a_name} must have at least one time step (axis 1), got shape {a.shape}")
     if h0 is not None:
-        check_input(h0_name, h0, device, a_name, finite=finite)
+        check_input(h0_name, h0, device, a_name, finite=finite, kind=kind)
         want = (a.shape[0],) + a.shape[2:]
         if h0.shape != want:
             raise ValueError(f"{h0_name} must have shape (B, ...) = {want} to match {a_name} {a.shape}, "

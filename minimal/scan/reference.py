@@ -1,6 +1,7 @@
 """The NumPy references of the scans, which every kernel (``numba_linear.py``, ``numba_log.py`` beside this
 file; ``cuda_kernels``) is tested against: the plain loop, the teaching Blelloch scan, the adjoint, and the log-space
-closed form with its backward. Shapes: the ``minimal.scan`` docstring. ``sequential_scan`` and
+closed form with its backward. Shapes: the ``minimal.scan`` docstring. The linear ones are written once for real and
+complex arrays (the complex recurrence of ``cells.lru`` runs on ``sequential``). ``sequential_scan`` and
 ``blelloch_scan_numpy`` check their inputs; the other functions are the unchecked bodies ``minimal.scan`` runs for
 backend="numpy"."""
 from __future__ import annotations
@@ -18,7 +19,7 @@ def sequential_scan(a, b, h0=None):
 
     Inputs are checked as in ``linear_scan`` (a ValueError naming the argument); ``sequential`` is the
     unchecked loop that the checked entry points share."""
-    check_scan_inputs(a, b, h0)
+    check_scan_inputs(a, b, h0, backend="numpy")
     return sequential(a, b, h0)
 
 
@@ -34,7 +35,7 @@ def sequential(a, b, h0=None, out=None):
 def blelloch_scan_numpy(a, b, h0=None):
     """Work-efficient scan, one vectorised strided op per level (teaching version). Shapes and checks as
     ``linear_scan``; the algorithm is ``blelloch``'s (below)."""
-    check_scan_inputs(a, b, h0)
+    check_scan_inputs(a, b, h0, backend="numpy")
     return blelloch(a, b, h0)
 
 
