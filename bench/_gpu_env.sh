@@ -31,12 +31,12 @@ timeout_args() {
   python3 -c "import pytest_timeout" 2>/dev/null || TIMEOUT_ARGS=""
 }
 
-# rows_step "step N: what" SECONDS MODULE COMMAND: `python3 -m cuda_kernels.MODULE COMMAND $OUT $TINYARG` under
+# rows_step "step N: what" SECONDS MODULE COMMAND: `python3 -m minimal.bench.MODULE COMMAND $OUT $TINYARG` under
 # `timeout SECONDS`, logged to $OUT/COMMAND.log; then its exit status and the rows in $OUT/COMMAND_rows.jsonl.
 rows_step() {
   local label=$1 secs=$2 module=$3 what=$4
   say "$label"
-  timeout "$secs" python3 -m "cuda_kernels.$module" "$what" "$OUT" $TINYARG > "$OUT/$what.log" 2>&1
+  timeout "$secs" python3 -m "minimal.bench.$module" "$what" "$OUT" $TINYARG > "$OUT/$what.log" 2>&1
   say "${label%%:*} exit $? ($(grep -c . "$OUT/${what}_rows.jsonl" 2>/dev/null || echo 0) rows)"
 }
 

@@ -9,7 +9,7 @@
 #   0. numpy 2.4 from a wheel in .whl/ (numba-cuda 0.30.4 fails on numpy 2.5, which removed np.row_stack)
 #   1. hardware tests: every kernel fits its largest block (test_cuda_resources) and v3 at block 1024 in float32
 #      and float64 (the shapes that failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)      -> $OUT/tests_launch.log
-#   2. scan rows (python -m cuda_kernels.gpu_check scan)                                -> $OUT/scan_rows.jsonl
+#   2. scan rows (python -m minimal.bench.gpu_check scan)                               -> $OUT/scan_rows.jsonl
 #   3. window rows, f = 10, 16, 32 and B = 1                                             -> $OUT/window_rows.jsonl
 #   4. the remaining hardware tests of the touched files (window, v1/v2 large, look-back) -> $OUT/tests_rest.log
 #   5. the tables (issue 22's, allocating and preallocated; v1 by K; window)              -> $OUT/tables.txt
@@ -36,6 +36,6 @@ tests_in_time_left "step 4: remaining hardware tests" 400 30 tests_rest.log \
   -k "on_the_gpu and not both_warp_paths and not benchmark and not shuffle_path_small"
 
 # 5. tables
-timeout 20 python3 -m cuda_kernels.gpu_check table "$OUT" > "$OUT/tables.txt" 2>&1
+timeout 20 python3 -m minimal.bench.gpu_check table "$OUT" > "$OUT/tables.txt" 2>&1
 cat "$OUT/tables.txt"
 say "done"

@@ -33,6 +33,6 @@ tests_in_time_left "step 3: v3 large-problem tests" 140 40 tests_v3.log \
   tests/test_cuda_scan_v3.py -k "on_the_gpu and large_problems"
 
 # 4. table
-timeout 10 python3 -m cuda_kernels.gpu_check v1table "$OUT" > "$OUT/v1_table.txt" 2>&1
+timeout 10 python3 -m minimal.bench.gpu_check v1table "$OUT" > "$OUT/v1_table.txt" 2>&1
 cat "$OUT/v1_table.txt"
 say "done"

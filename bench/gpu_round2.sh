@@ -25,7 +25,7 @@ timeout_args 120
 rows_step "step 1: scan rows" 170 gpu_round2 scan
 rows_step "step 2: window rows and phases" 70 gpu_round2 window
 
-timeout 20 python3 -m cuda_kernels.gpu_round2 table "$OUT" > "$OUT/table.txt" 2>&1
+timeout 20 python3 -m minimal.bench.gpu_round2 table "$OUT" > "$OUT/table.txt" 2>&1
 
 tests_in_time_left "step 4: hardware tests" 350 30 tests_gpu.log \
   tests/test_cuda_scan_v4.py tests/test_cuda_resources.py tests/test_cuda_window.py -k "on_the_gpu"

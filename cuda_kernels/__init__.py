@@ -10,7 +10,9 @@ Depends on numpy and numba.cuda only (never on `minimal`). Tested in the numba.c
     scan.log_linear_scan(log_a, log_b, log_h0=None) -> log h
     scan.log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None) -> (dlog_a, dlog_b, dlog_h0)
     window.gril_forward(...), window.gril_backward(...)   GRIL's Z_t = A ⊙ Z_{t-1} + C_t Q C_t^T
-    bench.bench_scan(...), bench.bench_window(...)        GPU only
+
+Timing them is measurement, not kernels: ``minimal.bench.gpu`` (``python -m minimal.bench.gpu scan|window``) and
+the prepared GPU checks ``minimal.bench.gpu_check`` / ``minimal.bench.gpu_round2``.
 """
 from .scan import linear_scan, linear_scan_backward, log_linear_scan, log_linear_scan_backward
 

@@ -6,7 +6,7 @@ array once, while with few channels and long T only a scan across time (v2, v3, 
 choice is made from measurements, not by rule of thumb:
 
     bash bench/gpu_round2.sh               # OUT/scan_rows.jsonl (preallocated rows of every version, v4 included)
-    python -m cuda_kernels.bench dispatch ROWS.jsonl [MORE_ROWS.jsonl ...] [LOG.json]   # prints TABLE
+    python -m minimal.bench.gpu dispatch ROWS.jsonl [MORE_ROWS.jsonl ...] [LOG.json]   # prints TABLE
 
 ``TABLE`` holds, for every benchmarked shape (B, T, C), the fastest method of each kind ("forward",
 "backward", "log forward") among the versions that were timed. ``choose`` takes the benchmarked shape
@@ -62,7 +62,7 @@ V1_PREFETCH = {"forward": 8, "backward": 8}   # v1's default K (scan.DEFAULT_PRE
 V4_CONFIG = {"forward": (256, 32), "backward": (256, 16)}
 
 # (B, T, C): {kind: variant}, from SOURCES and LOG_SOURCE by derive_table (regenerate with
-# `python -m cuda_kernels.bench dispatch ROUND2_SOURCE LOG_SOURCE`).
+# `python -m minimal.bench.gpu dispatch ROUND2_SOURCE LOG_SOURCE`).
 TABLE = {
     (1, 1048576, 256): {"forward": "lookback", "backward": "lookback", "log forward": "blelloch"},
     (1, 1048576, 16): {"forward": "lookback", "backward": "lookback", "log forward": "chunked"},
@@ -87,7 +87,7 @@ def _split(name):
 
 
 def load_rows(path):
-    """The rows of a ``cuda_kernels.bench`` scan result file: a JSON file ({"meta", "rows"} or a list of rows),
+    """The rows of a ``minimal.bench.gpu`` scan result file: a JSON file ({"meta", "rows"} or a list of rows),
     or a ``.jsonl`` file with one row per line (as ``bench/gpu_check.sh`` writes them, row by row)."""
     with open(path) as f:
         if str(path).endswith(".jsonl"):
@@ -96,7 +96,7 @@ def load_rows(path):
             data = json.load(f)
     rows = data["rows"] if isinstance(data, dict) else data
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "name" in r for r in rows):
-        raise ValueError(f"{path} must hold the rows of `python -m cuda_kernels.bench scan` (dicts with a name)")
+        raise ValueError(f"{path} must hold the rows of `python -m minimal.bench.gpu scan` (dicts with a name)")
     return rows
 
 
@@ -117,7 +117,7 @@ def table_from_rows(rows):
 
 def table_from_preallocated_rows(rows, prefetch=None):
     """{(B, T, C): {kind: fastest variant}} over the "(preallocated)" forward / backward rows of
-    ``cuda_kernels.gpu_check`` (named by their ``method`` / ``carry`` fields), possibly of several runs: the
+    ``minimal.bench.gpu_check`` (named by their ``method`` / ``carry`` fields), possibly of several runs: the
     fastest is the row with the largest fraction of its run's copy of the same bytes (``vs_copy``). v1 rows
     count only at K = ``prefetch[kind]`` (default ``V1_PREFETCH``); a v1 row without a ``prefetch`` field was
     timed at K = 1. v4 rows count only at its default (block, K), ``V4_CONFIG[kind]``."""
@@ -185,7 +185,7 @@ def choose(shape, kind="forward", table=None):
 
 
 def format_table(table, source=None):
-    """The table as Python source for ``TABLE`` (printed by ``python -m cuda_kernels.bench dispatch``)."""
+    """The table as Python source for ``TABLE`` (printed by ``python -m minimal.bench.gpu dispatch``)."""
     lines = [f"# from {source}" if source else "# dispatch table", "TABLE = {"]
     for shape, kinds in table.items():
         lines.append(f"    {shape!r}: {{{', '.join(f'{json.dumps(k)}: {json.dumps(v)}' for k, v in kinds.items())}}},")

@@ -6,7 +6,7 @@
     python -m minimal bench scan [--backend numba|cuda] [--quick | --size T]
     python -m minimal bench window [--backend numba|cuda] [--quick | --size T]
         speed as ratios to a same-run memory copy (see minimal.bench.kernels); window: GRIL's block, fused Numba
-        kernels against the NumPy path on the CPU (default), or cuda_kernels.bench on the GPU. At the default
+        kernels against the NumPy path on the CPU (default), or minimal.bench.gpu on the GPU. At the default
         sizes the CPU runs peak at about 2.4 GB (scan, T = 4096) and 3.5 GB (window, T = 16385) of memory and
         take minutes; --size T sets the time steps (memory scales with T), --quick a seconds-sized problem.
     python -m minimal bench step [--quick]

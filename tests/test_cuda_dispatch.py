@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cuda_kernels import bench, dispatch
+from cuda_kernels import dispatch
+from minimal.bench import gpu, gpu_rows
 from cuda_kernels import scan as cs
 from minimal import scan as ref
 
@@ -107,7 +108,7 @@ def test_v1_competes_only_at_the_k_the_host_functions_use():
 
 
 def test_the_printed_table_is_the_python_of_the_table(capsys):
-    assert bench.main(["dispatch", *(str(ROOT / f) for f in dispatch.SOURCES), str(ROOT / dispatch.LOG_SOURCE)]) == 0
+    assert gpu.main(["dispatch", *(str(ROOT / f) for f in dispatch.SOURCES), str(ROOT / dispatch.LOG_SOURCE)]) == 0
     printed = capsys.readouterr().out
     namespace = {}
     exec(printed, namespace)
@@ -164,9 +165,9 @@ def test_bad_arguments_name_themselves(tmp_path):
     with pytest.raises(ValueError, match="must hold the rows"):
         dispatch.load_rows(bad)
     with pytest.raises(SystemExit):
-        bench.main(["dispatch"])
+        gpu.main(["dispatch"])
     with pytest.raises(SystemExit):
-        bench.main(["scan", str(bad)])
+        gpu.main(["scan", str(bad)])
 
 
 @pytest.fixture
@@ -238,5 +239,5 @@ def test_minimal_scan_auto_is_the_sequential_loop_on_the_cpu_and_the_table_on_cu
 
 
 def test_a_float64_benchmark_does_not_overwrite_the_float32_file_the_table_cites():
-    assert bench.result_path("r", "NVIDIA H100", "scan").endswith("scan_NVIDIA_H100.json")
-    assert bench.result_path("r", "NVIDIA H100", "scan", "float64").endswith("scan_NVIDIA_H100_float64.json")
+    assert gpu_rows.result_path("r", "NVIDIA H100", "scan").endswith("scan_NVIDIA_H100.json")
+    assert gpu_rows.result_path("r", "NVIDIA H100", "scan", "float64").endswith("scan_NVIDIA_H100_float64.json")

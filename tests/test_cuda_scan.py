@@ -351,56 +351,56 @@ def test_large_problems_on_the_gpu(shape, dtype):
 
 
 def test_benchmark_refuses_the_simulator():
-    from cuda_kernels import bench
+    from minimal.bench import gpu
 
     if not numba.config.ENABLE_CUDASIM:
         pytest.skip("on real hardware the benchmark runs")
     with pytest.raises(RuntimeError, match="simulator"):
-        bench.bench_scan(sizes=[2 ** 16])
-    assert bench.main(["scan", "--quick"]) == 2
+        gpu.bench_scan(sizes=[2 ** 16])
+    assert gpu.main(["scan", "--quick"]) == 2
 
 
 def test_benchmark_regimes_and_bytes():
-    from cuda_kernels import bench
+    from minimal.bench import gpu, gpu_rows
 
-    assert bench.shapes_for(2 ** 16) == [("few_channels", (1, 2 ** 16, 1))]
-    assert bench.shapes_for(2 ** 28) == [("many_channels", (8, 4096, 8192)),
+    assert gpu_rows.shapes_for(2 ** 16) == [("few_channels", (1, 2 ** 16, 1))]
+    assert gpu_rows.shapes_for(2 ** 28) == [("many_channels", (8, 4096, 8192)),
                                          ("few_channels_long_T", (1, 2 ** 20, 256))]
-    for size in bench.DEFAULT_SIZES:
-        for regime, (B, T, C) in bench.shapes_for(size):
+    for size in gpu.DEFAULT_SIZES:
+        for regime, (B, T, C) in gpu_rows.shapes_for(size):
             assert B * T * C == size
             assert regime != "many_channels" or (B * C >= 65536 and 1024 <= T <= 8192)
             assert regime != "few_channels_long_T" or (B * C <= 256 and T >= 2 ** 20)
-    assert bench.scan_bytes("forward", 10, 4) == 120 and bench.scan_bytes("backward", 10, 8) == 400
+    assert gpu_rows.scan_bytes("forward", 10, 4) == 120 and gpu_rows.scan_bytes("backward", 10, 8) == 400
     with pytest.raises(ValueError, match="size"):
-        bench.shapes_for(3 * 2 ** 16)
+        gpu_rows.shapes_for(3 * 2 ** 16)
     with pytest.raises(ValueError, match="kind"):
-        bench.scan_bytes("sideways", 10, 4)
+        gpu_rows.scan_bytes("sideways", 10, 4)
 
 
 def test_benchmark_rows_table_and_json_on_fake_timings(tmp_path):
     """The row builder really runs the kernels (tiny shape) but reads times from a fake clock."""
     import json
 
-    from cuda_kernels import bench
+    from minimal.bench import gpu, gpu_rows
 
-    rows = bench._scan_rows([("tiny", (1, 8, 2))], np.dtype(np.float32), timer=lambda fn: (fn(), 1e-3)[1],
+    rows = gpu._scan_rows([("tiny", (1, 8, 2))], np.dtype(np.float32), timer=lambda fn: (fn(), 1e-3)[1],
                             block=8, copy=lambda nbytes, timer: 2e-3)
     names = [r["name"] for r in rows]
     assert names[0].startswith("copy") and "blelloch backward" in names and "sequential log forward" in names
     fwd = next(r for r in rows if r["name"] == "blelloch forward")
     assert fwd["bytes"] == 3 * 16 * 4 and fwd["vs_copy"] == pytest.approx(2.0)
     assert fwd["GB_per_s"] == pytest.approx(192 / 1e-3 / 1e9)
-    table = bench.format_table(rows)
+    table = gpu_rows.format_table(rows)
     assert "blelloch backward" in table and "(1, 8, 2)" in table and len(table.splitlines()) == len(rows) + 2
-    path = bench.write_json(rows, bench.result_path(str(tmp_path), "NVIDIA H100 80GB HBM3", "scan"), {"x": 1})
+    path = gpu_rows.write_json(rows, gpu_rows.result_path(str(tmp_path), "NVIDIA H100 80GB HBM3", "scan"), {"x": 1})
     assert path.endswith("scan_NVIDIA_H100_80GB_HBM3.json")
     assert json.load(open(path))["rows"][0]["name"] == names[0]
 
 
 @hardware
 def test_benchmark_quick_run_on_the_gpu(tmp_path):
-    from cuda_kernels import bench
+    from minimal.bench import gpu
 
-    rows = bench.bench_scan(sizes=[2 ** 16], out_dir=str(tmp_path), repeats=2)
+    rows = gpu.bench_scan(sizes=[2 ** 16], out_dir=str(tmp_path), repeats=2)
     assert all(r["seconds"] > 0 for r in rows)

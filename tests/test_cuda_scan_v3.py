@@ -395,13 +395,13 @@ def test_shuffle_needs_whole_warps(rng, emulated_shuffles):
 def test_benchmark_has_v3_rows_on_fake_timings(monkeypatch):
     """``python -m minimal bench scan --backend cuda`` times every method of cuda_kernels.scan.METHODS, then v3
     with carry="lookback" (really launched where T is split: (1, 40, 2) makes 2 chunks of 32 steps)."""
-    from cuda_kernels import bench
+    from minimal.bench import gpu, gpu_rows
 
     assert "chunked" in cs.METHODS
     trace = []
     monkeypatch.setattr(chunked, "LOOKBACK_TRACE", trace)
     clock = iter(np.arange(1, 100) * 1e-3)   # each timed call takes 1 ms more than the one before
-    rows = bench._scan_rows([("tiny", (1, 8, 2)), ("split", (1, 40, 2))], np.dtype(np.float32),
+    rows = gpu._scan_rows([("tiny", (1, 8, 2)), ("split", (1, 40, 2))], np.dtype(np.float32),
                             timer=lambda fn: (fn(), next(clock))[1], block=8, copy=lambda nbytes, timer: 2e-3)
     names = [r["name"] for r in rows]
     lb_names = ["chunked lookback forward", "chunked lookback backward", "chunked lookback log forward"]
@@ -420,7 +420,7 @@ def test_benchmark_has_v3_rows_on_fake_timings(monkeypatch):
         assert by[lb_names[1]]["vs_forward"] == pytest.approx(lb[1] / lb[0])
         assert by[lb_names[1]]["bytes"] == by["chunked backward"]["bytes"]
         assert by[lb_names[0]]["bytes"] == by[lb_names[2]]["bytes"] == by["chunked forward"]["bytes"]
-    assert "vs_reduce" in bench.format_table(rows).splitlines()[0]
+    assert "vs_reduce" in gpu_rows.format_table(rows).splitlines()[0]
 
 
 # ---------------------------------------------------------------------------------------------------------

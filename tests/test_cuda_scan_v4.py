@@ -158,14 +158,14 @@ def test_lookback_v4_large_problems_on_the_gpu(shape, dtype, kw):
 
 
 def test_round2_table_reads_the_rows_it_wrote(tmp_path):
-    """``python -m cuda_kernels.gpu_round2 table``: the issue's rows from the scan and window rows as the GPU run
+    """``python -m minimal.bench.gpu_round2 table``: the issue's rows from the scan and window rows as the GPU run
     writes them (fake numbers): the best v4 row per case, its goal, the phases, the failed variants."""
     import json
 
-    from cuda_kernels import bench, gpu_round2 as g2
+    from minimal.bench import gpu_round2 as g2, gpu_rows
 
     def row(name, shape, seconds, copy_s, **extra):
-        return dict(bench.make_row(name, seconds, 10, copy_s), shape=list(shape), dtype="float32", **extra)
+        return dict(gpu_rows.make_row(name, seconds, 10, copy_s), shape=list(shape), dtype="float32", **extra)
 
     few, one = g2.FEW256, g2.ONE
     rows = [row("torch.cumsum (1-D, same n)", few, 1.0, 0.7),

@@ -325,20 +325,20 @@ def test_large_segmented_forward_and_fused_backward_on_the_gpu(B, T, segments):
 
 
 def test_window_benchmark_rows_on_fake_timings():
-    from cuda_kernels import bench
+    from minimal.bench import gpu, gpu_rows
 
-    rows = bench._window_rows([(2, 5, 3, 2, 1)], np.dtype(np.float64), timer=lambda fn: (fn(), 1e-3)[1],
+    rows = gpu._window_rows([(2, 5, 3, 2, 1)], np.dtype(np.float64), timer=lambda fn: (fn(), 1e-3)[1],
                               copy=lambda nbytes, timer: 1e-3, scan_block=8)
     assert [r["name"] for r in rows] == ["unfused forward", "fused forward", "segmented forward", "backward",
                                          "fused backward"]
     assert [r["version"] for r in rows] == [1, 2, 3, 1, 2]
-    assert rows[0]["bytes"] == bench.window_bytes(2, 5, 3, 2, 1, 8) == 8 * (2 * 5 * 3 + 2 * 4 * 3)
+    assert rows[0]["bytes"] == gpu_rows.window_bytes(2, 5, 3, 2, 1, 8) == 8 * (2 * 5 * 3 + 2 * 4 * 3)
     assert rows[1]["vs_unfused"] == pytest.approx(1.0)
     assert rows[2]["vs_unfused"] == rows[2]["vs_fused"] == pytest.approx(1.0)
     assert rows[4]["vs_forward"] == rows[4]["vs_backward_v1"] == pytest.approx(1.0)
     assert rows[2]["segments"] == cw.plan_segments(2, 4, 3)[0]
     seconds = iter([1e-3, 2e-3, 4e-3, 1e-3, 8e-3, 2e-3])   # copy, v1, v2, v3 forwards, v1, v2 backwards
-    rows = bench._window_rows([(2, 5, 3, 2, 1)], np.dtype(np.float64), timer=lambda fn: (fn(), next(seconds))[1],
+    rows = gpu._window_rows([(2, 5, 3, 2, 1)], np.dtype(np.float64), timer=lambda fn: (fn(), next(seconds))[1],
                               copy=lambda nbytes, timer: timer(lambda: None), scan_block=8)
     assert rows[1]["vs_unfused"] == pytest.approx(0.5) and rows[2]["vs_fused"] == pytest.approx(4.0)
     assert rows[2]["vs_unfused"] == pytest.approx(2.0)
@@ -346,4 +346,4 @@ def test_window_benchmark_rows_on_fake_timings():
     assert rows[4]["vs_forward"] == pytest.approx(2.0) and rows[4]["vs_backward_v1"] == pytest.approx(4.0)
     if numba.config.ENABLE_CUDASIM:
         with pytest.raises(RuntimeError, match="simulator"):
-            bench.bench_window(quick=True)
+            gpu.bench_window(quick=True)

@@ -150,10 +150,10 @@ def test_bad_out_workspace_and_prefetch_name_themselves(rng):
 def test_benchmark_times_preallocated_calls_beside_allocating_ones():
     """bench's "(preallocated)" rows: every variant again with out= and a Workspace, vs_allocating = the
     allocating row's seconds / this row's (fake clock: each timed call 1 ms longer than the one before)."""
-    from cuda_kernels import bench
+    from minimal.bench import gpu
 
     clock = iter(np.arange(1, 100) * 1e-3)
-    rows = bench._scan_rows([("tiny", (1, 8, 2))], np.dtype(np.float32), timer=lambda fn: (fn(), next(clock))[1],
+    rows = gpu._scan_rows([("tiny", (1, 8, 2))], np.dtype(np.float32), timer=lambda fn: (fn(), next(clock))[1],
                             block=8, copy=lambda nbytes, timer: 2e-3, preallocated=True)
     by = {r["name"]: r for r in rows}
     variants = list(cs.METHODS) + ["chunked lookback"]   # v1, v2, v3, v4, then v3 with the look-back carry
@@ -164,17 +164,17 @@ def test_benchmark_times_preallocated_calls_beside_allocating_ones():
             assert pre["bytes"] == by[f"{v} {kind}"]["bytes"]
     assert [r["name"] for r in rows[-3 * len(variants):]] == [f"{v} {k} (preallocated)" for v in variants
                                                 for k in ("forward", "backward", "log forward")]
-    wrows = bench._window_rows([(2, 5, 3, 2, 1)], np.dtype(np.float64), timer=lambda fn: (fn(), 1e-3)[1],
+    wrows = gpu._window_rows([(2, 5, 3, 2, 1)], np.dtype(np.float64), timer=lambda fn: (fn(), 1e-3)[1],
                                copy=lambda nbytes, timer: 1e-3, preallocated=True)
     assert [r["name"] for r in wrows[-2:]] == ["segmented forward (preallocated)", "fused backward (preallocated)"]
     assert wrows[-1]["vs_allocating"] == pytest.approx(1.0)
 
 
 def test_gpu_check_tables_read_the_rows_it_wrote(tmp_path, capsys):
-    from cuda_kernels import bench, gpu_check
+    from minimal.bench import gpu_check, gpu_rows
 
     def row(name, shape, vs_copy, **extra):
-        return dict(bench.make_row(name, 1e-3, 10, vs_copy * 1e-3), shape=list(shape), **extra)
+        return dict(gpu_rows.make_row(name, 1e-3, 10, vs_copy * 1e-3), shape=list(shape), **extra)
 
     many, one = (8, 4096, 8192), (1, 2 ** 20, 1)
     scan_rows = [row("v1 loop forward", many, 0.3), row("v1 loop forward (preallocated) K=1", many, 0.35),
@@ -202,7 +202,7 @@ def test_gpu_check_tables_read_the_rows_it_wrote(tmp_path, capsys):
 def test_gpu_check2_v1_rows_dry_run_and_table(tmp_path, capsys):
     """``gpu_check v1 --tiny`` (bench/gpu_check2.sh's benchmark step) in the simulator: every row it promises
     is written without an error, and the table reads them (timings meaningless here)."""
-    from cuda_kernels import gpu_check
+    from minimal.bench import gpu_check
 
     assert gpu_check.main(["v1", str(tmp_path), "--tiny"]) == 0
     rows = [json.loads(line) for line in (tmp_path / "v1_rows.jsonl").read_text().splitlines()]

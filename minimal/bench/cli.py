@@ -16,7 +16,7 @@ BENCH_HELP = """Speed, as ratios measured in one run on this machine. The four b
            log-space kernels and the public calls, as ratios to a same-run memory copy of the same bytes (CPU:
            minutes, peak about 2.4 GB at the default T = 4096; --backend cuda: the numba.cuda kernels on a GPU)
   window   GRIL's windowed cross-product block: the fused Numba kernels against the NumPy path and a memory copy
-           (CPU: about 2 minutes, peak about 3.5 GB at T = 16385; --backend cuda: cuda_kernels.bench on a GPU)
+           (CPU: about 2 minutes, peak about 3.5 GB at T = 16385; --backend cuda: minimal.bench.gpu on a GPU)
   step     the gated RNN's forward + backward on the Zucchet tasks' shapes; the ICL readout "all" against
            "last"; time in scans vs BLAS vs the rest (CPU)
   train    one training step (forward, loss, backward, clip, AdamW) of every model the course trains; with

@@ -24,8 +24,8 @@ estimate and the memory) a shape whose estimate exceeds the memory this machine 
 (``machine_memory_gb``: /proc/meminfo's MemAvailable, else the physical memory), rather than failing at the first
 allocation.
 
-backend="cuda" hands over to ``cuda_kernels.bench`` (imported only then, by ``minimal.scan.cuda_module``),
-which prints and saves its own tables.
+backend="cuda" hands over to ``minimal.bench.gpu`` (the GPU benchmark of ``cuda_kernels``, imported only then,
+once ``minimal.scan.cuda_module`` has found the kernels and a GPU), which prints and saves its own tables.
 """
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ def cuda_module(name):
         why = str(e).split("available (", 1)[-1].split(")", 1)[0] if "available (" in str(e) else str(e)
         raise InputError(f"--backend cuda needs a CUDA GPU and cannot run here ({why}); drop --backend cuda to time "
                          f"the CPU kernels (--backend numba, the default)") from None
+
+
+def gpu_bench():
+    """``minimal.bench.gpu``, imported only when --backend cuda asks for it, after ``cuda_module`` has refused (an
+    InputError naming the flag) where the kernels cannot be imported or there is no GPU."""
+    cuda_module("scan")
+    from . import gpu
+
+    return gpu
 
 
 def scaled_shape(what, T):
@@ -148,7 +157,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     """Time the CPU scans (float32) against a same-run copy of the same number of bytes.
 
     Args:
-        backend: "numba" (the CPU scans below) or "cuda" (delegates to ``cuda_kernels.bench.bench_scan``
+        backend: "numba" (the CPU scans below) or "cuda" (delegates to ``minimal.bench.gpu.bench_scan``
             with the arguments given here).
         shape: (B, T, C) of a, b and h; default ``DEFAULT_SHAPE``.
         repeats: best-of-k timing after one warm-up call; default 5.
@@ -165,7 +174,7 @@ def bench_scan(backend="numba", shape=None, repeats=None, **kw):
     check_choice("backend", backend, ("numba", "cuda"))
     if backend == "cuda":
         given = {k: v for k, v in (("shape", shape), ("repeats", repeats)) if v is not None}
-        return cuda_module("bench").bench_scan(**given, **kw)
+        return gpu_bench().bench_scan(**given, **kw)
     shape, repeats = _cpu_shape_and_repeats("bench_scan", kw, shape, DEFAULT_SHAPE, ("B", "T", "C"), repeats)
     check_memory("scan", shape)
 
@@ -221,7 +230,7 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
 
     Args:
         backend: "numba" (the default of ``python -m minimal bench window``) or "cuda" (delegates to
-            ``cuda_kernels.bench.bench_window`` with ``kw``; the Python default, kept for compatibility).
+            ``minimal.bench.gpu.bench_window`` with ``kw``; the Python default, kept for compatibility).
         shape: (B, T, f, w, s), default ``WINDOW_SHAPE``; (T - w) % s == 0.
         repeats: best-of-k timing after one warm-up call; default 5.
     Returns:
@@ -234,7 +243,7 @@ def bench_window(backend="cuda", shape=None, repeats=None, **kw):
     check_choice("backend", backend, ("numba", "cuda"))
     if backend == "cuda":
         given = {k: v for k, v in (("repeats", repeats),) if v is not None}
-        return cuda_module("bench").bench_window(**given, **kw)
+        return gpu_bench().bench_window(**given, **kw)
     shape, repeats = _cpu_shape_and_repeats("bench_window", kw, shape, WINDOW_SHAPE, ("B", "T", "f", "w", "s"),
                                             repeats)
     check_memory("window", shape)

@@ -1,132 +1,61 @@
-"""GPU benchmark of the scan and window kernels, as ratios to quantities measured in the same run.
+"""GPU benchmark of the ``cuda_kernels`` scan and window kernels, as ratios to quantities measured in the same run.
 
-    python -m cuda_kernels.bench scan [--quick]      # or: python -m minimal bench scan --backend cuda
-    python -m cuda_kernels.bench window [--quick]    # or: python -m minimal bench window --backend cuda
+    python -m minimal.bench.gpu scan [--quick]      # or: python -m minimal bench scan --backend cuda
+    python -m minimal.bench.gpu window [--quick]    # or: python -m minimal bench window --backend cuda
+    python -m minimal.bench.gpu dispatch ROWS...    # cuda_kernels.dispatch.TABLE from result files (no GPU)
 
 Every time is the best of ``repeats`` runs after one warm-up, measured with CUDA events around the launch(es)
 on device-resident data (no host transfers). Each row reports
     seconds, GB/s = bytes / seconds, vs_copy = (time of a device-to-device copy moving the same bytes) / seconds,
 so vs_copy = 1 means the kernel runs at copy bandwidth. Bytes are the ideal traffic, each array read or
-written once (``scan_bytes``, ``window_bytes``); a copy of n bytes moves 2n (read + write), so the reference
-copy is of bytes / 2. Where PyTorch is installed, the same run also times torch.cumsum over a contiguous
-1-D tensor of the same element count and a log-space (Heinsen 2023) scan built on torch.logcumsumexp over
-the same (B, T, C) shape; ``vs_torch_cumsum`` and ``vs_torch_heinsen`` are their times divided by ours.
+written once (``gpu_rows.scan_bytes``, ``gpu_rows.window_bytes``); a copy of n bytes moves 2n (read + write), so
+the reference copy is of bytes / 2. Where PyTorch is installed, the same run also times torch.cumsum over a
+contiguous 1-D tensor of the same element count and a log-space (Heinsen 2023) scan built on torch.logcumsumexp
+over the same (B, T, C) shape; ``vs_torch_cumsum`` and ``vs_torch_heinsen`` are their times divided by ours.
 
-Regimes (``shapes_for``): many channels (B*C = 65536, T = size / 65536 in 1024 .. 8192) and few channels
-with long T (B*C = min(256, size / 2^20), so T >= 2^20 once size >= 2^20). Results are written as JSON under
-``out_dir`` in a file named after the GPU. The benchmark refuses to run in the CUDA simulator.
+Regimes (``gpu_rows.shapes_for``): many channels (B*C = 65536, T = size / 65536 in 1024 .. 8192) and few
+channels with long T (B*C = min(256, size / 2^20), so T >= 2^20 once size >= 2^20). Results are written as JSON
+under ``out_dir`` in a file named after the GPU. The benchmark refuses to run in the CUDA simulator. The rows'
+bookkeeping (shapes, bytes, rows, table, JSON; no GPU needed) is in ``gpu_rows.py``; ``gpu_check.py`` and
+``gpu_round2.py`` are the prepared GPU checks (``bench/gpu_check.sh``, ``bench/gpu_round2.sh``) built on both.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-import re
 import sys
 
 import numba
 import numpy as np
 from numba import cuda
 
-from . import scan as cs
-from . import window as cw
+from cuda_kernels import scan as cs
+from cuda_kernels import window as cw
 
-__all__ = ["bench_scan", "bench_window", "shapes_for", "scan_bytes", "window_bytes", "window_problem",
-           "window_grads", "make_row", "format_table", "result_path", "write_json", "DEFAULT_SIZES"]
+from .gpu_rows import format_table, make_row, result_path, scan_bytes, shapes_for, window_bytes, write_json
+
+__all__ = ["bench_scan", "bench_window", "window_problem", "window_grads", "require_gpu", "event_timer", "cuda_torch",
+           "torch_timer", "copy_seconds", "DEFAULT_SIZES", "QUICK_SIZES", "DEFAULT_REPEATS"]
 
 DEFAULT_SIZES = tuple(2 ** k for k in range(16, 29, 2))   # 2^16 .. 2^28 elements
 QUICK_SIZES = (2 ** 16, 2 ** 20)
-MANY_CHANNELS = 65536
 DEFAULT_REPEATS = 5
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Pure helpers (tested in the simulator on fake timings)
-
-
-def shapes_for(size):
-    """[(regime, (B, T, C))] for ``size`` = B*T*C elements (a power of two >= 2^16)."""
-    if size < 2 ** 16 or size & (size - 1):
-        raise ValueError(f"size must be a power of two >= 2^16, got {size}")
-    out = []
-    T = size // MANY_CHANNELS
-    if 1024 <= T <= 8192:
-        out.append(("many_channels", (8, T, MANY_CHANNELS // 8)))
-    bc = max(1, min(256, size >> 20))
-    out.append(("few_channels_long_T" if size // bc >= 2 ** 20 else "few_channels", (1, size // bc, bc)))
-    return out
-
-
-def scan_bytes(kind, n, itemsize):
-    """Ideal bytes moved by one call on n = B*T*C elements: forward and log read a, b and write h;
-    the backward reads a, h, dh and writes da, db (dh0 is B*C, negligible)."""
-    per = {"forward": 3, "log": 3, "backward": 5, "torch_cumsum": 2}
-    if kind not in per:
-        raise ValueError(f"kind must be one of {sorted(per)}, got {kind!r}")
-    return per[kind] * n * itemsize
-
-
-def window_bytes(B, T, f, w, s, itemsize, with_Z=False):
-    """Ideal bytes of the GRIL forward: read x (B, T, f), write o (B, T', f) (and Z (B, T', f, f))."""
-    T_out = (T - w) // s + 1
-    return itemsize * (B * T * f + B * T_out * f + (B * T_out * f * f if with_Z else 0))
-
-
-def make_row(name, seconds, nbytes, copy_seconds, **extra):
-    """One result row; ratios are copy time / our time (> 1: faster than a copy of the same bytes)."""
-    row = {"name": name, "seconds": float(seconds), "bytes": int(nbytes),
-           "GB_per_s": nbytes / seconds / 1e9 if seconds > 0 else math.inf,
-           "vs_copy": copy_seconds / seconds if seconds > 0 else math.inf}
-    row.update(extra)
-    return row
-
-
-def format_table(rows):
-    """A fixed-width text table of rows from ``make_row`` (missing optional columns print as '-')."""
-    cols = [("regime", "{}"), ("shape", "{}"), ("dtype", "{}"), ("name", "{}"), ("seconds", "{:.3e}"),
-            ("GB_per_s", "{:.1f}"), ("vs_copy", "{:.3f}"), ("vs_forward", "{:.2f}"), ("vs_reduce", "{:.2f}"),
-            ("vs_allocating", "{:.2f}"),
-            ("vs_torch_cumsum", "{:.2f}"), ("vs_torch_heinsen", "{:.2f}")]
-    cells = [[c for c, _ in cols]]
-    for r in rows:
-        cells.append([fmt.format(tuple(r[c]) if c == "shape" else r[c]) if r.get(c) is not None else "-"
-                      for c, fmt in cols])
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-    lines = ["  ".join(v.rjust(wd) for v, wd in zip(row, widths)) for row in cells]
-    lines.insert(1, "  ".join("-" * wd for wd in widths))
-    return "\n".join(lines)
-
-
-def result_path(out_dir, device_name, what, dtype="float32"):
-    """bench/results/<what>_<device name as a file name>.json for float32, ..._<dtype>.json otherwise (a
-    float64 run must not overwrite the float32 file that ``dispatch.TABLE`` cites)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(device_name)).strip("_") or "unknown_device"
-    suffix = "" if np.dtype(dtype) == np.float32 else f"_{np.dtype(dtype).name}"
-    return os.path.join(out_dir, f"{what}_{safe}{suffix}.json")
-
-
-def write_json(rows, path, meta):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as fh:
-        json.dump({"meta": meta, "rows": rows}, fh, indent=1, default=str)
-    return path
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Timing on a real GPU
 
 
-def _require_gpu():
+def require_gpu():
     if numba.config.ENABLE_CUDASIM:
-        raise RuntimeError("cuda_kernels.bench needs a real CUDA GPU, but NUMBA_ENABLE_CUDASIM=1 is set: the "
+        raise RuntimeError("minimal.bench.gpu needs a real CUDA GPU, but NUMBA_ENABLE_CUDASIM=1 is set: the "
                            "simulator runs one Python thread per CUDA thread, so its timings mean nothing. "
                            "Unset NUMBA_ENABLE_CUDASIM and run on a machine with a GPU.")
     if not cuda.is_available():
-        raise RuntimeError("cuda_kernels.bench needs a CUDA GPU and none is available (numba.cuda.detect() "
+        raise RuntimeError("minimal.bench.gpu needs a CUDA GPU and none is available (numba.cuda.detect() "
                            "says why)")
 
 
-def _event_timer(repeats):
+def event_timer(repeats):
     """best-of-``repeats`` seconds of fn() after one warm-up call, measured with CUDA events."""
     def timer(fn):
         fn()
@@ -143,7 +72,8 @@ def _event_timer(repeats):
     return timer
 
 
-def _torch():
+def cuda_torch():
+    """PyTorch where it is installed and finds a CUDA GPU, else None."""
     try:
         import torch
     except ImportError:
@@ -151,7 +81,8 @@ def _torch():
     return torch if torch.cuda.is_available() else None
 
 
-def _torch_timer(torch, repeats):
+def torch_timer(torch, repeats):
+    """``event_timer`` with torch's CUDA events (for the PyTorch baselines)."""
     def timer(fn):
         fn()
         torch.cuda.synchronize()
@@ -167,7 +98,7 @@ def _torch_timer(torch, repeats):
     return timer
 
 
-def _copy_seconds(nbytes, timer):
+def copy_seconds(nbytes, timer):
     """A device-to-device copy that moves ``nbytes`` in total (reads and writes nbytes / 2)."""
     n = max(1, nbytes // 2)
     src = cuda.device_array(n, dtype=np.uint8)
@@ -179,7 +110,7 @@ def _copy_seconds(nbytes, timer):
 # Row builders (separate from the GPU checks so the simulator tests can run them with a fake timer)
 
 
-def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=_copy_seconds, preallocated=False):
+def _scan_rows(cases, dtype, timer, block, torch=None, torch_timer=None, copy=copy_seconds, preallocated=False):
     """Rows per case: the copy, torch's baselines, then every method's forward, backward and log forward (each
     call allocating its outputs, as a plain call does), the look-back carry's three; with ``preallocated``
     the same calls again writing into preallocated outputs with a reused ``scan.Workspace`` (rows named
@@ -293,7 +224,7 @@ def window_grads(args):
             {k: cuda.device_array(v.shape, dtype=x.dtype) for k, v in (("Q", Q), ("q", q), ("beta", beta), ("A", A))})
 
 
-def _window_rows(cases, dtype, timer, copy=_copy_seconds, scan_block=None, preallocated=False):
+def _window_rows(cases, dtype, timer, copy=copy_seconds, scan_block=None, preallocated=False):
     """Per case: the forward versions 1-3 (v3 with ``window.plan_segments``'s default split) and the
     backward versions 1-2, each with the ratios to the rows it replaces; with ``preallocated`` also forward
     v3 and backward v2 writing into preallocated outputs with a reused ``scan.Workspace`` ("... (preallocated)",
@@ -357,14 +288,14 @@ def bench_scan(sizes=None, out_dir="bench/results", *, shape=None, repeats=DEFAU
     Raises:
         RuntimeError: in the CUDA simulator or without a GPU.
     """
-    _require_gpu()
+    require_gpu()
     if shape is not None:
         cases = [("given", tuple(shape))]
     else:
         cases = [c for size in (sizes or (QUICK_SIZES if quick else DEFAULT_SIZES)) for c in shapes_for(size)]
-    tmod = _torch() if torch else None
-    timer = _event_timer(repeats)
-    rows = _scan_rows(cases, np.dtype(dtype), timer, block, tmod, _torch_timer(tmod, repeats) if tmod else None,
+    tmod = cuda_torch() if torch else None
+    timer = event_timer(repeats)
+    rows = _scan_rows(cases, np.dtype(dtype), timer, block, tmod, torch_timer(tmod, repeats) if tmod else None,
                       preallocated=True)
     meta = {"device": _device_name(), "repeats": repeats, "block": block, "numba": numba.__version__,
             "torch": getattr(tmod, "__version__", None), "dtype": np.dtype(dtype).name}
@@ -387,10 +318,10 @@ def bench_window(cases=None, out_dir="bench/results", *, repeats=DEFAULT_REPEATS
     Returns:
         the rows; also printed and saved as ``window_<device>.json`` under out_dir.
     """
-    _require_gpu()
+    require_gpu()
     n = 2 ** 16 if quick else 2 ** 20
     cases = cases or [(64, n // 64 + 1, f, 2, 1) for f in (4, 16, 32)] + [(1, n + 1, 16, 2, 1)]
-    timer = _event_timer(repeats)
+    timer = event_timer(repeats)
     rows = _window_rows(cases, np.dtype(dtype), timer, preallocated=True)
     meta = {"device": _device_name(), "repeats": repeats, "numba": numba.__version__, "dtype": np.dtype(dtype).name}
     path = write_json(rows, result_path(out_dir, meta["device"], "window", dtype), meta)
@@ -402,7 +333,7 @@ def bench_window(cases=None, out_dir="bench/results", *, repeats=DEFAULT_REPEATS
 def main(argv=None):
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m cuda_kernels.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m minimal.bench.gpu", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=["scan", "window", "dispatch"],
                    help="dispatch: print dispatch.TABLE for a scan result file (no GPU needed)")
@@ -415,7 +346,7 @@ def main(argv=None):
     p.add_argument("--out-dir", default="bench/results")
     args = p.parse_args(argv)
     if args.what == "dispatch":
-        from . import dispatch
+        from cuda_kernels import dispatch
 
         if not args.results:
             p.error("dispatch needs a result file, e.g. bench/results/scan_NVIDIA_H100_80GB_HBM3.json")

@@ -1,16 +1,16 @@
 """The prepared GPU check's benchmark steps (``bench/gpu_check.sh``): the rows issue 22 asks for, written as they
 are measured, and the tables that summarise them.
 
-    python -m cuda_kernels.gpu_check scan OUT [--tiny]      # OUT/scan_rows.jsonl, one row per line
-    python -m cuda_kernels.gpu_check window OUT [--tiny]    # OUT/window_rows.jsonl
-    python -m cuda_kernels.gpu_check table OUT              # prints the tables from those files
-    python -m cuda_kernels.gpu_check v1 OUT [--tiny]        # OUT/v1_rows.jsonl (bench/gpu_check2.sh)
-    python -m cuda_kernels.gpu_check v1table OUT            # prints v1's table from that file
+    python -m minimal.bench.gpu_check scan OUT [--tiny]      # OUT/scan_rows.jsonl, one row per line
+    python -m minimal.bench.gpu_check window OUT [--tiny]    # OUT/window_rows.jsonl
+    python -m minimal.bench.gpu_check table OUT              # prints the tables from those files
+    python -m minimal.bench.gpu_check v1 OUT [--tiny]        # OUT/v1_rows.jsonl (bench/gpu_check2.sh)
+    python -m minimal.bench.gpu_check v1table OUT            # prints v1's table from that file
 
 Scan shapes (B, T, C), float32: many channels (8, 4096, 8192) = 2^28 and (8, 1024, 8192) = 2^26, few channels
 (1, 2^20, 256) = 2^28 and (1, 2^20, 16) = 2^24, one channel (1, 2^20, 1). Per shape, beside a device-to-device
-copy of the same bytes (``bench._copy_seconds``) and, where PyTorch has CUDA, torch.cumsum (1-D, same n) and
-torch's Heinsen log scan (``bench``'s definitions): every version's forward as a plain call (allocating its
+copy of the same bytes (``gpu.copy_seconds``) and, where PyTorch has CUDA, torch.cumsum (1-D, same n) and
+torch's Heinsen log scan (``gpu``'s definitions): every version's forward as a plain call (allocating its
 output) and into preallocated outputs with a reused ``scan.Workspace``; v1 with K = 1, 2, 4, 8 steps loaded
 ahead (``prefetch``) at the many-channel shapes (elsewhere v1 at its default K); the backward (preallocated) of
 v1 (K = 1, 4, 8) and v2. ``v1``: v1 alone at the many-channel shapes, preallocated, forward at K = 1 and the
@@ -18,7 +18,7 @@ default K, backward at K = 1, 4, 8, beside the copy (the second, short check). W
 cases (B, T, f, w, s): forward v3 and the fused backward v2, allocating and preallocated, at f = 10, 16 and 32
 (f = 32: 1024 threads a block, the launch that failed on the H200) and at B = 1, T = 2^20 + 1.
 
-Every time is the best of ``REPEATS`` after a warm-up (``bench._event_timer``, CUDA events). A variant that
+Every time is the best of ``REPEATS`` after a warm-up (``gpu.event_timer``, CUDA events). A variant that
 raises is written as a row with ``error`` and NaN seconds, and the check goes on. ``--tiny`` runs a few
 hundred elements per shape, also in the CUDA simulator (wall-clock timings, meaningless: a dry run of the
 plumbing).
@@ -35,9 +35,10 @@ import numba
 import numpy as np
 from numba import cuda
 
-from . import bench
-from . import scan as cs
-from . import window as cw
+from cuda_kernels import scan as cs
+from cuda_kernels import window as cw
+
+from . import gpu, gpu_rows
 
 REPEATS = 5
 SCAN_CASES = [("many channels", (8, 4096, 8192)), ("many channels", (8, 1024, 8192)),
@@ -56,7 +57,7 @@ def _log(msg):
     print(f"[{time.time() - T0:7.1f} s] {msg}", flush=True)
 
 
-class _Writer:
+class Writer:
     """Appends rows to a .jsonl file as they come (a run cut short keeps what it measured)."""
 
     def __init__(self, path):
@@ -85,34 +86,34 @@ def _wall_timer(repeats):
     return timer
 
 
-def _timers(tiny):
+def timers(tiny):
     if numba.config.ENABLE_CUDASIM:
         if not tiny:
             raise RuntimeError("the GPU check needs a real GPU; in the simulator only --tiny runs (a dry run)")
         return _wall_timer(1), lambda nbytes, timer: timer(lambda: None) or 1e-6
-    bench._require_gpu()
-    return bench._event_timer(REPEATS), bench._copy_seconds
+    gpu.require_gpu()
+    return gpu.event_timer(REPEATS), gpu.copy_seconds
 
 
-def _timed(write, name, fn, timer, nbytes, copy_s, tag, torch_copy_s=None, **extra):
+def timed(write, name, fn, timer, nbytes, copy_s, tag, torch_copy_s=None, **extra):
     """Time fn, write its row (or an error row); returns the seconds (NaN on error). The row's vs_copy is
     copy_s / seconds, and with ``torch_copy_s`` (a torch copy of the same bytes) vs_torch_copy too."""
     try:
         t = timer(fn)
     except Exception as e:  # noqa: BLE001 - a failing variant is a result, and the check goes on
-        write(_error_row(name, e, tag, bytes=nbytes, **extra))
+        write(error_row(name, e, tag, bytes=nbytes, **extra))
         return math.nan
     more = {"vs_torch_copy": torch_copy_s / t} if torch_copy_s else {}
-    write(bench.make_row(name, t, nbytes, copy_s, **tag, **more, **extra))
+    write(gpu_rows.make_row(name, t, nbytes, copy_s, **tag, **more, **extra))
     return t
 
 
-def _error_row(name, e, tag, **extra):
+def error_row(name, e, tag, **extra):
     """The row of a variant (or a setup) that raised: NaN seconds and the error, so the check goes on."""
     return {"name": name, "seconds": math.nan, "error": f"{type(e).__name__}: {e}"[:500], **tag, **extra}
 
 
-def _grads(shape, dtype):
+def preallocated_grads(shape, dtype):
     """Preallocated (da, db, dh0) for a (B, T, C) scan."""
     return (cuda.device_array(shape, dtype=dtype), cuda.device_array(shape, dtype=dtype),
             cuda.device_array((shape[0], shape[2]), dtype=dtype))
@@ -121,14 +122,14 @@ def _grads(shape, dtype):
 def _scan_copies(write, n, item, timer, copy, tag):
     """The forward's and backward's bytes for n elements and same-run copies of as many bytes, written as rows;
     returns (forward bytes, backward bytes, forward copy seconds, backward copy seconds)."""
-    fwd_b, bwd_b = bench.scan_bytes("forward", n, item), bench.scan_bytes("backward", n, item)
+    fwd_b, bwd_b = gpu_rows.scan_bytes("forward", n, item), gpu_rows.scan_bytes("backward", n, item)
     copy_f, copy_b = copy(fwd_b, timer), copy(bwd_b, timer)
-    write(bench.make_row("copy (same bytes as forward)", copy_f, fwd_b, copy_f, **tag))
-    write(bench.make_row("copy (same bytes as backward)", copy_b, bwd_b, copy_b, **tag))
+    write(gpu_rows.make_row("copy (same bytes as forward)", copy_f, fwd_b, copy_f, **tag))
+    write(gpu_rows.make_row("copy (same bytes as backward)", copy_b, bwd_b, copy_b, **tag))
     return fwd_b, bwd_b, copy_f, copy_b
 
 
-def _arrays(shape, dtype, rng):
+def arrays(shape, dtype, rng):
     n = int(np.prod(shape))
     a = (0.5 + 0.5 * rng.random(n, dtype=np.float32)).astype(dtype).reshape(shape)
     b = rng.standard_normal(n, dtype=np.float32).astype(dtype).reshape(shape)
@@ -136,31 +137,31 @@ def _arrays(shape, dtype, rng):
 
 
 def scan_check(out_dir, tiny=False, dtype=np.float32):
-    timer, copy = _timers(tiny)
-    write = _Writer(os.path.join(out_dir, "scan_rows.jsonl"))
-    torch = None if numba.config.ENABLE_CUDASIM else bench._torch()
-    ttimer = bench._torch_timer(torch, REPEATS) if torch is not None else None
+    timer, copy = timers(tiny)
+    write = Writer(os.path.join(out_dir, "scan_rows.jsonl"))
+    torch = None if numba.config.ENABLE_CUDASIM else gpu.cuda_torch()
+    ttimer = gpu.torch_timer(torch, REPEATS) if torch is not None else None
     rng = np.random.default_rng(0)
     item = np.dtype(dtype).itemsize
     for regime, shape in TINY_SCAN_CASES if tiny else SCAN_CASES:
         _log(f"scan {regime} {shape}")
         tag = {"regime": regime, "shape": list(shape), "dtype": np.dtype(dtype).name}
         try:
-            a_h, b_h = _arrays(shape, dtype, rng)
+            a_h, b_h = arrays(shape, dtype, rng)
             a, b = cuda.to_device(a_h), cuda.to_device(b_h)
             dh = cuda.to_device(rng.standard_normal(a_h.size, dtype=np.float32).astype(dtype).reshape(shape))
             h = cs.linear_scan(a, b, None, "blelloch")
-            outs = {"h": cuda.device_array(shape, dtype=dtype), "grads": _grads(shape, dtype)}
+            outs = {"h": cuda.device_array(shape, dtype=dtype), "grads": preallocated_grads(shape, dtype)}
         except Exception as e:  # noqa: BLE001
-            write(_error_row("setup", e, tag))
+            write(error_row("setup", e, tag))
             continue
         n = a_h.size
         fwd_b, bwd_b, copy_f, copy_b = _scan_copies(write, n, item, timer, copy, tag)
         if torch is not None:
             tdt = getattr(torch, np.dtype(dtype).name)
             flat = torch.randn(n, device="cuda", dtype=tdt)
-            cs_b = bench.scan_bytes("torch_cumsum", n, item)
-            _timed(write, "torch.cumsum (1-D, same n)", lambda: torch.cumsum(flat, 0), ttimer, cs_b,
+            cs_b = gpu_rows.scan_bytes("torch_cumsum", n, item)
+            timed(write, "torch.cumsum (1-D, same n)", lambda: torch.cumsum(flat, 0), ttimer, cs_b,
                    copy(cs_b, timer), tag)
             del flat
             log_a = torch.log(torch.as_tensor(a_h, device="cuda"))
@@ -169,25 +170,25 @@ def scan_check(out_dir, tiny=False, dtype=np.float32):
             def heinsen():
                 a_star = torch.cumsum(log_a, dim=1)
                 return a_star + torch.logcumsumexp(log_b - a_star, dim=1)
-            _timed(write, "torch Heinsen log scan", heinsen, ttimer, fwd_b, copy_f, tag)
+            timed(write, "torch Heinsen log scan", heinsen, ttimer, fwd_b, copy_f, tag)
             del log_a, log_b
         ws = cs.Workspace()
         many = regime == "many channels"
         for label, method, kw in VERSIONS:
             kw = dict(kw, block=8) if tiny else kw   # the simulator runs one Python thread per CUDA thread
-            _timed(write, f"{label} forward", lambda: cs.linear_scan(a, b, None, method, **kw), timer, fwd_b, copy_f,
+            timed(write, f"{label} forward", lambda: cs.linear_scan(a, b, None, method, **kw), timer, fwd_b, copy_f,
                    tag, method=method, **kw)
             v1_ks = PREFETCH if many else (cs.DEFAULT_PREFETCH_FORWARD,)   # every v1 row names its K
             for K in (v1_ks if method == "sequential" else (None,)):
                 kk = dict(kw, prefetch=K) if K is not None else kw
-                _timed(write, f"{label} forward (preallocated)" + (f" K={K}" if K else ""),
+                timed(write, f"{label} forward (preallocated)" + (f" K={K}" if K else ""),
                        lambda: cs.linear_scan(a, b, None, method, out=outs["h"], workspace=ws, **kk), timer, fwd_b,
                        copy_f, tag, method=method, **kk)
             if method == "chunked" or (method == "sequential" and not many):
                 continue  # backward rows: v1 (K = 1, 4, 8) where it is the fast version, v2 everywhere
             for K in (BACKWARD_PREFETCH if method == "sequential" else (None,)):
                 kk = dict(kw, prefetch=K) if K is not None else kw
-                _timed(write, f"{label} backward (preallocated)" + (f" K={K}" if K else ""),
+                timed(write, f"{label} backward (preallocated)" + (f" K={K}" if K else ""),
                        lambda: cs.linear_scan_backward(a, h, dh, None, method, out=outs["grads"], workspace=ws, **kk),
                        timer, bwd_b, copy_b, tag, method=method, **kk)
         del a, b, dh, h, outs, ws
@@ -197,8 +198,8 @@ def scan_check(out_dir, tiny=False, dtype=np.float32):
 def v1_check(out_dir, tiny=False, dtype=np.float32):
     """v1 at the many-channel shapes into preallocated outputs: forward at K = 1 and the default K, backward at
     K = ``BACKWARD_PREFETCH``, beside a copy of the same bytes; plus the allocating default call."""
-    timer, copy = _timers(tiny)
-    write = _Writer(os.path.join(out_dir, "v1_rows.jsonl"))
+    timer, copy = timers(tiny)
+    write = Writer(os.path.join(out_dir, "v1_rows.jsonl"))
     rng = np.random.default_rng(0)
     item = np.dtype(dtype).itemsize
     cases = [c for c in (TINY_SCAN_CASES if tiny else SCAN_CASES) if c[0] == "many channels"]
@@ -206,26 +207,26 @@ def v1_check(out_dir, tiny=False, dtype=np.float32):
         _log(f"v1 {regime} {shape}")
         tag = {"regime": regime, "shape": list(shape), "dtype": np.dtype(dtype).name}
         try:
-            a_h, b_h = _arrays(shape, dtype, rng)
+            a_h, b_h = arrays(shape, dtype, rng)
             a, b = cuda.to_device(a_h), cuda.to_device(b_h)
             dh = cuda.to_device(b_h[:, ::-1].copy())
             h = cs.linear_scan(a, b, None, "sequential", prefetch=1)
             out_h = cuda.device_array(shape, dtype=dtype)
-            grads = _grads(shape, dtype)
+            grads = preallocated_grads(shape, dtype)
         except Exception as e:  # noqa: BLE001
-            write(_error_row("setup", e, tag))
+            write(error_row("setup", e, tag))
             continue
         n = a_h.size
         fwd_b, bwd_b, copy_f, copy_b = _scan_copies(write, n, item, timer, copy, tag)
         ws = cs.Workspace()
-        _timed(write, "v1 loop forward", lambda: cs.linear_scan(a, b, None, "sequential"), timer, fwd_b, copy_f,
+        timed(write, "v1 loop forward", lambda: cs.linear_scan(a, b, None, "sequential"), timer, fwd_b, copy_f,
                tag, method="sequential", prefetch=cs.DEFAULT_PREFETCH_FORWARD)
         for K in sorted({1, cs.DEFAULT_PREFETCH_FORWARD}):
-            _timed(write, f"v1 loop forward (preallocated) K={K}",
+            timed(write, f"v1 loop forward (preallocated) K={K}",
                    lambda: cs.linear_scan(a, b, None, "sequential", prefetch=K, out=out_h, workspace=ws), timer,
                    fwd_b, copy_f, tag, method="sequential", prefetch=K)
         for K in BACKWARD_PREFETCH:
-            _timed(write, f"v1 loop backward (preallocated) K={K}",
+            timed(write, f"v1 loop backward (preallocated) K={K}",
                    lambda: cs.linear_scan_backward(a, h, dh, None, "sequential", prefetch=K, out=grads, workspace=ws),
                    timer, bwd_b, copy_b, tag, method="sequential", prefetch=K)
         del a, b, dh, h, out_h, grads, ws
@@ -234,7 +235,7 @@ def v1_check(out_dir, tiny=False, dtype=np.float32):
 
 def v1_tables(out_dir):
     """v1's rows (``v1_check``) as fraction of copy, K across, one line per shape and direction."""
-    rows = _read(os.path.join(out_dir, "v1_rows.jsonl"))
+    rows = read(os.path.join(out_dir, "v1_rows.jsonl"))
     by = {}
     for r in rows:
         by.setdefault(tuple(r.get("shape", ())), {})[r["name"]] = r
@@ -245,8 +246,8 @@ def v1_tables(out_dir):
              "|---" * (len(Ks) + 3) + "|"]
     for shape, d in by.items():
         for kind in ("forward", "backward"):
-            cells = [_fmt(d.get(f"v1 loop {kind} (preallocated) K={K}", {}).get("vs_copy")) for K in Ks]
-            alloc = _fmt(d.get("v1 loop forward", {}).get("vs_copy")) if kind == "forward" else "-"
+            cells = [fmt(d.get(f"v1 loop {kind} (preallocated) K={K}", {}).get("vs_copy")) for K in Ks]
+            alloc = fmt(d.get("v1 loop forward", {}).get("vs_copy")) if kind == "forward" else "-"
             lines.append(f"| {shape} | {kind} | " + " | ".join(cells) + f" | {alloc} |")
     errors = [r for r in rows if "error" in r]
     lines.append(f"\n{len(errors)} failed variant(s)" + "".join(f"\n  {r.get('shape')} {r['name']}: {r['error']}"
@@ -257,35 +258,35 @@ def v1_tables(out_dir):
 
 
 def window_check(out_dir, tiny=False, dtype=np.float32):
-    timer, copy = _timers(tiny)
-    write = _Writer(os.path.join(out_dir, "window_rows.jsonl"))
+    timer, copy = timers(tiny)
+    write = Writer(os.path.join(out_dir, "window_rows.jsonl"))
     rng = np.random.default_rng(0)
     for (B, T, f, w, s) in TINY_WINDOW_CASES if tiny else WINDOW_CASES:
         _log(f"window {(B, T, f, w, s)}")
         tag = {"regime": f"f={f} w={w} s={s}", "shape": [B, T, f], "dtype": np.dtype(dtype).name}
-        args, T_out = bench.window_problem(rng, B, T, f, w, s, dtype)
-        nb = bench.window_bytes(B, T, f, w, s, np.dtype(dtype).itemsize)
+        args, T_out = gpu.window_problem(rng, B, T, f, w, s, dtype)
+        nb = gpu_rows.window_bytes(B, T, f, w, s, np.dtype(dtype).itemsize)
         copy_t = copy(nb, timer)
-        write(bench.make_row("copy (same bytes)", copy_t, nb, copy_t, **tag))
+        write(gpu_rows.make_row("copy (same bytes)", copy_t, nb, copy_t, **tag))
         sb = {"scan_block": 8} if tiny else {}   # the scan over segment totals, small in the simulator
         ws = cs.Workspace()
         o = cuda.device_array((B, T_out, f), dtype=dtype)
-        g = bench.window_grads(args)
+        g = gpu.window_grads(args)
         n_seg = cw.plan_segments(B, T_out, f)[0]
-        t_f = _timed(write, "forward v3", lambda: cw.gril_forward(*args, version=3, **sb), timer, nb, copy_t, tag,
+        t_f = timed(write, "forward v3", lambda: cw.gril_forward(*args, version=3, **sb), timer, nb, copy_t, tag,
                      segments=n_seg)
-        t_fp = _timed(write, "forward v3 (preallocated)", lambda: cw.gril_forward(*args, version=3, out=o, workspace=ws,
+        t_fp = timed(write, "forward v3 (preallocated)", lambda: cw.gril_forward(*args, version=3, out=o, workspace=ws,
                                                                                    **sb),
                       timer, nb, copy_t, tag, segments=n_seg)
         try:
             _, Z = cw.gril_forward(*args, version=3, return_Z=True, **sb)
             do = cuda.to_device(rng.standard_normal((B, T_out, f)).astype(dtype))
         except Exception as e:  # noqa: BLE001
-            write(_error_row("forward v3 with Z", e, tag))
+            write(error_row("forward v3 with Z", e, tag))
             continue
-        t_b = _timed(write, "fused backward v2", lambda: cw.gril_backward(*args, Z, do, version=2, **sb), timer, nb,
+        t_b = timed(write, "fused backward v2", lambda: cw.gril_backward(*args, Z, do, version=2, **sb), timer, nb,
                      copy_t, tag, segments=n_seg)
-        t_bp = _timed(write, "fused backward v2 (preallocated)",
+        t_bp = timed(write, "fused backward v2 (preallocated)",
                       lambda: cw.gril_backward(*args, Z, do, version=2, out=g, workspace=ws, **sb), timer, nb, copy_t,
                       tag, segments=n_seg)
         write({"name": "backward / forward", "seconds": math.nan, "allocating": t_b / t_f,
@@ -294,18 +295,18 @@ def window_check(out_dir, tiny=False, dtype=np.float32):
     _log("window done")
 
 
-def _read(path):
+def read(path):
     if not os.path.exists(path):
         return []
     with open(path) as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def _fmt(v, digits=3):
+def fmt(v, digits=3):
     return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{digits}f}"
 
 
-def _by(rows):
+def by_shape(rows):
     """Scan rows by shape, then by name: {(B, T, C): {name: row}}."""
     by = {}
     for r in rows:
@@ -313,7 +314,7 @@ def _by(rows):
     return by
 
 
-def _window_cases(wrows):
+def window_cases(wrows):
     """Window rows by case, then by name: {((B, T, f), regime): {name: row}}."""
     wby = {}
     for r in wrows:
@@ -321,7 +322,7 @@ def _window_cases(wrows):
     return wby
 
 
-def _finish(lines, errors):
+def finish(lines, errors):
     """The table's last line (the failed variants and their errors), printed; returns the whole text."""
     lines.append(f"\n{len(errors)} failed variant(s)" + "".join(f"\n  {r.get('shape')} {r['name']}: {r['error']}"
                                                                for r in errors))
@@ -330,8 +331,8 @@ def _finish(lines, errors):
     return text
 
 
-def _main(argv, doc, commands):
-    """``python -m cuda_kernels.MODULE COMMAND OUT [--tiny]``: runs commands[COMMAND](OUT, tiny) and returns 0,
+def run_command(argv, doc, commands):
+    """``python -m minimal.bench.MODULE COMMAND OUT [--tiny]``: runs commands[COMMAND](OUT, tiny) and returns 0,
     or prints doc and returns 2 when the words are off."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or argv[0] not in commands:
@@ -344,12 +345,12 @@ def _main(argv, doc, commands):
 def tables(out_dir):
     """The issue's table (fraction of copy, forward), allocating and preallocated; the K sweep; the backward;
     the window."""
-    rows = _read(os.path.join(out_dir, "scan_rows.jsonl"))
-    by = _by(rows)
+    rows = read(os.path.join(out_dir, "scan_rows.jsonl"))
+    by = by_shape(rows)
     cols = [label for label, _, _ in VERSIONS]
 
     def frac(d, name):
-        return _fmt(d.get(name, {}).get("vs_copy"))
+        return fmt(d.get(name, {}).get("vs_copy"))
 
     lines = []
     for suffix in ("", " (preallocated)"):
@@ -376,20 +377,20 @@ def tables(out_dir):
         if cells:
             lines.append(f"  {shape}: " + ", ".join(cells))
     errors = [r for r in rows if "error" in r]
-    wrows = _read(os.path.join(out_dir, "window_rows.jsonl"))
+    wrows = read(os.path.join(out_dir, "window_rows.jsonl"))
     lines.append("\nwindow (GRIL), fraction of copy; backward / forward:")
     lines.append("| case | forward v3 | forward v3 prealloc | backward/forward | backward/forward prealloc |")
     lines.append("|---|---|---|---|---|")
-    for (shape, regime), d in _window_cases(wrows).items():
+    for (shape, regime), d in window_cases(wrows).items():
         ratio = d.get("backward / forward", {})
         lines.append(f"| {shape} {regime} | {frac(d, 'forward v3')} | {frac(d, 'forward v3 (preallocated)')} | "
-                     f"{_fmt(ratio.get('allocating'), 2)} | {_fmt(ratio.get('preallocated'), 2)} |")
+                     f"{fmt(ratio.get('allocating'), 2)} | {fmt(ratio.get('preallocated'), 2)} |")
     errors += [r for r in wrows if "error" in r]
-    return _finish(lines, errors)
+    return finish(lines, errors)
 
 
 def main(argv=None):
-    return _main(argv, __doc__, {"scan": scan_check, "window": window_check, "table": lambda out, _: tables(out),
+    return run_command(argv, __doc__, {"scan": scan_check, "window": window_check, "table": lambda out, _: tables(out),
                                  "v1": v1_check, "v1table": lambda out, _: v1_tables(out)})
 
 

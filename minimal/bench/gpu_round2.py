@@ -1,14 +1,14 @@
 """GPU round 2 (issue 35): the rows of the issue's table measured again in one run, v4 (``lookback.py``) beside
 the earlier versions, and where the window kernel's time goes. Run by ``bench/gpu_round2.sh``:
 
-    python -m cuda_kernels.gpu_round2 scan OUT [--tiny]     # OUT/scan_rows.jsonl, one row per line, as measured
-    python -m cuda_kernels.gpu_round2 window OUT [--tiny]   # OUT/window_rows.jsonl (rows and per-kernel phases)
-    python -m cuda_kernels.gpu_round2 table OUT             # prints the issue's table from those files
+    python -m minimal.bench.gpu_round2 scan OUT [--tiny]     # OUT/scan_rows.jsonl, one row per line, as measured
+    python -m minimal.bench.gpu_round2 window OUT [--tiny]   # OUT/window_rows.jsonl (rows and per-kernel phases)
+    python -m minimal.bench.gpu_round2 table OUT             # prints the issue's table from those files
 
 Every time is the best of ``REPEATS`` after a warm-up, with CUDA events around the host call (so a call's
 launch overhead counts, as a caller sees it), float32, outputs preallocated and temporaries from a reused
 ``scan.Workspace``. Anchors in the same run: a device-to-device copy of the same bytes by numba
-(``bench._copy_seconds``, the anchor of the committed H200 rows: ``vs_copy``) and by torch (``vs_torch_copy``:
+(``gpu.copy_seconds``, the anchor of the committed H200 rows: ``vs_copy``) and by torch (``vs_torch_copy``:
 ``dst.copy_(src)``), torch.cumsum (1-D, same n) and torch's Heinsen log scan; ``launch floor``: an empty
 numba kernel timed the same way, the host's cost of one launch, which bounds the small shapes.
 
@@ -28,12 +28,13 @@ import numba
 import numpy as np
 from numba import cuda
 
-from . import bench
-from . import lookback
-from . import scan as cs
-from . import window as cw
-from .gpu_check import (_arrays, _by, _error_row, _finish, _fmt, _grads, _main, _read, _timed, _timers,
-                        _window_cases, _Writer)
+from cuda_kernels import lookback
+from cuda_kernels import scan as cs
+from cuda_kernels import window as cw
+
+from . import gpu, gpu_rows
+from .gpu_check import (Writer, arrays, by_shape, error_row, finish, fmt, preallocated_grads, read, run_command, timed,
+                        timers, window_cases)
 
 REPEATS = 7
 MANY = (8, 4096, 8192)
@@ -60,7 +61,7 @@ def _tag(shape, **extra):
 def _time_row(write, name, fn, timer, nbytes, copies, tag, **extra):
     """Time fn and write its row: vs_copy (numba copy), vs_torch_copy; an error row if it raises. copies: (numba
     copy seconds, torch copy seconds or None)."""
-    return _timed(write, name, fn, timer, nbytes, copies[0], tag, torch_copy_s=copies[1], **extra)
+    return timed(write, name, fn, timer, nbytes, copies[0], tag, torch_copy_s=copies[1], **extra)
 
 
 @cuda.jit
@@ -76,10 +77,10 @@ def _torch_copy(torch, ttimer, nbytes):
 
 
 def scan_round(out_dir, tiny=False):
-    timer, copy = _timers(tiny)
-    write = _Writer(os.path.join(out_dir, "scan_rows.jsonl"))
-    torch = None if numba.config.ENABLE_CUDASIM else bench._torch()
-    ttimer = bench._torch_timer(torch, REPEATS) if torch is not None else None
+    timer, copy = timers(tiny)
+    write = Writer(os.path.join(out_dir, "scan_rows.jsonl"))
+    torch = None if numba.config.ENABLE_CUDASIM else gpu.cuda_torch()
+    ttimer = gpu.torch_timer(torch, REPEATS) if torch is not None else None
     dummy = cuda.device_array(1, dtype=np.float32)
     t = timer(lambda: _empty_kernel[1, 32](dummy))
     write({"name": "launch floor (empty numba kernel)", "seconds": t})
@@ -88,26 +89,26 @@ def scan_round(out_dir, tiny=False):
         _log(f"scan {shape}")
         tag = _tag(shape)
         try:
-            a_h, b_h = _arrays(shape, np.float32, rng)
+            a_h, b_h = arrays(shape, np.float32, rng)
             a, b = cuda.to_device(a_h), cuda.to_device(b_h)
             dh = cuda.to_device(rng.standard_normal(a_h.size, dtype=np.float32).reshape(shape))
             h = cs.linear_scan(a, b, None, "blelloch")
             out_h = cuda.device_array(shape, dtype=np.float32)
-            grads = _grads(shape, np.float32)
+            grads = preallocated_grads(shape, np.float32)
         except Exception as e:  # noqa: BLE001
-            write(_error_row("setup", e, tag))
+            write(error_row("setup", e, tag))
             continue
         n = a_h.size
-        fwd_b, bwd_b = bench.scan_bytes("forward", n, 4), bench.scan_bytes("backward", n, 4)
+        fwd_b, bwd_b = gpu_rows.scan_bytes("forward", n, 4), gpu_rows.scan_bytes("backward", n, 4)
         cf, cb = copy(fwd_b, timer), copy(bwd_b, timer)
         tf = _torch_copy(torch, ttimer, fwd_b) if torch is not None else None
         tb = _torch_copy(torch, ttimer, bwd_b) if torch is not None else None
-        write(bench.make_row("copy (same bytes as forward)", cf, fwd_b, cf, torch_copy_seconds=tf, **tag))
-        write(bench.make_row("copy (same bytes as backward)", cb, bwd_b, cb, torch_copy_seconds=tb, **tag))
+        write(gpu_rows.make_row("copy (same bytes as forward)", cf, fwd_b, cf, torch_copy_seconds=tf, **tag))
+        write(gpu_rows.make_row("copy (same bytes as backward)", cb, bwd_b, cb, torch_copy_seconds=tb, **tag))
         CF, CB = (cf, tf), (cb, tb)
         if torch is not None:
             flat = torch.randn(n, device="cuda", dtype=torch.float32)
-            cs_b = bench.scan_bytes("torch_cumsum", n, 4)
+            cs_b = gpu_rows.scan_bytes("torch_cumsum", n, 4)
             _time_row(write, "torch.cumsum (1-D, same n)", lambda: torch.cumsum(flat, 0), ttimer, cs_b,
                       (copy(cs_b, timer), _torch_copy(torch, ttimer, cs_b)), tag)
             del flat
@@ -179,7 +180,7 @@ def scan_round(out_dir, tiny=False):
                        "forward": float(np.max(np.abs(got - ref_h)) / max(1.0, np.max(np.abs(ref_h)))),
                        "backward_da": float(np.max(np.abs(got_g - ref_g)) / max(1.0, np.max(np.abs(ref_g)))), **tag})
             except Exception as e:  # noqa: BLE001
-                write(_error_row("v4 vs v2 check", e, tag))
+                write(error_row("v4 vs v2 check", e, tag))
         del a, b, dh, h, out_h, grads, ws
     _log("scan done")
 
@@ -232,30 +233,30 @@ def _phase_rows(write, calls, tag):
                    "kernels": [{"kernel": k, "grid": gd, "block": bd, "ms": ms} for k, gd, bd, ms in phases],
                    "kernels_ms": sum(p[3] for p in phases), **tag})
         except Exception as e:  # noqa: BLE001
-            write(_error_row(f"phases: {name}", e, tag))
+            write(error_row(f"phases: {name}", e, tag))
 
 
 def window_round(out_dir, tiny=False):
-    timer, copy = _timers(tiny)
-    write = _Writer(os.path.join(out_dir, "window_rows.jsonl"))
+    timer, copy = timers(tiny)
+    write = Writer(os.path.join(out_dir, "window_rows.jsonl"))
     rng = np.random.default_rng(0)
     for (B, T, f, w, s) in TINY_WINDOW_CASES if tiny else WINDOW_CASES:
         _log(f"window {(B, T, f, w, s)}")
         tag = {"regime": f"f={f} w={w} s={s}", "shape": [B, T, f], "dtype": "float32"}
         try:
-            args, T_out = bench.window_problem(rng, B, T, f, w, s, np.float32)
-            nb = bench.window_bytes(B, T, f, w, s, 4)
+            args, T_out = gpu.window_problem(rng, B, T, f, w, s, np.float32)
+            nb = gpu_rows.window_bytes(B, T, f, w, s, 4)
             copy_t = copy(nb, timer)
-            write(bench.make_row("copy (same bytes)", copy_t, nb, copy_t, **tag))
+            write(gpu_rows.make_row("copy (same bytes)", copy_t, nb, copy_t, **tag))
             sb = {"scan_block": 8} if tiny else {}
             ws = cs.Workspace()
             o = cuda.device_array((B, T_out, f), dtype=np.float32)
-            g = bench.window_grads(args)
+            g = gpu.window_grads(args)
             n_seg = cw.plan_segments(B, T_out, f)[0]
             _, Z = cw.gril_forward(*args, version=3, return_Z=True, **sb)
             do = cuda.to_device(rng.standard_normal((B, T_out, f)).astype(np.float32))
         except Exception as e:  # noqa: BLE001
-            write(_error_row("setup", e, tag))
+            write(error_row("setup", e, tag))
             continue
         # flops: per window and entry of Z, U = C Q C^T costs about 2 w (w + 1) flops (C Q once per row, then a
         # dot with C's row), the update 2, the readout Z C q 2 (w + 1) per entry: the forward's arithmetic
@@ -290,15 +291,15 @@ def _best(d, prefix):
 
 
 def tables(out_dir):
-    rows = _read(os.path.join(out_dir, "scan_rows.jsonl"))
-    by = _by(rows)
+    rows = read(os.path.join(out_dir, "scan_rows.jsonl"))
+    by = by_shape(rows)
     lines = ["issue 35's table, float32, preallocated outputs; fractions of a same-run copy of the same bytes "
              "(numba copy | torch copy)", "| case | ours | anchor in the same run | goal | met |", "|---|---|---|---|---|"]
 
     def frac(r):
         if r is None:
             return "-"
-        return f"{_fmt(r.get('vs_copy'))} | {_fmt(r.get('vs_torch_copy'))}"
+        return f"{fmt(r.get('vs_copy'))} | {fmt(r.get('vs_torch_copy'))}"
 
     def us(r):
         return "-" if r is None else f"{r['seconds'] * 1e6:.1f} us"
@@ -353,29 +354,29 @@ def tables(out_dir):
             elif n.startswith("v4 vs v2"):
                 lines.append(f"  {shape} {n}: forward {r.get('forward', math.nan):.2e}, "
                              f"backward da {r.get('backward_da', math.nan):.2e}")
-    wrows = _read(os.path.join(out_dir, "window_rows.jsonl"))
+    wrows = read(os.path.join(out_dir, "window_rows.jsonl"))
     lines.append("\nwindow (GRIL), float32, preallocated: forward fraction of copy (goal >= 0.3), backward / forward "
                  "(goal <= 3), forward GFLOP/s")
     lines.append("| case | forward v3 | backward / forward | forward GFLOP/s | met |")
     lines.append("|---|---|---|---|---|")
-    for (shape, regime), d in _window_cases(wrows).items():
+    for (shape, regime), d in window_cases(wrows).items():
         fr = d.get("forward v3 (preallocated)", {})
         ratio = d.get("backward / forward", {}).get("preallocated")
         gf = fr.get("flops", math.nan) / fr["seconds"] / 1e9 if fr.get("seconds") else math.nan
         ok = (fr.get("vs_copy") or 0) >= 0.3 and ratio is not None and ratio <= 3
-        lines.append(f"| {shape} {regime} | {_fmt(fr.get('vs_copy'))} ({fr.get('seconds', math.nan) * 1e3:.3f} ms) | "
-                     f"{_fmt(ratio, 2)} | {gf:.0f} | {'yes' if ok else 'no'} |")
+        lines.append(f"| {shape} {regime} | {fmt(fr.get('vs_copy'))} ({fr.get('seconds', math.nan) * 1e3:.3f} ms) | "
+                     f"{fmt(ratio, 2)} | {gf:.0f} | {'yes' if ok else 'no'} |")
         for n, r in d.items():
             if n.startswith("forward v3 (preallocated) segments="):
-                lines.append(f"  {n}: {_fmt(r.get('vs_copy'))} ({r['seconds'] * 1e3:.3f} ms)")
+                lines.append(f"  {n}: {fmt(r.get('vs_copy'))} ({r['seconds'] * 1e3:.3f} ms)")
             if n.startswith("phases:"):
                 ks = ", ".join(f"{k['kernel']} {k['grid']}x{k['block']} {k['ms']:.3f}" for k in r["kernels"])
                 lines.append(f"  {n}: total {r['total_ms']:.3f} ms, kernels {r['kernels_ms']:.3f} ms: {ks}")
-    return _finish(lines, [r for r in rows + wrows if "error" in r])
+    return finish(lines, [r for r in rows + wrows if "error" in r])
 
 
 def main(argv=None):
-    return _main(argv, __doc__, {"scan": scan_round, "window": window_round, "table": lambda out, _: tables(out)})
+    return run_command(argv, __doc__, {"scan": scan_round, "window": window_round, "table": lambda out, _: tables(out)})
 
 
 if __name__ == "__main__":
