@@ -2,14 +2,14 @@
 ``lookback.py``), and the ``kernel`` decorator every kernel of this package is compiled with.
 
     kernel(threads)                 ``cuda.jit`` with launch bounds: a kernel launched with <= threads threads
-    _combine_linear, _combine_log   the scan operator on pairs, linear and log space (``scan.py``'s docstring)
-    _pad                            shared-memory index with one spare word every 32 banks (GPU Gems 3, Eq. 39-3)
-    _pair_loader(dtype, op, reverse)  the load of scan position s (forward, or the backward's shifted pair)
-    _grads_writer(dtype)            the backward's store of dL/da, dL/db, dL/dh0 from the adjoint g
-    _start_state(dtype, op, reverse)  the state entering the sequence: h0, or the identity's b (v3, v4)
-    _warp_scanner(dtype, op, CW, P, shuffle)  the Hillis-Steele scan of a lane's time-threads in a warp (v3, v4)
-    _chunk_scratch(dtype, NT, K, shuffle)      the registers and shared arrays of a chunk's scan (v3, v4)
-    _zero_int32(x)                  zeroes an int32 device array on the device (the look-back flags, v3, v4)
+    combine_linear, combine_log     the scan operator on pairs, linear and log space (``scan.py``'s docstring)
+    pad                             shared-memory index with one spare word every 32 banks (GPU Gems 3, Eq. 39-3)
+    pair_loader(dtype, op, reverse)  the load of scan position s (forward, or the backward's shifted pair)
+    grads_writer(dtype)             the backward's store of dL/da, dL/db, dL/dh0 from the adjoint g
+    make_start_state(dtype, op, reverse)  the state entering the sequence: h0, or the identity's b (v3, v4)
+    warp_scanner(dtype, op, CW, P, shuffle)  the Hillis-Steele scan of a lane's time-threads in a warp (v3, v4)
+    chunk_scratch(dtype, NT, K, shuffle)     the registers and shared arrays of a chunk's scan (v3, v4)
+    zero_int32(x)                   zeroes an int32 device array on the device (the look-back flags, v3, v4)
 
 Imports numpy and numba only: ``scan.py`` and ``chunked.py`` import this module, and it imports neither.
 """
@@ -25,7 +25,7 @@ from numba import cuda, float32, float64
 LOG_NUM_BANKS = 5            # 32 shared-memory banks
 REGISTERS_PER_BLOCK = 65536  # 32-bit registers one block may use (compute capability 5.0 - 9.0)
 FULL_MASK = 0xFFFFFFFF       # every lane of a warp takes part in a shuffle
-_NB_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
+NB_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 
 
 def kernel(threads):
@@ -43,13 +43,13 @@ def kernel(threads):
 
 
 @cuda.jit(device=True, inline=True)
-def _pad(n):
+def pad(n):
     """Shared-memory index of the n-th element with one spare word every 32 (GPU Gems 3, Eq. 39-3)."""
     return n + (n >> LOG_NUM_BANKS)
 
 
 @cuda.jit(device=True, inline=True)
-def _combine_linear(a1, b1, a2, b2):
+def combine_linear(a1, b1, a2, b2):
     return a1 * a2, a2 * b1 + b2
 
 
@@ -62,17 +62,17 @@ def _logaddexp(x, y):
 
 
 @cuda.jit(device=True, inline=True)
-def _combine_log(a1, b1, a2, b2):
+def combine_log(a1, b1, a2, b2):
     return a1 + a2, _logaddexp(a2 + b1, b2)
 
 
 @lru_cache(maxsize=None)
-def _pair_loader(dtype, op, reverse):
+def pair_loader(dtype, op, reverse):
     """The load of scan position s, shared by v2 and v3: a device function giving the pair x_s of channel c
     from (B, T, C) arrays x1, x2. Forward: (a_s, b_s). Backward (``reverse``): (a_{t+1}, dh_t) at
     t = T-1-s. Positions past T and channels past C give the operator's identity (1, 0), or (0, -inf) in log
     space."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
     ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
 
     @cuda.jit(device=True, inline=True)
@@ -89,11 +89,11 @@ def _pair_loader(dtype, op, reverse):
 
 
 @lru_cache(maxsize=None)
-def _grads_writer(dtype):
+def grads_writer(dtype):
     """The backward's store, shared by v2 and v3: a device function that writes, for the adjoint g_t at
     (bb, t, c), dL/db_t = g_t, dL/da_t = g_t h_{t-1} (h_{-1} = h0, or 0 without one) and, at t = 0,
     dL/dh0 = a_0 g_0. Arrays a, h, da, db: (B, T, C); h0, dh0: (B, C)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
 
     @cuda.jit(device=True, inline=True)
     def write_grads(a, h, h0, has_h0, da, db, dh0, bb, t, c, g):
@@ -112,10 +112,10 @@ def _grads_writer(dtype):
 
 
 @lru_cache(maxsize=None)
-def _start_state(dtype, op, reverse):
+def make_start_state(dtype, op, reverse):
     """The state entering the sequence, shared by v3 and v4: a device function giving h0[bb, c] (forward, when
     given) or the identity's b (h = 0, g = 0; -inf in log space) for channel c of C."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
     ID_B = 0.0 if op == "linear" else -math.inf
 
     @cuda.jit(device=True, inline=True)
@@ -128,15 +128,15 @@ def _start_state(dtype, op, reverse):
 
 
 @lru_cache(maxsize=None)
-def _warp_scanner(dtype, op, CW, P, shuffle):
+def warp_scanner(dtype, op, CW, P, shuffle):
     """The warp step of v3 and v4: a device function ``warp_scan(A, H, tid, tyw, hs_a, hs_b)`` giving the
     inclusive (A, H) and exclusive (ea, eb) prefix of the thread's pair among the P time-threads of its lane in
     its warp (tyw: the thread's time-thread index in the warp; lanes are CW apart). Hillis-Steele, log2 P
     steps: ``cuda.shfl_up_sync`` (``shuffle``, real hardware) or the same steps through the shared arrays
     hs_a, hs_b of NT words with block barriers (the simulator has no shuffles). Every thread of the block must
     call it (barriers and full-mask shuffles)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    combine = _combine_linear if op == "linear" else _combine_log
+    nbdt = NB_TYPES[np.dtype(dtype)]
+    combine = combine_linear if op == "linear" else combine_log
     ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
 
     @cuda.jit(device=True, inline=True)
@@ -188,12 +188,12 @@ def _warp_scanner(dtype, op, CW, P, shuffle):
 
 
 @lru_cache(maxsize=None)
-def _chunk_scratch(dtype, NT, K, shuffle):
+def chunk_scratch(dtype, NT, K, shuffle):
     """The arrays of v3's and v4's chunk scan, as a device function ``scratch()`` to call from a kernel (inlined,
     so each kernel gets its own): the thread's K pairs ra, rb (registers), the warp scan's hs_a, hs_b (shared,
     NT words; one word with shuffles, which need none) and the warp totals wa, wb (shared, NT words). Returns
     (ra, rb, hs_a, hs_b, wa, wb)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
     HS = 1 if shuffle else NT
 
     @cuda.jit(device=True, inline=True)
@@ -216,7 +216,7 @@ def _zero_int32_kernel(x):
         x[i] = 0
 
 
-def _zero_int32(x):
+def zero_int32(x):
     """Zero the int32 device array x on the device (no host copy); returns x."""
     n = int(np.prod(x.shape))
     _zero_int32_kernel[-(-n // 128), 128](x.reshape(n))

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import cuda
 
-from ._device import _NB_TYPES, kernel
+from ._device import NB_TYPES, kernel
 from .sequential import SEQUENTIAL_BLOCK
 
 __all__ = ["is_device", "to_device", "all_finite"]
@@ -48,7 +48,7 @@ def all_finite(x):
     return int(flag.copy_to_host()[0]) == 0
 
 
-def _check_out(out, names, shapes, dtype, on_device):
+def check_out(out, names, shapes, dtype, on_device):
     """``out=``: device arrays of the results' shapes and dtype, or None (fresh arrays). Returns a tuple."""
     if out is None:
         return None
@@ -71,14 +71,14 @@ def _check_out(out, names, shapes, dtype, on_device):
     return tuple(outs)
 
 
-def _check_block(block):
+def check_block(block):
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 2 or block > 1024 \
             or block & (block - 1):
         raise ValueError(f"block must be a power of two in [2, 1024] (threads per block), got {block!r}")
     return int(block)
 
 
-def _check_inputs(names, arrays, h0_name, h0):
+def check_inputs(names, arrays, h0_name, h0):
     """Validate (B, T, ...) float32/float64 arrays of one shape and dtype; returns (on_device, shape)."""
     first_name, first = names[0], arrays[0]
     on_device = is_device(first)
@@ -90,7 +90,7 @@ def _check_inputs(names, arrays, h0_name, h0):
                              f"({'device' if on_device else 'host'}), got the other")
         if len(x.shape) < 2:
             raise ValueError(f"{name} must have shape (B, T, ...) with at least 2 dimensions, got {x.shape}")
-        if np.dtype(x.dtype) not in _NB_TYPES:
+        if np.dtype(x.dtype) not in NB_TYPES:
             raise ValueError(f"{name} must have dtype float32 or float64, got {x.dtype}")
         if tuple(x.shape) != tuple(first.shape):
             raise ValueError(f"{name} must have the shape of {first_name} {tuple(first.shape)}, got "
@@ -113,35 +113,35 @@ def _check_inputs(names, arrays, h0_name, h0):
     return on_device, shape
 
 
-def _to_device_3d(x, shape3):
+def to_device_3d(x, shape3):
     """(B, T, ...) -> a (B, T, C) device array; NumPy inputs are copied over (contiguous)."""
     return to_device(x).reshape(shape3)
 
 
-def _shape3(shape):
+def shape3(shape):
     return (shape[0], shape[1], int(np.prod(shape[2:], dtype=np.int64)))
 
 
-def _empty(shape, dtype, on_device):
+def empty(shape, dtype, on_device):
     """The result for inputs with no elements: nothing to launch."""
     return cuda.device_array(shape, dtype=dtype) if on_device else np.empty(shape, dtype=dtype)
 
 
-def _grads_out(grads, shape, on_device):
+def grads_out(grads, shape, on_device):
     """(B, T, C), (B, T, C), (B, C) device arrays -> the caller's shapes, where the inputs live."""
     out = (grads[0].reshape(shape), grads[1].reshape(shape), grads[2].reshape((shape[0],) + shape[2:]))
     return out if on_device else tuple(x.copy_to_host() for x in out)
 
 
-def _grad_shapes(shape):
+def grad_shapes(shape):
     return shape, shape, (shape[0],) + tuple(shape[2:])
 
 
-def _grads_3d(out, s3):
+def grads_3d(out, s3):
     """The caller's (da, db, dh0) arrays as (B, T, C), (B, T, C), (B, C) views."""
     return out[0].reshape(s3), out[1].reshape(s3), out[2].reshape((s3[0], s3[2]))
 
 
-def _empty_grads(shape, dtype, on_device):
-    return tuple(_empty(sh, dtype, on_device) for sh in (shape, shape, (shape[0],) + shape[2:]))
+def empty_grads(shape, dtype, on_device):
+    return tuple(empty(sh, dtype, on_device) for sh in (shape, shape, (shape[0],) + shape[2:]))
 

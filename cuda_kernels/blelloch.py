@@ -10,24 +10,24 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda
 
-from ._device import _NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _grads_writer, _pad, _pair_loader, kernel
+from ._device import LOG_NUM_BANKS, NB_TYPES, combine_linear, combine_log, grads_writer, kernel, pad, pair_loader
 
 
 @lru_cache(maxsize=None)
-def _blelloch_kernels(dtype, CW, TW, op, reverse):
+def blelloch_kernels(dtype, CW, TW, op, reverse):
     """Compile-time constants: the shared-array sizes depend on (CW, TW) and its type on dtype.
 
     ``reverse=False`` loads x_s = (a_s, b_s) at time t = s; ``reverse=True`` (the backward) loads
     x_s = (a_{t+1}, dh_t) at time t = T-1-s, the adjoint recurrence g_t = a_{t+1} g_{t+1} + dh_t.
     """
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    combine = _combine_linear if op == "linear" else _combine_log
+    nbdt = NB_TYPES[np.dtype(dtype)]
+    combine = combine_linear if op == "linear" else combine_log
     ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
     L = 2 * TW                        # time steps per chunk
     N = L * CW
     NS = N + (N >> LOG_NUM_BANKS)     # padded shared size
 
-    load = _pair_loader(dtype, op, reverse)
+    load = pair_loader(dtype, op, reverse)
 
     @cuda.jit(device=True, inline=True)
     def block_coords(x2):
@@ -52,8 +52,8 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
             # this level reads them: level d reads the two partial sums written at level 2d.
             cuda.syncthreads()
             if ty < d:
-                ai = _pad((offset * (2 * ty + 1) - 1) * CW + cx)
-                bi = _pad((offset * (2 * ty + 2) - 1) * CW + cx)
+                ai = pad((offset * (2 * ty + 1) - 1) * CW + cx)
+                bi = pad((offset * (2 * ty + 2) - 1) * CW + cx)
                 na, nb = combine(sa[ai], sb[ai], sa[bi], sb[bi])
                 sa[bi] = na
                 sb[bi] = nb
@@ -66,7 +66,7 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
     @cuda.jit(device=True, inline=True)
     def down_sweep(sa, sb, cx, ty):
         """Turn the up-swept tree into the exclusive prefix: position p holds x_1 ∘ ... ∘ x_{p-1}."""
-        root = _pad((L - 1) * CW + cx)
+        root = pad((L - 1) * CW + cx)
         if ty == 0:
             sa[root] = ID_A
             sb[root] = ID_B
@@ -78,8 +78,8 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
             # visible before it is passed down to the two children.
             cuda.syncthreads()
             if ty < d:
-                ai = _pad((offset * (2 * ty + 1) - 1) * CW + cx)
-                bi = _pad((offset * (2 * ty + 2) - 1) * CW + cx)
+                ai = pad((offset * (2 * ty + 1) - 1) * CW + cx)
+                bi = pad((offset * (2 * ty + 2) - 1) * CW + cx)
                 # Non-commutative operator: left child gets the parent's prefix P, right child P ∘ left.
                 la, lb = sa[ai], sb[ai]
                 pa, pb = sa[bi], sb[bi]
@@ -101,7 +101,7 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
         load_chunk(x1, x2, sa, sb, bb, chunk, c, cx, ty, T, C)
         up_sweep(sa, sb, cx, ty)
         if ty == 0 and c < C:
-            root = _pad((L - 1) * CW + cx)
+            root = pad((L - 1) * CW + cx)
             tot_a[bb, chunk, c] = sa[root]
             tot_b[bb, chunk, c] = sb[root]
 
@@ -111,20 +111,20 @@ def _blelloch_kernels(dtype, CW, TW, op, reverse):
         reads consecutive channels when CW = 32, consecutive steps when CW = 1); returns them too."""
         xa0, xb0 = load(x1, x2, bb, chunk * L + ty, c, T, C)
         xa1, xb1 = load(x1, x2, bb, chunk * L + ty + TW, c, T, C)
-        sa[_pad(ty * CW + cx)] = xa0
-        sb[_pad(ty * CW + cx)] = xb0
-        sa[_pad((ty + TW) * CW + cx)] = xa1
-        sb[_pad((ty + TW) * CW + cx)] = xb1
+        sa[pad(ty * CW + cx)] = xa0
+        sb[pad(ty * CW + cx)] = xb0
+        sa[pad((ty + TW) * CW + cx)] = xa1
+        sb[pad((ty + TW) * CW + cx)] = xb1
         return xa0, xb0, xa1, xb1
 
     @cuda.jit(device=True, inline=True)
     def state_at(sa, sb, p, cx, xa, xb, h_in):
         """State after step p of the chunk: (exclusive prefix ∘ x_p) applied to the incoming state."""
-        ia, ib = combine(sa[_pad(p * CW + cx)], sb[_pad(p * CW + cx)], xa, xb)
+        ia, ib = combine(sa[pad(p * CW + cx)], sb[pad(p * CW + cx)], xa, xb)
         _, hv = combine(ia, h_in, ia, ib)
         return hv
 
-    write_grads = _grads_writer(dtype)
+    write_grads = grads_writer(dtype)
 
     @cuda.jit(device=True, inline=True)
     def store(x1, hsrc, h0, has_h0, out, db, dh0, bb, s, c, T, v):

@@ -21,7 +21,7 @@ by one of two carries (keyword ``carry``):
 Backward: as v2, the same kernels in reverse time with the coefficient shifted (x_s = (a_{t+1}, dh_t) at
 t = T-1-s), and the store phase writes dL/db_t = g_t, dL/da_t = g_t h_{t-1} and dL/dh0 = a_1 g_1; either
 carry runs over the chunks in this scan order, from g = 0.
-Log space: the same kernels with the log-space operator (``_device._combine_log``), either carry.
+Log space: the same kernels with the log-space operator (``_device.combine_log``), either carry.
 
 The tuning constants (``DEFAULT_STEPS``, ``TARGET_BLOCKS``) are timed only at the values of the committed GPU rows
 (``cuda_kernels/README.md``); v3 is slower than v4 and v1 there, so "auto" does not pick it for linear scans.
@@ -32,9 +32,9 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ._device import _zero_int32
-from .chunked_kernels import AGGREGATE, INCLUSIVE, WARP, _kernels, _shared_words  # noqa: F401
-from .workspace import _alloc, _dummy
+from ._device import zero_int32
+from .chunked_kernels import AGGREGATE, INCLUSIVE, WARP, kernels, shared_words  # noqa: F401
+from .workspace import alloc, dummy
 
 __all__ = ["forward", "backward", "plan", "tile", "check_options", "shared_bytes", "shuffle_available",
            "DEFAULT_STEPS", "TARGET_BLOCKS", "SHARED_BYTES", "CARRIES", "DEFAULT_CARRY"]
@@ -57,12 +57,12 @@ LOOKBACK_TRACE = None
 
 def shared_bytes(dtype, block, K, shuffle):
     """Static shared memory of a v3 block, in bytes (the largest of its kernels, ``lookback``): the staging
-    arrays sa, sb (``_shared_words``), the warp totals wa, wb (one word per thread), the shared-memory warp
+    arrays sa, sb (``shared_words``), the warp totals wa, wb (one word per thread), the shared-memory warp
     scan's hs_a, hs_b (one word per thread, only without shuffles), the carried state st (one word per channel
     lane, at most min(32, block)) and the look-back's tile id (4 bytes). A block can have at most
     ``SHARED_BYTES`` of static shared memory, or it does not launch."""
     hs = 1 if shuffle else block
-    words = 2 * _shared_words(block, K) + 2 * hs + 2 * block + min(WARP, block)
+    words = 2 * shared_words(block, K) + 2 * hs + 2 * block + min(WARP, block)
     return words * np.dtype(dtype).itemsize + 4
 
 
@@ -143,7 +143,7 @@ def plan(shape3, CW, TW, K, chunks_per_block=None, target_blocks=TARGET_BLOCKS):
 
 def _zeroed_int32(workspace, name, shape):
     """An int32 device array of zeros: written on the device (no host copy), from ``workspace`` if given."""
-    return _zero_int32(_alloc(workspace, name, shape, np.int32))
+    return zero_int32(alloc(workspace, name, shape, np.int32))
 
 
 def _lookback(look_back_kernel, shape3, CW, TW, K, dtype, args, outs, workspace=None):
@@ -153,13 +153,13 @@ def _lookback(look_back_kernel, shape3, CW, TW, K, dtype, args, outs, workspace=
     n_blocks = n_chunks * B * (-(-C // CW))
     counter = _zeroed_int32(workspace, "lookback counter", (1,))
     flags = _zeroed_int32(workspace, "lookback flags", (B, n_chunks, C))
-    agg_a, agg_b = (_alloc(workspace, name, (B, n_chunks, C), dtype) for name in ("agg_a", "agg_b"))
+    agg_a, agg_b = (alloc(workspace, name, (B, n_chunks, C), dtype) for name in ("agg_a", "agg_b"))
     trace = LOOKBACK_TRACE is not None
     if INCLUSIVE_EVERY != 1:  # a look-back that wrongly reads a skipped inclusive state then reads NaN
         inc = cuda.to_device(np.full((B, n_chunks, C), np.nan, dtype=dtype))
     else:
-        inc = _alloc(workspace, "inc", (B, n_chunks, C), dtype)
-    walked = cuda.to_device(np.full((B, n_chunks, C), -1, dtype=np.int32)) if trace else _dummy(3, np.int32,
+        inc = alloc(workspace, "inc", (B, n_chunks, C), dtype)
+    walked = cuda.to_device(np.full((B, n_chunks, C), -1, dtype=np.int32)) if trace else dummy(3, np.int32,
                                                                                                  workspace)
     look_back_kernel[n_blocks, (CW, TW)](*args, *outs, counter, flags, agg_a, agg_b, inc, int(INCLUSIVE_EVERY),
                                          walked, trace)
@@ -174,23 +174,23 @@ def _run(op, reverse, x1, x2, h0, has_h0, outs, block, channel_tile, K, chunks_p
     B, T, C = x1.shape
     dt = x1.dtype
     CW, TW = tile(C, block, channel_tile)
-    reduce, scan, lookback = _kernels(dt, CW, TW, K, op, reverse, shuffle)
+    reduce, scan, lookback = kernels(dt, CW, TW, K, op, reverse, shuffle)
     n_iter, n_seg, n_blocks = plan(x1.shape, CW, TW, K, chunks_per_block)
     if n_seg > 1 and carry == "lookback":
         # The backward's chunks are in scan (reversed-time) order, from g = 0 (start_state ignores h0 there).
         _lookback(lookback, x1.shape, CW, TW, K, dt, (x1, x2, h0, has_h0), outs, workspace)
         return
     if n_seg > 1:
-        tot_a = _alloc(workspace, "tot_a", (B, n_seg, C), dt)
-        tot_b = _alloc(workspace, "tot_b", (B, n_seg, C), dt)
+        tot_a = alloc(workspace, "tot_a", (B, n_seg, C), dt)
+        tot_b = alloc(workspace, "tot_b", (B, n_seg, C), dt)
         reduce[n_blocks, (CW, TW)](x1, x2, n_iter, tot_a, tot_b)
         # S_k, the state after segment k: the totals scanned by this same scan (reduce-then-scan), from h0;
         # the backward's totals are in scan (reversed-time) order, so its carries are a forward scan from 0.
-        start, has_start = (_dummy(2, dt, workspace), False) if reverse else (h0, has_h0)
+        start, has_start = (dummy(2, dt, workspace), False) if reverse else (h0, has_h0)
         carry_d = forward(op, tot_a, tot_b, start, has_start, block, channel_tile, K, None, shuffle, "reduce",
-                          _alloc(workspace, "carry", tot_a.shape, dt), workspace)
+                          alloc(workspace, "carry", tot_a.shape, dt), workspace)
     else:
-        carry_d = _dummy(3, dt, workspace)
+        carry_d = dummy(3, dt, workspace)
     scan[n_blocks, (CW, TW)](x1, x2, carry_d, h0, has_h0, n_iter, *outs)
 
 
@@ -199,7 +199,7 @@ def forward(op, a, b, h0, has_h0, block, channel_tile, K, chunks_per_block, shuf
     """Device-level v3 forward scan of (B, T, C) device arrays into h (allocated if None); returns h.
     Temporaries come from ``workspace`` (``workspace.Workspace``) when given."""
     h = cuda.device_array(a.shape, dtype=a.dtype) if h is None else h
-    d3, d2 = _dummy(3, a.dtype, workspace), _dummy(2, a.dtype, workspace)
+    d3, d2 = dummy(3, a.dtype, workspace), dummy(2, a.dtype, workspace)
     _run(op, False, a, b, h0, has_h0, (h, d3, d3, d2), block, channel_tile, K, chunks_per_block, shuffle, carry,
          workspace)
     return h

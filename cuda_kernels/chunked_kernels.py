@@ -58,8 +58,8 @@ by one of two carries (keyword ``carry``):
                 chunks so that look-backs combine AGGREGATE-only predecessors, and ``LOOKBACK_TRACE`` records
                 the flags and how far each look-back went.
 
-Backward: the same kernels in reverse time with the coefficient shifted (``_device._pair_loader``), the store
-phase writing dL/db_t = g_t, dL/da_t = g_t h_{t-1} and dL/dh0 = a_1 g_1 (``_device._grads_writer``).
+Backward: the same kernels in reverse time with the coefficient shifted (``_device.pair_loader``), the store
+phase writing dL/db_t = g_t, dL/da_t = g_t h_{t-1} and dL/dh0 = a_1 g_1 (``_device.grads_writer``).
 """
 from __future__ import annotations
 
@@ -70,35 +70,35 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ._device import (_NB_TYPES, LOG_NUM_BANKS, _combine_linear, _combine_log, _grads_writer, _pad, _pair_loader,
-                      _chunk_scratch, _start_state, _warp_scanner, kernel)
+from ._device import (LOG_NUM_BANKS, NB_TYPES, chunk_scratch, combine_linear, combine_log, grads_writer, kernel,
+                      make_start_state, pad, pair_loader, warp_scanner)
 
 WARP = 32
 AGGREGATE, INCLUSIVE = 1, 2        # look-back flags (0: nothing published yet)
 
 
-def _shared_words(NT, K):
+def shared_words(NT, K):
     """Padded length of one staging array: L CW = NT K elements, one spare word every 32."""
     n = NT * K
     return n + (n >> LOG_NUM_BANKS)
 
 
 @lru_cache(maxsize=None)
-def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
+def kernels(dtype, CW, TW, K, op, reverse, shuffle):
     """(reduce, scan, lookback) for one configuration; shared-array sizes, K and the warp path are compile-time."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    combine = _combine_linear if op == "linear" else _combine_log
+    nbdt = NB_TYPES[np.dtype(dtype)]
+    combine = combine_linear if op == "linear" else combine_log
     ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
     NT = CW * TW                 # threads per block
     WS = min(WARP, NT)           # threads per warp (a smaller "warp" when the block is smaller than one)
     P = WS // CW                 # time-threads of one lane inside a warp
     L = TW * K                   # steps per chunk
-    NS = _shared_words(NT, K)
-    load = _pair_loader(dtype, op, reverse)
-    write_grads = _grads_writer(dtype)
-    warp_scan = _warp_scanner(dtype, op, CW, P, shuffle)    # step 3
-    start_state = _start_state(dtype, op, reverse)
-    scratch = _chunk_scratch(dtype, NT, K, shuffle)
+    NS = shared_words(NT, K)
+    load = pair_loader(dtype, op, reverse)
+    write_grads = grads_writer(dtype)
+    warp_scan = warp_scanner(dtype, op, CW, P, shuffle)    # step 3
+    start_state = make_start_state(dtype, op, reverse)
+    scratch = chunk_scratch(dtype, NT, K, shuffle)
 
     @cuda.jit(device=True, inline=True)
     def block_coords(x2, n_iter):
@@ -133,15 +133,15 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
             e = tid + k * NT
             p = e // CW
             xa, xb = load(x1, x2, bb, s0 + p, c0 + (e - p * CW), T, C)
-            sa[_pad(e)] = xa
-            sb[_pad(e)] = xb
+            sa[pad(e)] = xa
+            sb[pad(e)] = xb
         # The staged chunk must be complete before threads read steps that other threads loaded.
         cuda.syncthreads()
         # 2. registers: K consecutive steps of channel cx
         A = nbdt(ID_A)
         H = nbdt(ID_B)
         for j in range(K):
-            i = _pad((ty * K + j) * CW + cx)
+            i = pad((ty * K + j) * CW + cx)
             ra[j] = sa[i]
             rb[j] = sb[i]
             A, H = combine(A, H, ra[j], rb[j])
@@ -196,7 +196,7 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
         _, state = combine(ea, h_in, ea, eb)
         for j in range(K):
             _, state = combine(ra[j], state, ra[j], rb[j])
-            sa[_pad((ty * K + j) * CW + cx)] = state
+            sa[pad((ty * K + j) * CW + cx)] = state
         return state
 
     @cuda.jit(device=True, inline=True)
@@ -208,7 +208,7 @@ def _kernels(dtype, CW, TW, K, op, reverse, shuffle):
             s = s0 + p
             c = c0 + e - p * CW
             if s < T and c < C:
-                v = sa[_pad(e)]
+                v = sa[pad(e)]
                 if not reverse:
                     out[bb, s, c] = v
                 else:

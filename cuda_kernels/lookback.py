@@ -45,8 +45,8 @@ Memory ordering as v3's look-back (``chunked_kernels.py``): values, ``threadfenc
 exchange; the flag read by an atomic (never a stale cached copy), ``threadfence``, then the values. Aggregate
 and inclusive values live in separate arrays.
 
-Backward: the same kernel in reverse time with the shifted coefficient (``_device._pair_loader``), writing
-dL/da, dL/db, dL/dh0 (``_device._grads_writer``); log space: the log operator.
+Backward: the same kernel in reverse time with the shifted coefficient (``_device.pair_loader``), writing
+dL/da, dL/db, dL/dh0 (``_device.grads_writer``); log space: the log operator.
 
 Descriptors (flags int32, agg_a, agg_b, inc; each (B, n_chunks, C)) come from a ``Workspace`` when given; the
 flags are zeroed once, when they are allocated, and every later launch's epoch is larger than any value they
@@ -61,9 +61,9 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ._device import (_NB_TYPES, _chunk_scratch, _combine_linear, _combine_log, _grads_writer, _pair_loader,
-                      _start_state, _warp_scanner, _zero_int32, kernel)
-from .workspace import _check_workspace, _dummy
+from ._device import (NB_TYPES, chunk_scratch, combine_linear, combine_log, grads_writer, kernel, make_start_state,
+                      pair_loader, warp_scanner, zero_int32)
+from .workspace import check_workspace, dummy
 
 __all__ = ["forward", "backward", "tile", "check_options", "DEFAULT_BLOCK", "DEFAULT_STEPS", "EPOCH"]
 
@@ -119,8 +119,8 @@ def check_options(block, steps_per_thread, shuffle, kind="forward"):
 
 @lru_cache(maxsize=None)
 def _kernel(dtype, CW, TW, K, op, reverse, shuffle):
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    combine = _combine_linear if op == "linear" else _combine_log
+    nbdt = NB_TYPES[np.dtype(dtype)]
+    combine = combine_linear if op == "linear" else combine_log
     ID_A, ID_B = (1.0, 0.0) if op == "linear" else (0.0, -math.inf)
     ABSORB = 0.0 if op == "linear" else -math.inf   # the coefficient of a known state: (ABSORB, s) ∘ x keeps s's part
     NT = CW * TW
@@ -128,11 +128,11 @@ def _kernel(dtype, CW, TW, K, op, reverse, shuffle):
     P = WS // CW            # time-threads of one lane inside a warp
     NW = NT // WS           # warps per block
     L = TW * K
-    load = _pair_loader(dtype, op, reverse)
-    write_grads = _grads_writer(dtype)
-    warp_scan = _warp_scanner(dtype, op, CW, P, shuffle)
-    start_state = _start_state(dtype, op, reverse)
-    scratch = _chunk_scratch(dtype, NT, K, shuffle)
+    load = pair_loader(dtype, op, reverse)
+    write_grads = grads_writer(dtype)
+    warp_scan = warp_scanner(dtype, op, CW, P, shuffle)
+    start_state = make_start_state(dtype, op, reverse)
+    scratch = chunk_scratch(dtype, NT, K, shuffle)
 
     @cuda.jit(device=True, inline=True)
     def lane_scan(A, H, tid, cx, hs_a, hs_b, wa, wb):
@@ -268,7 +268,7 @@ def _descriptors(workspace, shape, dtype):
     if fresh:
         bufs = (cuda.device_array(shape, dtype=np.int32),) + tuple(cuda.device_array(shape, dtype=dtype)
                                                                    for _ in range(3))
-        _zero_int32(bufs[0])
+        zero_int32(bufs[0])
         if workspace is not None:
             workspace._buffers[key] = bufs
     return bufs, fresh
@@ -296,26 +296,26 @@ def _run(op, reverse, x1, x2, h0, has_h0, outs, block, K, shuffle, workspace):
 
 def forward(op, a, b, h0, has_h0, block=None, steps_per_thread=None, shuffle=None, h=None, workspace=None):
     """Device-level v4 forward of (B, T, C) device arrays into h (allocated if None); returns h."""
-    _check_workspace(workspace)
+    check_workspace(workspace)
     block, K, shuffle = check_options(block, steps_per_thread, shuffle)
     h = cuda.device_array(a.shape, dtype=a.dtype) if h is None else h
     if h0 is None:
-        h0 = _dummy(2, a.dtype, workspace)
-    d3, d2 = _dummy(3, a.dtype, workspace), _dummy(2, a.dtype, workspace)
+        h0 = dummy(2, a.dtype, workspace)
+    d3, d2 = dummy(3, a.dtype, workspace), dummy(2, a.dtype, workspace)
     _run(op, False, a, b, h0, has_h0, (h, d3, d3, d2), block, K, shuffle, workspace)
     return h
 
 
 def backward(a, h, dh, h0, has_h0, block=None, steps_per_thread=None, shuffle=None, grads=None, workspace=None):
     """Device-level v4 backward: (da, db, dh0) (allocated if None) from the reverse scan of (a_{t+1}, dh_t)."""
-    _check_workspace(workspace)
+    check_workspace(workspace)
     block, K, shuffle = check_options(block, steps_per_thread, shuffle, "backward")
     B, T, C = a.shape
     if grads is None:
         grads = (cuda.device_array((B, T, C), dtype=a.dtype), cuda.device_array((B, T, C), dtype=a.dtype),
                  cuda.device_array((B, C), dtype=a.dtype))
     if h0 is None:
-        h0 = _dummy(2, a.dtype, workspace)
+        h0 = dummy(2, a.dtype, workspace)
     da, db, dh0 = grads
     _run("linear", True, a, dh, h0, has_h0, (da, h, db, dh0), block, K, shuffle, workspace)
     return da, db, dh0

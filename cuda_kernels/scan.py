@@ -20,7 +20,7 @@ this module is the host side of v1 and v2 and the entry point of all three):
                      A block of (CW, TW) threads scans a chunk of L = 2 TW time steps of CW channels in
                      shared memory: up-sweep (reduce), root := identity, down-sweep (exclusive prefix), then
                      each thread combines the prefix with its own two elements. Shared indices are padded by
-                     one word every 32 (``_pad``) so that the tree's strided accesses avoid bank conflicts.
+                     one word every 32 (``pad``) so that the tree's strided accesses avoid bank conflicts.
                      Sequences longer than one chunk take three passes (reduce-then-scan):
                          1. ``reduce``: each block writes its chunk total (A_k, H_k) -> (B, n_chunks, C);
                          2. the chunk totals are themselves scanned (recursively, the same kernels) from h0,
@@ -68,13 +68,12 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda
 
-from ._device import (_NB_TYPES, LOG_NUM_BANKS, REGISTERS_PER_BLOCK, _combine_linear, _combine_log,  # noqa: F401
-                      _grads_writer, _pad, _pair_loader, kernel)
-from .arrays import (_check_block, _check_inputs, _check_out, _empty, _empty_grads, _grad_shapes,  # noqa: F401
-                     _grads_3d, _grads_out, _shape3, _to_device_3d, all_finite, is_device, to_device)
-from .blelloch import _blelloch_kernels
-from .sequential import SEQUENTIAL_BLOCK, _sequential_kernels
-from .workspace import Workspace, _alloc, _check_workspace, _dummy  # noqa: F401
+from ._device import NB_TYPES, REGISTERS_PER_BLOCK, kernel  # noqa: F401 - REGISTERS_PER_BLOCK: in __all__
+from .arrays import (all_finite, check_block, check_inputs, check_out, empty, empty_grads, grad_shapes, grads_3d,
+                     grads_out, is_device, shape3, to_device, to_device_3d)
+from .blelloch import blelloch_kernels
+from .sequential import SEQUENTIAL_BLOCK, sequential_kernels
+from .workspace import Workspace, alloc, check_workspace, dummy
 
 __all__ = ["linear_scan", "linear_scan_backward", "log_linear_scan", "log_linear_scan_backward", "is_device",
            "to_device", "all_finite", "kernel", "Workspace", "METHODS", "DEFAULT_BLOCK", "DEFAULT_PREFETCH_FORWARD",
@@ -125,26 +124,26 @@ def _blelloch(op, reverse, x1, x2, h0, has_h0, outs, block, channel_tile, worksp
     level's have their own shape, so the levels never share a buffer."""
     B, T, C = x1.shape
     CW, TW = _tile(C, block, channel_tile)
-    reduce, scan = _blelloch_kernels(x1.dtype, CW, TW, op, reverse)
+    reduce, scan = blelloch_kernels(x1.dtype, CW, TW, op, reverse)
     n_chunks, n_blocks = _launch_grid(x1.shape, CW, TW)
     if n_chunks > 1:
-        tot_a = _alloc(workspace, "tot_a", (B, n_chunks, C), x1.dtype)
-        tot_b = _alloc(workspace, "tot_b", (B, n_chunks, C), x1.dtype)
+        tot_a = alloc(workspace, "tot_a", (B, n_chunks, C), x1.dtype)
+        tot_b = alloc(workspace, "tot_b", (B, n_chunks, C), x1.dtype)
         reduce[n_blocks, (CW, TW)](x1, x2, tot_a, tot_b)
         # S_k: the state after chunk k, from h0 — the same scan one level up. The backward's chunk totals are
         # stored in scan (reversed-time) order, so its carries are a forward scan from 0.
-        start, has_start = (_dummy(2, x1.dtype, workspace), False) if reverse else (h0, has_h0)
+        start, has_start = (dummy(2, x1.dtype, workspace), False) if reverse else (h0, has_h0)
         carry = _blelloch_forward(op, tot_a, tot_b, start, has_start, block, channel_tile,
-                                  _alloc(workspace, "carry", (B, n_chunks, C), x1.dtype), workspace)
+                                  alloc(workspace, "carry", (B, n_chunks, C), x1.dtype), workspace)
     else:
-        carry = _dummy(3, x1.dtype, workspace)
+        carry = dummy(3, x1.dtype, workspace)
     scan[n_blocks, (CW, TW)](x1, x2, carry, h0, has_h0, *outs)
 
 
 def _blelloch_forward(op, a, b, h0, has_h0, block, channel_tile, h=None, workspace=None):
     """Device-level forward scan of (B, T, C) device arrays into h (allocated if None); returns h."""
     h = cuda.device_array(a.shape, dtype=a.dtype) if h is None else h
-    d3, d2 = _dummy(3, a.dtype, workspace), _dummy(2, a.dtype, workspace)
+    d3, d2 = dummy(3, a.dtype, workspace), dummy(2, a.dtype, workspace)
     _blelloch(op, False, a, b, h0, has_h0, (h, d3, d3, d2), block, channel_tile, workspace)
     return h
 
@@ -168,7 +167,7 @@ def _resolve(method, shape, kind, v3_options, prefetch=None):
                          f"and its options from the dispatch table (cuda_kernels/dispatch.py)")
     from . import dispatch
 
-    chosen = dispatch.choose(_shape3(shape), kind) if 0 not in shape else {"method": "blelloch"}
+    chosen = dispatch.choose(shape3(shape), kind) if 0 not in shape else {"method": "blelloch"}
     return chosen["method"], chosen.get("carry")
 
 
@@ -212,16 +211,16 @@ def _prepare(kind, names, arrays, h0, out, out_names, method, block, v3_options,
     ``arrays``, ``names[-1]`` for h0), out=, "auto" resolved for ``kind``, v3's options, v1's K, workspace.
     Returns (on_device, shape, out, method, block, v3, K1)."""
     _check_method(method)
-    block = _check_block(block)
-    on_device, shape = _check_inputs(names[:-1], arrays, names[-1], h0)
+    block = check_block(block)
+    on_device, shape = check_inputs(names[:-1], arrays, names[-1], h0)
     dtype = arrays[0].dtype
-    out = _check_out(out, out_names, (shape,) if len(out_names) == 1 else _grad_shapes(shape), dtype, on_device)
+    out = check_out(out, out_names, (shape,) if len(out_names) == 1 else grad_shapes(shape), dtype, on_device)
     method, carry = _resolve(method, shape, kind, v3_options, prefetch)
     v3 = _check_v3(method, dtype, block, v3_options["steps_per_thread"], v3_options["chunks_per_block"],
                    v3_options["shuffle"], carry, kind)
     K1 = _check_prefetch(method, prefetch, DEFAULT_PREFETCH_BACKWARD if kind == "backward"
                          else DEFAULT_PREFETCH_FORWARD)
-    _check_workspace(workspace)
+    check_workspace(workspace)
     return on_device, shape, out, method, block, v3, K1
 
 
@@ -236,14 +235,14 @@ def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=Non
         "forward" if op == "linear" else "log forward", names, (a, b), h0, out, ("h",), method, block,
         _v3_options(steps_per_thread, chunks_per_block, shuffle, carry), prefetch, workspace)
     if 0 in shape:
-        return out[0] if out is not None else _empty(shape, a.dtype, on_device)
-    s3 = _shape3(shape)
-    a_d, b_d = _to_device_3d(a, s3), _to_device_3d(b, s3)
+        return out[0] if out is not None else empty(shape, a.dtype, on_device)
+    s3 = shape3(shape)
+    a_d, b_d = to_device_3d(a, s3), to_device_3d(b, s3)
     has_h0 = h0 is not None
-    h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype, workspace)
+    h0_d = to_device_3d(h0, (s3[0], s3[2])) if has_h0 else dummy(2, a.dtype, workspace)
     h = out[0].reshape(s3) if out is not None else cuda.device_array(s3, dtype=a.dtype)
     if method == "sequential":
-        forward, _ = _sequential_kernels(a.dtype, op, K1)
+        forward, _ = sequential_kernels(a.dtype, op, K1)
         n = s3[0] * s3[2]
         forward[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a_d, b_d, h0_d, has_h0, h)
     elif method == "chunked":
@@ -343,7 +342,7 @@ def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None,
 
         return lookback.backward(a, h, dh, h0, has_h0, block, *v3, grads=grads, workspace=workspace)
     if method == "sequential":
-        _, backward = _sequential_kernels(a.dtype, "linear", DEFAULT_PREFETCH_BACKWARD if K1 is None else K1)
+        _, backward = sequential_kernels(a.dtype, "linear", DEFAULT_PREFETCH_BACKWARD if K1 is None else K1)
         backward[-(-B * C // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a, h, dh, h0, has_h0, *grads)
         return grads
     da, db, dh0 = grads
@@ -372,19 +371,19 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
         "backward", ("a", "h", "dh", "h0"), (a, h, dh), h0, out, ("da", "db", "dh0"), method, block,
         _v3_options(steps_per_thread, chunks_per_block, shuffle, carry), prefetch, workspace)
     if 0 in shape:
-        return out if out is not None else _empty_grads(shape, a.dtype, on_device)
-    s3 = _shape3(shape)
-    a_d, h_d, dh_d = (_to_device_3d(x, s3) for x in (a, h, dh))
+        return out if out is not None else empty_grads(shape, a.dtype, on_device)
+    s3 = shape3(shape)
+    a_d, h_d, dh_d = (to_device_3d(x, s3) for x in (a, h, dh))
     has_h0 = h0 is not None
-    h0_d = _to_device_3d(h0, (s3[0], s3[2])) if has_h0 else _dummy(2, a.dtype, workspace)
-    grads = None if out is None else _grads_3d(out, s3)
+    h0_d = to_device_3d(h0, (s3[0], s3[2])) if has_h0 else dummy(2, a.dtype, workspace)
+    grads = None if out is None else grads_3d(out, s3)
     grads = _backward_device(a_d, h_d, dh_d, h0_d, has_h0, method, block, channel_tile, v3, K1, grads, workspace)
-    return out if out is not None else _grads_out(grads, shape, on_device)
+    return out if out is not None else grads_out(grads, shape, on_device)
 
 
 @lru_cache(maxsize=None)
 def _log_share_kernels(dtype):
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
 
     @kernel(SEQUENTIAL_BLOCK)
     def shares(log_a, log_b, log_h, log_h0, has_h0, w, w_as_h, w0, v):
@@ -445,21 +444,21 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
         ("dlog_a", "dlog_b", "dlog_h0"), method, block, _v3_options(steps_per_thread, chunks_per_block, shuffle,
                                                                     carry), prefetch, workspace)
     if 0 in shape:
-        return out if out is not None else _empty_grads(shape, log_a.dtype, on_device)
-    s3 = _shape3(shape)
+        return out if out is not None else empty_grads(shape, log_a.dtype, on_device)
+    s3 = shape3(shape)
     B, T, C = s3
     dt = log_a.dtype
-    la, lb, lh, dlh = (_to_device_3d(x, s3) for x in (log_a, log_b, log_h, dlog_h))
+    la, lb, lh, dlh = (to_device_3d(x, s3) for x in (log_a, log_b, log_h, dlog_h))
     has_h0 = log_h0 is not None
-    lh0 = _to_device_3d(log_h0, (B, C)) if has_h0 else _dummy(2, dt, workspace)
-    w, w_as_h = (_alloc(workspace, name, s3, dt) for name in ("w", "w_as_h"))
-    w0 = _alloc(workspace, "w0", (B, C), dt)
-    G = _alloc(workspace, "G", s3, dt)
+    lh0 = to_device_3d(log_h0, (B, C)) if has_h0 else dummy(2, dt, workspace)
+    w, w_as_h = (alloc(workspace, name, s3, dt) for name in ("w", "w_as_h"))
+    w0 = alloc(workspace, "w0", (B, C), dt)
+    G = alloc(workspace, "G", s3, dt)
     if out is None:
         dlog_a, v, dlog_h0 = (cuda.device_array(s3, dtype=dt), cuda.device_array(s3, dtype=dt),
                               cuda.device_array((B, C), dtype=dt))
     else:
-        dlog_a, v, dlog_h0 = _grads_3d(out, s3)
+        dlog_a, v, dlog_h0 = grads_3d(out, s3)
     shares, times = _log_share_kernels(dt)
     n = B * T * C
     shares[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](la, lb, lh, lh0, has_h0, w, w_as_h, w0, v)
@@ -469,4 +468,4 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
     times[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](v.reshape(n), G.reshape(n))
     if out is not None:
         return out
-    return _grads_out((dlog_a, v, dlog_h0), shape, on_device)
+    return grads_out((dlog_a, v, dlog_h0), shape, on_device)

@@ -9,19 +9,19 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda
 
-from ._device import _NB_TYPES, _combine_linear, _combine_log, kernel
+from ._device import NB_TYPES, combine_linear, combine_log, kernel
 
 SEQUENTIAL_BLOCK = 128       # threads per block of the v1 kernels
 
 
 @lru_cache(maxsize=None)
-def _sequential_kernels(dtype, op, K=1):
+def sequential_kernels(dtype, op, K=1):
     """v1's forward and backward. Software pipelining (``prefetch=K``): each thread loads the next K steps
     of its inputs into registers before it uses the first, so every thread has K loads of each array in
     flight instead of one (the loop body's only latency is the load; the arithmetic is one multiply-add).
     K = 1 is the plain loop."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    combine = _combine_linear if op == "linear" else _combine_log
+    nbdt = NB_TYPES[np.dtype(dtype)]
+    combine = combine_linear if op == "linear" else combine_log
     zero = 0.0 if op == "linear" else -math.inf  # the state "h = 0" in this op's coordinates
 
     @kernel(SEQUENTIAL_BLOCK)

@@ -32,12 +32,12 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ._device import _NB_TYPES
-from .arrays import _check_out, is_device, to_device
+from ._device import NB_TYPES
+from .arrays import check_out, is_device, to_device
 from .scan import linear_scan, linear_scan_backward
-from .window_backward import _elementwise_backward, _segmented_backward
-from .window_forward import DEFAULT_BLOCK, _elementwise_forward, _fused_kernel, _segmented_forward
-from .workspace import _alloc, _check_workspace
+from .window_backward import elementwise_backward, segmented_backward
+from .window_forward import DEFAULT_BLOCK, elementwise_forward, fused_kernel, segmented_forward
+from .workspace import alloc, check_workspace
 
 __all__ = ["gril_forward", "gril_backward", "n_windows", "plan_segments", "to_device", "DEFAULT_BLOCK",
            "FORWARD_VERSIONS", "BACKWARD_VERSIONS", "TARGET_THREADS", "MIN_SEGMENT"]
@@ -74,7 +74,7 @@ def _check(x, Q, q, beta, A, w, s, extra=()):
             raise ValueError(f"{name} must be a numpy.ndarray or a CUDA device array, got {type(v).__name__}")
         if is_device(v) != on_device:
             raise ValueError(f"{name} must live where x does ({'device' if on_device else 'host'})")
-        if np.dtype(v.dtype) not in _NB_TYPES:
+        if np.dtype(v.dtype) not in NB_TYPES:
             raise ValueError(f"{name} must have dtype float32 or float64, got {v.dtype}")
         if v.dtype != x.dtype:
             raise ValueError(f"{name} must have the dtype of x ({x.dtype}), got {v.dtype}")
@@ -99,7 +99,7 @@ def _grid(n, block=DEFAULT_BLOCK):
 def _zeros(shape, dtype, y=None):
     """A device array of zeros (y itself, zeroed, if given)."""
     y = cuda.device_array(shape, dtype=dtype) if y is None else y
-    _elementwise_backward(dtype).zero[_grid(y.size)](y.reshape(y.size))
+    elementwise_backward(dtype).zero[_grid(y.size)](y.reshape(y.size))
     return y
 
 
@@ -180,20 +180,20 @@ def gril_forward(x, Q, q, beta, A, w, s, *, version=None, fused=None, segments=N
     on_device, (B, T, f, w, T_out) = _check(x, Q, q, beta, A, w, s)
     version = _forward_version(version, fused, segments, f)
     names, shapes = (("o", "Z"), ((B, T_out, f), (B, T_out, f, f))) if return_Z else (("o",), ((B, T_out, f),))
-    outs = _check_out(out, names, shapes, x.dtype, on_device)
-    _check_workspace(workspace)
+    outs = check_out(out, names, shapes, x.dtype, on_device)
+    check_workspace(workspace)
     xd, Qd, qd, betad, Ad = (to_device(v) for v in (x, Q, q, beta, A))
     o = cuda.device_array((B, T_out, f), dtype=x.dtype) if outs is None else outs[0]
     kw = {} if scan_block is None else {"block": scan_block}
     kw["workspace"] = workspace
     Z_given = None if outs is None or not return_Z else outs[1].reshape((B, T_out, f * f))
     if version == 1:
-        ker = _elementwise_forward(x.dtype)
-        U = _alloc(workspace, "U", (B, T_out, f * f), x.dtype)
+        ker = elementwise_forward(x.dtype)
+        U = alloc(workspace, "U", (B, T_out, f * f), x.dtype)
         ker.updates[_grid(U.size)](xd, Qd, s, U)
-        a = _alloc(workspace, "A rows", (B, T_out, f * f), x.dtype)
+        a = alloc(workspace, "A rows", (B, T_out, f * f), x.dtype)
         ker.fill_rows[_grid(a.size)](Ad, a)
-        Z = Z_given if Z_given is not None else _alloc(None if return_Z else workspace, "Z", a.shape, x.dtype)
+        Z = Z_given if Z_given is not None else alloc(None if return_Z else workspace, "Z", a.shape, x.dtype)
         linear_scan(a, U, None, "blelloch", out=Z, **kw)
         ker.readout[_grid(o.size)](xd, qd, betad, Z, s, o)
     else:
@@ -202,21 +202,21 @@ def gril_forward(x, Q, q, beta, A, w, s, *, version=None, fused=None, segments=N
         elif return_Z:
             Z = cuda.device_array((B, T_out, f * f), dtype=x.dtype)
         else:
-            Z = _alloc(workspace, "unused3", (1, 1, 1), x.dtype)
+            Z = alloc(workspace, "unused3", (1, 1, 1), x.dtype)
         if version == 2:
-            _fused_kernel(x.dtype, f, w)[B, f * f](xd, Qd, qd, betad, Ad, s, return_Z, o, Z)
+            fused_kernel(x.dtype, f, w)[B, f * f](xd, Qd, qd, betad, Ad, s, return_Z, o, Z)
         else:
             n_seg, L = plan_segments(B, T_out, f, segments)
-            ker = _segmented_forward(x.dtype, f, w)
-            S = _alloc(workspace, "unused3", (1, 1, 1), x.dtype)
+            ker = segmented_forward(x.dtype, f, w)
+            S = alloc(workspace, "unused3", (1, 1, 1), x.dtype)
             if n_seg > 1:
                 # 1. each segment's own end state; 2. S[b, g] = A^L ⊙ S[b, g - 1] + Zloc[b, g], the state
                 # after segment g; 3. (below) every segment rerun from the state before it.
-                Zloc = _alloc(workspace, "Zloc", (B, n_seg, f * f), x.dtype)
+                Zloc = alloc(workspace, "Zloc", (B, n_seg, f * f), x.dtype)
                 ker.reduce[B * n_seg, f * f](xd, Qd, Ad, s, L, Zloc)
-                a = _alloc(workspace, "A^L", (B, n_seg, f * f), x.dtype)
+                a = alloc(workspace, "A^L", (B, n_seg, f * f), x.dtype)
                 ker.fill_power[_grid(a.size)](Ad, L, a)
-                S = linear_scan(a, Zloc, None, "blelloch", out=_alloc(workspace, "S", a.shape, x.dtype), **kw)
+                S = linear_scan(a, Zloc, None, "blelloch", out=alloc(workspace, "S", a.shape, x.dtype), **kw)
             ker.scan[B * n_seg, f * f](xd, Qd, qd, betad, Ad, s, L, S, n_seg > 1, return_Z, o, Z)
     if outs is not None:
         return outs if return_Z else outs[0]
@@ -263,10 +263,10 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None,
                 and set(out[1]) == {"Q", "q", "beta", "A"}):
             raise ValueError('out must be (dx, {"Q": dQ, "q": dq, "beta": dbeta, "A": dA}) device arrays, got '
                              f"{type(out).__name__}")
-        outs = _check_out((out[0],) + tuple(out[1][k] for k in ("Q", "q", "beta", "A")),
+        outs = check_out((out[0],) + tuple(out[1][k] for k in ("Q", "q", "beta", "A")),
                           ("dx", "Q", "q", "beta", "A"), ((B, T, f), (w, w), (w,), tuple(beta.shape), (f, f)),
                           dt, on_device)
-    _check_workspace(workspace)
+    check_workspace(workspace)
     xd, Qd, qd, betad, Ad, Zd, dod = (to_device(v) for v in (x, Q, q, beta, A, Z, do))
     Zd = Zd.reshape((B, T_out, f * f))
     kw = {} if scan_block is None else {"block": scan_block}
@@ -278,20 +278,20 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do, *, version=None, segments=None,
     dx, dQ, dq, dbeta, dA = outs
     if version == 2:
         n_seg, L = plan_segments(B, T_out, f, segments)
-        ker, fill_power = _segmented_backward(dt, f, w), _segmented_forward(dt, f, w).fill_power
-        Gs = _alloc(workspace, "unused3", (1, 1, 1), dt)
+        ker, fill_power = segmented_backward(dt, f, w), segmented_forward(dt, f, w).fill_power
+        Gs = alloc(workspace, "unused3", (1, 1, 1), dt)
         if n_seg > 1:
             # 1. each segment's own G at its first window; 2. Gs[b, g] = Gloc[b, g] + A^L ⊙ Gs[b, g + 1],
             # the full adjoint at segment g's first window (the reverse scan; its h argument only feeds the
             # dL/da that is not used); 3. (below) every segment rerun from Gs[b, g + 1].
-            Gloc = _alloc(workspace, "Gloc", (B, n_seg, f * f), dt)
+            Gloc = alloc(workspace, "Gloc", (B, n_seg, f * f), dt)
             ker.reduce_backward[B * n_seg, f * f](xd, qd, betad, Ad, dod, s, L, Gloc)
-            a = _alloc(workspace, "A^L", (B, n_seg, f * f), dt)
+            a = alloc(workspace, "A^L", (B, n_seg, f * f), dt)
             fill_power[_grid(a.size)](Ad, L, a)
-            scan_out = tuple(_alloc(workspace, name, sh, dt) for name, sh in
+            scan_out = tuple(alloc(workspace, name, sh, dt) for name, sh in
                              (("dA^L", a.shape), ("Gs", a.shape), ("dh0 unused", (B, f * f))))
             _, Gs, _ = linear_scan_backward(a, Gloc, Gloc, None, "blelloch", out=scan_out, **kw)
-        P = _alloc(workspace, "partials", (B * n_seg, f * f + w * w + w + beta.shape[0]), dt)
+        P = alloc(workspace, "partials", (B * n_seg, f * f + w * w + w + beta.shape[0]), dt)
         ker.backward[B * n_seg, f * f](xd, Qd, qd, betad, Ad, Zd, dod, s, L, Gs, n_seg > 1, dx, P)
         ker.sum_partials[_grid(P.shape[1])](P, dA, dQ, dq, dbeta)
     else:
@@ -310,19 +310,19 @@ def _backward_v1(xd, Qd, qd, betad, Ad, Zd, dod, s, T, beta_shape, kw, outs):
     B, T_out, ff = Zd.shape
     f, w = xd.shape[2], Qd.shape[0]
     dt = xd.dtype
-    ker = _elementwise_backward(dt)
+    ker = elementwise_backward(dt)
     workspace = kw["workspace"]
     dx, dQ, dq, dbeta, dA = outs
     for y in (dx, dQ, dq, dbeta):  # sums of atomic adds start from 0
         _zeros(y.shape, dt, y)
     # 4. readout
-    dZ = _alloc(workspace, "dZ", (B, T_out, ff), dt)
+    dZ = alloc(workspace, "dZ", (B, T_out, ff), dt)
     ker.readout_backward_rows[_grid(B * T_out * f)](xd, qd, betad, Zd, dod, s, dbeta, dZ)
     ker.readout_backward_cols[_grid(B * T_out * f)](xd, qd, betad, Zd, dod, s, dq, dx)
     # 3. the scan over windows: G = dL/dU, da = G ⊙ Z_{k-1}
-    a = _alloc(workspace, "A rows", (B, T_out, ff), dt)
-    _elementwise_forward(dt).fill_rows[_grid(a.size)](Ad, a)
-    scan_out = tuple(_alloc(workspace, name, sh, dt) for name, sh in
+    a = alloc(workspace, "A rows", (B, T_out, ff), dt)
+    elementwise_forward(dt).fill_rows[_grid(a.size)](Ad, a)
+    scan_out = tuple(alloc(workspace, name, sh, dt) for name, sh in
                      (("da", a.shape), ("G", a.shape), ("dh0 unused", (B, ff))))
     da, G, _ = linear_scan_backward(a, Zd, dZ, None, "blelloch", out=scan_out, **kw)
     ker.sum_over_windows[_grid(ff)](da, dA)

@@ -12,10 +12,10 @@ whose ``gril_backward`` launches these kernels):
 
 Both versions need the forward's Z (``return_Z=True``):
 
-    v1 elementwise  ``_elementwise_backward``: one kernel per step with one thread per output entry; G from
+    v1 elementwise  ``elementwise_backward``: one kernel per step with one thread per output entry; G from
                     ``linear_scan_backward`` (G and dZ written to memory); the sums over (b, k) and the
                     overlapping dx by atomic adds, so their last bits depend on the order of the additions.
-    v2 fused        ``_segmented_backward``: the segments of forward v3, one block per (b, segment), one thread
+    v2 fused        ``segmented_backward``: the segments of forward v3, one block per (b, segment), one thread
                     per entry (i, j): G_k runs in a register in reverse time; per window the block stages C_k,
                     do_k, Z_k and G_k in shared memory and forms G C, G^T C, dr_k, dC_k; dA, dQ, dq, dβ are
                     summed per block (dA in a register, the rest in shared memory, each entry owned by one
@@ -38,24 +38,24 @@ from types import SimpleNamespace
 import numpy as np
 from numba import cuda
 
-from ._device import _NB_TYPES, kernel
-from .window_forward import DEFAULT_BLOCK, _r_entry, _segment, _thread_entry
+from ._device import NB_TYPES, kernel
+from .window_forward import DEFAULT_BLOCK, make_r_entry, segment, thread_entry
 
 # ---------------------------------------------------------------------------------------------------------
 # v1: elementwise kernels, one thread per output entry, atomics for the sums over windows
 
 
 @lru_cache(maxsize=None)
-def _elementwise_backward(dtype):
+def elementwise_backward(dtype):
     """v1's kernels for one dtype (accumulators in that dtype: float32 stays float32)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    r_entry = _r_entry(dtype)
+    nbdt = NB_TYPES[np.dtype(dtype)]
+    r_entry = make_r_entry(dtype)
 
     @kernel(DEFAULT_BLOCK)
     def _readout_backward_rows(x, q, beta, Z, do, s, dbeta, dZ):
         """Per (b, k, i): dβ += do_i (Z r)_i and dZ_k[i, j] = β_i do_i r_j (step 4)."""
         B, Tp, f = do.shape
-        ok, b, k, i, _ = _thread_entry(B, Tp, f, 1)
+        ok, b, k, i, _ = thread_entry(B, Tp, f, 1)
         if not ok:
             return
         bi = i if beta.shape[0] > 1 else 0
@@ -72,7 +72,7 @@ def _elementwise_backward(dtype):
         """Per (b, k, j): dr_j = Σ_i Z_k[i, j] β_i do_i; dq_m += C_k[j, m] dr_j; dx[ks+m, j] += dr_j q_m."""
         B, Tp, f = do.shape
         w = q.shape[0]
-        ok, b, k, j, _ = _thread_entry(B, Tp, f, 1)
+        ok, b, k, j, _ = thread_entry(B, Tp, f, 1)
         if not ok:
             return
         dr = nbdt(0.0)
@@ -101,7 +101,7 @@ def _elementwise_backward(dtype):
         B, Tp, ff = G.shape
         f = x.shape[2]
         w = Q.shape[0]
-        ok, b, k, i, m = _thread_entry(B, Tp, f, w)
+        ok, b, k, i, m = thread_entry(B, Tp, f, w)
         if not ok:
             return
         t0 = k * s
@@ -121,7 +121,7 @@ def _elementwise_backward(dtype):
         B, Tp, ff = G.shape
         f = x.shape[2]
         w = dQ.shape[0]
-        ok, b, k, m, n = _thread_entry(B, Tp, w, w)
+        ok, b, k, m, n = thread_entry(B, Tp, w, w)
         if not ok:
             return
         t0 = k * s
@@ -149,16 +149,16 @@ def _elementwise_backward(dtype):
 
 
 @lru_cache(maxsize=None)
-def _segmented_backward(dtype, f, w):
+def segmented_backward(dtype, f, w):
     """v2's kernels for one (dtype, f, w) (shared arrays need compile-time sizes).
 
     ``reduce_backward`` and ``backward`` run forward v3's grid: B * n_seg blocks, block (b, g) = blockIdx
-    b * n_seg + g (``window_forward._segment``), one thread per entry p = i f + j of Z (f*f threads), segment g
+    b * n_seg + g (``window_forward.segment``), one thread per entry p = i f + j of Z (f*f threads), segment g
     holding windows k0 = g L .. k1 - 1 = min(k0 + L, T') - 1.
     """
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
     FW, FF, WW = f * w, f * f, w * w
-    r_entry = _r_entry(dtype)
+    r_entry = make_r_entry(dtype)
     # Compiled with the launch bound f*f (``_device.kernel``): at f = 32 each thread may use at most 64 registers.
 
     @kernel(FF)
@@ -166,7 +166,7 @@ def _segmented_backward(dtype, f, w):
         """Backward pass 1: Gloc[b, g, p] = G_{k0} of segment g started from G_{k1} = 0,
         Σ_{k=k0}^{k1-1} A^{k-k0} ⊙ dZ_k with dZ_k[i, j] = β_i do_k[i] r_k[j]. No barriers."""
         Tp = do.shape[1]
-        b, g, k0, k1 = _segment(Tp, Gloc.shape[1], L)
+        b, g, k0, k1 = segment(Tp, Gloc.shape[1], L)
         p = cuda.threadIdx.x
         i = p // f
         j = p - i * f
@@ -207,7 +207,7 @@ def _segmented_backward(dtype, f, w):
         sdb = cuda.shared.array(f, nbdt)
         Tp = do.shape[1]
         n_seg = -(-Tp // L)
-        b, g, k0, k1 = _segment(Tp, n_seg, L)
+        b, g, k0, k1 = segment(Tp, n_seg, L)
         own_lo = k0 * s
         own_hi = k1 * s if g < n_seg - 1 else x.shape[1]
         k_last = max(k0 - (w - 1) // s, 0)   # the last window of the reverse sweep (halo included)

@@ -6,15 +6,15 @@ glossary are in ``window.py``, whose ``gril_forward`` launches these kernels):
 
     U_k = C_k Q C_k^T,  Z_k = A ⊙ Z_{k-1} + U_k,  o_k = β ⊙ (Z_k r_k),  r_k = C_k q,  C_k[i, m] = x[k s + m, i]
 
-    v1 unfused    ``_elementwise_forward``: ``updates`` writes every U_k (B, T', f*f); the host runs
+    v1 unfused    ``elementwise_forward``: ``updates`` writes every U_k (B, T', f*f); the host runs
                   ``cuda_kernels.scan.linear_scan`` (Blelloch) over k with a_k = A (``fill_rows``); ``readout``
                   computes o. Three launches, U and Z in memory.
-    v2 fused      ``_fused_kernel``: one block per batch element, one thread per entry (i, j) of Z (f*f <= 1024
+    v2 fused      ``fused_kernel``: one block per batch element, one thread per entry (i, j) of Z (f*f <= 1024
                   threads): for each window (``_window_step``), stage C_k in shared memory, compute U_k[i, j]
                   in registers, update Z[i, j] in a register and read out o_k. U is never written, Z only if
                   asked for (the backward needs it). Parallel over (b, i, j), sequential over windows: with
                   B = 1 one block runs all T' windows and the GPU idles. The readable version.
-    v3 segmented  ``_segmented_forward``: what v2 lacks: T is split across blocks. The windows are cut into
+    v3 segmented  ``segmented_forward``: what v2 lacks: T is split across blocks. The windows are cut into
                   n_seg segments of L (``window.plan_segments``), one block per (b, segment). Z_k = A ⊙ Z_{k-1}
                   + U_k has a constant coefficient, so segment g maps the state before it to A^L ⊙ Z_in +
                   Zloc_g; reduce-then-scan:
@@ -24,8 +24,8 @@ glossary are in ``window.py``, whose ``gril_forward`` launches these kernels):
                       3. ``scan``: v2's loop over segment g's windows from Z = S_{g-1}, writing o (and Z).
                   With one segment only pass 3 runs, from Z = 0: v2's single pass.
 
-The device functions both directions use (``_thread_entry``: an elementwise thread's entry; ``_r_entry``:
-r_k[j]; ``_segment``: a segmented block's windows) and ``DEFAULT_BLOCK`` live here; ``window_backward.py``
+The device functions both directions use (``thread_entry``: an elementwise thread's entry; ``make_r_entry``:
+r_k[j]; ``segment``: a segmented block's windows) and ``DEFAULT_BLOCK`` live here; ``window_backward.py``
 imports them.
 """
 from __future__ import annotations
@@ -36,13 +36,13 @@ from types import SimpleNamespace
 import numpy as np
 from numba import cuda
 
-from ._device import _NB_TYPES, kernel
+from ._device import NB_TYPES, kernel
 
 DEFAULT_BLOCK = 128          # threads per block of the elementwise kernels
 
 
 @cuda.jit(device=True, inline=True)
-def _thread_entry(B, Tp, n1, n2):
+def thread_entry(B, Tp, n1, n2):
     """(in range, b, k, i, j): this thread's entry of an array (B, Tp, n1, n2), one thread per entry (the
     elementwise kernels); threads past the end get False."""
     idx = cuda.grid(1)
@@ -53,11 +53,11 @@ def _thread_entry(B, Tp, n1, n2):
 
 
 @lru_cache(maxsize=None)
-def _r_entry(dtype):
+def make_r_entry(dtype):
     """A device function r_entry(x, q, b, t0, j, w) = r_k[j] = Σ_m C_k[j, m] q_m = Σ_m x[b, t0 + m, j] q_m for
     the window of width w starting at t0 = k s (the readouts of v1, the backward's pass 1 with its compile-time
     w, as ``_u_entry``)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
 
     @cuda.jit(device=True, inline=True)
     def r_entry(x, q, b, t0, j, w):
@@ -70,7 +70,7 @@ def _r_entry(dtype):
 
 
 @cuda.jit(device=True, inline=True)
-def _segment(Tp, n_seg, L):
+def segment(Tp, n_seg, L):
     """(b, g, k0, k1) of this block of a segmented kernel: block b * n_seg + g runs windows k0 .. k1 - 1."""
     blk = cuda.blockIdx.x
     b = blk // n_seg
@@ -101,7 +101,7 @@ def _u_entry(dtype):
     """A device function u_entry(x, Q, b, t0, i, j, w) = U_k[i, j] = Σ_{m,n} C_k[i, m] Q[m, n] C_k[j, n], read
     from x for the window of width w starting at t0 = k s (v1's ``updates``, v3's ``reduce``). v3 passes its
     compile-time w: with w read from Q's shape there, ``reduce`` used local memory (ptxas, sm_90)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
 
     @cuda.jit(device=True, inline=True)
     def u_entry(x, Q, b, t0, i, j, w):
@@ -121,17 +121,17 @@ def _u_entry(dtype):
 
 
 @lru_cache(maxsize=None)
-def _elementwise_forward(dtype):
+def elementwise_forward(dtype):
     """v1's kernels for one dtype (accumulators in that dtype: float32 stays float32)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
-    u_entry, r_entry = _u_entry(dtype), _r_entry(dtype)
+    nbdt = NB_TYPES[np.dtype(dtype)]
+    u_entry, r_entry = _u_entry(dtype), make_r_entry(dtype)
 
     @kernel(DEFAULT_BLOCK)
     def _updates(x, Q, s, U):
         """U[b, k, i*f + j] = Σ_{m,n} C_k[i, m] Q[m, n] C_k[j, n]."""
         B, Tp, ff = U.shape
         f = x.shape[2]
-        ok, b, k, i, j = _thread_entry(B, Tp, f, f)
+        ok, b, k, i, j = thread_entry(B, Tp, f, f)
         if not ok:
             return
         U[b, k, i * f + j] = u_entry(x, Q, b, k * s, i, j, Q.shape[0])
@@ -148,7 +148,7 @@ def _elementwise_forward(dtype):
     def _readout(x, q, beta, Z, s, o):
         """o[b, k, i] = β_i Σ_j Z_k[i, j] r_k[j], r_k[j] = Σ_m x[k s + m, j] q_m."""
         B, Tp, f = o.shape
-        ok, b, k, i, _ = _thread_entry(B, Tp, f, 1)
+        ok, b, k, i, _ = thread_entry(B, Tp, f, 1)
         if not ok:
             return
         acc = nbdt(0.0)
@@ -169,7 +169,7 @@ def _window_step(dtype, f, w):
     every thread tid = i f + j of a block of f*f, on the block's shared arrays sC (f*w), sQ (w*w, filled),
     sq (w, filled), sr (f), sZ (f*f). Takes the thread's Z[i, j] before the window, returns it after, writes
     o[b, k] (and Z_out[b, k] if save_Z)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
     FW, FF = f * w, f * f
 
     @cuda.jit(device=True)
@@ -211,9 +211,9 @@ def _window_step(dtype, f, w):
 
 
 @lru_cache(maxsize=None)
-def _fused_kernel(dtype, f, w):
+def fused_kernel(dtype, f, w):
     """Shared arrays need compile-time sizes: one kernel per (dtype, f, w)."""
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
     FW, FF, WW = f * w, f * f, w * w
     window = _window_step(dtype, f, w)
     stage_Qq = _Qq_stager(f, w)
@@ -243,15 +243,15 @@ def _fused_kernel(dtype, f, w):
 
 
 @lru_cache(maxsize=None)
-def _segmented_forward(dtype, f, w):
+def segmented_forward(dtype, f, w):
     """v3's kernels for one (dtype, f, w) (shared arrays need compile-time sizes).
 
     ``reduce`` and ``scan`` run a grid of B * n_seg blocks, block (b, g) = blockIdx b * n_seg + g, and one
     thread per entry p = i f + j of Z (f*f threads); segment g holds windows k0 = g L .. k1 - 1 =
-    min(k0 + L, T') - 1 (``_segment``). ``fill_power`` is the coefficient of a whole segment, which the
+    min(k0 + L, T') - 1 (``segment``). ``fill_power`` is the coefficient of a whole segment, which the
     backward's carry uses too.
     """
-    nbdt = _NB_TYPES[np.dtype(dtype)]
+    nbdt = NB_TYPES[np.dtype(dtype)]
     FW, FF, WW = f * w, f * f, w * w
     window = _window_step(dtype, f, w)
     u_entry = _u_entry(dtype)
@@ -284,7 +284,7 @@ def _segmented_forward(dtype, f, w):
         """Pass 1: Zloc[b, g, p] = Z after segment g's windows started from Z = 0,
         Σ_{k=k0}^{k1-1} A^{k1-1-k} ⊙ U_k. No barriers: each thread reads rows i and j of C_k from x."""
         Tp = (x.shape[1] - w) // s + 1
-        b, g, k0, k1 = _segment(Tp, Zloc.shape[1], L)
+        b, g, k0, k1 = segment(Tp, Zloc.shape[1], L)
         p = cuda.threadIdx.x
         i = p // f
         j = p - i * f
@@ -304,7 +304,7 @@ def _segmented_forward(dtype, f, w):
         sr = cuda.shared.array(f, nbdt)    # r_k = C_k q
         sZ = cuda.shared.array(FF, nbdt)   # Z_k, for the readout's sum over j
         Tp = o.shape[1]
-        b, g, k0, k1 = _segment(Tp, -(-Tp // L), L)
+        b, g, k0, k1 = segment(Tp, -(-Tp // L), L)
         tid = cuda.threadIdx.x
         i = tid // f
         j = tid - i * f

@@ -29,19 +29,19 @@ class Workspace:
         return len(self._buffers)
 
 
-def _check_workspace(workspace):
+def check_workspace(workspace):
     if workspace is not None and not isinstance(workspace, Workspace):
         raise ValueError(f"workspace must be a cuda_kernels.scan.Workspace or None, got {type(workspace).__name__}")
 
 
-def _alloc(workspace, name, shape, dtype):
+def alloc(workspace, name, shape, dtype):
     """A device array for a temporary: from ``workspace`` (reused) or freshly allocated."""
     if workspace is None:
         return cuda.device_array(tuple(shape), dtype=dtype)
-    _check_workspace(workspace)
+    check_workspace(workspace)
     return workspace.get(name, shape, dtype)
 
 
-def _dummy(ndim, dtype, workspace=None):
+def dummy(ndim, dtype, workspace=None):
     """A placeholder for an argument the kernel does not read (h0 without one, unused outputs)."""
-    return _alloc(workspace, f"unused{ndim}", (1,) * ndim, dtype)
+    return alloc(workspace, f"unused{ndim}", (1,) * ndim, dtype)

@@ -89,7 +89,7 @@ def kernels():
     import numpy as np
     from numba import types
 
-    from cuda_kernels import chunked, scan, window_backward, window_forward
+    from cuda_kernels import blelloch, chunked_kernels, scan, sequential, window_backward, window_forward
 
     dt = types.float64
     A1, A2, A3 = (types.Array(dt, n, "C") for n in (1, 2, 3))
@@ -97,9 +97,9 @@ def kernels():
     b, i = types.boolean, types.int64
     f64 = np.float64
     out = []
-    red, sc = scan._blelloch_kernels(f64, 32, 32, "linear", False)
-    _, scb = scan._blelloch_kernels(f64, 32, 32, "linear", True)
-    _, scl = scan._blelloch_kernels(f64, 32, 32, "log", False)
+    red, sc = blelloch.blelloch_kernels(f64, 32, 32, "linear", False)
+    _, scb = blelloch.blelloch_kernels(f64, 32, 32, "linear", True)
+    _, scl = blelloch.blelloch_kernels(f64, 32, 32, "log", False)
     v2_scan = (A3, A3, A3, A2, b, A3, A3, A3, A2)
     out += [("v2 reduce, block 1024", red, (A3, A3, A3, A3), 1024),
             ("v2 scan, block 1024", sc, v2_scan, 1024),
@@ -112,7 +112,7 @@ def kernels():
     # (chunked.shared_bytes).
     for block, K in ((1024, 1),):
         for op, rev, what in (("linear", False, "forward"), ("linear", True, "backward"), ("log", False, "log")):
-            r3, s3, l3 = chunked._kernels(f64, 32, block // 32, K, op, rev, True)
+            r3, s3, l3 = chunked_kernels.kernels(f64, 32, block // 32, K, op, rev, True)
             out.append((f"v3 {what} scan, block {block}, K={K}", s3, v3_scan, block))
             if what != "log":
                 out += [(f"v3 {what} reduce, block {block}, K={K}", r3, v3_reduce, block),
@@ -120,8 +120,8 @@ def kernels():
     # v1 at its default K (scan.DEFAULT_PREFETCH_*), block SEQUENTIAL_BLOCK = 128: it fits whatever ptxas does
     # (255 x 128 < 65,536); what these rows show is that the K prefetched steps stay in registers (no local
     # memory, the test checks it), which the pipelining needs.
-    v1_fwd, _ = scan._sequential_kernels(f64, "linear", scan.DEFAULT_PREFETCH_FORWARD)
-    _, v1_bwd = scan._sequential_kernels(f64, "linear", scan.DEFAULT_PREFETCH_BACKWARD)
+    v1_fwd, _ = sequential.sequential_kernels(f64, "linear", scan.DEFAULT_PREFETCH_FORWARD)
+    _, v1_bwd = sequential.sequential_kernels(f64, "linear", scan.DEFAULT_PREFETCH_BACKWARD)
     out += [(f"v1 forward, K={scan.DEFAULT_PREFETCH_FORWARD}, block 128", v1_fwd, (A3, A3, A2, b, A3),
              scan.SEQUENTIAL_BLOCK),
             (f"v1 backward, K={scan.DEFAULT_PREFETCH_BACKWARD}, block 128", v1_bwd, (A3, A3, A3, A2, b, A3, A3, A2),
@@ -142,8 +142,8 @@ def kernels():
         out.append((f"v4 forward, block {block}, K={K}, 32 channel lanes",
                     lookback._kernel(f64, CW, TW, K, "linear", False, True), v4_args, block))
     f, w = 32, 3
-    fwd, bwd = window_forward._segmented_forward(f64, f, w), window_backward._segmented_backward(f64, f, w)
-    out += [("window v2 fused forward, f=32", window_forward._fused_kernel(f64, f, w),
+    fwd, bwd = window_forward.segmented_forward(f64, f, w), window_backward.segmented_backward(f64, f, w)
+    out += [("window v2 fused forward, f=32", window_forward.fused_kernel(f64, f, w),
              (A3, A2, A1, A1, A2, i, b, A3, A3), f * f),
             ("window v3 reduce, f=32", fwd.reduce, (A3, A2, A2, i, i, A3), f * f),
             ("window v3 forward scan, f=32", fwd.scan, (A3, A2, A1, A1, A2, i, i, A3, b, b, A3, A3), f * f),
@@ -163,13 +163,13 @@ def main(argv):
         print(json.dumps({"name": name, "threads": threads, "launch_bounds": lb, "registers": regs,
                           "shared_bytes": smem, "local_bytes": local}), flush=True)
     if "--control" in argv:
-        from cuda_kernels import chunked
+        from cuda_kernels import chunked_kernels
         import numpy as np
         from numba import types
 
         # float32 (which K = 2 at block 1024 fits), the configuration that failed on the H200
         A2, A3 = types.Array(types.float32, 2, "C"), types.Array(types.float32, 3, "C")
-        _, s3, _ = chunked._kernels(np.float32, 32, 32, 2, "linear", True, True)
+        _, s3, _ = chunked_kernels.kernels(np.float32, 32, 32, 2, "linear", True, True)
         regs, smem, _, _ = registers(ptxas, s3, (A3, A3, A3, A2, types.boolean, types.int64, A3, A3, A3, A2), None)
         print(json.dumps({"name": "control: v3 float32 backward scan, block 1024, K=2, no launch bounds",
                           "threads": 1024,

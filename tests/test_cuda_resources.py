@@ -116,9 +116,9 @@ def test_shared_memory_check_refuses_blocks_that_cannot_launch():
 
 def _threads(factory, args):
     """Threads per block of a kernel family, from its factory's arguments (what the host launches it with)."""
-    if factory in ("_kernels", "_blelloch_kernels", "_kernel"):   # (dtype, CW, TW, ...): CW x TW threads
+    if factory in ("kernels", "blelloch_kernels", "_kernel"):     # (dtype, CW, TW, ...): CW x TW threads
         return args[1] * args[2]
-    if factory == "_sequential_kernels":
+    if factory == "sequential_kernels":
         return cs.SEQUENTIAL_BLOCK
     return args[1] * args[1]                              # window (dtype, f, w): f x f threads
 
@@ -146,8 +146,8 @@ def test_compiled_kernels_fit_their_blocks_on_the_gpu(monkeypatch):
             return out
         monkeypatch.setattr(module, name, wrapped)
 
-    for module, name in ((chunked, "_kernels"), (cs, "_blelloch_kernels"), (cs, "_sequential_kernels"),
-                         (cw, "_segmented_forward"), (cw, "_segmented_backward"), (cw, "_fused_kernel"),
+    for module, name in ((chunked, "kernels"), (cs, "blelloch_kernels"), (cs, "sequential_kernels"),
+                         (cw, "segmented_forward"), (cw, "segmented_backward"), (cw, "fused_kernel"),
                          (lookback, "_kernel")):
         record(module, name)
     rng = np.random.default_rng(3)
@@ -182,7 +182,7 @@ def test_compiled_kernels_fit_their_blocks_on_the_gpu(monkeypatch):
                 assert overload.regs_per_thread * threads <= REGISTERS, (name, args, sig, overload.regs_per_thread)
                 checked += 1
                 largest = max(largest, threads)
-    assert {name for name, _, _ in launched} >= {"_kernels", "_blelloch_kernels", "_sequential_kernels",
-                                                 "_segmented_forward", "_segmented_backward", "_fused_kernel",
+    assert {name for name, _, _ in launched} >= {"kernels", "blelloch_kernels", "sequential_kernels",
+                                                 "segmented_forward", "segmented_backward", "fused_kernel",
                                                  "_kernel"}
     assert checked >= 12 and largest == 1024, (checked, largest)
