@@ -37,6 +37,9 @@ def add_parser(subparsers):
                         "with less memory: peak about 2.4 GB x T / 4096 (scan), 3.5 GB x T / 16385 (window)")
     p.add_argument("--repeats", type=int, help="train: rounds to take the minimum over (default 20)")
     p.add_argument("--no-torch", action="store_true", help="train: do not compare with PyTorch")
+    p.add_argument("--profile", action="store_true",
+                   help="train: where each step's time goes (cProfile by part of the library), its FLOPs and the "
+                        "share of the same-run sgemm rate it reaches (minimal.bench.profile), instead of the table")
     p.set_defaults(func=_bench)
     return p
 
@@ -48,6 +51,9 @@ def _bench(args):
         # step and train time fixed shapes (the experiments' own): a --size they would ignore is refused
         raise InputError(f"--size applies to bench scan and bench window only (their time steps T); bench "
                          f"{args.what} times the experiments' fixed shapes: drop --size {args.size}")
+    if args.profile and args.what != "train":
+        raise InputError(f"--profile applies to bench train only (where one training step's time goes); drop it "
+                         f"from bench {args.what}")
     if args.size is not None:   # checked here to name the flag; the library checks its own argument again
         check_positive_int("--size", args.size, minimum=2 if args.what == "scan" else 4)
     if args.repeats is not None:
@@ -65,6 +71,12 @@ def _bench(args):
             if args.repeats is not None:   # 0 is refused, not read as "the default" (``args.repeats or ...`` did)
                 check_positive_int("--repeats", args.repeats)
             repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
+            if args.profile:
+                from . import profile
+
+                print(profile.profile_models(quick=args.quick, repeats=repeats or 5,
+                                             log=lambda s: print(s, file=sys.stderr)))
+                return 0
             rows = bench_train.bench_train(repeats=repeats, quick=args.quick,
                                            torch=not args.no_torch, log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))

@@ -1,0 +1,160 @@
+"""Where one training step's time goes (``python -m minimal bench train --profile``): a breakdown of the step of
+``minimal.bench.train`` by part of the library, its FLOP count, and the same-run sgemm rate of its own matrix
+shapes (the roofline a step of matrix products could reach on this core).
+
+Breakdown. The step runs ``steps`` times under ``cProfile``; each function's own time (``tottime``, its callees
+excluded) is put in the part of the library its file belongs to (``PARTS``: scans, gates and cells, norms,
+embedding and loss, linear layers, AdamW and clipping, the stack's glue), and NumPy's C functions called from
+Python (``np.empty``, ``ndarray.sum``, ...; cProfile names them ``{built-in method ...}``) and NumPy's own Python
+wrappers in "NumPy calls", Numba's dispatcher (type checks before a compiled kernel runs) in "Numba dispatch". A matrix
+product written as ``x @ W`` is not a call cProfile sees: its time counts in the function that wrote it (the
+linear layers, the gates, attention). cProfile's own overhead grows with the number of Python calls, so the
+shares are a map of where to look, and the step time is taken without it (``bench train``).
+
+FLOPs. Every 2-D weight W (d_in, d_out) of the model, but the embedding and position tables (a gather, not a
+product) and the causal convolution's (elementwise), is
+used in one forward product (N x d_in by d_in x d_out, N = B T tokens) and two backward ones (dX and dW): 6 N
+d_in d_out FLOPs a step. Attention adds its score and value products, 4 B T² D forward and 8 B T² D backward per
+layer (dense, as ``cells.softmax_attention`` computes them). The sgemm rate is ``np.matmul`` into a preallocated
+output on each of those shapes, in float32, one thread, best of ``repeats``: the step's achieved GFLOP/s over it is
+the share of the machine's matrix rate the step reaches.
+"""
+from __future__ import annotations
+
+import cProfile
+import pstats
+import time
+
+import numpy as np
+
+from ..validate import check_positive_int
+
+__all__ = ["PARTS", "profile_step", "gemm_shapes", "step_flops", "sgemm_seconds", "roofline", "format_profile",
+           "profile_models"]
+
+# (part, path fragments of the files it holds); the first match wins, so the narrower fragments come first
+PARTS = (
+    ("scans", ("minimal/scan/",)),
+    ("norms", ("layers/layernorm", "layers/_layernorm")),
+    ("embedding and loss", ("layers/embedding", "layers/_embedding", "layers/cross_entropy", "layers/mse",
+                            "layers/positional", "layers/token_position")),
+    ("linear layers", ("layers/linear", "layers/glu", "layers/mlp", "layers/causal_conv", "layers/_gelu",
+                       "layers/dropout")),
+    ("gates and cells", ("minimal/cells/",)),
+    ("AdamW and clipping", ("minimal/optim/",)),
+    ("stack glue", ("minimal/models.py", "minimal/experiments/", "minimal/bench/")),
+)
+
+
+def _part(filename):
+    path = filename.replace("\\", "/")
+    if filename == "~" or filename.startswith("<") or "/numpy/" in path:
+        return "NumPy calls"
+    if "/numba/" in path:
+        return "Numba dispatch"
+    for part, fragments in PARTS:
+        if any(f in path for f in fragments):
+            return part
+    return "other Python"
+
+
+def profile_step(step, steps=5):
+    """{part: seconds per step} of ``step()`` (a ``bench.train.project_step`` closure) under cProfile, and the
+    profiled seconds per step under "total"; ``steps`` >= 1 calls after one untimed."""
+    steps = check_positive_int("steps", steps)
+    step()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(steps):
+        step()
+    prof.disable()
+    wall = time.perf_counter() - t0
+    out = {}
+    for (filename, _, _), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
+        part = _part(filename)
+        out[part] = out.get(part, 0.0) + tottime / steps
+    out["total"] = wall / steps
+    return out
+
+
+def gemm_shapes(model):
+    """[(M, K, N, count)]: the matrix products of one training step of ``model`` (a ``bench.train.Model``), as
+    (M x K) @ (K x N) shapes with how many times each runs (module docstring)."""
+    m = model.meta
+    tokens = m["B"] * m["T"]
+    shapes = []
+    for name, W in model.params.items():
+        if W.ndim != 2 or name.rsplit(".", 1)[-1] in ("E", "P") or ".conv." in f".{name}":
+            continue   # embedding and position tables are gathered, the causal convolution is elementwise
+        a, b = W.shape
+        shapes += [(tokens, a, b, 1), (tokens, b, a, 1), (a, tokens, b, 1)]   # forward, dX, dW
+    if model.kind == "attention":
+        B, T, D, L = m["B"], m["T"], m["D"], m["depth"]
+        # per layer: S = Q K^T and O = P V forward; dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q backward
+        shapes += [(B * T, D, T, 2 * L), (B * T, T, D, 4 * L)]
+    return shapes
+
+
+def step_flops(model):
+    """FLOPs of the matrix products of one training step (``gemm_shapes``: 2 M K N each)."""
+    return float(sum(2.0 * M * K * N * c for M, K, N, c in gemm_shapes(model)))
+
+
+def sgemm_seconds(shapes, repeats=5, dtype=np.float32):
+    """Seconds of ``np.matmul(a, b, out=c)`` summed over ``shapes`` (each its count times), best of ``repeats``."""
+    repeats = check_positive_int("repeats", repeats)
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for M, K, N, count in shapes:
+        a = rng.standard_normal((M, K)).astype(dtype)
+        b = rng.standard_normal((K, N)).astype(dtype)
+        c = np.empty((M, N), dtype)
+        np.matmul(a, b, out=c)
+        best = np.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            np.matmul(a, b, out=c)
+            best = min(best, time.perf_counter() - t0)
+        total += count * best
+    return total
+
+
+def roofline(model, step_seconds, repeats=5):
+    """{"gflop": the step's matrix-product GFLOPs, "gflops_step": achieved by a step of ``step_seconds``,
+    "gflops_sgemm": the same-run sgemm rate of the step's shapes, "gemm_seconds": their sgemm time, "share":
+    gflops_step / gflops_sgemm}."""
+    flops = step_flops(model)
+    gemm = sgemm_seconds(gemm_shapes(model), repeats)
+    return {"gflop": flops / 1e9, "gflops_step": flops / step_seconds / 1e9, "gflops_sgemm": flops / gemm / 1e9,
+            "gemm_seconds": gemm, "share": gemm / step_seconds}
+
+
+def format_profile(name, parts, line):
+    """One model's breakdown as text: the roofline ``line`` (``roofline``'s dict) and each part's ms and share."""
+    total = parts["total"]
+    out = [f"{name}: {1e3 * total:.1f} ms a step under cProfile; matrix products {line['gflop']:.3f} GFLOP, "
+           f"{line['gflops_step']:.1f} GFLOP/s achieved (the unprofiled step) against {line['gflops_sgemm']:.1f} "
+           f"GFLOP/s same-run sgemm of its shapes: {100 * line['share']:.0f} % of the sgemm rate; sgemm alone "
+           f"would take {1e3 * line['gemm_seconds']:.1f} ms"]
+    for part, seconds in sorted(((p, s) for p, s in parts.items() if p != "total"), key=lambda x: -x[1]):
+        out.append(f"    {part:<20} {1e3 * seconds:8.2f} ms  {100 * seconds / total:5.1f} %")
+    return "\n".join(out)
+
+
+def profile_models(quick=False, steps=5, repeats=5, log=print):
+    """Every model of ``bench train`` (``quick``: a few), each profiled (``profile_step``), its step timed without
+    the profiler (CPU seconds, best of ``repeats``) and set against the sgemm rate of its shapes (``roofline``).
+    Returns the text of every model's breakdown, slowest step first."""
+    from ..run import speed
+    from .train import models, project_step
+
+    speed.tune()
+    blocks = []
+    for model in models(quick):
+        step = project_step(model)
+        parts = profile_step(step, steps)
+        best = min(step()["step"] for _ in range(repeats))
+        blocks.append((best, format_profile(model.name, parts, roofline(model, best, repeats))))
+        log(f"profiled {model.name}")
+    return "\n".join(text for _, text in sorted(blocks, key=lambda b: -b[0]))

@@ -1,0 +1,51 @@
+"""`bench train --profile` (minimal.bench.profile): each function's time goes to the part of the library its file
+belongs to, the FLOP count is the step's matrix products, and the tool refuses the benchmarks it does not profile."""
+import numpy as np
+import pytest
+
+from minimal.__main__ import main
+from minimal.bench import profile as P, train as T
+
+
+@pytest.mark.parametrize("filename, part", [
+    ("/x/minimal/scan/numba_linear.py", "scans"), ("/x/minimal/cells/_gates_numba.py", "gates and cells"),
+    ("/x/minimal/layers/_layernorm_numba.py", "norms"), ("/x/minimal/layers/linear.py", "linear layers"),
+    ("/x/minimal/layers/cross_entropy.py", "embedding and loss"), ("/x/minimal/optim/__init__.py", "AdamW and clipping"),
+    ("/x/minimal/models.py", "stack glue"), ("~", "NumPy calls"), ("/y/site-packages/numpy/_core/fromnumeric.py",
+                                                                   "NumPy calls"),
+    ("/y/site-packages/numba/core/dispatcher.py", "Numba dispatch"), ("/x/minimal/validate.py", "other Python")])
+def test_each_file_belongs_to_its_part(filename, part):
+    assert P._part(filename) == part
+
+
+def test_the_flops_are_the_steps_matrix_products():
+    m = T._selective_copy("mingru", 2, False)
+    N = 64 * 64                                   # B T tokens of Job()
+    weights = 6 * 192 * 32 + 32 * 16              # two blocks' W_z, W_h, out (H x D), the readout D x V
+    assert P.step_flops(m) == 6 * N * weights     # forward, dX, dW: 2 N a b each
+    a = T._shakespeare("attention", False)
+    B, Tn, D, L = 16, 128, 64, 3
+    dense = sum(6 * B * Tn * W.size for k, W in a.params.items()
+                if W.ndim == 2 and k.rsplit(".", 1)[-1] not in ("E", "P"))
+    assert P.step_flops(a) == dense + 12 * B * Tn * Tn * D * L
+
+
+def test_a_profile_splits_the_profiled_time_among_the_parts():
+    step = T.project_step(T._selective_copy("mingru", 2, True))
+    parts = P.profile_step(step, steps=1)
+    shares = sum(v for k, v in parts.items() if k != "total") / parts["total"]
+    assert 0.5 < shares <= 1.01, parts
+    assert parts["scans"] > 0 and parts["gates and cells"] > 0 and parts["AdamW and clipping"] > 0
+    line = P.roofline(T._selective_copy("mingru", 2, True), 0.05, repeats=1)
+    assert line["gflops_step"] == pytest.approx(line["gflop"] / 0.05)
+    assert line["share"] == pytest.approx(line["gemm_seconds"] / 0.05) and line["gflops_sgemm"] > 0
+    text = P.format_profile("m", parts, line)
+    assert "scans" in text and "% of the sgemm rate" in text
+
+
+def test_profile_is_refused_outside_bench_train(capsys):
+    assert main(["bench", "scan", "--profile"]) == 2
+    assert "--profile applies to bench train only" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="steps must be"):
+        P.profile_step(lambda: None, steps=0)
+    assert np.isfinite(P.sgemm_seconds([(8, 4, 2, 3)], repeats=1))
