@@ -1,5 +1,5 @@
-"""Device functions and constants the scan versions share (v2 in ``scan.py``, v3 in ``chunked.py``, v4 in
-``lookback.py``), and the ``kernel`` decorator every kernel of this package is compiled with.
+"""Device functions and constants the scan versions share (v2 in ``blelloch.py``, v3 in ``chunked_kernels.py``,
+v4 in ``lookback.py``), and the ``kernel`` decorator every kernel of this package is compiled with.
 
     kernel(threads)                 ``cuda.jit`` with launch bounds: a kernel launched with <= threads threads
     combine_linear, combine_log     the scan operator on pairs, linear and log space (``scan.py``'s docstring)

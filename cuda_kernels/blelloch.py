@@ -1,7 +1,7 @@
 """v2 "blelloch" kernels (``scan.linear_scan(..., method="blelloch")``): the work-efficient scan over the pairs
 (a_t, b_t) in shared memory, a block of (CW, TW) threads per chunk of L = 2 TW steps x CW channels, and the
 reduce / scan passes of reduce-then-scan (``scan.py``'s docstring derives them). The host side (tiling,
-the pass over chunk totals, launches) is in ``scan.py``."""
+the pass over chunk totals, launches) is in ``blelloch_host.py``."""
 from __future__ import annotations
 
 import math

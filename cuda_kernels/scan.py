@@ -4,9 +4,11 @@ Glossary: B batch, T time, C channels; arrays are (B, T, C) with channels contig
 ``minimal.scan``). Trailing axes beyond the third are flattened into C and restored on return.
 
 Kernel versions (kept side by side, each tested against the NumPy reference before it is timed; the kernels of
-v1 are in ``sequential.py``, of v2 in ``blelloch.py``, of v3 in ``chunked_kernels.py`` (its host side in
-``chunked.py``), the device functions they share in ``_device.py``, the checks of host arrays in ``arrays.py``;
-this module is the host side of v1 and v2 and the entry point of all three):
+v1 are in ``sequential.py``, of v2 in ``blelloch.py`` (its host side, the tiles and the reduce-then-scan passes, in
+``blelloch_host.py``), of v3 in ``chunked_kernels.py`` (its host side in ``chunked.py``), v4 in ``lookback.py``,
+the device functions they share in ``_device.py``, the checks of host arrays in ``arrays.py``, the log-space
+backward's elementwise kernels in ``log_shares.py``; this module is the entry point of all four: the checks of
+the options, v1's launch, and the steps of the backward and of log space):
 
     v1 "sequential"  one thread per (b, c) runs the loop over t. Consecutive threads take consecutive
                      channels, so every load of a time step is coalesced. O(T) steps, no synchronisation.
@@ -62,16 +64,14 @@ Arrays with no elements (B = 0 or C = 0) give empty results without a launch.
 """
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-
 import numpy as np
 from numba import cuda
 
-from ._device import NB_TYPES, REGISTERS_PER_BLOCK, kernel  # noqa: F401 - REGISTERS_PER_BLOCK: in __all__
+from ._device import REGISTERS_PER_BLOCK, kernel  # noqa: F401 - in __all__
 from .arrays import (all_finite, check_block, check_inputs, check_out, empty, empty_grads, grad_shapes, grads_3d,
                      grads_out, is_device, shape3, to_device, to_device_3d)
-from .blelloch import blelloch_kernels
+from .blelloch_host import blelloch, blelloch_forward
+from .log_shares import log_share_kernels
 from .sequential import SEQUENTIAL_BLOCK, sequential_kernels
 from .workspace import Workspace, alloc, check_workspace, dummy
 
@@ -93,59 +93,6 @@ DEFAULT_BLOCK = 256          # threads per block
 # K = 1 (``prefetch=1``) stays the plain loop, the teaching version.
 DEFAULT_PREFETCH_FORWARD = 8
 DEFAULT_PREFETCH_BACKWARD = 8
-
-
-def _tile(C, block, channel_tile):
-    """(CW, TW): CW channels of one time step side by side (coalesced), TW threads along time."""
-    if channel_tile is None:
-        CW = 1
-        while CW < min(C, 32, block // 2):
-            CW *= 2
-    else:
-        if isinstance(channel_tile, bool) or not isinstance(channel_tile, (int, np.integer)) \
-                or channel_tile < 1 or channel_tile > block // 2 or channel_tile & (channel_tile - 1):
-            raise ValueError(f"channel_tile must be a power of two in [1, block / 2 = {block // 2}], "
-                             f"got {channel_tile!r}")
-        CW = int(channel_tile)
-    return CW, block // CW
-
-
-def _launch_grid(shape3, CW, TW):
-    B, T, C = shape3
-    n_chunks = -(-T // (2 * TW))
-    return n_chunks, B * n_chunks * (-(-C // CW))
-
-
-def _blelloch(op, reverse, x1, x2, h0, has_h0, outs, block, channel_tile, workspace=None):
-    """Device-level v2 in either direction on (B, T, C) device arrays: x1, x2 = a, b into outs = (h, -, -, -)
-    (forward), or x1, x2 = a, dh into outs = (da, h, db, dh0) (``reverse``: the backward, h the forward's output).
-
-    The temporaries (chunk totals, the carried states one level up) come from ``workspace`` when given; each
-    level's have their own shape, so the levels never share a buffer."""
-    B, T, C = x1.shape
-    CW, TW = _tile(C, block, channel_tile)
-    reduce, scan = blelloch_kernels(x1.dtype, CW, TW, op, reverse)
-    n_chunks, n_blocks = _launch_grid(x1.shape, CW, TW)
-    if n_chunks > 1:
-        tot_a = alloc(workspace, "tot_a", (B, n_chunks, C), x1.dtype)
-        tot_b = alloc(workspace, "tot_b", (B, n_chunks, C), x1.dtype)
-        reduce[n_blocks, (CW, TW)](x1, x2, tot_a, tot_b)
-        # S_k: the state after chunk k, from h0 — the same scan one level up. The backward's chunk totals are
-        # stored in scan (reversed-time) order, so its carries are a forward scan from 0.
-        start, has_start = (dummy(2, x1.dtype, workspace), False) if reverse else (h0, has_h0)
-        carry = _blelloch_forward(op, tot_a, tot_b, start, has_start, block, channel_tile,
-                                  alloc(workspace, "carry", (B, n_chunks, C), x1.dtype), workspace)
-    else:
-        carry = dummy(3, x1.dtype, workspace)
-    scan[n_blocks, (CW, TW)](x1, x2, carry, h0, has_h0, *outs)
-
-
-def _blelloch_forward(op, a, b, h0, has_h0, block, channel_tile, h=None, workspace=None):
-    """Device-level forward scan of (B, T, C) device arrays into h (allocated if None); returns h."""
-    h = cuda.device_array(a.shape, dtype=a.dtype) if h is None else h
-    d3, d2 = dummy(3, a.dtype, workspace), dummy(2, a.dtype, workspace)
-    _blelloch(op, False, a, b, h0, has_h0, (h, d3, d3, d2), block, channel_tile, workspace)
-    return h
 
 
 def _check_method(method):
@@ -254,7 +201,7 @@ def _scan(op, names, a, b, h0, method, block, channel_tile, steps_per_thread=Non
 
         lookback.forward(op, a_d, b_d, h0_d, has_h0, block, *v3, h=h, workspace=workspace)
     else:
-        _blelloch_forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile, h, workspace)
+        blelloch_forward(op, a_d, b_d, h0_d, has_h0, block, channel_tile, h, workspace)
     if out is not None:
         return out[0]
     h = h.reshape(shape)
@@ -346,7 +293,7 @@ def _backward_device(a, h, dh, h0, has_h0, method, block, channel_tile, v3=None,
         backward[-(-B * C // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](a, h, dh, h0, has_h0, *grads)
         return grads
     da, db, dh0 = grads
-    _blelloch("linear", True, a, dh, h0, has_h0, (da, h, db, dh0), block, channel_tile, workspace)
+    blelloch("linear", True, a, dh, h0, has_h0, (da, h, db, dh0), block, channel_tile, workspace)
     return grads
 
 
@@ -379,47 +326,6 @@ def linear_scan_backward(a, h, dh, h0=None, method="blelloch", *, block=DEFAULT_
     grads = None if out is None else grads_3d(out, s3)
     grads = _backward_device(a_d, h_d, dh_d, h0_d, has_h0, method, block, channel_tile, v3, K1, grads, workspace)
     return out if out is not None else grads_out(grads, shape, on_device)
-
-
-@lru_cache(maxsize=None)
-def _log_share_kernels(dtype):
-    nbdt = NB_TYPES[np.dtype(dtype)]
-
-    @kernel(SEQUENTIAL_BLOCK)
-    def shares(log_a, log_b, log_h, log_h0, has_h0, w, w_as_h, w0, v):
-        """Per (b, t, c): w_t = exp(log a_t + l_{t-1} - l_t), v_t = exp(log b_t - l_t).
-
-        w_t is also written where the linear backward reads h_{t-1} (w_as_h[b, t-1], or w0 at t = 0), so
-        that its da_t = g_t h_{t-1} comes out as w_t G_t = dlog_a_t and its dh0 = a_0 g_0 as w_0 G_0."""
-        i = cuda.grid(1)
-        B, T, C = log_a.shape
-        if i >= B * T * C:
-            return
-        bb = i // (T * C)
-        t = (i // C) % T
-        c = i % C
-        if t > 0:
-            l_prev = log_h[bb, t - 1, c]
-        elif has_h0:
-            l_prev = log_h0[bb, c]
-        else:
-            l_prev = nbdt(-math.inf)  # h0 = 0: w_0 = exp(-inf) = 0
-        wt = math.exp(log_a[bb, t, c] + l_prev - log_h[bb, t, c])
-        w[bb, t, c] = wt
-        if t > 0:
-            w_as_h[bb, t - 1, c] = wt
-        else:
-            w0[bb, c] = wt
-        v[bb, t, c] = math.exp(log_b[bb, t, c] - log_h[bb, t, c])
-
-    @kernel(SEQUENTIAL_BLOCK)
-    def times(v, G):
-        """v <- v ⊙ G (flat arrays): dlog_b = v G, written over v."""
-        i = cuda.grid(1)
-        if i < v.shape[0]:
-            v[i] = v[i] * G[i]
-
-    return shares, times
 
 
 def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="blelloch", *,
@@ -459,7 +365,7 @@ def log_linear_scan_backward(log_a, log_b, log_h, dlog_h, log_h0=None, method="b
                               cuda.device_array((B, C), dtype=dt))
     else:
         dlog_a, v, dlog_h0 = grads_3d(out, s3)
-    shares, times = _log_share_kernels(dt)
+    shares, times = log_share_kernels(dt)
     n = B * T * C
     shares[-(-n // SEQUENTIAL_BLOCK), SEQUENTIAL_BLOCK](la, lb, lh, lh0, has_h0, w, w_as_h, w0, v)
     # w_as_h[:, T-1] stays unwritten: the backward reads h_{t-1} for t <= T-1 only.

@@ -42,8 +42,10 @@ def test_the_shared_device_functions_sit_below_both_scan_versions():
     graph = _graph()
     assert graph["_device"] == set() and graph["workspace"] == set()
     assert {"_device", "workspace"} <= graph["chunked"] and "scan" not in graph["chunked"]
-    assert {"_device", "workspace", "chunked", "sequential", "blelloch"} <= graph["scan"]
+    assert {"_device", "workspace", "chunked", "sequential", "blelloch_host", "log_shares"} <= graph["scan"]
     assert graph["sequential"] == graph["blelloch"] == {"_device"}   # v1's and v2's kernels, below the host side
+    assert graph["blelloch_host"] == {"blelloch", "workspace"}        # v2's host side, below scan.py
+    assert graph["log_shares"] == {"_device", "sequential"}           # the log backward's elementwise kernels
     assert graph["chunked_kernels"] == {"_device"}                     # v3's kernels, below chunked.py's host side
     assert "chunked_kernels" in graph["chunked"] and "arrays" in graph["scan"]
     assert graph["arrays"] <= {"_device", "sequential"}                # the host arrays' checks, below scan.py

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cuda_kernels import chunked, lookback, scan as cs
+from cuda_kernels import blelloch_host, chunked, lookback, scan as cs
 from cuda_kernels import window as cw
 
 from test_cuda_scan import _fast_thread_switching, check_forward_backward, hardware, problem  # noqa: F401
@@ -146,7 +146,7 @@ def test_compiled_kernels_fit_their_blocks_on_the_gpu(monkeypatch):
             return out
         monkeypatch.setattr(module, name, wrapped)
 
-    for module, name in ((chunked, "kernels"), (cs, "blelloch_kernels"), (cs, "sequential_kernels"),
+    for module, name in ((chunked, "kernels"), (blelloch_host, "blelloch_kernels"), (cs, "sequential_kernels"),
                          (cw, "segmented_forward"), (cw, "segmented_backward"), (cw, "fused_kernel"),
                          (lookback, "_kernel")):
         record(module, name)
