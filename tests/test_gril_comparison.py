@@ -152,6 +152,43 @@ def test_each_seed_draws_its_own_data_and_gril_reuses_the_ablation_runs():
     assert all(C._gril_job(j) in ablation_jobs for j in jobs if j.model == "gril_1")
 
 
+def test_the_init_knobs_scale_the_value_map_and_the_positions_and_are_keyed_only_when_set():
+    """value_scale and positional_std (None: as before they existed) set LSA's W_V / softmax's W_O and the
+    positional embedding's std; while None they are not in the job key, so the committed grid keeps its files."""
+    from minimal.run.job_files import config_dict, job_key
+
+    def first(spec_, name):
+        layer = spec_[2].layers[0] if hasattr(spec_[2], "layers") else spec_[2]
+        return layer.scale.get(name), spec_[1].init.get("std")
+
+    base = C.Job(model="lsa_2", n_out=1)
+    assert first(CM.spec(base), "W_V") == (0.1 ** 2, None)
+    assert first(CM.spec(dataclasses.replace(base, value_scale=0.3, positional_std=0.3)), "W_V") == (0.3, 0.3)
+    assert first(CM.spec(dataclasses.replace(base, model="softmax_2", value_scale=0.5)), "W_O") == (0.5, None)
+    p = models.init(np.random.default_rng(0), CM.spec(dataclasses.replace(base, positional_std=0.3)))
+    assert 0.25 < p["1.P"].std() < 0.35
+    assert "value_scale" not in config_dict(base) and "positional_std" not in config_dict(base)
+    assert job_key(C.run_job, base) != job_key(C.run_job, dataclasses.replace(base, value_scale=0.01))
+
+
+def test_the_paper_b1_grid_is_the_set_command_s_and_sets_app_b1_s_optimiser():
+    """``Config.paper_b1()``: lsa_2 and softmax_2, scalar, two seeds, at App. B.1's lr 2e-4 and weight decay 0.05,
+    with the init that lets LSA leave its saddle; the same jobs as ``reproduce ... --set`` with PAPER_B1_SET."""
+    from minimal.run import overrides
+    from minimal.run.job_files import job_key
+
+    jobs = C.jobs(C.Config.paper_b1())
+    typed = overrides.plan(overrides.parse_set(list(C.PAPER_B1_SET)), {"gril/comparison": C.Config()})
+    via_set = C.jobs(overrides.apply(C.Config(), typed["gril/comparison"], "gril/comparison"))
+    assert sorted(job_key(C.run_job, j) for j in jobs) == sorted(job_key(C.run_job, j) for j in via_set)
+    assert sorted((j.model, j.seed) for j in jobs) == [("lsa_2", 0), ("lsa_2", 1), ("softmax_2", 0), ("softmax_2", 1)]
+    assert all((j.n_out, j.lr, j.weight_decay, j.warmup_steps, j.batch, j.clip, j.steps) ==
+               (1, 2e-4, 0.05, 500, 64, 1.0, C.PAPER_B1_STEPS) for j in jobs)
+    assert all((j.readout_scale, j.value_scale, j.positional_std) == (0.3, 0.3, 0.3) for j in jobs)
+    keys = {job_key(C.run_job, j) for j in C.jobs(C.Config())}
+    assert not keys & {job_key(C.run_job, j) for j in jobs}
+
+
 def test_the_committed_scalar_runs_say_what_the_docstring_says():
     """The numbers the module docstring quotes for the scalar task (Fig. 3C) come from the committed job files."""
     if not C.finished(C.Config()):

@@ -87,6 +87,30 @@ def test_job_key_is_stable_and_depends_on_values_not_order():
     assert job_files.job_key(square_job, {"a": 1}) == hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def test_a_field_keyed_when_set_leaves_the_key_alone_until_it_is_set(tmp_path, log):
+    """A ``keyed_when_set`` field added to a job's dataclass: while None it is not in the config, the key or the
+    job file (old files keep their names and load as the new dataclass); set, it is, under a key of its own."""
+    @dataclasses.dataclass(frozen=True)
+    class Grown:
+        a: int
+        b: float = 0.5
+        tag: str = "x"
+        scale: float = job_files.keyed_when_set()
+
+    assert job_files.config_dict(Grown(1)) == job_files.config_dict(Cfg(1)) == {"a": 1, "b": 0.5, "tag": "x"}
+    assert job_files.job_key(square_job, Grown(1)) == job_files.job_key(square_job, Cfg(1))
+    assert job_files.config_dict(Grown(1, scale=0.3))["scale"] == 0.3
+    assert job_files.job_key(square_job, Grown(1, scale=0.3)) != job_files.job_key(square_job, Grown(1))
+    # a dict is taken as it is (a record's config): an explicit None is a value there
+    assert job_files.job_key(square_job, {"a": 1, "b": 0.5, "tag": "x", "scale": None}) != \
+        job_files.job_key(square_job, Grown(1))
+    old = sweep.run_sweep(square_job, [Cfg(2)], tmp_path, processes=False, progress=False)
+    again = sweep.run_sweep(square_job, [Grown(2)], tmp_path, processes=False, progress=False)
+    assert calls(log) == [2] and again == old and Grown(**old[0]["config"]) == Grown(2)
+    sweep.run_sweep(square_job, [Grown(2, scale=1.0)], tmp_path, processes=False, progress=False)
+    assert calls(log) == [2, 2] and len(list(tmp_path.glob("*.json"))) == 2
+
+
 def test_a_failing_job_is_not_written_the_others_are_and_a_rerun_retries_it(tmp_path, log):
     with pytest.raises(sweep.SweepError, match="negative a=-1") as info:
         run([Cfg(1), Cfg(-1), Cfg(2)], tmp_path)

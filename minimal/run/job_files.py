@@ -5,8 +5,13 @@ same job always maps to the same file ``<out_dir>/<name>-<job_key>.json``, holdi
 
     {"function": "pkg.module.fn", "config": {...}, "result": {...}, "seconds": wall time of the job}
 
+A field added to a job's dataclass later would change every existing job's key (its files would be left behind
+unseen). Declared with ``keyed_when_set`` (default None: the behaviour before the field existed), it is left out of
+the config, and so of the key and the job file, while it is None: old files keep their names, and a job that sets
+it gets a key of its own.
+
 Here: the keys and paths (``job_key``, ``job_path``, ``checkpoint_path``), the plain JSON values a config and a
-result become (``config_dict``, ``plain``, ``finite_or_nan``), and the records' reading and writing
+result become (``config_dict``, ``plain``, ``keyed_when_set``, ``finite_or_nan``), and the records' reading and writing
 (``read_record``, ``write_record``, ``load_records``, ``all_on_disk``). A file that cannot be read as a record
 (empty, truncated, garbage, a git merge conflict), or whose record was computed for another job (its function and
 config do not hash to the file's job key), is not the job's record: ``read_record`` says why (``refusal`` words
@@ -25,7 +30,7 @@ import numpy as np
 from .io import write_json
 from ..validate import InputError
 
-__all__ = ["config_dict", "job_key", "job_path", "checkpoint_path", "all_on_disk", "load_records", "finite_or_nan"]
+__all__ = ["config_dict", "keyed_when_set", "job_key", "job_path", "checkpoint_path", "all_on_disk", "load_records", "finite_or_nan"]
 
 
 def plain(value):
@@ -46,11 +51,36 @@ def plain(value):
                      f"got {type(value).__name__}: {value!r}")
 
 
+UNSET_OMITTED = "job_key_unset_omitted"    # the dataclass field metadata flag that ``keyed_when_set`` sets
+
+
+def keyed_when_set():
+    """A dataclass field (default None) that ``config_dict`` leaves out while it is None: a field added to a job's
+    config after its job files were written, None meaning the behaviour from before it existed. Those files keep
+    their job keys; a job that sets the field is keyed (and recorded) with it.
+
+    Example::
+
+        @dataclass(frozen=True)
+        class Job:
+            lr: float = 3e-3
+            value_scale: Optional[float] = keyed_when_set()   # None: as before the field existed
+    """
+    return dataclasses.field(default=None, metadata={UNSET_OMITTED: True})
+
+
 def config_dict(config):
-    """A config (dataclass or dict) as a dict of plain JSON values."""
+    """A config (dataclass or dict) as a dict of plain JSON values; a dataclass's ``keyed_when_set`` fields are left
+    out while they are None."""
     if not ((dataclasses.is_dataclass(config) and not isinstance(config, type)) or isinstance(config, dict)):
         raise ValueError(f"config must be a dataclass instance or a dict, got {type(config).__name__}")
-    return plain(config)
+    out = plain(config)
+    if isinstance(config, dict):
+        return out
+    for f in dataclasses.fields(config):
+        if f.metadata.get(UNSET_OMITTED) and getattr(config, f.name) is None:
+            del out[f.name]
+    return out
 
 
 def fn_name(fn):

@@ -99,6 +99,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -108,7 +109,7 @@ from ... import models
 from ...analysis import gril_gd
 from ...data import data_path
 from ...run.io import write_json
-from ...run.job_files import finite_or_nan
+from ...run.job_files import finite_or_nan, keyed_when_set
 from ...run.sweep import Sweep, SweepConfig
 from ...tasks import gril_regression
 from ...run.train import NonFiniteLossError, train
@@ -170,6 +171,12 @@ class Job:
     eval_seed: int = 12345         # model.Job's: the same evaluation set as GRIL and GD (``jobs``: + seed)
     x_scale: float = gril_regression.X_SCALE   # App. B.1: x ~ U(-1/2, 1/2) (``model``)
     positional: bool = True        # attention models: embed f -> d_model and add a learned positional embedding
+    # Fields added after the committed job files were written (``keyed_when_set``: left out of the job key while
+    # None, so those files keep their names); None is the behaviour from before they existed.
+    value_scale: Optional[float] = keyed_when_set()     # attention's value-side output map at init: LSA's W_V
+                                   # (None: readout_scale²), softmax attention's W_O (None: readout_scale)
+    positional_std: Optional[float] = keyed_when_set()  # the learned positional embedding's init std (None:
+                                   # ``layers.positional``'s 0.02)
 
 
 def _evaluate(params, spec_, tasks, chunk=2000):
@@ -179,7 +186,6 @@ def _evaluate(params, spec_, tasks, chunk=2000):
                            for a in range(0, len(y), chunk)])
 
 
-CHECKPOINT_DIR = None   # a folder: ``run_job`` checkpoints there and resumes (the long scalar attention runs)
 N_CURVE = 2_000   # evaluation tasks behind ``run_job``'s eval curve (its final loss uses all n_eval)
 
 
@@ -194,10 +200,13 @@ def _gril_job(job):
                  eval_seed=job.eval_seed, x_scale=job.x_scale)
 
 
-def run_job(job: Job):
+def run_job(job: Job, checkpoint_path=None):
     """Train one (model, target, seed) and evaluate it on the fixed set; a JSON-ready dict with the model's loss,
     one optimal GD step's, the zero predictor's, their ratios, n_params, diverged (1 if the loss became NaN),
-    ms_per_step and curve (20 train-loss means)."""
+    ms_per_step, curve (20 train-loss means) and eval_curve. With ``checkpoint_path`` (the sweep passes one per
+    job) training checkpoints there every 500 steps and resumes from it bit for bit, and the eval curve is kept
+    beside it (``.curve.json``, with a line printed per point); ms_per_step and the record's seconds are then those
+    of the last segment."""
     if isinstance(job, dict):
         job = Job(**job)
     check_choice("model", job.model, MODELS)
@@ -227,10 +236,9 @@ def run_job(job: Job):
     eval_every = _eval_every(job.steps)
     eval_curve, eval_seconds = [], [0.0]
     ckpt = curve_path = None
-    if CHECKPOINT_DIR is not None:
-        # a long run checkpoints (``train`` resumes it bit for bit) and keeps its eval curve beside the checkpoint
-        from ...run.job_files import job_key
-        ckpt = Path(CHECKPOINT_DIR) / f"cmp-{job_key(run_job, job)}.npz"
+    if checkpoint_path is not None:
+        # the sweep's per-job checkpoint (``train`` resumes it bit for bit), the eval curve kept beside it
+        ckpt = Path(checkpoint_path)
         curve_path = ckpt.with_suffix(".curve.json")
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         if ckpt.exists() and curve_path.exists():
@@ -290,8 +298,12 @@ class Config(SweepConfig):
     steps_gril: int = 3_000                     # ours (as ablations, whose job files it reuses)
     lr: float = 3e-3                            # ours (stacks)
     lr_gril: float = 1e-2                       # ours (as ablations)
+    weight_decay: float = 5e-4                  # ours (stacks; App. B.1: 0.05)
     d_model: int = 32                           # ours (paper: 32-128)
     hidden: int = 64                            # ours (paper: 32-128)
+    readout_scale: float = 0.1                  # ours (stacks): Job.readout_scale
+    value_scale: Optional[float] = None         # Job.value_scale (None: from readout_scale)
+    positional_std: Optional[float] = None      # Job.positional_std (None: 0.02)
     n_workers: int = 1                          # dask LocalCluster workers (these machines: ~1 core)
 
     @classmethod
@@ -302,6 +314,24 @@ class Config(SweepConfig):
         return cls(models=("lsa_1", "lsa_2", "softmax_2", "gated_rnn_1", "lru_1", "mingru_1", "gril_1"),
                    targets=("multivariate",), seeds=(0,), steps=600, steps_recurrent=300, steps_gril=1_500,
                    lr=1e-2, lr_gril=2e-2, seeds_scalar_attention=(0,))
+
+    @classmethod
+    def paper_b1(cls):
+        """The two-layer attention baselines on the scalar task at App. B.1's optimiser: AdamW at lr 2e-4 (its
+        rate for the non-recurrent parameters), weight decay 0.05, linear warm-up (500 steps, ours) and cosine,
+        batch 64, clipping at norm 1 (ours); two seeds, PAPER_B1_STEPS steps each (App. B.1: up to 300,000). The
+        init is the one that lets LSA leave its saddle at the zero predictor (the module docstring): value and
+        readout maps at 0.3, positional embedding std 0.3. Its job files sit beside ``Config()``'s, under their
+        own keys; the same grid is ``reproduce gril --full --only comparison --set`` with PAPER_B1_SET."""
+        return cls(models=("lsa_2", "softmax_2"), targets=("scalar",), seeds=(0, 1), seeds_scalar_attention=(0, 1),
+                   steps_scalar_attention=PAPER_B1_STEPS, lr=2e-4, weight_decay=0.05, readout_scale=0.3,
+                   value_scale=0.3, positional_std=0.3)
+
+
+PAPER_B1_STEPS = 50_000   # ours (CPU time); App. B.1 trains up to 300,000 steps
+PAPER_B1_SET = ("models=lsa_2,softmax_2", "targets=scalar", "seeds=0,1", "seeds_scalar_attention=0,1",
+                f"steps_scalar_attention={PAPER_B1_STEPS}", "lr=2e-4", "weight_decay=0.05", "readout_scale=0.3",
+                "value_scale=0.3", "positional_std=0.3")
 
 
 def jobs(config: Config):
@@ -322,14 +352,24 @@ def jobs(config: Config):
                     continue
                 steps = (config.steps_gril if family == "gril" else config.steps_scalar_attention if long
                          else config.steps if family in ("lsa", "softmax") else config.steps_recurrent)
+                if family == "gril":    # ablations' job (its lr, weight decay; no stack init to set)
+                    out.append(Job(model=model, n_out=1 if target == "scalar" else 10, seed=int(seed),
+                                   steps=int(steps), lr=float(config.lr_gril), d_model=config.d_model,
+                                   hidden=config.hidden, eval_seed=Job.eval_seed + int(seed)))
+                    continue
                 out.append(Job(model=model, n_out=1 if target == "scalar" else 10, seed=int(seed),
-                               steps=int(steps), lr=float(config.lr_gril if family == "gril" else config.lr),
-                               d_model=config.d_model, hidden=config.hidden, eval_seed=Job.eval_seed + int(seed)))
+                               steps=int(steps), lr=float(config.lr), weight_decay=float(config.weight_decay),
+                               d_model=config.d_model, hidden=config.hidden, eval_seed=Job.eval_seed + int(seed),
+                               readout_scale=float(config.readout_scale),
+                               value_scale=None if config.value_scale is None else float(config.value_scale),
+                               positional_std=None if config.positional_std is None
+                               else float(config.positional_std)))
     return out
 
 
 # job files data/gril/sweeps/comparison/cmp-<job_key>.json
-SWEEP = Sweep("cmp", run_job, jobs, summarise, SWEEP_DIR / "comparison", Config, desc="GRIL comparison")
+SWEEP = Sweep("cmp", run_job, jobs, summarise, SWEEP_DIR / "comparison", Config, desc="GRIL comparison",
+              checkpoints=True)
 finished, run = SWEEP.finished, SWEEP.run
 
 

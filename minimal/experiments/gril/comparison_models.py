@@ -3,7 +3,8 @@ a ``minimal.models`` stack (``spec``; "_L" is the number of layers, "gril_1" is 
 prediction at the query token and the query loss with its gradients. What each model is and which of the paper's
 it stands in for: ``comparison``'s docstring.
 
-``spec`` reads a ``comparison.Job``'s model, f, N, d_model, hidden, readout_scale and positional.
+``spec`` reads a ``comparison.Job``'s model, f, N, d_model, hidden, readout_scale, value_scale, positional and
+positional_std.
 """
 from __future__ import annotations
 
@@ -35,25 +36,30 @@ def spec(job):
     check_choice("model", job.model, MODELS)
     family, L = family_of(job.model), depth_of(job.model)
     f, d, H, s = job.f, job.d_model, job.hidden, job.readout_scale
+    value = getattr(job, "value_scale", None)
     if family in ("lsa", "softmax") and job.positional:
         # a linear input map f -> d and a learned positional embedding P[t] (App. B.3's Transformer), L attention
         # layers of width d (residual but the last), a linear output map d -> f. Without positions attention cannot
         # tell x_i from y_i, nor which y follows which x.
         if family == "lsa":
-            att = Layer("lsa", {"D": d}, {}, {"W_V": s * s})
+            att = Layer("lsa", {"D": d}, {}, {"W_V": s * s if value is None else value})
         else:
-            att = Layer("softmax_attention", {"D": d, "D_k": d, "D_v": d, "output_projection": True}, {}, {"W_O": s})
+            att = Layer("softmax_attention", {"D": d, "D_k": d, "D_v": d, "output_projection": True}, {},
+                        {"W_O": s if value is None else value})
         T = 2 * job.N + 1
-        return ((Layer("linear", {"D_in": f, "D_out": d}), Layer("positional", {"T_max": T, "D": d}))
+        std = getattr(job, "positional_std", None)
+        pos = Layer("positional", {"T_max": T, "D": d} | ({} if std is None else {"std": std}))
+        return ((Layer("linear", {"D_in": f, "D_out": d}), pos)
                 + tuple(Residual((att,)) for _ in range(L - 1)) + (att,)
                 + (Layer("linear", {"D_in": d, "D_out": f}, {}, {"W": s}),))
     if family == "lsa":
         # W_V scaled by s²: attention is cubic in the tokens (|y| ~ 6 here), and at s a second layer starts
         # at a loss of ~1e6 (measured; ~16 at s², the zero predictor 1.67)
-        lsa = Layer("lsa", {"D": f}, {}, {"W_V": s * s})
+        lsa = Layer("lsa", {"D": f}, {}, {"W_V": s * s if value is None else value})
         return tuple(Residual((lsa,)) for _ in range(L - 1)) + (lsa,)
     if family == "softmax":
-        attn = Layer("softmax_attention", {"D": f, "D_k": d, "D_v": d, "output_projection": True}, {}, {"W_O": s})
+        attn = Layer("softmax_attention", {"D": f, "D_k": d, "D_v": d, "output_projection": True}, {},
+                     {"W_O": s if value is None else value})
         return tuple(Residual((attn,)) for _ in range(L - 1)) + (attn,)
     if family == "gated_rnn":
         cell = (Layer("gated_rnn", {"d_in": d, "d_hidden": H, "d_out": d}),)
