@@ -1,7 +1,9 @@
 """numba.cuda kernels for `minimal`: the linear-recurrence scan and GRIL's windowed cross-product.
 
-Depends on numpy and numba.cuda only (never on `minimal`). Tested in the numba.cuda simulator
-(``NUMBA_ENABLE_CUDASIM=1``); see README.md in this folder.
+A backend the library imports by name, only when backend="cuda" asks for it (``minimal.scan.checks.cuda_module``);
+it depends on numpy, numba.cuda and ``minimal.cells.gril.n_windows`` (the one definition of GRIL's window count,
+imported by ``window.py``). Tested in the numba.cuda simulator (``NUMBA_ENABLE_CUDASIM=1``); see README.md in this
+folder.
 
     scan.linear_scan(a, b, h0=None, method="blelloch") -> h   (method: "sequential" v1, "blelloch" v2,
                                                               "chunked" v3 in chunked.py, opt-in,

@@ -8,7 +8,8 @@ Tian et al., "Learning in the Recurrent State: Gradient Descent with Linear Recu
     Z_k = A ⊙ Z_{k-1} + U_k, Z_{-1} = 0  (f, f)
     o_k = β ⊙ (Z_k r_k),  r_k = C_k q    (f,)     β is (1,) (scalar) or (f,)
 
-Windows start only when full, k = 0 .. T'-1 with T' = (T - w) / s + 1, and (T - w) % s == 0 is required.
+Windows start only when full, k = 0 .. T'-1 with T' = (T - w) / s + 1, and (T - w) % s == 0 is required: the
+count and its errors are the library's ``minimal.cells.gril.n_windows``, imported here (one definition).
 Glossary: B batch, T input steps, f features, w window width, s stride, T' windows.
 
 The kernels live by direction, each version with its docstring of what it adds:
@@ -32,6 +33,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from minimal.cells.gril import n_windows
+
 from ._device import NB_TYPES
 from .arrays import check_out, is_device, to_device
 from .scan import linear_scan, linear_scan_backward
@@ -39,7 +42,7 @@ from .window_backward import elementwise_backward, segmented_backward
 from .window_forward import DEFAULT_BLOCK, elementwise_forward, fused_kernel, segmented_forward
 from .workspace import alloc, check_workspace
 
-__all__ = ["gril_forward", "gril_backward", "n_windows", "plan_segments", "to_device", "DEFAULT_BLOCK",
+__all__ = ["gril_forward", "gril_backward", "plan_segments", "to_device", "DEFAULT_BLOCK",
            "FORWARD_VERSIONS", "BACKWARD_VERSIONS", "TARGET_THREADS", "MIN_SEGMENT"]
 
 FORWARD_VERSIONS = (1, 2, 3)
@@ -49,20 +52,6 @@ BACKWARD_VERSIONS = (1, 2)
 # work of reduce-then-scan (pass 1, and the backward's halo windows) small next to a segment's own.
 TARGET_THREADS = 2 ** 18
 MIN_SEGMENT = 32
-
-
-def n_windows(T, w, s):
-    """T' = (T - w) / s + 1; ValueError naming w, s or T unless the windows tile x exactly."""
-    # The same rule as minimal.cells.gril.n_windows, repeated because cuda_kernels must not import minimal.
-    for name, v in (("w", w), ("s", s)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    if w > T:
-        raise ValueError(f"w must be <= T (a window cannot be wider than the sequence), got w={w}, T={T}")
-    if (T - w) % s != 0:
-        raise ValueError(f"T must satisfy (T - w) % s == 0 so that the last window ends at the last token, "
-                         f"got T={T}, w={w}, s={s}")
-    return (T - w) // s + 1
 
 
 def _check(x, Q, q, beta, A, w, s, extra=()):

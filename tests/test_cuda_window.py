@@ -141,7 +141,7 @@ SEGMENTS = [1, 2, 3, "per window"]
 
 
 def _segments(choice, T, w, s):
-    return cw.n_windows(T, w, s) if choice == "per window" else choice
+    return gril.n_windows(T, w, s) if choice == "per window" else choice
 
 
 @pytest.mark.parametrize("segments", SEGMENTS)
@@ -287,6 +287,21 @@ def test_bad_inputs_name_the_argument(rng):
     with pytest.raises(ValueError, match="x must have f <= 32"):
         cw.gril_backward(big, Q, q, beta, np.zeros((33, 33)), w, s, np.zeros((1, 1, 33, 33)),
                          np.zeros((1, 1, 33)), version=2)
+
+
+def test_the_window_count_is_the_cells_own(rng):
+    """One definition of T' and of its errors: cuda_kernels.window counts the windows with the library's
+    minimal.cells.gril.n_windows, so a bad (T, w, s) gets the NumPy cell's message word for word."""
+    assert cw.n_windows is gril.n_windows
+    p = gril.init(rng, 3, 2)
+    x = rng.standard_normal((1, 6, 3))
+    for w, s in ((2, 3), (7, 1)):   # (T - w) % s != 0; w > T
+        with pytest.raises(ValueError) as want:
+            gril.n_windows(6, w, s)
+        Q, q = (p["Q"], p["q"]) if w == 2 else (np.eye(w), np.ones(w))
+        with pytest.raises(ValueError) as got:
+            cw.gril_forward(x, Q, q, p["beta"], p["A"], w, s)
+        assert str(got.value) == str(want.value)
 
 
 @hardware

@@ -188,12 +188,6 @@ def _common(x, Q, q, beta, A):
     return x, Q, q, beta, A
 
 
-def _n_windows(T, w, s):
-    if not (1 <= w <= T and s >= 1 and (T - w) % s == 0):
-        raise ValueError(f"need 1 <= w <= T, s >= 1 and (T - w) % s == 0, got T={T}, w={w}, s={s}")
-    return (T - w) // s + 1
-
-
 def gril_forward(x, Q, q, beta, A, w, s, return_Z=False):
     """The block's forward in one fused pass (inputs as checked by ``minimal.cells.gril``).
 
@@ -208,7 +202,7 @@ def gril_forward(x, Q, q, beta, A, w, s, return_Z=False):
         raise ValueError(f"w must equal the size of Q (w, w) = {Q.shape}, got w={w}")
     x, Q, q, beta, A = _common(x, Q, q, beta, A)
     B, T, f = x.shape
-    T_out = _n_windows(T, w, s)
+    T_out = (T - w) // s + 1   # the windows' count; T, w and s were checked by gril.n_windows
     o = np.empty((B, T_out, f), x.dtype)
     Z = np.empty((B, T_out, f, f) if return_Z else (0, 0, f, f), x.dtype)
     _forward_into(x, Q, q, beta, A, s, o, Z)
@@ -227,7 +221,7 @@ def gril_backward(x, Q, q, beta, A, w, s, Z, do):
     scalar_beta = np.shape(beta) == (1,)
     x, Q, q, beta, A = _common(x, Q, q, beta, A)
     B, T, f = x.shape
-    T_out = _n_windows(T, w, s)
+    T_out = (T - w) // s + 1   # the windows' count; T, w and s were checked by gril.n_windows
     if Z.shape != (B, T_out, f, f) or do.shape != (B, T_out, f):
         raise ValueError(f"Z must have shape {(B, T_out, f, f)} and do {(B, T_out, f)}, got {Z.shape}, "
                          f"{do.shape}")

@@ -91,7 +91,7 @@ def n_windows(T, w, s):
     Raises:
         ValueError: naming ``w`` when w > T, ``s`` when s < 1, ``T`` when (T - w) % s != 0.
     """
-    # Repeated in cuda_kernels.window.n_windows (cuda_kernels must not import minimal): keep the two alike.
+    # The one definition: cuda_kernels.window imports it, and _gril_numba runs only after it has checked T, w, s.
     w = check_positive_int("w", w)
     s = check_positive_int("s", s)
     if w > T:
