@@ -21,7 +21,11 @@ Methods (``method=``):
                   the nearest benchmarked shape (``cuda_kernels/dispatch.py``, a table of measured winners).
 Files: this one holds the public functions and their dispatch; ``reference.py`` the NumPy references;
 ``numba_linear.py`` and ``numba_log.py`` the compiled kernels that run by default (backend "numba"), tested
-against the references; ``checks.py`` the argument checks; the CUDA versions are in ``cuda_kernels/``.
+against the references; ``checks.py`` the argument checks and ``cuda_module``, which imports the CUDA versions by
+name when backend "cuda" asks for them: the top-level package ``cuda_kernels/`` (``cuda_kernels/scan.py`` the
+host functions and their checks, ``sequential.py`` v1, ``blelloch.py`` and ``blelloch_host.py`` v2,
+``chunked.py`` v3, ``lookback.py`` v4, ``dispatch.py`` the "auto" table; ``cuda_kernels/README.md``). Their
+benchmarks are measurement, in ``minimal/bench/gpu.py``.
 
 Backends (``backend=``):
     "numpy"  sequential = the reference loop; blelloch = the teaching version, one strided NumPy op per level.
