@@ -59,7 +59,9 @@ def checkpoint_folder():
 
 def _teacher_student_paper_optimiser():
     """``teacher_student.run(Config.paper_optimiser(steps=PAPER_STEPS))``: the paper's optimiser for the paper's
-    ~781k steps (13 CPU-hours at ~60 ms a step), checkpointed every 5,000 steps in ``checkpoint_folder()``."""
+    781,250 steps (CPU-hours: the 120k-step run's seconds per step are in its sidecar,
+    ``data/zucchet/teacher_student_paper_optimiser_full.json``), checkpointed every 5,000 steps in
+    ``checkpoint_folder()``."""
     from ..experiments.zucchet import teacher_student as TS
 
     folder = checkpoint_folder()
