@@ -165,3 +165,75 @@ def test_the_comparison_code_says_what_it_builds():
     code = open(comparison.__file__, encoding="utf-8").read().split('"""', 2)[2]
     comments = [line.split("#", 1)[1] for line in code.splitlines() if "#" in line]
     assert not [c for c in comments if "+LP" in c and "paper's +LP" not in c]
+
+
+# ------------------------------------------------------------------- GRIL comparison: the attention baselines
+MEASURE = re.compile(r"^\| [^|]+ \| `(?P<key>\w+)` \| (?P<ours>[^|]+) \|")
+ATTENTION = ("lsa_1", "lsa_2", "softmax_2")
+
+
+@pytest.fixture(scope="module")
+def comparison_page(tmp_path_factory):
+    from minimal.experiments.gril import comparison as C
+    from minimal.reproduce.work import reproduce
+
+    if not C.finished(C.Config()):
+        pytest.skip("the committed GRIL comparison grid is not here")
+    out = tmp_path_factory.mktemp("gril")
+    reproduce("gril", quick=False, only=["comparison"], out_dir=out, progress=False)
+    measured = {m["key"]: m["ours"].strip() for m in map(MEASURE.match, (out / "measurements.md").read_text()
+                                                         .splitlines()) if m}
+    metrics = json.loads((out / "results.json").read_text())["comparison"]["metrics"]
+    return (out / "results.md").read_text(), measured, metrics
+
+
+def _attention_runs():
+    """Per (grid, model): [(seed, loss / GD, loss / zero, step the eval curve first fell below 0.97x the zero
+    predictor or None)], from the committed job files alone. Grid "" is the default grid's (lr 3e-3, weight decay
+    5e-4, no init field set), "b1_" App. B.1's (lr 2e-4, weight decay 0.05)."""
+    from minimal.run.job_files import load_records
+
+    runs = {}
+    for r in load_records(data_path("gril", "sweeps", "comparison"), name="cmp"):
+        c, res = r["config"], r["result"]
+        if c["n_out"] != 1 or c["model"] not in ATTENTION:
+            continue
+        if (c["lr"], c["weight_decay"]) == (2e-4, 0.05):
+            grid = "b1_"
+        else:
+            assert (c["lr"], c["weight_decay"]) == (3e-3, 5e-4) and "value_scale" not in c
+            grid = ""
+        left = next((s for s, loss in res["eval_curve"] if loss < 0.97 * res["eval_curve_zero"]), None)
+        runs.setdefault((grid, c["model"]), []).append((c["seed"], res["loss"] / res["loss_gd"],
+                                                         res["loss"] / res["loss_zero"], left))
+    return {k: sorted(v) for k, v in runs.items()}
+
+
+def _numbers(text):
+    return [float(x) for x in text.strip("[]").split(",")]
+
+
+def test_the_attention_baselines_rows_are_the_committed_runs_per_seed_ratios(comparison_page):
+    """Each attention baseline's rows on the page (scalar task): its final loss per seed as a multiple of one GD
+    step and of the zero predictor, for our grid and for the App. B.1 runs on disk, as the job files give them."""
+    _, measured, _ = comparison_page
+    runs = _attention_runs()
+    assert {m for g, m in runs if g == ""} == set(ATTENTION)
+    for (grid, model), seeds in runs.items():
+        key = f"{grid}scalar_{model}"
+        assert _numbers(measured[f"{key}_seed_ids"]) == [s for s, *_ in seeds]
+        for i, name in ((1, "over_gd"), (2, "over_zero")):
+            assert np.allclose(_numbers(measured[f"{key}_{name}_seeds"]), [x[i] for x in seeds], rtol=1e-3)
+    assert int(measured["b1_jobs_on_disk"]) == sum(len(v) for (g, _), v in runs.items() if g == "b1_")
+
+
+def test_the_attention_rows_say_where_each_run_left_the_zero_predictor_or_that_it_never_did(comparison_page):
+    text, measured, _ = comparison_page
+    for (grid, model), seeds in _attention_runs().items():
+        said = measured[f"{grid}scalar_{model}_plateau_steps_seeds"].strip("[]").split(",")
+        assert [None if x.strip() == "None" else int(float(x)) for x in said] == [left for *_, left in seeds]
+        assert int(measured[f"{grid}scalar_{model}_steps"]) > 0
+    meta = notes.page("gril", "comparison")
+    said = text + " ".join(str(v) for v in list(meta["NOTES"].values()) + list(meta["METRICS"].values()))
+    assert "up to 300,000 steps" in text      # the Differs list (the module docstring) gives App. B.1's budget
+    assert not re.search(r"steps not given|no step count|gives no step|steps? (is|are) not given", said)

@@ -7,38 +7,30 @@ each of size f; N = f = 10) and predicts the query target from its output at the
 with ``minimal.run.train.train`` (AdamW, cosine, fresh tasks every step) and evaluated on the fixed set of 10^4 tasks
 that ``model`` (the trained GRIL) and one optimal GD step (``analysis.gril_gd``, η*) are evaluated on.
 
-Models (``comparison_models.MODELS``; "_L" is the number of layers), built as ``minimal.models`` stacks:
+The models (``comparison_models``, whose docstring says what each is and which of the paper's it stands in for):
+one and two layers of linear self-attention (lsa_1, lsa_2; the paper's "Linear SA"), two of softmax attention
+(softmax_2; its two-layer transformer), one residual block of a gated diagonal RNN (gated_rnn_1; S5), of an LRU
+with input gating (lru_1; Griffin) and of minGRU (mingru_1; Mamba), and the trained one-layer GRIL (gril_1). The
+attention stacks embed each token (linear f -> d_model) and add a learned positional embedding P[t]: the tokens
+carry no mark of which are inputs and which targets.
 
-    lsa_1, lsa_2     linear self-attention (``cells.lsa``, Zucchet Eq. 1): linear f -> d_model, + a learned
-                     positional embedding P[t] (``layers.positional``), then LSA (two layers: x + LSA(x), then
-                     LSA), linear d_model -> f                                         paper: "Linear SA", 1 / 2 layers
-    softmax_2        the same with softmax attention (``cells.softmax_attention``, one head, D_k = D_v =
-                     d_model, output projection W_O)                                  paper: the two-layer transformer
-    gated_rnn_L      linear f -> d_model, L pre-LN residual blocks x + RNN(LN(x)) with the gated diagonal
-                     linear RNN of Zucchet Eq. 2 (``cells.gated_rnn``, H neurons), linear d_model -> f (the
-                     input / output projections every stack has, as App. B.3's S5)     stands in for S5
-    lru_L            the same blocks with the LRU and input gating (``cells.lru``, variant in_out, H/2 complex
-                     states)                                                           stands in for Griffin
-    mingru_L         the same blocks with minGRU (``cells.mingru``, H states) and a linear map H -> d_model
-                                                                                       stands in for Mamba
-    gril_1           the trained one-layer GRIL, ``model.run_job(model.Job(variant="full"))``
-
-Positions. The tokens x_1, y_1, x_2, ... carry no mark of which are inputs and which targets. Without the positional
-embedding (``Job(positional=False)``: attention on the raw tokens) one attention layer's output at the query is a
-sum over the context, blind to its order, so it cannot pair x_i with y_i; a second causal layer sees order only
-through its mask. With it, each token carries its position, from which x / y type and pairing can be read.
-
-Both attention cells are causal in every mode (``lsa``: the score matrix is tril-masked, or the recurrent form;
-``softmax_attention``: -inf above the diagonal, or the RNN form), so no option needs setting; the query token sees
-the whole context and nothing after it.
-
-Why these stand-ins. S5 is a diagonal linear state-space layer (complex, ZOH-discretised) with input and output
-projections; the gated RNN here is a diagonal linear recurrence with input / output maps, the same model class up
-to complex vs real eigenvalues and its multiplicative gates. Griffin's recurrent block is the RG-LRU, a diagonal
-LRU whose input and decay are gated by the input; the LRU with a GLU on its input (Zucchet App. A.1, the variant
-that learned attention best in their Fig. 4) is the closest cell we have. Mamba's S6 makes the recurrence
-input-selective (Δ, B, C depend on x_t); minGRU's update gate z_t = σ(W_z x_t) is an input-dependent decay of a
-diagonal recurrence, the same selectivity in its smallest form (Feng et al. relate it to Mamba in the same way).
+One LSA layer cannot beat the zero predictor on these tokens, for any weights (a limit of what it represents, not of
+training). With the tokens s_1 .. s_T = x_1, y_1, ..., x_N, y_N, x_{N+1} (T = 2N + 1; a y-token carries y_j,
+padded with zeros) embedded as e_t = E s_t + b + P_t, the layer's output at the query is o_T = Σ_{t<=T} W_V e_t
+(e_t^T W_K^T W_Q e_T), read out as ŷ = r^T o_T + c: a sum of terms each a polynomial of degree <= 2 in one token
+s_t and <= 1 in x_{N+1}. Take the scalar task, y_{N+1} = w^T x_{N+1} with w ~ N(0, I) independent of the x's.
+A term in x_j (or in x_{N+1} alone, or constant) holds no w, so E[y_{N+1} term] = 0 by the symmetry w -> -w; so does
+a term of degree 0 or 2 in y_j = w^T x_j; a term linear in y_j gives E[x_{N+1}^T w w^T x_j g(x_{N+1})] =
+E[x_j]^T E[x_{N+1} g(x_{N+1})] = 0, since x_j is independent of x_{N+1} and E[x_j] = 0. Hence E[y_{N+1} ŷ] = 0 and
+the loss 1/2 E(ŷ - y)² = 1/2 E y² + 1/2 E ŷ² is at least the zero predictor's 1/2 E y² (per output coordinate on
+the multivariate task, the same way). Two layers can compute one GD step exactly (``gd_as_gril.attention_gd``: the
+lsa_2 stack at d_model = 2f + T = 41, float64 error ~1e-15): layer 1 copies x_j into y_j's position, layer 2
+scores it against x_{N+1}, and the readout reads y_j. Trained from a small init, lsa_2 sits on a degenerate saddle
+at the zero predictor: that path is a product of three or four small factors (layer 1's copy needs a content-free
+positional score, ∝ |P|²), so its gradient there is far below the batch noise (measured: < 1e-7 against ~8e-2).
+Changing lr, warm-up, weight decay, the value / readout scale or the positional std alone did not move it off
+within 2,000-8,000 steps; the value and readout maps at 0.3 together with the positional std at 0.3 did
+(``Job.value_scale``, ``readout_scale``, ``positional_std``; ``Config.paper_b1``).
 
 What the committed grid finds (``Config()``, ``python -m minimal reproduce gril --full --only comparison``; job
 files under ``data/gril/sweeps/comparison``):
@@ -49,14 +41,14 @@ files under ``data/gril/sweeps/comparison``):
       0.92x the zero predictor (1.46x and 1.90x one GD step; GRIL 0.49x, 1.00x); over the last tenth of the run
       its eval loss still fell by 0.5 % and 0.3 % of the zero predictor as the cosine schedule ran out. One and
       two LSA layers stay at the zero predictor for all 30,000 steps (both seeds: eval loss within 0.3 % of it
-      throughout, final loss within 0.01 %). So Sec. 5.1's two sentences hold here (GRIL beats the one-layer recurrent models; the two-layer
-      softmax attention is the closest non-recurrent model), with the transformer far from one GD step.
+      throughout, final loss within 0.01 %): one layer cannot do better (above), two sit on the saddle. So Sec.
+      5.1's two sentences hold here (GRIL beats the one-layer recurrent models; the two-layer softmax attention
+      is the closest non-recurrent model), with the transformer far from one GD step.
     - multivariate task (Fig. 6 / Table 3): every model but GRIL ends at the zero predictor within its 1,000
       (attention) or 400 (recurrent) steps, as Table 3's no-LP baselines do.
-    - Two attention layers can compute one GD step exactly (``gd_as_gril.attention_gd``: the lsa_2 stack
-      at d_model = 2f + T = 41, float64 error ~1e-15, GD's loss 0.2039 on seed 0's multivariate set): the gap
-      between the trained attention stand-ins and GD is one of optimisation within our step budget (and of
-      width: the trained stacks are 32 wide), not of what two layers can represent.
+    - The gap between the trained attention stand-ins and one GD step: for lsa_1 a limit of what one layer
+      represents (above); for lsa_2 and softmax_2 one of optimisation from our init within our step budget (and
+      of width: the trained stacks are 32 wide, the construction 41), not of what two layers can represent.
 
 Differs from the paper:
     - We do not build S5, Mamba or Griffin: no reference code is available to check ours against, their
@@ -72,9 +64,12 @@ Differs from the paper:
       that learn nothing agreeing, not a match of skill.
     - Sizes are CPU-sized: d_model = 32, H = 64 real recurrent numbers per block (paper: S5 32/32, Mamba
       32-128, Griffin LRU width 128); one and two layers (paper: up to 4-6); one attention head; no MQA heads in
-      the Griffin stand-in. Output maps start scaled by 0.1 (LSA's W_V by 0.01).
+      the Griffin stand-in. Output maps start scaled by 0.1 (LSA's W_V by 0.01), the positional embedding at std
+      0.02 (``Config.paper_b1``: 0.3, 0.3 and 0.3).
     - Training: AdamW at lr 3e-3 (GRIL 1e-2, as ``ablations``), cosine to 1e-3 of it, clipping at norm 1, weight
-      decay 5e-4 (paper: Adam(W) at 1e-4 / 2e-4, steps not given). Attention: 30,000 steps on the scalar task,
+      decay 5e-4 (App. B.1: AdamW at 1e-4 for the recurrent parameters, 2e-4 for the others, weight decay 0.05,
+      linear warm-up and cosine, batch 64, up to 300,000 steps; ``Config.paper_b1`` trains the two-layer attention
+      baselines on the scalar task at 2e-4 and 0.05 for 50,000 steps). Attention: 30,000 steps on the scalar task,
       two seeds (past the plateau at the zero predictor; the longest runs of the grid), 1,000
       steps on the multivariate task, three seeds (their curves stay flat at the zero predictor); recurrent
       stand-ins 400 steps, three seeds (their training curves stay at the zero predictor from start to end, so
@@ -103,7 +98,6 @@ from typing import Optional
 
 import numpy as np
 
-from .._plotting import legend_beside, pyplot, save_figure
 from ...run import speed
 from ... import models
 from ...analysis import gril_gd
@@ -114,13 +108,13 @@ from ...run.sweep import Sweep, SweepConfig
 from ...tasks import gril_regression
 from ...run.train import NonFiniteLossError, train
 from ...validate import check_choice
-from . import ablations, model as M
+from . import ablations, comparison_figures, model as M
 from .comparison_models import MODELS, family_of, loss_and_grads, predict, spec
-from .comparison_summary import AT_ZERO, summarise
+from .comparison_summary import AT_ZERO, summarise, with_prefix
 from .tolerance import loss_tolerances
 
-__all__ = ["STAND_IN", "TABLE3", "Job", "Config", "PAPER", "run_job", "jobs", "finished", "run", "plot", "SWEEP",
-           "SWEEP_DIR"]
+__all__ = ["STAND_IN", "TABLE3", "Job", "Config", "PAPER", "PAPER_B1_STEPS", "PAPER_B1_SET", "run_job", "jobs",
+           "summarise_grid", "finished", "run", "plot", "SWEEP", "SWEEP_DIR"]
 
 STAND_IN = {"gated_rnn": "S5", "lru": "Griffin", "mingru": "Mamba", "lsa": "Linear SA",
             "softmax": "Transformer", "gril": "GRIL"}
@@ -367,34 +361,28 @@ def jobs(config: Config):
     return out
 
 
+def summarise_grid(records, config=None):
+    """``comparison_summary.summarise`` of a grid's records and, beside any other grid's, the App. B.1 runs whose
+    job files are in its folder (``Config.paper_b1``'s, finished ones only) under "b1_" keys, with "b1_jobs" (that
+    grid's size) and "b1_jobs_on_disk"."""
+    out, config = summarise(records), Config() if config is None else config
+    b1 = jobs(Config.paper_b1())
+    if set(jobs(config)) == set(b1):
+        return out
+    found = [r for r in (SWEEP.record(j, config) for j in b1) if r is not None]
+    out["b1_jobs"], out["b1_jobs_on_disk"] = len(b1), len(found)
+    return out | (with_prefix("b1_", summarise(found)) if found else {})
+
+
 # job files data/gril/sweeps/comparison/cmp-<job_key>.json
-SWEEP = Sweep("cmp", run_job, jobs, summarise, SWEEP_DIR / "comparison", Config, desc="GRIL comparison",
+SWEEP = Sweep("cmp", run_job, jobs, summarise_grid, SWEEP_DIR / "comparison", Config, desc="GRIL comparison",
               checkpoints=True)
 finished, run = SWEEP.finished, SWEEP.run
 
 
 def plot(result, out_dir):
-    """Fig. 3C / 6 as bars: loss / zero predictor per model and target, one GD step as a line, the paper's
-    Table 3 baselines (as ratios to its zero predictor) as crosses on their stand-ins."""
-    plt = pyplot()
-    targets = [t for t in ("scalar", "multivariate") if f"{t}_gd" in result]
-    fig, axes = plt.subplots(1, max(1, len(targets)), figsize=(7.5 * max(1, len(targets)), 4.2), squeeze=False)
-    for ax, target in zip(axes[0], targets):
-        names = [m for m in MODELS if f"{target}_{m}_over_zero" in result]
-        x = np.arange(len(names))
-        ax.bar(x, [result[f"{target}_{m}_over_zero"] for m in names], color="C0")
-        ax.axhline(result[f"{target}_gd"] / result[f"{target}_zero"], color="k", ls="--", lw=0.8,
-                   label="one optimal GD step")
-        ax.axhline(1.0, color="k", ls=":", lw=0.8, label="zero predictor")
-        if target == "multivariate":   # the paper's numbers, one marker series (a single legend entry)
-            paper = {"gril": PAPER["multivariate_gril_1_over_zero"]} | {
-                f: TABLE3[n] / _ZERO for f, n in (("gated_rnn", "s5"), ("mingru", "mamba"), ("lru", "griffin"))}
-            keys = [(i, paper[family_of(m)]) for i, m in enumerate(names) if family_of(m) in paper]
-            if keys:
-                ax.plot([i for i, _ in keys], [v for _, v in keys], "x", ls="none", color="C3", ms=8,
-                        label="paper: Table 3 (no LP; best depth), Table 6")
-        ax.set_xticks(x, [f"{m}\n({STAND_IN[family_of(m)]})" for m in names], fontsize=7, rotation=30)
-        ax.set(xlabel="model (the paper's model it stands in for)", ylabel="loss / zero predictor",
-               title=f"{target}: Fig. {'3C' if target == 'scalar' else '6'}")
-        legend_beside(ax)
-    return [save_figure(fig, out_dir, "comparison.png")]
+    """Fig. 3C / 6 as bars (``comparison_figures.plot``), with the paper's Table 3 baselines and Table 6's GRIL as
+    ratios to its zero predictor."""
+    paper = {"gril": PAPER["multivariate_gril_1_over_zero"]} | {
+        f: TABLE3[n] / _ZERO for f, n in (("gated_rnn", "s5"), ("mingru", "mamba"), ("lru", "griffin"))}
+    return comparison_figures.plot(result, out_dir, paper, STAND_IN)

@@ -1,7 +1,38 @@
 """The models of the GRIL comparison (``comparison``; Tian et al., Sec. 5.1, App. B.3): each name of ``MODELS`` as
 a ``minimal.models`` stack (``spec``; "_L" is the number of layers, "gril_1" is ``model``'s block, not a stack), its
-prediction at the query token and the query loss with its gradients. What each model is and which of the paper's
-it stands in for: ``comparison``'s docstring.
+prediction at the query token and the query loss with its gradients; what each is, and which of the paper's it
+stands in for:
+
+    lsa_1, lsa_2     linear self-attention (``cells.lsa``, Zucchet Eq. 1): linear f -> d_model, + a learned
+                     positional embedding P[t] (``layers.positional``), then LSA (two layers: x + LSA(x), then
+                     LSA), linear d_model -> f                                         paper: "Linear SA", 1 / 2 layers
+    softmax_2        the same with softmax attention (``cells.softmax_attention``, one head, D_k = D_v =
+                     d_model, output projection W_O)                                  paper: the two-layer transformer
+    gated_rnn_L      linear f -> d_model, L pre-LN residual blocks x + RNN(LN(x)) with the gated diagonal
+                     linear RNN of Zucchet Eq. 2 (``cells.gated_rnn``, H neurons), linear d_model -> f (the
+                     input / output projections every stack has, as App. B.3's S5)     stands in for S5
+    lru_L            the same blocks with the LRU and input gating (``cells.lru``, variant in_out, H/2 complex
+                     states)                                                           stands in for Griffin
+    mingru_L         the same blocks with minGRU (``cells.mingru``, H states) and a linear map H -> d_model
+                                                                                       stands in for Mamba
+    gril_1           the trained one-layer GRIL, ``model.run_job(model.Job(variant="full"))``
+
+Positions. The tokens x_1, y_1, x_2, ... carry no mark of which are inputs and which targets. Without the positional
+embedding (``Job(positional=False)``: attention on the raw tokens) one attention layer's output at the query is a
+sum over the context, blind to its order, so it cannot pair x_i with y_i; a second causal layer sees order only
+through its mask. With it, each token carries its position, from which x / y type and pairing can be read.
+
+Both attention cells are causal in every mode (``lsa``: the score matrix is tril-masked, or the recurrent form;
+``softmax_attention``: -inf above the diagonal, or the RNN form), so no option needs setting; the query token sees
+the whole context and nothing after it.
+
+Why these stand-ins. S5 is a diagonal linear state-space layer (complex, ZOH-discretised) with input and output
+projections; the gated RNN here is a diagonal linear recurrence with input / output maps, the same model class up
+to complex vs real eigenvalues and its multiplicative gates. Griffin's recurrent block is the RG-LRU, a diagonal
+LRU whose input and decay are gated by the input; the LRU with a GLU on its input (Zucchet App. A.1, the variant
+that learned attention best in their Fig. 4) is the closest cell we have. Mamba's S6 makes the recurrence
+input-selective (Δ, B, C depend on x_t); minGRU's update gate z_t = σ(W_z x_t) is an input-dependent decay of a
+diagonal recurrence, the same selectivity in its smallest form (Feng et al. relate it to Mamba in the same way).
 
 ``spec`` reads a ``comparison.Job``'s model, f, N, d_model, hidden, readout_scale, value_scale, positional and
 positional_std.

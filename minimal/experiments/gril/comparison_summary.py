@@ -1,7 +1,8 @@
 """The GRIL comparison's metrics from its sweep's job records (``comparison``: ``summarise``, the sweep's summary):
 per target and model the mean loss over seeds and its ratios to the zero predictor and to one GD step, the best
 depth per recurrent family, Sec. 5.1's two claims on Fig. 3C, and where each eval curve leaves the zero predictor
-(``plateau_end``) and how much it still fell at the end (``last_tenth_drop``).
+(``plateau_end``) and how much it still fell at the end (``last_tenth_drop``); ``with_prefix`` files the summary of
+another grid (``comparison.Config.paper_b1``'s runs, "b1_...") beside the default grid's.
 """
 from __future__ import annotations
 
@@ -11,20 +12,22 @@ import numpy as np
 
 from .comparison_models import MODELS, depth_of, family_of
 
-__all__ = ["AT_ZERO", "summarise", "plateau_end", "last_tenth_drop"]
+__all__ = ["AT_ZERO", "summarise", "with_prefix", "plateau_end", "last_tenth_drop"]
 
 AT_ZERO = 0.97   # "at the zero predictor": loss / zero predictor >= AT_ZERO (Table 3's are 0.994-1.029)
 
 
 def summarise(records):
-    """Per target and model: mean/std of the loss and of loss / zero predictor, loss / GD (means over seeds);
-    per recurrent family the best depth ("<target>_<family>_best_over_zero" / "_over_gd"); GD's and the zero
-    predictor's loss per target."""
+    """Per target and model: mean/std of the loss and of loss / zero predictor, loss / GD (means over seeds, and
+    per seed in seed order: "_over_zero_seeds", "_over_gd_seeds", the seeds "_seed_ids"), the training steps
+    ("_steps"); per recurrent
+    family the best depth ("<target>_<family>_best_over_zero" / "_over_gd"); GD's and the zero predictor's loss per
+    target."""
     out, table = {}, {}
-    for r in records:
+    for r in sorted(records, key=lambda r: r["config"]["seed"]):
         c = r["config"]
         target = "scalar" if c["n_out"] == 1 else "multivariate"
-        table.setdefault((target, c["model"]), []).append(r["result"])
+        table.setdefault((target, c["model"]), []).append(dict(r["result"], steps=c.get("steps"), seed=c["seed"]))
     for (target, model), res in sorted(table.items()):
         loss = np.array([x["loss"] for x in res])
         out[f"{target}_{model}"] = float(np.nanmean(loss)) if not np.all(np.isnan(loss)) else math.nan
@@ -32,6 +35,11 @@ def summarise(records):
         for k in ("over_zero", "over_gd"):
             v = np.array([x[k] for x in res])
             out[f"{target}_{model}_{k}"] = float(np.nanmean(v)) if not np.all(np.isnan(v)) else math.nan
+            out[f"{target}_{model}_{k}_seeds"] = [float(x) for x in v]
+        out[f"{target}_{model}_seed_ids"] = [int(x["seed"]) for x in res]
+        steps = sorted({x["steps"] for x in res if x["steps"] is not None})
+        if steps:
+            out[f"{target}_{model}_steps"] = steps[0] if len(steps) == 1 else steps
         out[f"{target}_{model}_seeds"] = len(res)
         out[f"{target}_{model}_diverged"] = int(sum(x.get("diverged", 0) for x in res))
         out[f"{target}_{model}_n_params"] = res[0]["n_params"]
@@ -73,6 +81,11 @@ def summarise(records):
         for m in mean:
             out[f"{target}_{m}_at_zero_predictor"] = bool(out[f"{target}_{m}_over_zero"] >= AT_ZERO)
     return out
+
+
+def with_prefix(prefix, summary):
+    """``summary`` with every key prefixed: the metrics of another grid, to stand beside the default grid's."""
+    return {f"{prefix}{k}": v for k, v in summary.items()}
 
 
 def plateau_end(eval_curve, zero, level=AT_ZERO):

@@ -28,6 +28,42 @@ def _ridge_note(config, metrics):
             "scale U(-1/2, 1/2), where this row is computed, the same step scores close to GD's, so it differs.")
 
 
+# The comparison's metrics, most specific pattern first (``lookup`` takes the first that matches).
+_CMP_METRICS = {
+    "b1_jobs": "runs in the App. B.1 grid (`Config.paper_b1`: lsa_2 and softmax_2 on the scalar task, 2 seeds)",
+    "b1_jobs_on_disk": "of those, the runs that have finished (a job file under data/); only they enter the b1_ keys",
+    "b1_<key>": "the key without b1_, for the App. B.1 runs that have finished (`Config.paper_b1`: lr 2e-4, weight "
+                "decay 0.05, value / readout / positional init 0.3, `PAPER_B1_STEPS` steps)",
+    "<target>_<model>_plateau_steps_seeds": "per seed, the first eval-curve step (2,000 tasks) below 0.97x the zero "
+                                            "predictor; None: it never left the zero predictor",
+    "<target>_<model>_left_zero_predictor_seeds": "seeds whose eval curve left the zero predictor (below 0.97x)",
+    "<target>_<model>_eval_over_zero_end_seeds": "per seed, the eval curve's last loss (2,000 tasks) / the zero "
+                                                 "predictor's",
+    "<target>_<model>_eval_drop_last_tenth_seeds": "per seed, how much the eval loss fell over the last tenth of the "
+                                                   "run, in units of the zero predictor's loss",
+    "<target>_<model>_over_zero_seeds": "per seed (seed order), the final loss on 10^4 tasks / the zero predictor's",
+    "<target>_<model>_over_gd_seeds": "per seed (seed order), the final loss on 10^4 tasks / one GD step's (η*)",
+    "<target>_<model>_seed_ids": "the seeds, in the order of the per-seed lists",
+    "<target>_<family>_best_over_zero": "the best depth's mean loss / the zero predictor's",
+    "<target>_<family>_best_over_gd": "the best depth's mean loss / one GD step's",
+    "<target>_<family>_best_at_zero_predictor": "the best depth's loss is at least 0.97x the zero predictor's",
+    "<target>_<family>_best": "the best depth's mean loss",
+    "<target>_<model>_at_zero_predictor": "the mean loss is at least 0.97x the zero predictor's",
+    "<target>_softmax_2_closest_non_recurrent": "softmax_2 has the lowest mean loss of the attention models",
+    "<target>_gril_1_beats_one_layer_recurrent": "GRIL's mean loss is below every one-layer recurrent stand-in's",
+    "<target>_<model>_over_zero": "the final loss on 10^4 tasks / the zero predictor's, mean over seeds",
+    "<target>_<model>_over_gd": "the final loss on 10^4 tasks / one GD step's (η*), mean over seeds",
+    "<target>_<model>_std": "standard deviation of the final loss over seeds",
+    "<target>_<model>_steps": "training steps of each run",
+    "<target>_<model>_seeds": "seeds (runs) behind the model's numbers",
+    "<target>_<model>_diverged": "runs whose loss became NaN",
+    "<target>_<model>_n_params": "trainable parameters",
+    "<target>_gd": "one GD step's loss (η*) on the same tasks",
+    "<target>_zero": "the zero predictor's loss on the same tasks",
+    "<target>_<model>": "query loss of the model (1/2 MSE per output on 10^4 fixed tasks), mean over seeds",
+}
+
+
 PAGES = {
     "gril.regression": {
         "LESSON": {"newton_*": "gril_c_trained_vs_gd.ipynb (Sec. 7)", "ridge_*": "gril_c_trained_vs_gd.ipynb (Sec. 7)",
@@ -81,17 +117,16 @@ PAGES = {
                         "the full run.",
     },
     "gril.comparison": {
-        "METRICS": {"<target>_<model>": "query loss of the model (1/2 MSE per output on 10^4 fixed tasks), mean "
-                                        "over seeds",
-                    "<target>_gd": "one GD step's loss (η*) on the same tasks",
-                    "<target>_zero": "the zero predictor's loss on the same tasks"},
+        "METRICS": _CMP_METRICS,
         "LESSON": "gril_d_beyond_one_step.ipynb (Sec. 3)",
         "QUICK_UNREACHABLE": ("*_gated_rnn_*", "*_lru_*", "*_mingru_*"),
         "NOTES": {"*_gril_*": _gril_scale, "*_loss": _gril_scale,
                   "*_at_zero_predictor": "Table 3's baselines (no linear projection) and our stand-ins both sit at "
                   "the zero predictor: a row that agrees says that neither learns, not that their skills match.",
                   "*_closest_non_recurrent": "the attention models' mean losses over their seeds, trained as the "
-                  "module's Config says; the paper's transformer is its own model at its own size.",
+                  "module's Config says (the paper trains up to 300,000 steps, App. B.1); the paper's transformer is "
+                  "its own model at its own size. Each run's loss / GD and / zero predictor, ours and at App. B.1's "
+                  "optimiser (b1_), and where it left the zero predictor: measurements.md.",
                   "*": "our stand-ins are CPU-sized (d_model, hidden and layers in the module's Config) and trained "
                        "as its Config says; the paper's S5, Mamba and Griffin are their own models at larger "
                        "sizes, so their losses need not land where the paper's do."},
