@@ -189,6 +189,23 @@ def test_the_paper_b1_grid_is_the_set_command_s_and_sets_app_b1_s_optimiser():
     assert not keys & {job_key(C.run_job, j) for j in jobs}
 
 
+def test_one_lsa_layer_s_prediction_is_uncorrelated_with_the_target_for_any_weights():
+    """The module docstring's argument, sampled: for random weights at several scales, lsa_1's ŷ has E[ŷ y] = 0
+    (so its loss is the zero predictor's plus 1/2 E ŷ²), where one GD step's prediction is strongly correlated."""
+    from minimal.analysis import gril_gd
+
+    tasks = gril_regression.sample(np.random.default_rng(7), 20_000, 10, 10, n_out=1)
+    y = tasks.Y[:, -1, 0]
+    spec_ = CM.spec(C.Job(model="lsa_1", n_out=1))
+    gd = gril_gd.gd_predict(tasks.X, tasks.Y, gril_gd.eta_star(10, 10, gril_regression.X_SCALE))[:, 0]
+    assert np.corrcoef(gd, y)[0, 1] > 0.5
+    for seed, scale in ((0, 1.0), (1, 3.0), (2, 10.0)):
+        params = {k: scale * v for k, v in models.init(np.random.default_rng(seed), spec_).items()}
+        y_hat = CM.predict(params, tasks.tokens, 1, spec_)[0][:, 0]
+        assert abs(np.mean(y_hat * y)) < 4 * np.std(y_hat * y) / np.sqrt(len(y))     # E[ŷ y] = 0 within 4 sd
+        assert gril_regression.query_loss(y_hat[:, None], y[:, None])[0] > 0.99 * np.mean(y * y) / 2
+
+
 def test_the_committed_scalar_runs_say_what_the_docstring_says():
     """The numbers the module docstring quotes for the scalar task (Fig. 3C) come from the committed job files."""
     if not C.finished(C.Config()):

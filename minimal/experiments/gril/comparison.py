@@ -17,8 +17,8 @@ carry no mark of which are inputs and which targets.
 One LSA layer cannot beat the zero predictor on these tokens, for any weights (a limit of what it represents, not of
 training). With the tokens s_1 .. s_T = x_1, y_1, ..., x_N, y_N, x_{N+1} (T = 2N + 1; a y-token carries y_j,
 padded with zeros) embedded as e_t = E s_t + b + P_t, the layer's output at the query is o_T = Σ_{t<=T} W_V e_t
-(e_t^T W_K^T W_Q e_T), read out as ŷ = r^T o_T + c: a sum of terms each a polynomial of degree <= 2 in one token
-s_t and <= 1 in x_{N+1}. Take the scalar task, y_{N+1} = w^T x_{N+1} with w ~ N(0, I) independent of the x's.
+(e_t^T W_K^T W_Q e_T), read out as ŷ = r^T o_T + c: for t < T a polynomial of degree <= 2 in the one token s_t
+and <= 1 in x_{N+1}, for t = T one in x_{N+1} alone. Take the scalar task, y_{N+1} = w^T x_{N+1} with w ~ N(0, I) independent of the x's.
 A term in x_j (or in x_{N+1} alone, or constant) holds no w, so E[y_{N+1} term] = 0 by the symmetry w -> -w; so does
 a term of degree 0 or 2 in y_j = w^T x_j; a term linear in y_j gives E[x_{N+1}^T w w^T x_j g(x_{N+1})] =
 E[x_j]^T E[x_{N+1} g(x_{N+1})] = 0, since x_j is independent of x_{N+1} and E[x_j] = 0. Hence E[y_{N+1} ŷ] = 0 and
