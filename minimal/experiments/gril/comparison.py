@@ -316,7 +316,9 @@ class Config(SweepConfig):
         batch 64, clipping at norm 1 (ours); two seeds, PAPER_B1_STEPS steps each (App. B.1: up to 300,000). The
         init is the one that lets LSA leave its saddle at the zero predictor (the module docstring): value and
         readout maps at 0.3, positional embedding std 0.3. Its job files sit beside ``Config()``'s, under their
-        own keys; the same grid is ``reproduce gril --full --only comparison --set`` with PAPER_B1_SET."""
+        own keys (``SWEEP.run(Config.paper_b1())``); the same grid is ``python -m minimal reproduce gril --full
+        --only comparison --set`` with PAPER_B1_SET, which writes a --set grid's files to the per-user cache unless
+        ``sweep_dir=data/gril/sweeps/comparison`` is set too. Either resumes a killed run from its checkpoint."""
         return cls(models=("lsa_2", "softmax_2"), targets=("scalar",), seeds=(0, 1), seeds_scalar_attention=(0, 1),
                    steps_scalar_attention=PAPER_B1_STEPS, lr=2e-4, weight_decay=0.05, readout_scale=0.3,
                    value_scale=0.3, positional_std=0.3)

@@ -1,5 +1,6 @@
 """The GRIL comparison's figure (``comparison.plot``; Tian et al., Fig. 3C and Fig. 6): per target, each model's
-loss / zero predictor as a bar, one GD step as a line, the paper's numbers as crosses on their stand-ins.
+loss / zero predictor as a bar, one GD step as a line, the runs at App. B.1's optimiser ("b1_" keys) as dots, the
+paper's numbers as crosses on their stand-ins.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ __all__ = ["plot"]
 
 def plot(result, out_dir, paper, stand_in):
     """Fig. 3C / 6 as bars: loss / zero predictor per model and target (``result``: ``comparison.summarise``'s
-    keys), one GD step as a line, ``paper`` (family -> the paper's loss / its zero predictor, multivariate: Table
+    keys), one GD step as a line, the App. B.1 runs ("b1_<target>_<model>_over_zero") as dots, ``paper`` (family -> the paper's loss / its zero predictor, multivariate: Table
     3's baselines without LP, Table 6's GRIL) as crosses; ``stand_in``: family -> the paper's model it stands in
     for (the tick labels). Returns the figure's path."""
     plt = pyplot()
@@ -26,6 +27,11 @@ def plot(result, out_dir, paper, stand_in):
         ax.axhline(result[f"{target}_gd"] / result[f"{target}_zero"], color="k", ls="--", lw=0.8,
                    label="one optimal GD step")
         ax.axhline(1.0, color="k", ls=":", lw=0.8, label="zero predictor")
+        b1 = [(i, result[f"b1_{target}_{m}_over_zero"]) for i, m in enumerate(names)
+              if f"b1_{target}_{m}_over_zero" in result]
+        if b1:   # the finished runs at App. B.1's optimiser (``comparison.Config.paper_b1``), beside ours
+            ax.plot([i for i, _ in b1], [v for _, v in b1], "o", ls="none", color="C1", ms=6,
+                    label="App. B.1 lr, weight decay (finished seeds)")
         if target == "multivariate":   # the paper's numbers, one marker series (a single legend entry)
             keys = [(i, paper[family_of(m)]) for i, m in enumerate(names) if family_of(m) in paper]
             if keys:
