@@ -226,9 +226,7 @@ def test_the_committed_scalar_runs_say_what_the_docstring_says():
     assert all(out[f"multivariate_{f}_best_at_zero_predictor"] for f in ("gated_rnn", "lru", "mingru"))
 
 
-def _scalar_records(model):
-    from minimal.run.job_files import load_records
-
-    recs = [r for r in load_records(C.SWEEP_DIR / "comparison", name="cmp")
-            if r["config"]["model"] == model and r["config"]["n_out"] == 1]
-    return sorted(recs, key=lambda r: r["config"]["seed"])
+def _scalar_records(model, config=None):
+    """The committed scalar-task records of ``model`` in ``config``'s grid (default ``Config()``), seed order."""
+    jobs = [j for j in C.jobs(C.Config() if config is None else config) if j.model == model and j.n_out == 1]
+    return sorted((r for r in map(C.SWEEP.record, jobs) if r is not None), key=lambda r: r["config"]["seed"])
