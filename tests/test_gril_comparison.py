@@ -226,6 +226,25 @@ def test_the_committed_scalar_runs_say_what_the_docstring_says():
     assert all(out[f"multivariate_{f}_best_at_zero_predictor"] for f in ("gated_rnn", "lru", "mingru"))
 
 
+def test_the_committed_paper_b1_runs_say_what_the_docstring_says():
+    """The App. B.1 runs' numbers in the module docstring come from their job files (and the page's b1_ keys)."""
+    config = C.Config.paper_b1()
+    lsa, softmax = _scalar_records("lsa_2", config), _scalar_records("softmax_2", config)
+    if len(lsa) + len(softmax) < 4:
+        pytest.skip("the App. B.1 runs are not all committed here")
+    assert [round(x["result"]["over_zero"], 2) for x in lsa] == [0.54, 0.50]
+    assert [round(x["result"]["over_gd"], 2) for x in lsa] == [1.10, 1.03]
+    assert [CS.plateau_end(x["result"]["eval_curve"], x["result"]["eval_curve_zero"]) for x in lsa] == [6664, 6664]
+    assert all(x["result"]["eval_curve"][1][0] == 1666 for x in lsa + softmax)
+    assert [round(x["result"]["over_zero"], 2) for x in softmax] == [1.00, 1.00]
+    assert all(abs(loss / x["result"]["eval_curve_zero"] - 1) < 0.002
+               for x in softmax for _, loss in x["result"]["eval_curve"])
+    out = C.summarise_grid([r for m in ("lsa_2", "softmax_2") for r in _scalar_records(m)])
+    assert out["b1_jobs_on_disk"] == out["b1_jobs"] == 4
+    assert out["b1_scalar_lsa_2_plateau_steps_seeds"] == [6664, 6664]
+    assert out["b1_scalar_softmax_2_left_zero_predictor_seeds"] == 0
+
+
 def _scalar_records(model, config=None):
     """The committed scalar-task records of ``model`` in ``config``'s grid (default ``Config()``), seed order."""
     jobs = [j for j in C.jobs(C.Config() if config is None else config) if j.model == model and j.n_out == 1]

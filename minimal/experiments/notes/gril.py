@@ -32,8 +32,8 @@ def _ridge_note(config, metrics):
 _CMP_METRICS = {
     "b1_jobs": "runs in the App. B.1 grid (`Config.paper_b1`: lsa_2 and softmax_2 on the scalar task, 2 seeds)",
     "b1_jobs_on_disk": "of those, the runs that have finished (a job file under data/); only they enter the b1_ keys",
-    "b1_<key>": "the key without b1_, for the App. B.1 runs that have finished (`Config.paper_b1`: lr 2e-4, weight "
-                "decay 0.05, value / readout / positional init 0.3, `PAPER_B1_STEPS` steps)",
+    "b1_<key>": "as the key without b1_, for the finished runs at App. B.1's lr 2e-4 and weight decay 0.05 "
+                "(`Config.paper_b1`)",
     "<target>_<model>_plateau_steps_seeds": "per seed, the first eval-curve step (2,000 tasks) below 0.97x the zero "
                                             "predictor; None: it never left the zero predictor",
     "<target>_<model>_left_zero_predictor_seeds": "seeds whose eval curve left the zero predictor (below 0.97x)",
