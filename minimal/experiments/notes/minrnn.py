@@ -54,11 +54,11 @@ def _log_space_speed(metrics):
     values = [v for k, v in metrics.items() if k.startswith("speedup_") and "_log_T" in k
               and isinstance(v, (int, float)) and not isinstance(v, bool)]
     if not values:
-        return "the log-space form, the one the paper trains (App. B.3), was not timed in this run."
+        return "The log-space form, the one the paper trains (App. B.3), was not timed in this run."
     lo, hi = min(values), max(values)
     side = ("slower than the GRU / LSTM on every row" if hi < 1 else "faster than the GRU / LSTM on every row"
             if lo > 1 else "slower than the GRU / LSTM on some rows and faster on others")
-    return (f"in log space, the form the paper trains (App. B.3), the minimal cells are {side} on one CPU core: "
+    return (f"In log space, the form the paper trains (App. B.3), the minimal cells are {side} on one CPU core: "
             f"speed-ups {lo:.2f} to {hi:.2f} across T.")
 
 
@@ -92,11 +92,10 @@ PAGES = {
                                       f"one CPU core (batch {c.get('batch', '?')}, D = {c.get('d_in', '?')}, "
                                       f"H = {c.get('d_hidden', '?')}), where the scan does the same linear work "
                                       "as the GRU's loop: the speed-up is a constant factor, not one growing with T. "
-                                      "Our rows with the paper's numbers are the vanilla cells; "
                                       + _log_space_speed(m),
             "mem_ratio_*": "we count the arrays our hand-written backward keeps; the paper measures PyTorch's "
-                           "autograd peak, which also keeps every intermediate of the scan (the peak of our step: "
-                           "peak_memory, below).",
+                           "autograd peak, which also keeps every intermediate of the scan (the peak of our step is "
+                           "the peak_memory experiment's row).",
         },
         "METRICS": {"T": "the sequence lengths timed",
                     "speedup_<cell>_T<T>": "time per training step of GRU (LSTM) / minGRU (minLSTM) at length T",
