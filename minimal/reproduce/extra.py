@@ -24,8 +24,7 @@ def _shakespeare_weights(variant, weights, **fields):
     def make():
         from ..experiments.minrnn import shakespeare as S
 
-        config = getattr(S.Config, variant)(**fields) if variant != "default" else S.Config(**fields)
-        return S.run(config, save_weights_path=getattr(S, weights))
+        return S.run(getattr(S.Config, variant)(**fields), save_weights_path=getattr(S, weights))
     return make
 
 

@@ -331,9 +331,10 @@ class Config(SweepConfig):
 
 
 PAPER_B1_STEPS = 50_000   # ours (CPU time); App. B.1 trains up to 300,000 steps
-PAPER_B1_SET = ("models=lsa_2,softmax_2", "targets=scalar", "seeds=0,1", "seeds_scalar_attention=0,1",
-                f"steps_scalar_attention={PAPER_B1_STEPS}", "lr=2e-4", "weight_decay=0.05", "readout_scale=0.3",
-                "value_scale=0.3", "positional_std=0.3")
+# the same grid as ``--set KEY=VALUE`` arguments: every field where ``Config.paper_b1()`` differs from ``Config()``
+PAPER_B1_SET = tuple(f"{f.name}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+                     for f in dataclasses.fields(Config)
+                     if (v := getattr(Config.paper_b1(), f.name)) != getattr(Config(), f.name))
 
 
 def jobs(config: Config):

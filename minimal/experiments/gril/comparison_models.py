@@ -68,15 +68,16 @@ def spec(job):
     family, L = family_of(job.model), depth_of(job.model)
     f, d, H, s = job.f, job.d_model, job.hidden, job.readout_scale
     value = getattr(job, "value_scale", None)
+    v_lsa, v_softmax = (s * s, s) if value is None else (value, value)   # LSA's W_V and softmax's W_O at init
     if family in ("lsa", "softmax") and job.positional:
         # a linear input map f -> d and a learned positional embedding P[t] (App. B.3's Transformer), L attention
         # layers of width d (residual but the last), a linear output map d -> f. Without positions attention cannot
         # tell x_i from y_i, nor which y follows which x.
         if family == "lsa":
-            att = Layer("lsa", {"D": d}, {}, {"W_V": s * s if value is None else value})
+            att = Layer("lsa", {"D": d}, {}, {"W_V": v_lsa})
         else:
             att = Layer("softmax_attention", {"D": d, "D_k": d, "D_v": d, "output_projection": True}, {},
-                        {"W_O": s if value is None else value})
+                        {"W_O": v_softmax})
         T = 2 * job.N + 1
         std = getattr(job, "positional_std", None)
         pos = Layer("positional", {"T_max": T, "D": d} | ({} if std is None else {"std": std}))
@@ -86,11 +87,11 @@ def spec(job):
     if family == "lsa":
         # W_V scaled by s²: attention is cubic in the tokens (|y| ~ 6 here), and at s a second layer starts
         # at a loss of ~1e6 (measured; ~16 at s², the zero predictor 1.67)
-        lsa = Layer("lsa", {"D": f}, {}, {"W_V": s * s if value is None else value})
+        lsa = Layer("lsa", {"D": f}, {}, {"W_V": v_lsa})
         return tuple(Residual((lsa,)) for _ in range(L - 1)) + (lsa,)
     if family == "softmax":
         attn = Layer("softmax_attention", {"D": f, "D_k": d, "D_v": d, "output_projection": True}, {},
-                     {"W_O": s if value is None else value})
+                     {"W_O": v_softmax})
         return tuple(Residual((attn,)) for _ in range(L - 1)) + (attn,)
     if family == "gated_rnn":
         cell = (Layer("gated_rnn", {"d_in": d, "d_hidden": H, "d_out": d}),)

@@ -155,8 +155,7 @@ def _with_label_slot(result, config):
         return result
     params, _ = io.load_weights(WEIGHTS)
     saved = io.load_meta(WEIGHTS).get("jobs", [])
-    if sorted(j["seed"] for j in saved) != sorted(config.seeds) or \
-            sorted(map(repr, saved)) != sorted(map(repr, jobs(config))):
+    if sorted(saved, key=lambda j: j["seed"]) != sorted(jobs(config), key=lambda j: j["seed"]):
         return result
     r = label_slot_residuals(params)
     zeroed = np.asarray(r["residual_norm_label_zeroed"])
