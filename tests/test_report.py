@@ -270,3 +270,22 @@ def test_a_note_is_said_once_for_every_row_it_explains(tmp_path):
     assert "- `exp.loss_a`, `exp.loss_b` (differs): fewer steps here" in notes
     lines = [line for line in notes.splitlines() if line.startswith("- `")]
     assert len(lines) == len({line.split("): ", 1)[1] for line in lines})      # no note twice
+
+
+def test_a_figure_the_paper_gives_without_numbers_gets_its_table_between_the_claims_and_the_notes(tmp_path):
+    """PAGE_TABLES: an experiment's own tables from its metrics, one row per line, a cell's "|" escaped; a table
+    without rows is left out, and a row whose length is not the header's is an error naming the experiment."""
+    def tables(metrics):
+        return [{"title": "Fig. 9, per seed", "text": "Bars in the paper.", "header": ["model", "loss / zero"],
+                 "rows": [["a|b", metrics["loss"]]]},
+                {"title": "empty", "text": "", "header": ["x"], "rows": []}]
+
+    text = _page(tmp_path, mode="full", PAGE_TABLES=tables)[0]
+    part = _section(text, "Figures of the paper, as numbers")
+    assert "### exp: Fig. 9, per seed\n\nBars in the paper.\n\n| model | loss / zero |\n|---|---|\n| a\\|b | 0.26 |" \
+        in part
+    assert "empty" not in part
+    assert text.index("## Figures of the paper") < text.index("## Notes on the verdicts")
+    assert "## Figures of the paper" not in _page(tmp_path, mode="full")[0]
+    with pytest.raises(ValueError, match="exp's PAGE_TABLES: a row has 1 cells, the header 2"):
+        _page(tmp_path, mode="full", PAGE_TABLES=lambda m: [{"title": "t", "header": ["a", "b"], "rows": [[1]]}])

@@ -237,3 +237,35 @@ def test_the_attention_rows_say_where_each_run_left_the_zero_predictor_or_that_i
     said = text + " ".join(str(v) for v in list(meta["NOTES"].values()) + list(meta["METRICS"].values()))
     assert "up to 300,000 steps" in text      # the Differs list (the module docstring) gives App. B.1's budget
     assert not re.search(r"steps not given|no step count|gives no step|steps? (is|are) not given", said)
+
+
+def _fig3c_rows(text):
+    """The results page's Fig. 3C table: (grid name, model) -> its cells after the model and grid columns."""
+    part = text.split("### comparison: Fig. 3C", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in part.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0] != "model (stands in for)" and not cells[0].startswith("---"):
+            rows[(cells[1], cells[0].split()[0])] = cells[2:]
+    return rows
+
+
+def test_the_results_page_shows_fig_3c_as_numbers_per_seed_from_the_job_files(comparison_page):
+    """Fig. 3C is on the results page as numbers, not only as the two yes / no claims: per grid and attention
+    model, each seed's loss over the zero predictor and over one GD step (3 decimals) and the step it left the
+    zero predictor, as the committed job files give them; and the sentence naming the attention model closest to
+    GD names the one with the lowest mean loss in each grid."""
+    text, _, _ = comparison_page
+    rows = _fig3c_rows(text)
+    names = {"": "default", "b1_": "App. B.1"}
+    runs = _attention_runs()
+    for (grid, model), seeds in runs.items():
+        steps, seed_ids, over_zero, over_gd, left = rows[(names[grid], model)]
+        assert seed_ids == ", ".join(str(s) for s, *_ in seeds)
+        assert over_zero == ", ".join(f"{z:.3f}" for _, _, z, _ in seeds)
+        assert over_gd == ", ".join(f"{g:.3f}" for _, g, _, _ in seeds)
+        assert left == ", ".join("never" if x is None else f"{x:,}" for *_, x in seeds)
+    for grid, name in names.items():
+        mean = {m: np.mean([z for _, _, z, _ in v]) for (g, m), v in runs.items() if g == grid}
+        assert f"{min(mean, key=mean.get)} in the {name} grid" in text
+    assert ("App. B.1", "lsa_2") in rows and ("default", "gril_1") in rows

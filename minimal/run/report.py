@@ -11,6 +11,10 @@ Every work's page has the same sections, so a reader knows where to look:
 2. Notes on the verdicts: for every row that is not a match, why (``minimal.experiments.notes`` or the module's
    own ``NOTES``) and the lesson that shows it (``LESSON``), then each experiment's "Differs from the paper" list,
    quoted from its docstring.
+
+   Between the claims and the notes, "Figures of the paper, as numbers": the tables an experiment builds from its
+   metrics (``PAGE_TABLES``: metrics -> a list of ``{"title", "text", "header", "rows"}``) for a result the paper
+   shows only as a figure, so that a yes / no claim about it stands beside the numbers behind it.
 3. What a quick run is expected to miss (each experiment's ``QUICK_MISSES``).
 4. Metric definitions (``METRICS``: key -> definition; the generic ones and a key's name for a reader:
    ``minimal.run.metric_keys``), then links to the figures and to ``measurements.md``:
@@ -32,7 +36,8 @@ from .metric_keys import definition, is_timing, lookup, reader_name
 from .overrides import value_text
 from .verdicts import VERDICTS, default_tolerance, direction, is_claim, is_setting, judge, vocabulary_markdown
 
-__all__ = ["render", "write", "rows", "claims", "settings", "count", "summary", "overrides_markdown", "grouped_notes"]
+__all__ = ["render", "write", "rows", "claims", "settings", "tables", "count", "summary", "overrides_markdown",
+           "grouped_notes"]
 
 NO_NOTE = "no note"   # what a non-matching row without a note shows (tests/test_report.py fails on it)
 
@@ -205,6 +210,29 @@ def settings(results, modules, pages=None):
             and not is_claim(res["paper"][key])]
 
 
+def tables(results, modules, pages=None):
+    """Per experiment, the tables of its ``PAGE_TABLES`` (metrics -> ``[{"title", "text", "header", "rows"}]``):
+    (experiment, table) pairs, in ``results``' order; a table whose rows are empty is left out."""
+    out = []
+    for name, res in results.items():
+        build = _Meta(modules.get(name), (pages or {}).get(name)).get("PAGE_TABLES", None)
+        for table in (build(res["metrics"]) if callable(build) else ()):
+            if table["rows"]:
+                out.append((name, table))
+    return out
+
+
+def _table_markdown(name, table):
+    header = table["header"]
+    lines = [f"### {name}: {table['title']}", ""] + ([table["text"], ""] if table.get("text") else [])
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in table["rows"]:
+        if len(row) != len(header):
+            raise ValueError(f"{name}'s PAGE_TABLES: a row has {len(row)} cells, the header {len(header)}")
+        lines.append("| " + " | ".join(_fmt(c) for c in row) + " |")
+    return lines + [""]
+
+
 def grouped_notes(items):
     """``[(label, verdict, note)]`` -> one line per distinct note, every row it explains named once:
     "- `a.x`, `a.y` (differs): note" (a note is never repeated verbatim)."""
@@ -309,6 +337,12 @@ def render(work, quick, results, modules, out_dir=".", measurements="measurement
         parts += ["## Set-up beside the paper's", "",
                   "How the runs were made (not results, not judged):", "", "| experiment | setting | paper | ours |",
                   "|---|---|---|---|", *[f"| {n} | {k} | {p} | {o} |" for n, k, p, o in setup], ""]
+    figures = tables(results, modules, pages)
+    if figures:
+        parts += ["## Figures of the paper, as numbers", "",
+                  "Results the paper shows only as a figure: the numbers behind our side of it (not judged).", ""]
+        for name, fig in figures:
+            parts += _table_markdown(name, fig)
     parts += ["## Notes on the verdicts", ""]
     noted = [(f"{n}.{k}", v, note) for n, k, _, _, v, _, _, note in table if v != "matches"]
     noted += [(f"{n}.{k}", h, note) for n, k, _, _, h, _, note in said if h != "holds"]

@@ -116,14 +116,13 @@ from ...run.train import NonFiniteLossError, train
 from ...validate import check_choice
 from . import ablations, comparison_figures, model as M
 from .comparison_models import MODELS, family_of, loss_and_grads, predict, spec
-from .comparison_summary import AT_ZERO, summarise, with_prefix
+from .comparison_summary import AT_ZERO, scalar_table, summarise, with_prefix
 from .tolerance import loss_tolerances
 
 __all__ = ["STAND_IN", "TABLE3", "Job", "Config", "PAPER", "PAPER_B1_STEPS", "PAPER_B1_SET", "run_job", "jobs",
-           "summarise_grid", "finished", "run", "plot", "SWEEP", "SWEEP_DIR"]
+           "summarise_grid", "finished", "run", "plot", "SWEEP", "SWEEP_DIR", "PAGE_TABLES"]
 
-STAND_IN = {"gated_rnn": "S5", "lru": "Griffin", "mingru": "Mamba", "lsa": "Linear SA",
-            "softmax": "Transformer", "gril": "GRIL"}
+STAND_IN = dict(gated_rnn="S5", lru="Griffin", mingru="Mamba", lsa="Linear SA", softmax="Transformer", gril="GRIL")
 SWEEP_DIR = data_path("gril", "sweeps")
 
 _ZERO, _GD = 0.414, 0.207   # the paper's zero predictor (Table 6, multivariate ablations) and GD (Table 7)
@@ -389,9 +388,13 @@ SWEEP = Sweep("cmp", run_job, jobs, summarise_grid, SWEEP_DIR / "comparison", Co
 finished, run = SWEEP.finished, SWEEP.run
 
 
+def PAGE_TABLES(metrics):
+    """The results page's Fig. 3C table (``comparison_summary.scalar_table``): the default grid, then App. B.1's."""
+    return [scalar_table(metrics, STAND_IN, {"": ("default", Config()), "b1_": ("App. B.1", Config.paper_b1())})]
+
+
 def plot(result, out_dir):
-    """Fig. 3C / 6 as bars (``comparison_figures.plot``), with the paper's Table 3 baselines and Table 6's GRIL as
-    ratios to its zero predictor."""
+    """Fig. 3C / 6 as bars (``comparison_figures.plot``), beside Table 3's baselines and Table 6's GRIL (ratios)."""
     paper = {"gril": PAPER["multivariate_gril_1_over_zero"]} | {
         f: TABLE3[n] / _ZERO for f, n in (("gated_rnn", "s5"), ("mingru", "mamba"), ("lru", "griffin"))}
     return comparison_figures.plot(result, out_dir, paper, STAND_IN)

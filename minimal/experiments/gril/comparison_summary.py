@@ -2,7 +2,8 @@
 per target and model the mean loss over seeds and its ratios to the zero predictor and to one GD step, the best
 depth per recurrent family, Sec. 5.1's two claims on Fig. 3C, and where each eval curve leaves the zero predictor
 (``plateau_end``) and how much it still fell at the end (``last_tenth_drop``); ``with_prefix`` files the summary of
-another grid (``comparison.Config.paper_b1``'s runs, "b1_...") beside the default grid's.
+another grid (``comparison.Config.paper_b1``'s runs, "b1_...") beside the default grid's; ``scalar_table`` puts
+Fig. 3C's side of ours on the results page as numbers, per model and seed.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from .comparison_models import MODELS, depth_of, family_of
 
-__all__ = ["AT_ZERO", "summarise", "with_prefix", "plateau_end", "last_tenth_drop"]
+__all__ = ["AT_ZERO", "summarise", "with_prefix", "plateau_end", "last_tenth_drop", "scalar_table"]
 
 AT_ZERO = 0.97   # "at the zero predictor": loss / zero predictor >= AT_ZERO (Table 3's are 0.994-1.029)
 
@@ -100,3 +101,50 @@ def last_tenth_drop(eval_curve, zero):
     steps = np.array([s for s, _ in eval_curve], float)
     i = int(np.argmin(np.abs(steps - 0.9 * steps[-1])))
     return float((eval_curve[i][1] - eval_curve[-1][1]) / zero)
+
+
+def _per_seed(values, fmt="{:.3f}"):
+    return ", ".join("never" if v is None else "nan" if isinstance(v, float) and math.isnan(v) else fmt.format(v)
+                     for v in values)
+
+
+def scalar_table(metrics, stand_in, grids):
+    """Fig. 3C (the scalar task) as a results-page table (``minimal.run.report``'s PAGE_TABLES): one row per grid
+    and model that has runs, each seed's final loss on 10^4 tasks over the zero predictor's and over one GD step's
+    (η*), and the step its eval curve left the zero predictor (``plateau_end``; "never"; GRIL's runs keep no eval
+    curve: "n/a"), and per grid the attention model closest to GD. ``stand_in``: family -> the paper's model it
+    stands in for; ``grids``: metric prefix ("" or "b1_") -> (its name in the table, the ``comparison.Config`` it
+    was trained with)."""
+    rows, closest, grids_text = [], [], ""
+    for prefix, (name, config) in grids.items():
+        attention = {}
+        for model in MODELS:
+            key = f"{prefix}scalar_{model}"
+            if f"{key}_over_zero_seeds" not in metrics:
+                continue
+            if family_of(model) in ("lsa", "softmax"):
+                attention[model] = metrics[f"{key}_over_zero"]
+            steps = metrics.get(f"{key}_steps")
+            plateau = metrics.get(f"{key}_plateau_steps_seeds")
+            rows.append([f"{model} ({stand_in[family_of(model)]})", name,
+                         f"{steps:,}" if isinstance(steps, int) else steps,
+                         _per_seed(metrics[f"{key}_seed_ids"], "{:d}"),
+                         _per_seed(metrics[f"{key}_over_zero_seeds"]), _per_seed(metrics[f"{key}_over_gd_seeds"]),
+                         "n/a" if plateau is None else _per_seed(plateau, "{:,}")])
+        if len(attention) > 1:
+            closest.append(f"{min(attention, key=attention.get)} in the {name} grid")
+        value = config.readout_scale ** 2 if config.value_scale is None else config.value_scale
+        grids_text += (f" The {name} grid: AdamW at lr {config.lr:g}, weight decay {config.weight_decay:g}, output "
+                       f"maps at {config.readout_scale:g} (LSA's W_V {value:g}), positional embedding std "
+                       f"{config.positional_std or 0.02:g}" + ("; GRIL: the ablations' runs, lr "
+                                                              f"{config.lr_gril:g}." if not prefix else "."))
+    text = ("The paper shows Fig. 3C as bars without numbers; these are ours: each seed's final loss on 10^4 tasks "
+            "as a multiple of the zero predictor's (1: it learned nothing) and of one GD step's (1: GD's loss), and "
+            f"the step its eval curve (2,000 tasks) first fell below {AT_ZERO} x the zero predictor. App. B.1 trains "
+            "for up to 300,000 steps." + grids_text)
+    if closest:
+        text += " The attention model with the lowest mean loss: " + "; ".join(closest) + "."
+    return {"title": "Fig. 3C, the scalar task, per model and seed", "text": text,
+            "header": ["model (stands in for)", "grid", "steps", "seeds", "loss / zero predictor",
+                       "loss / one GD step", "left the zero predictor at step"],
+            "rows": rows}
