@@ -16,37 +16,42 @@ def test_minima_are_taken_per_part_over_rounds_after_the_warmup():
                   {"step": 3.0, "update": 1.0}, {"step": 2.0, "update": 1.5}, {"step": 4.0, "update": 0.5}])
     row = {"name": "m", "ours": {}}
     bt.interleaved_minima([(row, "ours", None, lambda: next(times))], repeats=3, log=lambda s: None)
-    assert row["ours"] == {"step": 2.0, "update": 0.5}
+    assert {k: v for k, v in row["ours"].items() if k != "page faults"} == {
+        "step": 2.0, "update": 0.5, "step median": 3.0, "update median": 1.0}
+    assert row["ours"]["page faults"] >= 0
 
 
 def test_rounds_interleave_every_runner_once_per_round():
     calls = []
-    row = {"name": "m", "ours": {}, "torch": {"a": {}, "b": {}}}
+    row = {"name": "m", "ours": {}, "theirs": {"a": {}, "b": {}}}
     runners = [(row, "ours", None, lambda: calls.append("ours") or {"step": 1.0}),
-               (row, "torch", "a", lambda: calls.append("a") or {"step": 1.0}),
-               (row, "torch", "b", lambda: calls.append("b") or {"step": 1.0})]
+               (row, "theirs", "a", lambda: calls.append("a") or {"step": 1.0}),
+               (row, "theirs", "b", lambda: calls.append("b") or {"step": 1.0})]
     bt.interleaved_minima(runners, repeats=2, log=lambda s: None, warmup=1)
     assert calls == ["ours", "a", "b"] * 3
 
 
-def test_ratio_is_ours_over_the_fastest_torch_version():
-    rows = [{"name": "m", "ours": {"step": 3.0}, "torch": {"loop": {"step": 6.0}, "scan": {"step": 2.0}}},
-            {"name": "no torch", "ours": {"step": 1.0}}]
+def test_ratio_is_ours_over_the_fastest_version_of_any_framework():
+    rows = [{"name": "m", "ours": {"step": 3.0}, "theirs": {"torch: loop": {"step": 6.0}, "jax: lax.scan": {
+        "step": 2.0}, "torch: compile: loop": {"step": 2.5}}},
+            {"name": "no anchors", "ours": {"step": 1.0}}]
     bt.add_ratios(rows)
-    assert rows[0]["fastest"] == "scan" and rows[0]["ratio"] == pytest.approx(1.5)
+    assert rows[0]["fastest"] == "jax: lax.scan" and rows[0]["ratio"] == pytest.approx(1.5)
     assert "ratio" not in rows[1]
 
 
-def test_without_torch_the_comparison_is_skipped_loudly(monkeypatch):
-    monkeypatch.setattr(bt, "_torch", lambda: None)
+def test_without_the_frameworks_the_comparison_is_skipped_loudly(monkeypatch):
+    monkeypatch.setattr(bt, "_anchor", lambda name: None)
     messages = []
     rows = bt.bench_train(repeats=1, quick=True, log=messages.append)
-    assert any("PyTorch is not installed" in m for m in messages)
+    assert any("torch is not installed" in m for m in messages) and any("jax is not installed" in m for m in messages)
+    with pytest.raises(ValueError, match="anchors: unknown framework 'tf'"):
+        bt.bench_train(repeats=1, quick=True, anchors=("tf",))
     names = [r["name"] for r in rows]
     assert names[:2] == ["selective copy mingru x2", "selective copy minlstm x2"] or \
         names[:2] == ["selective copy mingru x2 log", "selective copy minlstm x2 log"]
     for r in rows:
-        assert "torch" not in r and "ratio" not in r
+        assert "theirs" not in r and "ratio" not in r
         o = r["ours"]
         assert o["step"] > 0 and o["update"] > 0 and o["forward+backward"] > 0 and "cell" in o
         assert o["step"] >= o["update"]
@@ -85,10 +90,12 @@ def test_every_model_is_built_from_its_experiment():
 
 @pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed: the torch twins are not checked")
 def test_torch_twins_compute_our_models_in_float64():
+    """The eager versions of all 13 models; the compiled ones (30-75 s of compiling each) on one model per kind in
+    test_bench_torch_compile.py."""
     from minimal.bench import torch_models as tm
 
     for m in bt.models():
-        assert tm.check_equal(bt.as_dtype(m, np.float64))["max_rel"] <= bt.EQUAL_TOL, m.name
+        assert tm.check_equal(bt.as_dtype(m, np.float64), compiled=False)["max_rel"] <= bt.EQUAL_TOL, m.name
 
 
 def test_cli_prints_the_table(monkeypatch, capsys):
@@ -97,10 +104,32 @@ def test_cli_prints_the_table(monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(bt, "bench_train", lambda **kw: calls.append(kw) or [
         {"name": "m", "ours": {"step": 2e-3, "forward+backward": 1.5e-3, "update": 5e-4}}])
-    assert main(["bench", "train", "--quick", "--no-torch"]) == 0
-    assert calls[0]["quick"] and calls[0]["torch"] is False and calls[0]["repeats"] == 3
+    assert main(["bench", "train", "--quick", "--no-anchors"]) == 0
+    assert calls[0]["quick"] and calls[0]["anchors"] == () and calls[0]["repeats"] == 3
     assert "m " in capsys.readouterr().out
+    assert main(["bench", "train", "--quick", "--anchors", "jax"]) == 0
+    assert calls[1]["anchors"] == ("jax",)
+    assert main(["bench", "train", "--quick"]) == 0
+    assert calls[2]["anchors"] == ("torch", "jax")
     assert main(["bench", "train", "--backend", "cuda"]) == 2
+    for argv, said in ((["bench", "train", "--anchors", "jax", "--no-anchors"], "contradict"),
+                       (["bench", "scan", "--pin", "0"], "--pin apply to bench train only"),
+                       (["bench", "train", "--pin", "4096"], "--pin 4096: this process may run on cores")):
+        assert main(argv) != 0
+        assert said in capsys.readouterr().err
+
+
+def test_the_table_names_the_fastest_version_and_the_checks():
+    rows = bt.add_ratios([{"name": "copy", "ours": {"step": 3e-3, "step median": 3.5e-3, "forward+backward": 2e-3,
+                                                     "update": 1e-3, "page faults": 0.0},
+                           "checks": {"torch": {"max_rel": 1e-13, "equal": True},
+                                      "jax": {"max_rel": 2e-12, "equal": True}},
+                           "theirs": {"torch: loop": {"step": 9e-3}, "jax: lax.scan": {"step": 4e-3, "step median":
+                                                                                         5e-3, "page faults": 7.0}}}])
+    table = bt.format_train_table(rows)
+    line = next(x for x in table.splitlines() if x.startswith("copy"))
+    assert "jax: lax.scan" in line and "0.75" in line and "2.0e-12" in line and "4.00" in line and "5.00" in line
+    assert "copy: torch: loop 9.00 ms, jax: lax.scan 4.00 ms" in table
 
 
 @pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed: the torch twins are not checked")

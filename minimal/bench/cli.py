@@ -3,6 +3,7 @@ its handler, which runs ``kernels`` (scan, window), ``step`` or ``train`` and pr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..validate import InputError, check_positive_int
@@ -20,7 +21,9 @@ BENCH_HELP = """Speed, as ratios measured in one run on this machine. The four b
   step     the gated RNN's forward + backward on the Zucchet tasks' shapes; the ICL readout "all" against
            "last"; time in scans vs BLAS vs the rest (CPU)
   train    one training step (forward, loss, backward, clip, AdamW) of every model the course trains; with
-           PyTorch installed, the same models in torch beside them, checked equal in float64 first (CPU)
+           PyTorch and / or JAX installed (pip install -e ".[anchors]"), the same models in each beside them,
+           checked equal in float64 first (CPU). Fair setting: LD_PRELOAD=/usr/lib/x86_64-linux-gnu/
+           libjemalloc.so.2 and --pin CPU (or taskset -c CPU) on a quiet machine
 
 --quick runs a seconds-sized problem; --size T sets scan's / window's time steps on the CPU."""
 
@@ -36,7 +39,10 @@ def add_parser(subparsers):
                    help="scan / window on the CPU: T time steps instead of the default (4096 / 16385), for a machine "
                         "with less memory: peak about 2.4 GB x T / 4096 (scan), 3.5 GB x T / 16385 (window)")
     p.add_argument("--repeats", type=int, help="train: rounds to take the minimum over (default 20)")
-    p.add_argument("--no-torch", action="store_true", help="train: do not compare with PyTorch")
+    p.add_argument("--anchors", nargs="+", metavar="FRAMEWORK", choices=["torch", "jax"],
+                   help="train: the frameworks to compare with (default: torch and jax, each where installed)")
+    p.add_argument("--no-anchors", action="store_true", help="train: time our steps only")
+    p.add_argument("--pin", type=int, metavar="CPU", help="train: run this process on that CPU core only")
     p.add_argument("--profile", action="store_true",
                    help="train: where each step's time goes (cProfile by part of the library), its FLOPs and the "
                         "share of the same-run sgemm rate it reaches (minimal.bench.profile), instead of the table")
@@ -51,6 +57,10 @@ def _bench(args):
         # step and train time fixed shapes (the experiments' own): a --size they would ignore is refused
         raise InputError(f"--size applies to bench scan and bench window only (their time steps T); bench "
                          f"{args.what} times the experiments' fixed shapes: drop --size {args.size}")
+    train_only = [f for f, on in (("--anchors", args.anchors), ("--no-anchors", args.no_anchors),
+                                  ("--pin", args.pin is not None)) if on]
+    if train_only and args.what != "train":
+        raise InputError(f"{', '.join(train_only)} apply to bench train only; drop them from bench {args.what}")
     if args.profile and args.what != "train":
         raise InputError(f"--profile applies to bench train only (where one training step's time goes); drop it "
                          f"from bench {args.what}")
@@ -77,8 +87,16 @@ def _bench(args):
                 print(profile.profile_models(quick=args.quick, repeats=repeats or 5,
                                              log=lambda s: print(s, file=sys.stderr)))
                 return 0
-            rows = bench_train.bench_train(repeats=repeats, quick=args.quick,
-                                           torch=not args.no_torch, log=lambda s: print(s, file=sys.stderr))
+            if args.pin is not None:
+                _pin(args.pin)
+            if args.no_anchors and args.anchors:
+                raise InputError("--anchors and --no-anchors contradict each other: give one")
+            anchors = () if args.no_anchors else tuple(args.anchors or bench_train.ANCHORS)
+            if anchors and "jemalloc" not in os.environ.get("LD_PRELOAD", ""):
+                print("note: jemalloc is not preloaded: the fair setting preloads it for every side (JAX's step "
+                      "page-faults without it; minimal.bench.train's docstring)", file=sys.stderr)
+            rows = bench_train.bench_train(repeats=repeats, quick=args.quick, anchors=anchors,
+                                           log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))
             return 0
         if args.what == "step":
@@ -113,6 +131,16 @@ def _bench(args):
     if args.backend != "cuda":  # the CUDA benchmark prints and saves its own tables
         print(bench.format_table(rows))
     return 0
+
+
+def _pin(cpu):
+    """This process (and the threads it starts) on core ``cpu`` only, or an InputError naming the cores it may use."""
+    import os
+
+    allowed = sorted(os.sched_getaffinity(0))
+    if cpu not in allowed:
+        raise InputError(f"--pin {cpu}: this process may run on cores {allowed}; give one of them")
+    os.sched_setaffinity(0, {cpu})
 
 
 def _say_bench(what, args, shape):

@@ -1,12 +1,13 @@
-"""One training step of every model the course trains, timed (``python -m minimal bench train``), and, when
-PyTorch is installed, the same models written in PyTorch timed beside them (``minimal.bench.torch_models``).
+"""One training step of every model the course trains, timed (``python -m minimal bench train``), and, where PyTorch
+or JAX is installed (the ``[anchors]`` extra), the same models written in each of them timed beside ours: the
+anchors a user would pick instead of this library (``minimal.bench.torch_models``, ``minimal.bench.jax_models``).
 
 A step is what ``minimal.run.train`` runs: forward and loss, backward, clipping of the global gradient norm at 1.0,
 one AdamW update (``minimal.optim``), on one fixed batch (sampling is not timed). Models, with the shapes of
 their experiments' Configs (imported, so the rows follow the experiments):
 
     selective copy  minGRU / minLSTM x2 and x3, vanilla and log space   ``experiments.minrnn.selective_copy``:
-                    Job() (D 32, H 192, T 32, B 64) with ``log_space`` False (Table 1's vanilla grid) and True
+                    Job() (D 32, H 192, T 64, B 64) with ``log_space`` False (Table 1's vanilla grid) and True
     Shakespeare     minGRU / minLSTM, vanilla and log space, and the Transformer   ``experiments.minrnn.
                     shakespeare``: Config() (D 64, 3 blocks, T 128, B 16, dropout 0.1); the model its ``spec``
                     builds, each block's ``log_space`` set to the row's form; the Transformer with its
@@ -15,20 +16,28 @@ their experiments' Configs (imported, so the rows follow the experiments):
 Parts: "forward" (forward and loss), "backward" (the gradients), "update" (clip and AdamW), timed inside each step;
 and "cell", the forward and backward of one block's recurrent cell alone on that block's input shape (for the
 minRNN rows). Each step and part is timed in CPU time of this process (``time.process_time``): the other
-processes of a shared machine cost it wall time, not CPU time, although they still share its caches.
+processes of a shared machine cost it wall time, not CPU time, although they still share its caches. A jitted
+JAX step is one call: it has "step" and "cell" only.
 
-Timing: one BLAS thread (``speed.tune``) and one torch thread; two warm-up steps of every row, then ``repeats``
-rounds, each running one step of every row in turn (project and torch interleaved, so that every row sees the
-same spells of load); each row reports its minimum over the rounds.
+Timing: one BLAS thread (``speed.tune``), one torch thread (inductor's too), one XLA thread; two warm-up calls of
+every row (torch.compile and jax.jit compile there), then ``repeats`` rounds, each running one step of every row
+and version in turn (ours and the anchors interleaved, so that every row sees the same spells of load); each row
+reports its minimum and median over the rounds, and its minor page faults per step. The fair setting, on a quiet
+machine: the whole process pinned to one core (``taskset -c N``) and jemalloc preloaded for every side
+(``LD_PRELOAD=.../libjemalloc.so.2``): without it, JAX's per-step scratch exceeds glibc's mmap threshold and the
+kernel zero-fills it every step (thousands of page faults a step), which times the allocator, not the framework.
 
-Torch (optional; never a dependency of ``minimal``): each model is first run in float64 by both, from the same
-parameters on the same batch with dropout off, and the losses and every gradient are compared (``max_rel``: the
-largest |g_torch - g_ours| / max|g_ours| over the gradients); a model whose torch twin differs by more than
-``EQUAL_TOL`` gets no ratio. The last measured table, with its command, is ``bench/results/train_cpu_<date>.txt``. The recurrence in torch comes in the versions a torch user would write: vanilla as
-a Python loop under autograd ("loop") and as a ``torch.autograd.Function`` with a hand-written reverse-time scan
-("scan Function"); log space as Heinsen's closed form with ``torch.logcumsumexp`` ("Heinsen"); attention as
-``F.scaled_dot_product_attention`` ("sdpa"). ``ratio`` = our step's time / the fastest torch version's: below 1
-we are faster.
+The anchors (never dependencies of ``minimal``): each model is first run in float64 by ours and by every version
+of each framework, from the same parameters on the same batch with dropout off, and the losses and every gradient
+are compared (``max_rel``: the largest |g_theirs - g_ours| / max|g_ours| over the gradients); a framework whose twin
+differs by more than ``EQUAL_TOL`` gets no timing for that model. The recurrence comes in the versions a user of
+each would write: torch eager, vanilla as a Python loop under autograd ("loop") and as a
+``torch.autograd.Function`` with a hand-written reverse-time scan ("scan Function"), log space as Heinsen's closed
+form with ``torch.logcumsumexp`` ("Heinsen"), attention as ``F.scaled_dot_product_attention`` ("sdpa"); torch.compile
+of those ("compile: ..."); JAX, the whole step under one ``jax.jit`` with optax's AdamW, the recurrence as
+``lax.scan``, ``lax.associative_scan`` or (log space) Heinsen's form. ``ratio`` = our step's time / the fastest
+version's of any framework: below 1 we are faster. The last measured table, with its command, is
+``bench/results/train_cpu_<date>.txt``.
 """
 from __future__ import annotations
 
@@ -40,7 +49,7 @@ import numpy as np
 from ..validate import check_positive_int
 
 __all__ = ["Model", "models", "project_step", "bench_train", "interleaved_minima", "add_ratios", "format_train_table",
-           "EQUAL_TOL", "DEFAULT_REPEATS"]
+           "EQUAL_TOL", "DEFAULT_REPEATS", "ANCHORS"]
 
 DEFAULT_REPEATS = 20
 EQUAL_TOL = 1e-8      # float64: the two implementations agree to rounding (~1e-13 seen), or they are not the same
@@ -179,36 +188,55 @@ def _cell_step(model):
 
 
 # --- the benchmark --------------------------------------------------------------------------------------------------
-def _torch():
-    """``minimal.bench.torch_models`` if PyTorch can be imported, else None."""
+ANCHORS = {"torch": "torch_models", "jax": "jax_models"}   # framework -> its twins' module in minimal.bench
+
+
+def _anchor(name):
+    """The twins' module of framework ``name`` if the framework can be imported, else None."""
+    import importlib
+
     try:
-        from . import torch_models as _torch_models
+        return importlib.import_module(f".{ANCHORS[name]}", __package__)
     except ImportError:
         return None
-    return _torch_models
 
 
-def bench_train(repeats=None, quick=False, torch=True, log=print):
-    """Time every model's training step (module docstring).
+def _page_faults():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), log=print):
+    """Time every model's training step (module docstring), ours and, per framework of ``anchors`` that is
+    installed, its twins' versions.
 
     Args:
-        repeats: rounds (minimum over them); default 20. quick: one model of each family.
-        torch: compare with PyTorch when it is installed (False: never import it).
-        log: where progress and the torch notice go (a callable taking a str).
+        repeats: rounds (minimum and median over them); default 20. quick: a few models of each family.
+        anchors: frameworks to compare with, of ``ANCHORS`` (() or None: none; a framework that is not installed
+            is skipped with a notice, never imported otherwise).
+        log: where progress and notices go (a callable taking a str).
     Returns:
-        one dict per model: name, ours {part: seconds}, and with torch: torch {version: {part: seconds}},
-        max_rel (float64 check), equal (bool), fastest (the fastest torch version), ratio (ours / fastest).
+        one dict per model: name, ours {part: seconds, "<part> median": seconds}, and with a framework: checks
+        {framework: {"max_rel", "equal"}} (the float64 check), theirs {"framework: version": {part: ...}},
+        fastest (the fastest of theirs) and ratio (ours / fastest, step minima).
     """
     from ..run import speed
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
+    anchors = tuple(anchors or ())
+    for name in anchors:
+        if name not in ANCHORS:
+            raise ValueError(f"anchors: unknown framework {name!r}; expected some of {sorted(ANCHORS)}")
     speed.tune()
-    tm = _torch() if torch else None
-    if torch and tm is None:
-        log("PyTorch is not installed: timing our steps only, no torch comparison "
-            "(pip install torch, the CPU build, to compare)")
+    twins = {}
+    for name in anchors:
+        twins[name] = _anchor(name)
+        if twins[name] is None:
+            log(f"{name} is not installed: no {name} rows (pip install -e \".[anchors]\" to compare)")
+    twins = {k: v for k, v in twins.items() if v is not None}
     rows = []
-    runners = []   # (row, where, key, fn)
+    runners = []   # (row, where, version, fn)
     for model in models(quick):
         row = {"name": model.name, "ours": {}}
         rows.append(row)
@@ -216,80 +244,94 @@ def bench_train(repeats=None, quick=False, torch=True, log=print):
         cell = _cell_step(model)
         if cell is not None:
             runners.append((row, "ours", None, cell[0]))
-        if tm is None:
-            continue
-        check = tm.check_equal(as_dtype(model, np.float64))
-        row["max_rel"], row["equal"] = check["max_rel"], check["max_rel"] <= EQUAL_TOL
-        row["torch"] = {}
-        if not row["equal"]:
-            log(f"{model.name}: the torch twin differs from our model (max rel. error {check['max_rel']:.1e} > "
-                f"{EQUAL_TOL:.0e} in float64{'; ' + check['why'] if 'why' in check else ''}): no torch timing "
-                f"for it")
-            continue
-        for version in tm.versions(model):
-            row["torch"][version] = {}
-            runners.append((row, "torch", version, tm.step(model, version)))
-            if cell is not None:
-                runners.append((row, "torch", version, tm.cell_step(model, version, *cell[1])))
+        for name, tm in twins.items():
+            check = tm.check_equal(as_dtype(model, np.float64))
+            row.setdefault("checks", {})[name] = {"max_rel": check["max_rel"], "equal": check["max_rel"] <= EQUAL_TOL}
+            row.setdefault("theirs", {})
+            if check["max_rel"] > EQUAL_TOL:
+                log(f"{model.name}: the {name} twin differs from our model (max rel. error {check['max_rel']:.1e} > "
+                    f"{EQUAL_TOL:.0e} in float64{'; ' + check['why'] if 'why' in check else ''}): no {name} timing "
+                    f"for it")
+                continue
+            for version in tm.versions(model):
+                label = f"{name}: {version}"
+                row["theirs"][label] = {}
+                runners.append((row, "theirs", label, tm.step(model, version)))
+                if cell is not None:
+                    runners.append((row, "theirs", label, tm.cell_step(model, version, *cell[1])))
     interleaved_minima(runners, repeats, log)
     return add_ratios(rows)
 
 
 def interleaved_minima(runners, repeats, log=print, warmup=2):
     """Run every runner ``warmup`` times, then ``repeats`` rounds of each runner once in turn; each part's
-    minimum lands in its row: ``row[where][part]`` (version None) or ``row[where][version][part]``.
+    minimum lands in its row, ``row[where][part]`` (version None) or ``row[where][version][part]``, and its median
+    beside it as "<part> median"; each runner's minor page faults per call (``ru_minflt``, median over the rounds)
+    as "page faults" where the runner times a "step".
 
     runners: (row, where, version, fn) with fn() -> {part: seconds}."""
     for _ in range(warmup):
         for _, _, _, fn in runners:
             fn()
+    samples = {}   # (id(target), part) -> (target, [values])
     for r in range(repeats):
         for row, where, version, fn in runners:
             target = row[where] if version is None else row[where][version]
-            for part, seconds in fn().items():
-                target[part] = min(target.get(part, np.inf), seconds)
+            before = _page_faults()
+            parts = fn()
+            faults = _page_faults() - before
+            for part, seconds in parts.items():
+                samples.setdefault((id(target), part), (target, []))[1].append(seconds)
+            if "step" in parts:
+                samples.setdefault((id(target), "page faults"), (target, []))[1].append(faults)
         log(f"round {r + 1}/{repeats}")
+    for (_, part), (target, values) in samples.items():
+        if part == "page faults":
+            target[part] = float(np.median(values))
+        else:
+            target[part], target[f"{part} median"] = min(values), float(np.median(values))
 
 
 def add_ratios(rows):
-    """Per row with torch timings: ``fastest`` (the torch version with the least step time) and ``ratio``
-    (our step / that step)."""
+    """Per row with timings of another framework: ``fastest`` (the version of ``theirs`` with the least step
+    time) and ``ratio`` (our step / that step, minima)."""
     for row in rows:
-        if row.get("torch"):
-            row["fastest"] = min(row["torch"], key=lambda v: row["torch"][v]["step"])
-            row["ratio"] = row["ours"]["step"] / row["torch"][row["fastest"]]["step"]
+        if row.get("theirs"):
+            row["fastest"] = min(row["theirs"], key=lambda v: row["theirs"][v]["step"])
+            row["ratio"] = row["ours"]["step"] / row["theirs"][row["fastest"]]["step"]
     return rows
 
 
 def format_train_table(rows):
     """A plain-text table of ``bench_train``'s rows."""
-    has_torch = any("torch" in r for r in rows)
-    head = f"{'model':<30} {'step ms':>8} {'fwd+bwd':>8} {'update':>7} {'cell':>7}"
-    if has_torch:
-        head += f" {'torch ms':>9} {'torch version':<15} {'cell':>7} {'ratio':>6} {'cell':>6} {'f64 err':>8}"
+    has = any("checks" in r for r in rows)
+    ms = (lambda s: f"{1e3 * s:.2f}" if s is not None else "")
+    head = f"{'model':<30} {'step ms':>8} {'median':>8} {'fwd+bwd':>8} {'update':>7} {'cell':>7} {'faults':>7}"
+    if has:
+        head += f" {'fastest other':<28} {'ms':>8} {'median':>8} {'faults':>7} {'ratio':>6} {'f64 err':>8}"
     lines = [head, "-" * len(head)]
     for r in rows:
         o = r["ours"]
-        ms = (lambda s: f"{1e3 * s:.2f}" if s is not None else "")
-        line = (f"{r['name']:<30} {ms(o['step']):>8} {ms(o['forward+backward']):>8} {ms(o['update']):>7} "
-                f"{ms(o.get('cell')):>7}")
-        if has_torch:
+        line = (f"{r['name']:<30} {ms(o['step']):>8} {ms(o.get('step median')):>8} {ms(o['forward+backward']):>8} "
+                f"{ms(o['update']):>7} {ms(o.get('cell')):>7} {o.get('page faults', 0):>7.0f}")
+        if has:
+            worst = max((c["max_rel"] for c in r.get("checks", {}).values()), default=float("nan"))
             if r.get("fastest"):
-                t = r["torch"][r["fastest"]]
-                cell_ratio = f"{o['cell'] / t['cell']:.2f}" if "cell" in o and "cell" in t else ""
-                line += (f" {ms(t['step']):>9} {r['fastest']:<15} {ms(t.get('cell')):>7} {r['ratio']:>6.2f} "
-                         f"{cell_ratio:>6} {r['max_rel']:>8.1e}")
-            elif "max_rel" in r:
-                line += f" {'differs: not timed':>33} {'':>14} {r['max_rel']:>8.1e}"
+                t = r["theirs"][r["fastest"]]
+                line += (f" {r['fastest']:<28} {ms(t['step']):>8} {ms(t.get('step median')):>8} "
+                         f"{t.get('page faults', 0):>7.0f} {r['ratio']:>6.2f} {worst:>8.1e}")
+            elif "checks" in r:
+                line += f" {'differs: not timed':<28} {'':>8} {'':>8} {'':>7} {'':>6} {worst:>8.1e}"
         lines.append(line)
     lines.append("-" * len(head))
-    lines.append("CPU ms per step, min over rounds, one thread; step = forward+backward (with the loss) + update "
-                 "(clip 1.0, AdamW); cell = one block's recurrent cell, forward + backward")
-    if has_torch:
-        lines.append("ratio = our step / torch's fastest version's step (below 1: we are faster); f64 err = largest "
-                     "relative gradient difference of the float64 check")
+    lines.append("CPU ms per step, min (and median) over interleaved rounds, one thread; step = forward+backward (with "
+                 "the loss) + update (clip 1.0, AdamW); cell = one block's recurrent cell, forward + backward; faults "
+                 "= minor page faults per step (median)")
+    if has:
+        lines.append("ratio = our step / the fastest other version's step (below 1: we are faster); f64 err = the "
+                     "largest relative loss or gradient difference of the float64 checks (every framework)")
         for r in rows:
-            if len(r.get("torch", {})) > 1:
+            if len(r.get("theirs", {})) > 1:
                 lines.append(f"  {r['name']}: " + ", ".join(f"{v} {1e3 * t['step']:.2f} ms"
-                                                           for v, t in r["torch"].items()))
+                                                           for v, t in r["theirs"].items()))
     return "\n".join(lines)
