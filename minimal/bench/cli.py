@@ -23,7 +23,7 @@ BENCH_HELP = """Speed, as ratios measured in one run on this machine. The four b
   train    one training step (forward, loss, backward, clip, AdamW) of every model the course trains; with
            PyTorch and / or JAX installed (pip install -e ".[anchors]"), the same models in each beside them,
            checked equal in float64 first (CPU). Fair setting: LD_PRELOAD=/usr/lib/x86_64-linux-gnu/
-           libjemalloc.so.2 and --pin CPU (or taskset -c CPU) on a quiet machine
+           libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 and --pin CPU on a quiet machine
 
 --quick runs a seconds-sized problem; --size T sets scan's / window's time steps on the CPU."""
 
@@ -92,9 +92,11 @@ def _bench(args):
             if args.no_anchors and args.anchors:
                 raise InputError("--anchors and --no-anchors contradict each other: give one")
             anchors = () if args.no_anchors else tuple(args.anchors or bench_train.ANCHORS)
-            if anchors and "jemalloc" not in os.environ.get("LD_PRELOAD", ""):
-                print("note: jemalloc is not preloaded: the fair setting preloads it for every side (JAX's step "
-                      "page-faults without it; minimal.bench.train's docstring)", file=sys.stderr)
+            if anchors and ("jemalloc" not in os.environ.get("LD_PRELOAD", "")
+                            or "dirty_decay_ms:-1" not in os.environ.get("MALLOC_CONF", "")):
+                print("note: the fair setting preloads jemalloc with its decay off for every side (LD_PRELOAD=.../"
+                      "libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1): without it JAX's step, or "
+                      "ours, page-faults (minimal.bench.train's docstring)", file=sys.stderr)
             rows = bench_train.bench_train(repeats=repeats, quick=args.quick, anchors=anchors,
                                            log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))

@@ -23,9 +23,12 @@ Timing: one BLAS thread (``speed.tune``), one torch thread (inductor's too), one
 every row (torch.compile and jax.jit compile there), then ``repeats`` rounds, each running one step of every row
 and version in turn (ours and the anchors interleaved, so that every row sees the same spells of load); each row
 reports its minimum and median over the rounds, and its minor page faults per step. The fair setting, on a quiet
-machine: the whole process pinned to one core (``taskset -c N``) and jemalloc preloaded for every side
-(``LD_PRELOAD=.../libjemalloc.so.2``): without it, JAX's per-step scratch exceeds glibc's mmap threshold and the
-kernel zero-fills it every step (thousands of page faults a step), which times the allocator, not the framework.
+machine: the whole process pinned to one core (``--pin N`` or ``taskset -c N``) and jemalloc preloaded for every
+side with its decay off (``LD_PRELOAD=.../libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1``).
+Under glibc, JAX's per-step scratch (57-73 MB) exceeds the mmap threshold and the kernel zero-fills it every step
+(14,000-18,000 page faults a step), which times the allocator, not the framework; jemalloc with its default decay
+hands those pages back too, and gives our NumPy step ~10,000 faults a step it has not under glibc; with decay off
+both sides run at under 100 (``jax_models``' docstring). The "faults" column shows which case a run was in.
 
 The anchors (never dependencies of ``minimal``): each model is first run in float64 by ours and by every version
 of each framework, from the same parameters on the same batch with dropout off, and the losses and every gradient
