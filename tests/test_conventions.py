@@ -76,8 +76,8 @@ def test_every_scan_algorithm_runs_where_a_scan_runs_and_they_agree(name, monkey
     gives the same values; where it runs none (sequential mode, log space, a fused kernel, ...) only None and the
     default are accepted (not silently ignored), and the refusal starts with ``method``."""
     seen = []
-    resolve = scan._method
-    monkeypatch.setattr(scan, "_method", lambda method, backend, where: seen.append(method) or
+    resolve = scan.resolve_method
+    monkeypatch.setattr(scan, "resolve_method", lambda method, backend, where: seen.append(method) or
                         resolve(method, backend, where))
     runs_every_method = 0
     for ex, kw in _examples(name):

@@ -127,3 +127,63 @@ def test_mlp_with_the_fused_gelu_passes_the_float64_gradient_check(rng):
     for ex in mlp.examples(rng):
         errors = check_cell(mlp, ex)
         assert max(errors.values()) <= 1e-6, (ex.name, errors)
+
+
+@pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 3e-6)])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_vanilla_cells_run_gates_and_scan_in_one_pass_and_equal_the_reference(rng, cell, dtype, tol, with_h0):
+    """The default CPU path of vanilla minGRU and minLSTM (method "auto" = the sequential scan): gates and scan in
+    one pass, their backward in one reverse pass (``*_scan_into`` / ``*_scan_backward``), against the NumPy
+    reference and the unfused Blelloch path; ``out`` receives h."""
+    params = {k: v.astype(dtype) for k, v in cell.init(rng, 5, 7).items()}
+    x = rng.standard_normal((3, 9, 5)).astype(dtype)
+    h0 = rng.standard_normal((3, 7)).astype(dtype) if with_h0 else None
+    dy = rng.standard_normal((3, 9, 7)).astype(dtype)
+    out = {}
+    for name, kw in (("numpy", {"backend": "numpy"}), ("blelloch", {"method": "blelloch"}), ("fused", {})):
+        h, cache = cell.forward(params, x, h0, **kw)
+        dx, grads = cell.backward(params, cache, dy)
+        out[name] = (h, dx) + tuple(grads.values())
+    for name in ("blelloch", "fused"):
+        for ref, got in zip(out["numpy"], out[name]):
+            assert got.dtype == dtype
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
+    buf = np.empty((3, 9, 7), dtype)
+    h, _ = cell.forward(params, x, h0, out=buf)
+    assert h is buf and np.array_equal(buf, out["fused"][0])
+
+
+@pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
+def test_the_one_pass_scan_reports_an_overflow_as_the_unfused_path_does(rng, cell):
+    """A state that overflows (float32 weights of 1e30) is reported by the same error as the unfused scan's."""
+    params = cell.init(rng, 5, 7)
+    params = {k: (v * 1e30 if k == "W_h" else v).astype(np.float32) for k, v in params.items()}
+    x = rng.standard_normal((3, 9, 5)).astype(np.float32) * 1e9
+    errors = []
+    for kw in ({}, {"method": "blelloch"}):
+        with pytest.raises(Exception) as e:
+            cell.forward(params, x, **kw)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
+def test_in_float32_the_one_pass_scan_is_the_gates_then_the_scan_bit_for_bit(rng, cell, monkeypatch):
+    """The one pass keeps the scan's rounding (a, b and the state in the storage dtype, no fused multiply-add), so
+    a float32 cell gives exactly what the fused gates followed by the sequential Numba scan give (the path with
+    ``scan_fused`` off), forward and backward: a float32 counter saturates where float32 says
+    (``notebooks/minrnn_c_selective_copy.ipynb``)."""
+    params = {k: v.astype(np.float32) for k, v in cell.init(rng, 6, 40).items()}
+    x = rng.standard_normal((4, 33, 6)).astype(np.float32)
+    h0 = rng.standard_normal((4, 40)).astype(np.float32)
+    dy = rng.standard_normal((4, 33, 40)).astype(np.float32)
+    runs = []
+    for one_pass in (True, False):
+        if not one_pass:
+            monkeypatch.setattr(cell, "scan_fused", lambda *args: False)
+        h, cache = cell.forward(params, x, h0)
+        dx, grads = cell.backward(params, cache, dy)
+        runs.append((h, dx, *grads.values()))
+    for a, b in zip(*runs):
+        assert np.array_equal(a, b)

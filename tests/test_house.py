@@ -39,10 +39,11 @@ RUNS = {
     "gated_rnn": {"scan/numba_linear.py"},
     "gril": {"cells/_gril_numba.py", "scan/numba_linear.py"},   # the scan: readout "state" runs the unfused path
     "layernorm": {"layers/_layernorm_numba.py"},
-    "min_block": {"cells/_gates_numba.py", "scan/numba_linear.py", "scan/numba_log.py", "cells/_softmax_numba.py",
+    # vanilla min cells: gates and scan are one pass of _gates_numba (the scan's own kernel runs with "blelloch")
+    "min_block": {"cells/_gates_numba.py", "scan/numba_log.py", "cells/_softmax_numba.py",
                   "layers/_layernorm_numba.py", "layers/_gelu_numba.py"},
-    "mingru": {"cells/_gates_numba.py", "scan/numba_linear.py", "scan/numba_log.py"},
-    "minlstm": {"cells/_gates_numba.py", "scan/numba_linear.py", "scan/numba_log.py"},
+    "mingru": {"cells/_gates_numba.py", "scan/numba_log.py"},
+    "minlstm": {"cells/_gates_numba.py", "scan/numba_log.py"},
     "mlp": {"layers/_gelu_numba.py"},
     "residual": {"layers/_layernorm_numba.py", "layers/_gelu_numba.py"},
     "softmax_attention": {"cells/_softmax_numba.py"},

@@ -277,6 +277,19 @@ def fused(backend):
     return backend != "numpy"
 
 
+def scan_fused(log_space, method, backend):
+    """Whether a min cell's vanilla parallel mode runs its gates and its scan in one compiled pass (and their
+    backward in one reverse pass; ``_gates_numba``'s ``*_scan_into`` / ``*_scan_backward``): with the default scan
+    on the CPU, the sequential Numba loop. The Blelloch method and backend "numpy" keep the gates and the scan
+    apart, the reference the one pass is tested against."""
+    return not log_space and backend == "numba" and scan.resolve_method(method, backend, "the scan")[0] == "sequential"
+
+
+def initial_state(h0, k):
+    """h0 as the fused kernels take it: C-contiguous (B, H), zeros when None (k: a (B, T, H) array of the dtype)."""
+    return np.zeros((k.shape[0], k.shape[2]), k.dtype) if h0 is None else np.ascontiguousarray(h0)
+
+
 def parallel_scan(a, b, h0, log_space, method, backend, out=None):
     """The parallel mode's recurrence: ``linear_scan`` of (a, b), or in log space ``log_scan`` of (log a, log b)
     passed as (a, b). Returns (h, log_h), log_h None when vanilla."""

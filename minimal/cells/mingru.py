@@ -9,7 +9,9 @@ b_t = z_t ⊙ h̃_t: "parallel" mode computes every gate at once and runs ``mini
 "sequential" mode is the step loop (``step_forward``), as in the paper's two pseudocode listings. In parallel
 mode the gates (forward and backward) run in one compiled pass each (``cells/_gates_numba.py``, beside this file: the same formulas,
 exp and log vectorised, float64 inside) on every backend but "numpy" (so also with backend=None, "numba"), which
-keeps the NumPy formulas below as the reference the pass is tested against.
+keeps the NumPy formulas below as the reference the pass is tested against. Vanilla, with the default scan on the
+CPU (the sequential loop), the gates and the scan are one pass (``_gates_numba.mingru_scan_into``) and their
+backward one reverse pass (``mingru_scan_backward``): the same equations, with no a, b, da, db arrays in memory.
 
 Log space (App. B.3; Heinsen 2023), for numerical stability of long scans. The candidate is made positive
 with g(k) = k + 1/2 (k ≥ 0), σ(k) (k < 0), which is continuous at 0 (g(0) = 1/2), so every state is positive:
@@ -35,9 +37,9 @@ from scipy.special import expit
 
 # App. B.3's g, log g and log σ live in _gates (minLSTM uses them too); they stay importable from here.
 from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forward, check_step, dg, dlog_g, fused, g,
-                     guarded_backward, input_gates_init, input_gates_n_params, linear_scan_backward, log_g,
-                     log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
-                     step_loop)
+                     guarded_backward, initial_state, input_gates_init, input_gates_n_params, linear_scan_backward,
+                     log_g, log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
+                     scan_fused, step_loop)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params"]
 
@@ -91,11 +93,27 @@ def _fused_gates(k_z, k_h, log_space):
     return z, a, b, h_tilde
 
 
+def _scan_fused(k_z, k_h, h0, out):
+    """(h, z) of the vanilla parallel mode with the default scan on the CPU, the gates and the sequential scan in one
+    pass (``_gates_numba.mingru_scan_into``); None when some h_t is not finite, so that the unfused path, which
+    names the culprit, runs instead."""
+    from . import _gates_numba
+
+    h = np.empty_like(k_z) if out is None else out
+    z = np.empty_like(k_z)
+    return (h, z) if _gates_numba.mingru_scan_into(k_z, k_h, initial_state(h0, k_z), z, h) else None
+
+
 def _fused_backward(cache, dy):
-    """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass."""
+    """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (vanilla with
+    the default CPU scan: both in one reverse pass, ``_gates_numba.mingru_scan_backward``)."""
     from . import _gates_numba
 
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
+    if scan_fused(log_space, method, backend):
+        dk_z, dk_h = np.empty_like(k_z), np.empty_like(k_z)
+        _gates_numba.mingru_scan_backward(z, k_h, h, initial_state(h0, k_z), np.ascontiguousarray(dy), dk_z, dk_h)
+        return dk_z, dk_h
     # the scan's coefficients recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
     a, b = _fused_gates(k_z, k_h, True)[1:3] if log_space else (1.0 - z, None)
     d_a, d_b = parallel_scan_backward(a, b, log_h, h, h0, dy, log_space, method, backend)
@@ -149,6 +167,11 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
 
     k_z = affine(params, x, "z")                        # (B, T, H)
     k_h = affine(params, x, "h")                        # (B, T, H)
+    if mode == "parallel" and scan_fused(log_space, method, backend):
+        fused_out = _scan_fused(k_z, k_h, h0, out)
+        if fused_out is not None:
+            h, z = fused_out
+            return h, Cache(x, h0, k_z, k_h, z, k_h, h, None, mode, log_space, method, backend)
     if mode == "parallel" and fused(backend):
         z, a, b, h_tilde = _fused_gates(k_z, k_h, log_space)
         h, log_h = parallel_scan(a, b, h0, log_space, method, backend, out)

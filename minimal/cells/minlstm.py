@@ -15,7 +15,8 @@ the vanilla forward needs no log and takes f' = C / (A + C), i' = A / (A + C) wi
 C = 1 + e^{−k_i} both scaled by the largest of 1, e^{−k_f}, e^{−k_i}: as exact when both gates underflow),
 on every backend but "numpy", which keeps the NumPy formulas below as the reference the pass is tested against
 (the NumPy path is slower: its exp and log1p are scalar calls; ``python -m minimal bench train`` times the
-training steps, ``bench/results/train_cpu_2026-11-26.txt``).
+training steps, ``bench/results/train_cpu_2026-11-26.txt``). Vanilla, with the default CPU scan, gates and scan
+are one pass and their backward one reverse pass (``_gates_numba.minlstm_scan_into`` / ``minlstm_scan_backward``).
 
 Log space (App. B.3): the candidate is made positive with g (``minimal.cells.mingru.g``) and
     log a_t = −softplus(δ_t),   log b_t = −softplus(−δ_t) + log g(k_h,t),
@@ -39,9 +40,9 @@ from scipy.special import expit
 
 # Same paper as minGRU: the same input-only gates, checks and scans; g is App. B.3's positive candidate.
 from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forward, check_step, dg, dlog_g, fused, g,
-                     guarded_backward, input_gates_init, input_gates_n_params, linear_scan_backward, log_g,
-                     log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
-                     step_loop)
+                     guarded_backward, initial_state, input_gates_init, input_gates_n_params, linear_scan_backward,
+                     log_g, log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
+                     scan_fused, step_loop)
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates"]
 
@@ -111,6 +112,11 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
                                                  method, backend, out)
 
     k_f, k_i, k_h = (affine(params, x, n) for n in GATES)     # (B, T, H) each
+    if mode == "parallel" and scan_fused(log_space, method, backend):
+        fused_out = _scan_fused(k_f, k_i, k_h, h0, out)
+        if fused_out is not None:
+            h, f_n, i_n = fused_out
+            return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, k_h, h, None, mode, log_space, method, backend)
     if mode == "parallel" and fused(backend):
         f_n, i_n, a, b, h_tilde = _fused_gates(k_f, k_i, k_h, log_space)
         h, log_h = parallel_scan(a, b, h0, log_space, method, backend, out)
@@ -144,11 +150,28 @@ def _fused_gates(k_f, k_i, k_h, log_space):
     return f_n, i_n, a, b, h_tilde
 
 
+def _scan_fused(k_f, k_i, k_h, h0, out):
+    """(h, f', i') of the vanilla parallel mode with the default CPU scan, gates and scan in one pass
+    (``_gates_numba.minlstm_scan_into``); None when some h_t is not finite (the unfused path then names it)."""
+    from . import _gates_numba
+
+    h = np.empty_like(k_f) if out is None else out
+    f_n, i_n = np.empty_like(k_f), np.empty_like(k_f)
+    return (h, f_n, i_n) if _gates_numba.minlstm_scan_into(k_f, k_i, k_h, initial_state(h0, k_f), f_n, i_n, h) \
+        else None
+
+
 def _fused_backward(cache, dy):
-    """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass."""
+    """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (vanilla
+    with the default CPU scan: both in one reverse pass, ``_gates_numba.minlstm_scan_backward``)."""
     from . import _gates_numba
 
     x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
+    if scan_fused(log_space, method, backend):
+        dk_f, dk_i, dk_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
+        _gates_numba.minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, initial_state(h0, k_f),
+                                           np.ascontiguousarray(dy), dk_f, dk_i, dk_h)
+        return dk_f, dk_i, dk_h
     # log a, log b recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
     a, b = _fused_gates(k_f, k_i, k_h, True)[2:4] if log_space else (f_n, None)
     d_a, d_b = parallel_scan_backward(a, b, log_h, h, h0, dy, log_space, method, backend)

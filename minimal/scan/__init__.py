@@ -63,8 +63,8 @@ from . import reference
 from .checks import (as_bc, as_btc, check_input, check_out, check_same_dtype, check_scan_inputs, cuda_module,
                      device_inputs, raise_non_finite)
 
-__all__ = ["linear_scan", "linear_scan_backward", "log_scan", "log_scan_backward", "METHODS", "AUTO", "BACKENDS",
-           "LOG_BACKENDS"]
+__all__ = ["linear_scan", "linear_scan_backward", "log_scan", "log_scan_backward", "resolve_method", "METHODS", "AUTO",
+           "BACKENDS", "LOG_BACKENDS"]
 
 AUTO = "auto"
 METHODS = tuple(m for m in CHOICES["method"] if m != AUTO)   # the algorithms "auto" chooses between
@@ -72,7 +72,7 @@ BACKENDS = CHOICES["backend"]
 LOG_BACKENDS = BACKENDS
 
 
-def _method(method, backend, where):
+def resolve_method(method, backend, where):
     """(method, backend) checked, None replaced by the default (``minimal.conventions``); "auto" becomes
     "sequential" on the CPU backends (module docstring) and stays "auto" for "cuda", where ``cuda_kernels.scan``
     picks per shape."""
@@ -109,7 +109,7 @@ def linear_scan(a, b, h0=None, method=None, backend=None, out=None):
     every h_t is finite (``numba_linear.sequential_into_checked``, ``blelloch_into_checked``); only when it is
     not are a, b and h0 searched for the culprit. Backend "numpy" checks the inputs first, as before.
     """
-    method, backend = _method(method, backend, "linear_scan")
+    method, backend = resolve_method(method, backend, "linear_scan")
     fused = backend == "numba"
     check_scan_inputs(a, b, h0, device=device_inputs(backend, a), finite=not fused, backend=backend)
     if out is not None:
@@ -149,7 +149,7 @@ def linear_scan_backward(a, h, dh, h0=None, method=None, backend=None):
         (returned even when h0 is None, as the gradient with respect to a zero initial state); for complex
         arrays (backend "numpy") the gradients ḡ = dL/dRe + i dL/dIm of a real loss (module docstring).
     """
-    method, backend = _method(method, backend, "linear_scan_backward")
+    method, backend = resolve_method(method, backend, "linear_scan_backward")
     device = device_inputs(backend, a)
     fused = backend == "numba"
     check_scan_inputs(a, h, h0, b_name="h", device=device, finite=not fused, backend=backend)
