@@ -169,21 +169,40 @@ def test_the_one_pass_scan_reports_an_overflow_as_the_unfused_path_does(rng, cel
 
 
 @pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
-def test_in_float32_the_one_pass_scan_is_the_gates_then_the_scan_bit_for_bit(rng, cell, monkeypatch):
-    """The one pass keeps the scan's rounding (a, b and the state in the storage dtype, no fused multiply-add), so
-    a float32 cell gives exactly what the fused gates followed by the sequential Numba scan give (the path with
-    ``scan_fused`` off), forward and backward: a float32 counter saturates where float32 says
-    (``notebooks/minrnn_c_selective_copy.ipynb``)."""
+@pytest.mark.parametrize("log_space", [False, True])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_in_float32_the_one_pass_scan_is_the_gates_then_the_scan_bit_for_bit(rng, cell, log_space, with_h0,
+                                                                              monkeypatch):
+    """The one pass keeps the two passes' rounding (a, b, or log a, log b, in the storage dtype; the vanilla state
+    in it, with no fused multiply-add; the log-space state in float64), so a float32 cell gives exactly what the
+    fused gates followed by the Numba scan give (the path with ``scan_fused`` off), forward and backward: a float32
+    counter saturates where float32 says (``notebooks/minrnn_c_selective_copy.ipynb``)."""
     params = {k: v.astype(np.float32) for k, v in cell.init(rng, 6, 40).items()}
     x = rng.standard_normal((4, 33, 6)).astype(np.float32)
-    h0 = rng.standard_normal((4, 40)).astype(np.float32)
+    h0 = rng.uniform(0.1, 1.0, (4, 40)).astype(np.float32) if with_h0 else None
     dy = rng.standard_normal((4, 33, 40)).astype(np.float32)
     runs = []
     for one_pass in (True, False):
         if not one_pass:
             monkeypatch.setattr(cell, "scan_fused", lambda *args: False)
-        h, cache = cell.forward(params, x, h0)
+        h, cache = cell.forward(params, x, h0, log_space=log_space)
         dx, grads = cell.backward(params, cache, dy)
         runs.append((h, dx, *grads.values()))
     for a, b in zip(*runs):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
+def test_a_non_finite_log_space_scan_is_named_as_the_two_passes_name_it(rng, cell, monkeypatch):
+    """Pre-activations that overflow float32 (weights of 1e30) give infinite log coefficients inside the one pass,
+    which then leaves the error to the two passes: the same error with the one pass as without it."""
+    params = {k: (v * 1e30 if k.startswith("W_") else v).astype(np.float32) for k, v in cell.init(rng, 5, 7).items()}
+    x = rng.standard_normal((3, 9, 5)).astype(np.float32) * 1e9
+    errors = []
+    for one_pass in (True, False):
+        if not one_pass:
+            monkeypatch.setattr(cell, "scan_fused", lambda *args: False)
+        with pytest.raises(Exception) as e:
+            cell.forward(params, x, log_space=True)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]

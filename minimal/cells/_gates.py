@@ -278,11 +278,11 @@ def fused(backend):
 
 
 def scan_fused(log_space, method, backend):
-    """Whether a min cell's vanilla parallel mode runs its gates and its scan in one compiled pass (and their
-    backward in one reverse pass; ``_gates_numba``'s ``*_scan_into`` / ``*_scan_backward``): with the default scan
-    on the CPU, the sequential Numba loop. The Blelloch method and backend "numpy" keep the gates and the scan
-    apart, the reference the one pass is tested against."""
-    return not log_space and backend == "numba" and scan.resolve_method(method, backend, "the scan")[0] == "sequential"
+    """Whether a min cell's parallel mode runs its gates and its scan in one compiled pass (and their backward in
+    one reverse pass; ``_min_scan_numba``): on the CPU (backend "numba") with the default scan, the sequential Numba
+    loop, or in log space. The Blelloch method and backend "numpy" keep the gates and the scan apart, the reference
+    the one pass is tested against."""
+    return backend == "numba" and (log_space or scan.resolve_method(method, backend, "the scan")[0] == "sequential")
 
 
 def initial_state(h0, k):

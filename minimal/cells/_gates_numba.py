@@ -18,8 +18,7 @@ from numba import njit
 from ..scan.numba_log import exp_nonpositive, log1p_unit
 
 __all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "mingru_gates", "mingru_log_gates",
-           "mingru_gates_backward", "mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into",
-           "minlstm_scan_backward"]
+           "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients", "dlog_g"]
 
 _LN2 = 6.93147180559945309417e-01
 _MANTISSA = np.int64(0x000FFFFFFFFFFFFF)
@@ -55,7 +54,7 @@ def _softplus_neg(k):
 
 
 @njit(cache=True, inline="always")
-def _sigmoid_neg(k):
+def sigmoid_neg(k):
     """σ(−k) = 1 / (1 + e^k), from e = exp(−|k|) <= 1 (no overflow)."""
     e = exp_nonpositive(-abs(k))
     return e / (1.0 + e) if k >= 0.0 else 1.0 / (1.0 + e)
@@ -77,7 +76,13 @@ def _g_and_log_g(kh):
 
 
 @njit(cache=True, inline="always")
-def _normalised(kf, ki):
+def dlog_g(kh):
+    """(log g)'(k) = 1 / (k + 1/2) for k >= 0, 1 − σ(k) = σ(−k) for k < 0."""
+    return 1.0 / (max(kh, 0.0) + 0.5) if kh >= 0.0 else sigmoid_neg(kh)
+
+
+@njit(cache=True, inline="always")
+def normalised(kf, ki):
     """(f', i', δ, e) with δ = softplus(−k_f) − softplus(−k_i), f' = σ(−δ), i' = σ(δ), e = exp(−|δ|)."""
     d = _softplus_neg(kf) - _softplus_neg(ki)
     e = exp_nonpositive(-abs(d))
@@ -87,7 +92,7 @@ def _normalised(kf, ki):
 
 
 @njit(cache=True, inline="always")
-def _log_coefficients(d, e, kh):
+def log_coefficients(d, e, kh):
     """(log σ(−d), log σ(d) + log g(kh), g(kh)) from the gate's logit d and e = exp(−|d|): the log-space scan
     coefficients log a = −softplus(d), log b = −softplus(−d) + log g(k_h) and h̃ = g(k_h) of both cells
     (minLSTM: d = δ, a = f'; minGRU: d = k_z, a = 1 − z)."""
@@ -123,10 +128,10 @@ def minlstm_log_gates(k_f, k_i, k_h, f_n, i_n, log_a, log_b, h_tilde):
     """Log-space forward gates (App. B.3) over flat (n,) arrays: f_n = f', i_n = i', log_a = log f' =
     −softplus(δ), log_b = log i' + log g(k_h) = −softplus(−δ) + log g(k_h), h_tilde = g(k_h)."""
     for j in range(k_f.shape[0]):
-        fj, ij, d, e = _normalised(np.float64(k_f[j]), np.float64(k_i[j]))
+        fj, ij, d, e = normalised(np.float64(k_f[j]), np.float64(k_i[j]))
         f_n[j] = fj
         i_n[j] = ij
-        log_a[j], log_b[j], h_tilde[j] = _log_coefficients(d, e, np.float64(k_h[j]))
+        log_a[j], log_b[j], h_tilde[j] = log_coefficients(d, e, np.float64(k_h[j]))
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -143,15 +148,14 @@ def minlstm_gates_backward(d_a, d_b, f_n, i_n, k_f, k_i, k_h, log_space, dk_f, d
             dk_h[j] = db * ij
         else:
             dd = db * fj - da * ij
-            # (log g)'(k) = 1 / (k + 1/2) for k >= 0, 1 − σ(k) = σ(−k) for k < 0
-            dk_h[j] = db * (1.0 / (max(kh, 0.0) + 0.5) if kh >= 0.0 else _sigmoid_neg(kh))
-        dk_f[j] = -dd * _sigmoid_neg(np.float64(k_f[j]))
-        dk_i[j] = dd * _sigmoid_neg(np.float64(k_i[j]))
+            dk_h[j] = db * dlog_g(kh)
+        dk_f[j] = -dd * sigmoid_neg(np.float64(k_f[j]))
+        dk_i[j] = dd * sigmoid_neg(np.float64(k_i[j]))
 
 
 # --- minGRU (Feng et al. Sec. 3.1, App. B.3) ---------------------------------------------------------------------
 @njit(cache=True, inline="always")
-def _sigmoid(k):
+def sigmoid(k):
     """σ(k) from e = exp(−|k|) <= 1 (no overflow)."""
     e = exp_nonpositive(-abs(k))
     return 1.0 / (1.0 + e) if k >= 0.0 else e / (1.0 + e)
@@ -161,7 +165,7 @@ def _sigmoid(k):
 def mingru_gates(k_z, k_h, z, a, b):
     """Vanilla forward gates over flat (n,) arrays: z = σ(k_z), a = 1 − z, b = z k_h."""
     for j in range(k_z.shape[0]):
-        zj = _sigmoid(np.float64(k_z[j]))
+        zj = sigmoid(np.float64(k_z[j]))
         z[j] = zj
         a[j] = 1.0 - zj
         b[j] = zj * np.float64(k_h[j])
@@ -174,8 +178,8 @@ def mingru_log_gates(k_z, k_h, z, log_a, log_b, h_tilde):
     for j in range(k_z.shape[0]):
         kz = np.float64(k_z[j])
         e = exp_nonpositive(-abs(kz))
-        z[j] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)     # σ(k_z), as ``_sigmoid``
-        log_a[j], log_b[j], h_tilde[j] = _log_coefficients(kz, e, np.float64(k_h[j]))
+        z[j] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)     # σ(k_z), as ``sigmoid``
+        log_a[j], log_b[j], h_tilde[j] = log_coefficients(kz, e, np.float64(k_h[j]))
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -191,119 +195,4 @@ def mingru_gates_backward(d_a, d_b, z, k_h, h_tilde, log_space, dk_z, dk_h):
         else:
             kh = np.float64(k_h[j])
             dk_z[j] = db * (1.0 - zj) - da * zj
-            dk_h[j] = db * (1.0 / (max(kh, 0.0) + 0.5) if kh >= 0.0 else _sigmoid_neg(kh))
-
-
-# --- the vanilla min cells' gates fused with their scan ----------------------------------------------------------
-# The gates as ``mingru_gates`` / ``minlstm_gates`` compute them (float64 registers); the recurrence and its adjoint
-# as ``minimal.scan.numba_linear``'s sequential kernels do, in the storage dtype: a_t and b_t rounded to it, the
-# state and the adjoint carried in it, no fused multiply-add (no fastmath). So a float32 cell keeps float32's
-# rounding (a counter whose 1 − h_t reaches float32's resolution stops there, as in the unfused path), and the
-# outputs equal the gates-then-scan path's but for the gates' last-ulp rounding in float64.
-@njit(cache=True, error_model="numpy")
-def mingru_scan_into(k_z, k_h, h0, z, h):
-    """Vanilla minGRU's gates and recurrence in one pass over C-contiguous (B, T, H) arrays: z_t = σ(k_z,t),
-    h_t = (1 − z_t) h_{t−1} + z_t k_h,t from h0 (B, H); writes z and h. Time is the outer loop and the channel the
-    inner one (``minimal.scan.numba_linear.sequential_into``). Returns whether every h_t is finite: NaN and inf
-    are absorbing here as in the scan, so the last step's states decide it."""
-    B, T, H = k_z.shape
-    prev, a, b = np.empty(H, h.dtype), np.empty(H, h.dtype), np.empty(H, h.dtype)
-    finite = True
-    for i in range(B):
-        for c in range(H):
-            prev[c] = h0[i, c]
-        for t in range(T):
-            for c in range(H):
-                zc = _sigmoid(np.float64(k_z[i, t, c]))
-                z[i, t, c] = zc
-                a[c] = 1.0 - zc
-                b[c] = zc * np.float64(k_h[i, t, c])
-            for c in range(H):
-                v = a[c] * prev[c] + b[c]
-                prev[c] = v
-                h[i, t, c] = v
-        for c in range(H):
-            finite = finite and np.isfinite(h[i, T - 1, c])
-    return finite
-
-
-@njit(cache=True, error_model="numpy")
-def mingru_scan_backward(z, k_h, h, h0, dh, dk_z, dk_h):
-    """Backward of ``mingru_scan_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
-    g_t = dh_t + (1 − z_{t+1}) g_{t+1} (``numba_linear.sequential_backward``) and at once the gates' backward
-    (``mingru_gates_backward``, vanilla, with d_a = g_t h_{t−1}, d_b = g_t): dk_z = (g_t k_h,t − d_a) z_t (1 − z_t),
-    dk_h = g_t z_t."""
-    B, T, H = z.shape
-    g, a_next = np.empty(H, h.dtype), np.empty(H, h.dtype)     # g_{t+1}, a_{t+1} = 1 − z_{t+1}
-    for i in range(B):
-        for c in range(H):
-            g[c] = 0.0
-            a_next[c] = 0.0
-        for t in range(T - 1, -1, -1):
-            prev = h[i, t - 1] if t > 0 else h0[i]
-            for c in range(H):
-                gc = dh[i, t, c] + a_next[c] * g[c]
-                da = gc * prev[c]
-                zc = np.float64(z[i, t, c])
-                dk_z[i, t, c] = (np.float64(gc) * np.float64(k_h[i, t, c]) - np.float64(da)) * zc * (1.0 - zc)
-                dk_h[i, t, c] = np.float64(gc) * zc
-                g[c] = gc
-                a_next[c] = 1.0 - zc
-
-
-@njit(cache=True, error_model="numpy")
-def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, h):
-    """Vanilla minLSTM's normalised gates (``minlstm_gates``) and recurrence h_t = f'_t h_{t−1} + i'_t k_h,t in one
-    pass over C-contiguous (B, T, H) arrays from h0 (B, H); writes f_n = f', i_n = i' and h. As
-    ``mingru_scan_into``."""
-    B, T, H = k_f.shape
-    prev, b = np.empty(H, h.dtype), np.empty(H, h.dtype)
-    finite = True
-    for i in range(B):
-        for c in range(H):
-            prev[c] = h0[i, c]
-        for t in range(T):
-            for c in range(H):
-                u, v = -np.float64(k_f[i, t, c]), -np.float64(k_i[i, t, c])
-                m = max(max(u, v), 0.0)
-                e0 = exp_nonpositive(-m)
-                A = e0 + exp_nonpositive(u - m)
-                C = e0 + exp_nonpositive(v - m)
-                r = 1.0 / (A + C)
-                ic = A * r
-                f_n[i, t, c] = C * r
-                i_n[i, t, c] = ic
-                b[c] = ic * np.float64(k_h[i, t, c])
-            for c in range(H):
-                s = f_n[i, t, c] * prev[c] + b[c]
-                prev[c] = s
-                h[i, t, c] = s
-        for c in range(H):
-            finite = finite and np.isfinite(h[i, T - 1, c])
-    return finite
-
-
-@njit(cache=True, error_model="numpy")
-def minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, h0, dh, dk_f, dk_i, dk_h):
-    """Backward of ``minlstm_scan_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
-    g_t = dh_t + f'_{t+1} g_{t+1} and the gates' backward (``minlstm_gates_backward``, vanilla, with
-    d_a = g_t h_{t−1}, d_b = g_t): dδ = (g_t k_h,t − d_a) f'_t i'_t, dk_h = g_t i'_t, dk_f = −dδ σ(−k_f),
-    dk_i = dδ σ(−k_i)."""
-    B, T, H = f_n.shape
-    g, a_next = np.empty(H, h.dtype), np.empty(H, h.dtype)     # g_{t+1}, f'_{t+1}
-    for i in range(B):
-        for c in range(H):
-            g[c] = 0.0
-            a_next[c] = 0.0
-        for t in range(T - 1, -1, -1):
-            prev = h[i, t - 1] if t > 0 else h0[i]
-            for c in range(H):
-                gc = dh[i, t, c] + a_next[c] * g[c]
-                da = gc * prev[c]
-                fc, ic = np.float64(f_n[i, t, c]), np.float64(i_n[i, t, c])
-                dd = (np.float64(gc) * np.float64(k_h[i, t, c]) - np.float64(da)) * fc * ic
-                dk_h[i, t, c] = np.float64(gc) * ic
-                dk_f[i, t, c] = -dd * _sigmoid_neg(np.float64(k_f[i, t, c]))
-                dk_i[i, t, c] = dd * _sigmoid_neg(np.float64(k_i[i, t, c]))
-                g[c] = gc
-                a_next[c] = f_n[i, t, c]
+            dk_h[j] = db * dlog_g(kh)

@@ -10,8 +10,8 @@ b_t = z_t ⊙ h̃_t: "parallel" mode computes every gate at once and runs ``mini
 mode the gates (forward and backward) run in one compiled pass each (``cells/_gates_numba.py``, beside this file: the same formulas,
 exp and log vectorised, float64 inside) on every backend but "numpy" (so also with backend=None, "numba"), which
 keeps the NumPy formulas below as the reference the pass is tested against. Vanilla, with the default scan on the
-CPU (the sequential loop), the gates and the scan are one pass (``_gates_numba.mingru_scan_into``) and their
-backward one reverse pass (``mingru_scan_backward``): the same equations, with no a, b, da, db arrays in memory.
+CPU (the sequential loop), and in log space on the CPU, the gates and the scan are one pass and their backward one
+reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory.
 
 Log space (App. B.3; Heinsen 2023), for numerical stability of long scans. The candidate is made positive
 with g(k) = k + 1/2 (k ≥ 0), σ(k) (k < 0), which is continuous at 0 (g(0) = 1/2), so every state is positive:
@@ -93,27 +93,38 @@ def _fused_gates(k_z, k_h, log_space):
     return z, a, b, h_tilde
 
 
-def _scan_fused(k_z, k_h, h0, out):
-    """(h, z) of the vanilla parallel mode with the default scan on the CPU, the gates and the sequential scan in one
-    pass (``_gates_numba.mingru_scan_into``); None when some h_t is not finite, so that the unfused path, which
-    names the culprit, runs instead."""
-    from . import _gates_numba
+def _scan_fused(k_z, k_h, h0, log_space, out):
+    """(h, z, h̃, log h) of the parallel mode on the CPU with the default scan, the gates and the scan in one pass
+    (``_min_scan_numba.mingru_scan_into`` / ``mingru_log_scan_into``; log h None when vanilla); None when some
+    value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
+    from . import _min_scan_numba as k
 
-    h = np.empty_like(k_z) if out is None else out
     z = np.empty_like(k_z)
-    return (h, z) if _gates_numba.mingru_scan_into(k_z, k_h, initial_state(h0, k_z), z, h) else None
+    if not log_space:
+        h = np.empty_like(k_z) if out is None else out
+        return (h, z, k_h, None) if k.mingru_scan_into(k_z, k_h, initial_state(h0, k_z), z, h) else None
+    h_tilde, log_h = np.empty_like(k_z), np.empty_like(k_z)
+    log_h0 = initial_state(None if h0 is None else np.log(h0), k_z)
+    if not k.mingru_log_scan_into(k_z, k_h, log_h0, h0 is not None, z, h_tilde, log_h):
+        return None
+    return np.exp(log_h, out=out), z, h_tilde, log_h
 
 
 def _fused_backward(cache, dy):
-    """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (vanilla with
-    the default CPU scan: both in one reverse pass, ``_gates_numba.mingru_scan_backward``)."""
-    from . import _gates_numba
+    """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (with the
+    default CPU scan: both in one reverse pass, ``_min_scan_numba``; a non-finite value there reruns the two
+    passes, which name it)."""
+    from . import _gates_numba, _min_scan_numba
 
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
     if scan_fused(log_space, method, backend):
-        dk_z, dk_h = np.empty_like(k_z), np.empty_like(k_z)
-        _gates_numba.mingru_scan_backward(z, k_h, h, initial_state(h0, k_z), np.ascontiguousarray(dy), dk_z, dk_h)
-        return dk_z, dk_h
+        dk_z, dk_h, dy = np.empty_like(k_z), np.empty_like(k_z), np.ascontiguousarray(dy)
+        if not log_space:
+            _min_scan_numba.mingru_scan_backward(z, k_h, h, initial_state(h0, k_z), dy, dk_z, dk_h)
+            return dk_z, dk_h
+        log_h0 = initial_state(None if h0 is None else np.log(h0), k_z)
+        if _min_scan_numba.mingru_log_scan_backward(k_z, k_h, z, log_h, h, dy, log_h0, h0 is not None, dk_z, dk_h):
+            return dk_z, dk_h
     # the scan's coefficients recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
     a, b = _fused_gates(k_z, k_h, True)[1:3] if log_space else (1.0 - z, None)
     d_a, d_b = parallel_scan_backward(a, b, log_h, h, h0, dy, log_space, method, backend)
@@ -168,10 +179,10 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
     k_z = affine(params, x, "z")                        # (B, T, H)
     k_h = affine(params, x, "h")                        # (B, T, H)
     if mode == "parallel" and scan_fused(log_space, method, backend):
-        fused_out = _scan_fused(k_z, k_h, h0, out)
+        fused_out = _scan_fused(k_z, k_h, h0, log_space, out)
         if fused_out is not None:
-            h, z = fused_out
-            return h, Cache(x, h0, k_z, k_h, z, k_h, h, None, mode, log_space, method, backend)
+            h, z, h_tilde, log_h = fused_out
+            return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
     if mode == "parallel" and fused(backend):
         z, a, b, h_tilde = _fused_gates(k_z, k_h, log_space)
         h, log_h = parallel_scan(a, b, h0, log_space, method, backend, out)

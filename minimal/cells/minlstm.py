@@ -15,8 +15,8 @@ the vanilla forward needs no log and takes f' = C / (A + C), i' = A / (A + C) wi
 C = 1 + e^{−k_i} both scaled by the largest of 1, e^{−k_f}, e^{−k_i}: as exact when both gates underflow),
 on every backend but "numpy", which keeps the NumPy formulas below as the reference the pass is tested against
 (the NumPy path is slower: its exp and log1p are scalar calls; ``python -m minimal bench train`` times the
-training steps, ``bench/results/train_cpu_2026-11-26.txt``). Vanilla, with the default CPU scan, gates and scan
-are one pass and their backward one reverse pass (``_gates_numba.minlstm_scan_into`` / ``minlstm_scan_backward``).
+training steps, ``bench/results/train_cpu_2026-11-26.txt``). On the CPU with the default scan (vanilla) and in log
+space, gates and scan are one pass and their backward one reverse pass (``cells/_min_scan_numba.py``).
 
 Log space (App. B.3): the candidate is made positive with g (``minimal.cells.mingru.g``) and
     log a_t = −softplus(δ_t),   log b_t = −softplus(−δ_t) + log g(k_h,t),
@@ -113,10 +113,10 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
 
     k_f, k_i, k_h = (affine(params, x, n) for n in GATES)     # (B, T, H) each
     if mode == "parallel" and scan_fused(log_space, method, backend):
-        fused_out = _scan_fused(k_f, k_i, k_h, h0, out)
+        fused_out = _scan_fused(k_f, k_i, k_h, h0, log_space, out)
         if fused_out is not None:
-            h, f_n, i_n = fused_out
-            return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, k_h, h, None, mode, log_space, method, backend)
+            h, f_n, i_n, h_tilde, log_h = fused_out
+            return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
     if mode == "parallel" and fused(backend):
         f_n, i_n, a, b, h_tilde = _fused_gates(k_f, k_i, k_h, log_space)
         h, log_h = parallel_scan(a, b, h0, log_space, method, backend, out)
@@ -150,28 +150,42 @@ def _fused_gates(k_f, k_i, k_h, log_space):
     return f_n, i_n, a, b, h_tilde
 
 
-def _scan_fused(k_f, k_i, k_h, h0, out):
-    """(h, f', i') of the vanilla parallel mode with the default CPU scan, gates and scan in one pass
-    (``_gates_numba.minlstm_scan_into``); None when some h_t is not finite (the unfused path then names it)."""
-    from . import _gates_numba
+def _scan_fused(k_f, k_i, k_h, h0, log_space, out):
+    """(h, f', i', h̃, log h) of the parallel mode on the CPU with the default scan, the gates and the scan in one
+    pass (``_min_scan_numba.minlstm_scan_into`` / ``minlstm_log_scan_into``; log h None when vanilla); None when
+    some value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
+    from . import _min_scan_numba as k
 
-    h = np.empty_like(k_f) if out is None else out
     f_n, i_n = np.empty_like(k_f), np.empty_like(k_f)
-    return (h, f_n, i_n) if _gates_numba.minlstm_scan_into(k_f, k_i, k_h, initial_state(h0, k_f), f_n, i_n, h) \
-        else None
+    if not log_space:
+        h = np.empty_like(k_f) if out is None else out
+        ok = k.minlstm_scan_into(k_f, k_i, k_h, initial_state(h0, k_f), f_n, i_n, h)
+        return (h, f_n, i_n, k_h, None) if ok else None
+    h_tilde, log_h = np.empty_like(k_f), np.empty_like(k_f)
+    log_h0 = initial_state(None if h0 is None else np.log(h0), k_f)
+    if not k.minlstm_log_scan_into(k_f, k_i, k_h, log_h0, h0 is not None, f_n, i_n, h_tilde, log_h):
+        return None
+    return np.exp(log_h, out=out), f_n, i_n, h_tilde, log_h
 
 
 def _fused_backward(cache, dy):
-    """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (vanilla
-    with the default CPU scan: both in one reverse pass, ``_gates_numba.minlstm_scan_backward``)."""
-    from . import _gates_numba
+    """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (with
+    the default CPU scan: both in one reverse pass, ``_min_scan_numba``; a non-finite value there reruns the two
+    passes, which name it)."""
+    from . import _gates_numba, _min_scan_numba
 
     x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
     if scan_fused(log_space, method, backend):
         dk_f, dk_i, dk_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
-        _gates_numba.minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, initial_state(h0, k_f),
-                                           np.ascontiguousarray(dy), dk_f, dk_i, dk_h)
-        return dk_f, dk_i, dk_h
+        dy = np.ascontiguousarray(dy)
+        if not log_space:
+            _min_scan_numba.minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, initial_state(h0, k_f), dy, dk_f, dk_i,
+                                                  dk_h)
+            return dk_f, dk_i, dk_h
+        log_h0 = initial_state(None if h0 is None else np.log(h0), k_f)
+        if _min_scan_numba.minlstm_log_scan_backward(k_f, k_i, k_h, f_n, i_n, log_h, h, dy, log_h0, h0 is not None,
+                                                     dk_f, dk_i, dk_h):
+            return dk_f, dk_i, dk_h
     # log a, log b recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
     a, b = _fused_gates(k_f, k_i, k_h, True)[2:4] if log_space else (f_n, None)
     d_a, d_b = parallel_scan_backward(a, b, log_h, h, h0, dy, log_space, method, backend)

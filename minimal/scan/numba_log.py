@@ -69,7 +69,7 @@ def log1p_unit(e):
 
 
 @njit(cache=True, inline="always")
-def _logaddexp(x, y):
+def logaddexp(x, y):
     """log(e^x + e^y) = max(x, y) + log1p(exp(-|x - y|)), vectorisable (above)."""
     m = max(x, y)
     return m + log1p_unit(exp_nonpositive(-abs(x - y)))
@@ -99,7 +99,7 @@ def log_scan_into(log_a, log_b, log_h0, has_h0, log_h):
             if has_h0:
                 l0 = np.float64(log_h0[i, c])
                 bad[c] += 0.0 * l0
-                prev[c] = _logaddexp(la + l0, lb)
+                prev[c] = logaddexp(la + l0, lb)
             else:
                 prev[c] = lb
             bad[c] += 0.0 * la + 0.0 * lb + 0.0 * prev[c]
@@ -108,7 +108,7 @@ def log_scan_into(log_a, log_b, log_h0, has_h0, log_h):
             for c in range(C):
                 la = np.float64(log_a[i, t, c])
                 lb = np.float64(log_b[i, t, c])
-                v = _logaddexp(la + prev[c], lb)
+                v = logaddexp(la + prev[c], lb)
                 bad[c] += 0.0 * la + 0.0 * lb + 0.0 * v
                 prev[c] = v
                 log_h[i, t, c] = v

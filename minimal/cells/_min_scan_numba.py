@@ -1,0 +1,288 @@
+"""The min cells' gates fused with their scans (Feng et al., "Were RNNs All We Needed?", Sec. 3.1-3.2, App. B.3;
+``minimal.cells.mingru``, ``minimal.cells.minlstm``): one pass computes the gates and runs the recurrence, one
+reverse pass runs the adjoint and the gates' backward, with no a, b, da, db arrays in memory between them. The
+cells call them in parallel mode with the default CPU scan (``_gates.scan_fused``); the gates-then-scan path
+(``_gates_numba`` and ``minimal.scan``) stays the reference they are tested against.
+
+Each kernel computes what the two passes it replaces compute, in the same order: the gates as ``_gates_numba``'s
+kernels (float64 registers), a and b (or log a, log b) rounded to the storage dtype as those kernels store them,
+and the recurrence and its adjoint as ``minimal.scan.numba_linear`` / ``numba_log`` do: the vanilla state and
+adjoint in the storage dtype without fused multiply-adds, the log-space ones in float64. So a float32 cell gives
+bit for bit what the two passes give (tests/test_gates_numba.py), and a float32 counter whose 1 − h_t reaches
+float32's resolution stops there, as in ``notebooks/minrnn_c_selective_copy.ipynb``.
+
+Arrays: C-contiguous (B, T, H), time the outer loop and the channel the inner one; h0 or log h0 (B, H).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..scan.numba_linear import all_zero
+from ..scan.numba_log import exp_nonpositive, logaddexp
+from ._gates_numba import dlog_g, log_coefficients, normalised, sigmoid, sigmoid_neg
+
+__all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "minlstm_scan_backward",
+           "mingru_log_scan_into", "mingru_log_scan_backward", "minlstm_log_scan_into", "minlstm_log_scan_backward"]
+
+
+# --- vanilla (``numba_linear.sequential_into`` / ``sequential_backward``'s arithmetic) -----------------------------
+@njit(cache=True, error_model="numpy")
+def mingru_scan_into(k_z, k_h, h0, z, h):
+    """Vanilla minGRU's gates and recurrence in one pass over C-contiguous (B, T, H) arrays: z_t = σ(k_z,t),
+    h_t = (1 − z_t) h_{t−1} + z_t k_h,t from h0 (B, H); writes z and h. Time is the outer loop and the channel the
+    inner one (``minimal.scan.numba_linear.sequential_into``). Returns whether every h_t is finite: NaN and inf
+    are absorbing here as in the scan, so the last step's states decide it."""
+    B, T, H = k_z.shape
+    prev, a, b = np.empty(H, h.dtype), np.empty(H, h.dtype), np.empty(H, h.dtype)
+    finite = True
+    for i in range(B):
+        for c in range(H):
+            prev[c] = h0[i, c]
+        for t in range(T):
+            for c in range(H):
+                zc = sigmoid(np.float64(k_z[i, t, c]))
+                z[i, t, c] = zc
+                a[c] = 1.0 - zc
+                b[c] = zc * np.float64(k_h[i, t, c])
+            for c in range(H):
+                v = a[c] * prev[c] + b[c]
+                prev[c] = v
+                h[i, t, c] = v
+        for c in range(H):
+            finite = finite and np.isfinite(h[i, T - 1, c])
+    return finite
+
+
+@njit(cache=True, error_model="numpy")
+def mingru_scan_backward(z, k_h, h, h0, dh, dk_z, dk_h):
+    """Backward of ``mingru_scan_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
+    g_t = dh_t + (1 − z_{t+1}) g_{t+1} (``numba_linear.sequential_backward``) and at once the gates' backward
+    (``mingru_gates_backward``, vanilla, with d_a = g_t h_{t−1}, d_b = g_t): dk_z = (g_t k_h,t − d_a) z_t (1 − z_t),
+    dk_h = g_t z_t."""
+    B, T, H = z.shape
+    g, a_next = np.empty(H, h.dtype), np.empty(H, h.dtype)     # g_{t+1}, a_{t+1} = 1 − z_{t+1}
+    for i in range(B):
+        for c in range(H):
+            g[c] = 0.0
+            a_next[c] = 0.0
+        for t in range(T - 1, -1, -1):
+            prev = h[i, t - 1] if t > 0 else h0[i]
+            for c in range(H):
+                gc = dh[i, t, c] + a_next[c] * g[c]
+                da = gc * prev[c]
+                zc = np.float64(z[i, t, c])
+                dk_z[i, t, c] = (np.float64(gc) * np.float64(k_h[i, t, c]) - np.float64(da)) * zc * (1.0 - zc)
+                dk_h[i, t, c] = np.float64(gc) * zc
+                g[c] = gc
+                a_next[c] = 1.0 - zc
+
+
+@njit(cache=True, error_model="numpy")
+def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, h):
+    """Vanilla minLSTM's normalised gates (``minlstm_gates``) and recurrence h_t = f'_t h_{t−1} + i'_t k_h,t in one
+    pass over C-contiguous (B, T, H) arrays from h0 (B, H); writes f_n = f', i_n = i' and h. As
+    ``mingru_scan_into``."""
+    B, T, H = k_f.shape
+    prev, b = np.empty(H, h.dtype), np.empty(H, h.dtype)
+    finite = True
+    for i in range(B):
+        for c in range(H):
+            prev[c] = h0[i, c]
+        for t in range(T):
+            for c in range(H):
+                u, v = -np.float64(k_f[i, t, c]), -np.float64(k_i[i, t, c])
+                m = max(max(u, v), 0.0)
+                e0 = exp_nonpositive(-m)
+                A = e0 + exp_nonpositive(u - m)
+                C = e0 + exp_nonpositive(v - m)
+                r = 1.0 / (A + C)
+                ic = A * r
+                f_n[i, t, c] = C * r
+                i_n[i, t, c] = ic
+                b[c] = ic * np.float64(k_h[i, t, c])
+            for c in range(H):
+                s = f_n[i, t, c] * prev[c] + b[c]
+                prev[c] = s
+                h[i, t, c] = s
+        for c in range(H):
+            finite = finite and np.isfinite(h[i, T - 1, c])
+    return finite
+
+
+@njit(cache=True, error_model="numpy")
+def minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, h0, dh, dk_f, dk_i, dk_h):
+    """Backward of ``minlstm_scan_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
+    g_t = dh_t + f'_{t+1} g_{t+1} and the gates' backward (``minlstm_gates_backward``, vanilla, with
+    d_a = g_t h_{t−1}, d_b = g_t): dδ = (g_t k_h,t − d_a) f'_t i'_t, dk_h = g_t i'_t, dk_f = −dδ σ(−k_f),
+    dk_i = dδ σ(−k_i)."""
+    B, T, H = f_n.shape
+    g, a_next = np.empty(H, h.dtype), np.empty(H, h.dtype)     # g_{t+1}, f'_{t+1}
+    for i in range(B):
+        for c in range(H):
+            g[c] = 0.0
+            a_next[c] = 0.0
+        for t in range(T - 1, -1, -1):
+            prev = h[i, t - 1] if t > 0 else h0[i]
+            for c in range(H):
+                gc = dh[i, t, c] + a_next[c] * g[c]
+                da = gc * prev[c]
+                fc, ic = np.float64(f_n[i, t, c]), np.float64(i_n[i, t, c])
+                dd = (np.float64(gc) * np.float64(k_h[i, t, c]) - np.float64(da)) * fc * ic
+                dk_h[i, t, c] = np.float64(gc) * ic
+                dk_f[i, t, c] = -dd * sigmoid_neg(np.float64(k_f[i, t, c]))
+                dk_i[i, t, c] = dd * sigmoid_neg(np.float64(k_i[i, t, c]))
+                g[c] = gc
+                a_next[c] = f_n[i, t, c]
+
+
+# --- log space (``numba_log.log_scan_into`` / ``_log_scan_backward``'s arithmetic) ------------------------------
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def mingru_log_scan_into(k_z, k_h, log_h0, has_h0, z, h_tilde, log_h):
+    """Log-space minGRU (App. B.3): the gates of ``_gates_numba.mingru_log_gates`` (z = σ(k_z), log a =
+    −softplus(k_z), log b = −softplus(−k_z) + log g(k_h), h̃ = g(k_h)) and log h_t = logaddexp(log a_t +
+    log h_{t−1}, log b_t) from log h0 (ignored, h0 = 0, unless ``has_h0``), in one pass; writes z, h_tilde and
+    log_h. Returns whether every log a, log b, log h (and log h0) was finite, accumulated as the scan does."""
+    B, T, H = k_z.shape
+    prev = np.empty(H, np.float64)
+    la, lb = np.empty(H, log_h.dtype), np.empty(H, log_h.dtype)     # log a_t, log b_t as stored by the gates
+    bad = np.zeros(H, np.float64)
+    for i in range(B):
+        for t in range(T):
+            for c in range(H):
+                kz = np.float64(k_z[i, t, c])
+                e = exp_nonpositive(-abs(kz))
+                z[i, t, c] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)
+                la[c], lb[c], h_tilde[i, t, c] = log_coefficients(kz, e, np.float64(k_h[i, t, c]))
+            for c in range(H):
+                a, b = np.float64(la[c]), np.float64(lb[c])
+                if t == 0:
+                    l0 = np.float64(log_h0[i, c])
+                    bad[c] += 0.0 * l0 if has_h0 else 0.0
+                    v = logaddexp(a + l0, b) if has_h0 else b
+                else:
+                    v = logaddexp(a + prev[c], b)
+                bad[c] += 0.0 * a + 0.0 * b + 0.0 * v
+                prev[c] = v
+                log_h[i, t, c] = v
+    return all_zero(bad)
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def mingru_log_scan_backward(k_z, k_h, z, log_h, h, dh, log_h0, has_h0, dk_z, dk_h):
+    """Backward of ``mingru_log_scan_into`` in one reverse pass, given dh = dL/dh (B, T, H): log a, log b
+    recomputed, dL/dlog h_t = dh_t h_t, the adjoint G_t = dL/dlog h_t + w_{t+1} G_{t+1} with the shares
+    w_t = exp(log a_t + log h_{t−1} − log h_t), v_t = exp(log b_t − log h_t) (``minimal.scan.log_scan_backward``),
+    dlog a = w G, dlog b = v G, and the gates' backward (``mingru_gates_backward``, log space):
+    dk_z = dlog b (1 − z) − dlog a z, dk_h = dlog b (log g)'(k_h). Returns whether every input and G_t was finite."""
+    B, T, H = k_z.shape
+    G = np.empty(H, np.float64)
+    w_next = np.empty(H, np.float64)
+    la, lb = np.empty(H, log_h.dtype), np.empty(H, log_h.dtype)
+    dla, dlb = np.empty(H, log_h.dtype), np.empty(H, log_h.dtype)   # dlog a, dlog b as the scan stores them
+    bad = np.zeros(H, np.float64)
+    for i in range(B):
+        for c in range(H):
+            G[c] = 0.0
+            w_next[c] = 0.0
+            bad[c] += 0.0 * np.float64(log_h0[i, c]) if has_h0 else 0.0
+        for t in range(T - 1, -1, -1):
+            l_prev = log_h[i, t - 1] if t > 0 else log_h0[i]
+            has_prev = t > 0 or has_h0
+            for c in range(H):
+                kz = np.float64(k_z[i, t, c])
+                e = exp_nonpositive(-abs(kz))
+                la[c], lb[c], _ = log_coefficients(kz, e, np.float64(k_h[i, t, c]))
+            for c in range(H):
+                a, b = np.float64(la[c]), np.float64(lb[c])
+                l_t = np.float64(log_h[i, t, c])
+                dl = np.float64(dh[i, t, c] * h[i, t, c])
+                bad[c] += 0.0 * a + 0.0 * b + 0.0 * l_t + 0.0 * dl
+                G[c] = dl + w_next[c] * G[c]
+                bad[c] += 0.0 * G[c]
+                w = exp_nonpositive(a + np.float64(l_prev[c]) - l_t)
+                w = w if has_prev else 0.0
+                v = exp_nonpositive(b - l_t)
+                dla[c] = w * G[c]
+                dlb[c] = v * G[c]
+                w_next[c] = w
+            for c in range(H):
+                zc, da, db = np.float64(z[i, t, c]), np.float64(dla[c]), np.float64(dlb[c])
+                dk_z[i, t, c] = db * (1.0 - zc) - da * zc
+                dk_h[i, t, c] = db * dlog_g(np.float64(k_h[i, t, c]))
+    return all_zero(bad)
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def minlstm_log_scan_into(k_f, k_i, k_h, log_h0, has_h0, f_n, i_n, h_tilde, log_h):
+    """Log-space minLSTM (App. B.3): the gates of ``_gates_numba.minlstm_log_gates`` (f', i', log a = −softplus(δ),
+    log b = −softplus(−δ) + log g(k_h), h̃ = g(k_h)) and the log scan, in one pass, as ``mingru_log_scan_into``;
+    writes f_n, i_n, h_tilde and log_h."""
+    B, T, H = k_f.shape
+    prev = np.empty(H, np.float64)
+    la, lb = np.empty(H, log_h.dtype), np.empty(H, log_h.dtype)
+    bad = np.zeros(H, np.float64)
+    for i in range(B):
+        for t in range(T):
+            for c in range(H):
+                fc, ic, d, e = normalised(np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]))
+                f_n[i, t, c] = fc
+                i_n[i, t, c] = ic
+                la[c], lb[c], h_tilde[i, t, c] = log_coefficients(d, e, np.float64(k_h[i, t, c]))
+            for c in range(H):
+                a, b = np.float64(la[c]), np.float64(lb[c])
+                if t == 0:
+                    l0 = np.float64(log_h0[i, c])
+                    bad[c] += 0.0 * l0 if has_h0 else 0.0
+                    v = logaddexp(a + l0, b) if has_h0 else b
+                else:
+                    v = logaddexp(a + prev[c], b)
+                bad[c] += 0.0 * a + 0.0 * b + 0.0 * v
+                prev[c] = v
+                log_h[i, t, c] = v
+    return all_zero(bad)
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def minlstm_log_scan_backward(k_f, k_i, k_h, f_n, i_n, log_h, h, dh, log_h0, has_h0, dk_f, dk_i, dk_h):
+    """Backward of ``minlstm_log_scan_into`` in one reverse pass, as ``mingru_log_scan_backward``, with the gates'
+    backward of ``minlstm_gates_backward`` (log space): dδ = dlog b f' − dlog a i', dk_h = dlog b (log g)'(k_h),
+    dk_f = −dδ σ(−k_f), dk_i = dδ σ(−k_i)."""
+    B, T, H = k_f.shape
+    G = np.empty(H, np.float64)
+    w_next = np.empty(H, np.float64)
+    la, lb = np.empty(H, log_h.dtype), np.empty(H, log_h.dtype)
+    dla, dlb = np.empty(H, log_h.dtype), np.empty(H, log_h.dtype)
+    bad = np.zeros(H, np.float64)
+    for i in range(B):
+        for c in range(H):
+            G[c] = 0.0
+            w_next[c] = 0.0
+            bad[c] += 0.0 * np.float64(log_h0[i, c]) if has_h0 else 0.0
+        for t in range(T - 1, -1, -1):
+            l_prev = log_h[i, t - 1] if t > 0 else log_h0[i]
+            has_prev = t > 0 or has_h0
+            for c in range(H):
+                _, _, d, e = normalised(np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]))
+                la[c], lb[c], _ = log_coefficients(d, e, np.float64(k_h[i, t, c]))
+            for c in range(H):
+                a, b = np.float64(la[c]), np.float64(lb[c])
+                l_t = np.float64(log_h[i, t, c])
+                dl = np.float64(dh[i, t, c] * h[i, t, c])
+                bad[c] += 0.0 * a + 0.0 * b + 0.0 * l_t + 0.0 * dl
+                G[c] = dl + w_next[c] * G[c]
+                bad[c] += 0.0 * G[c]
+                w = exp_nonpositive(a + np.float64(l_prev[c]) - l_t)
+                w = w if has_prev else 0.0
+                v = exp_nonpositive(b - l_t)
+                dla[c] = w * G[c]
+                dlb[c] = v * G[c]
+                w_next[c] = w
+            for c in range(H):
+                fc, ic = np.float64(f_n[i, t, c]), np.float64(i_n[i, t, c])
+                da, db = np.float64(dla[c]), np.float64(dlb[c])
+                dd = db * fc - da * ic
+                dk_h[i, t, c] = db * dlog_g(np.float64(k_h[i, t, c]))
+                dk_f[i, t, c] = -dd * sigmoid_neg(np.float64(k_f[i, t, c]))
+                dk_i[i, t, c] = dd * sigmoid_neg(np.float64(k_i[i, t, c]))
+    return all_zero(bad)
