@@ -5,17 +5,38 @@ dependency of ``minimal``). Each twin reads the project's own params dict (same 
 the same equations, written as a PyTorch user would: ``F.linear``, ``F.layer_norm``, a depthwise ``F.conv1d``,
 ``F.gelu(approximate="tanh")``, ``F.cross_entropy``, ``torch.optim.AdamW`` and ``clip_grad_norm_``. minLSTM's
 normalised gates are f / (f + i) in vanilla mode (the paper's App. A) and, in log space, App. B.3's
-diff = softplus(-k_f) - softplus(-k_i). The recurrence comes in the versions of ``bench_train``'s docstring.
+diff = softplus(-k_f) - softplus(-k_i).
+
+Versions (``versions(model)``), eager first, then one compiled: vanilla "loop" (a Python loop under autograd) and
+"scan Function" (a ``torch.autograd.Function`` with a hand-written reverse-time scan); log space "Heinsen"
+(``torch.logcumsumexp`` over (B, T, H)) and "Heinsen (B,H,T)" (over a (B, H, T) copy); attention "sdpa". Then
+"compile: associative scan" (vanilla: h_t = a_t h_{t-1} + b_t as ``torch._higher_order_ops.associative_scan``,
+combine (a1, b1), (a2, b2) -> (a1 a2, a2 b1 + b2), ``combine_mode="generic"``, the only mode CPUs have; where this
+torch has no associative_scan, or it fails to compile with its backward on the CPU (``associative_scan_compiles``
+tries a small one once), "compile: loop", the Python loop compiled), "compile: Heinsen" and "compile: sdpa". A
+compiled version compiles the whole loss function (forward and loss; AOTAutograd traces its backward) with
+``torch.compile(..., dynamic=False)`` and the default inductor backend, and the cell alone likewise for
+``cell_step``; dropout is the same ``F.dropout`` call inside it. Clipping and the AdamW step stay eager in every
+version. Compiled functions are cached per (model name, version, dtype, loss or cell) in ``_COMPILED``, so the
+float64 check and the timed float32 steps compile each once: 9-95 s of CPU each (vanilla Shakespeare, T 128, the
+longest), less where inductor's on-disk cache already holds the graph; warm up before timing.
+One thread: ``torch.set_num_threads(1)`` and inductor's ``cpp.threads = 1``.
 """
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["versions", "check_equal", "step", "cell_step"]
+try:
+    from torch._higher_order_ops.associative_scan import associative_scan
+except ImportError:   # a torch without it: "compile: loop" instead
+    associative_scan = None
+
+__all__ = ["versions", "check_equal", "step", "cell_step", "associative_scan_compiles"]
 
 LN_EPS = 1e-5   # minimal.layers.layernorm.EPS
 
@@ -57,6 +78,33 @@ class ScanFunction(torch.autograd.Function):
         return da.transpose(0, 1), g.transpose(0, 1)
 
 
+def _combine(x, y):
+    (a1, b1), (a2, b2) = x, y
+    return a1 * a2, a2 * b1 + b2
+
+
+def scan_associative(a, b):
+    """The scan of the pairs (a_t, b_t) under ``_combine``; its b is h (h_0 = b_0: a_0 never matters)."""
+    return associative_scan(_combine, (a, b), 1, combine_mode="generic")[1]
+
+
+@lru_cache(maxsize=None)
+def associative_scan_compiles():
+    """Whether this torch has ``associative_scan`` and it compiles, with its backward, on the CPU and computes the
+    loop's h and gradients (tried once, on a small float64 problem)."""
+    if associative_scan is None:
+        return False
+    _one_thread()
+    try:
+        a, b = (torch.rand(2, 5, 3, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        h, h_loop = torch.compile(scan_associative, dynamic=False)(a, b), scan_loop(a, b)
+        got = (h, *torch.autograd.grad(h.square().sum(), (a, b)))
+        want = (h_loop, *torch.autograd.grad(h_loop.square().sum(), (a, b)))
+        return all(torch.allclose(x, y, rtol=1e-12, atol=1e-12) for x, y in zip(got, want))
+    except Exception:  # noqa: BLE001 - absent (ImportError), unsupported (NotImplementedError), compile errors
+        return False
+
+
 def heinsen(log_a, log_b, time_last=False):
     """log h_t = a*_t + logcumsumexp_{s<=t}(log b_s - a*_s), a*_t = Σ_{s<=t} log a_s (Heinsen 2023; Feng et al.
     App. B.3). ``time_last``: run both cumulative ops on a (B, H, T) copy, the layout torch's logcumsumexp is
@@ -84,7 +132,7 @@ def cell(P, x, kind, log_space, version):
             f, i = torch.sigmoid(k["f"]), torch.sigmoid(k["i"])
             s = f + i
             a, b = f / s, (i / s) * k["h"]
-        return scan_loop(a, b) if version == "loop" else ScanFunction.apply(a, b)
+        return SCANS[version](a, b)
     if kind == "mingru":
         log_a, log_b = -F.softplus(k["z"]), -F.softplus(-k["z"]) + _log_g(k["h"])
     else:
@@ -93,11 +141,18 @@ def cell(P, x, kind, log_space, version):
     return torch.exp(heinsen(log_a, log_b, time_last=version == "Heinsen (B,H,T)"))
 
 
+SCANS = {"loop": scan_loop, "scan Function": ScanFunction.apply, "compile: loop": scan_loop,
+         "compile: associative scan": scan_associative}
+
+
 def versions(model):
-    """The torch versions of a model's recurrence (``bench_train``'s docstring)."""
+    """The torch versions of a model's recurrence (module docstring): the eager ones, then the compiled one."""
     if model.kind == "attention":
-        return ["sdpa"]
-    return ["Heinsen", "Heinsen (B,H,T)"] if model.log_space else ["loop", "scan Function"]
+        return ["sdpa", "compile: sdpa"]
+    if model.log_space:
+        return ["Heinsen", "Heinsen (B,H,T)", "compile: Heinsen"]
+    return ["loop", "scan Function",
+            "compile: associative scan" if associative_scan_compiles() else "compile: loop"]
 
 
 # --- the stacks ------------------------------------------------------------------------------------------------
@@ -156,6 +211,51 @@ def loss(P, batch, model, version, dropout):
     return F.cross_entropy(z.reshape(-1, z.shape[-1]), targets.reshape(-1))
 
 
+# --- compiled versions --------------------------------------------------------------------------------------------
+_COMPILED = {}   # (model name, version, dtype, "loss" or "cell") -> the torch.compile'd function
+
+
+def _one_thread():
+    import torch._inductor.config as inductor_config
+
+    torch.set_num_threads(1)
+    inductor_config.cpp.threads = 1
+
+
+def _compiled(model, version, dtype, part):
+    """The compiled loss (P, inputs, targets, dropout) -> loss, or cell (P, x) -> h, of a "compile: " version."""
+    key = (model.name, version, str(dtype), part)
+    if key not in _COMPILED:
+        _one_thread()
+        # Every entry is a closure of the same code object, and dynamo's recompile limit counts per code object.
+        limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+        setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 256))
+        spec = model._replace(params=None, batch=None, loss_and_grads=None)   # what the trace reads: no arrays
+
+        def loss_fn(P, inputs, targets, dropout):
+            return loss(P, (inputs, targets), spec, version, dropout)
+
+        def cell_fn(P, x):
+            return cell(P, x, spec.kind, spec.log_space, version)
+
+        _COMPILED[key] = torch.compile(loss_fn if part == "loss" else cell_fn, dynamic=False)
+    return _COMPILED[key]
+
+
+def _loss_fn(model, version, dtype):
+    """(P, batch, dropout) -> loss: ``loss`` itself, or its compiled version (cached)."""
+    if not version.startswith("compile: "):
+        return lambda P, batch, dropout: loss(P, batch, model, version, dropout)
+    f = _compiled(model, version, dtype, "loss")
+    return lambda P, batch, dropout: f(P, *batch, dropout)
+
+
+def _cell_fn(model, version, dtype):
+    if not version.startswith("compile: "):
+        return lambda P, x: cell(P, x, model.kind, model.log_space, version)
+    return _compiled(model, version, dtype, "cell")
+
+
 def _tensors(params):
     return {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
 
@@ -165,41 +265,48 @@ def _batch(model):
 
 
 # --- the float64 check and the timed steps -----------------------------------------------------------------------
-def check_equal(model64):
+def check_equal(model64, compiled=True):
     """Loss and gradients of the float64 model, ours against each torch version, dropout off. Returns
-    {"max_rel": the largest relative difference (loss, or a gradient's max-abs difference / its max-abs)}, inf
-    with "why" when the twin cannot run the model (the project's model changed: params the twin does not know)."""
-    torch.set_num_threads(1)
+    {"max_rel": the largest relative difference (loss, or a gradient's max-abs difference / its max-abs),
+    "versions": {version: its max_rel}}, or inf with "why" when the twin cannot run the model (the project's model
+    changed: params the twin does not know; or a version fails to compile). Compiled versions compile here, in
+    float64 (cached: ``_COMPILED``); ``compiled=False`` checks the eager versions only."""
+    _one_thread()
     ours_loss, ours = model64.loss_and_grads(model64.params, model64.batch, 0.0, None)
-    worst = 0.0
+    rel = {}
     for version in versions(model64):
+        if not compiled and version.startswith("compile: "):
+            continue
         P = _tensors(model64.params)
         try:
-            out = loss(P, _batch(model64), model64, version, 0.0)
+            out = _loss_fn(model64, version, torch.float64)(P, _batch(model64), 0.0)
         except Exception as e:  # noqa: BLE001 - the project's model has params or shapes this twin lacks
-            return {"max_rel": float("inf"), "why": f"{type(e).__name__}: {e}"}
+            why = (str(e).strip().splitlines() or [""])[0]
+            return {"max_rel": float("inf"), "why": f"{version}: {type(e).__name__}: {why}"}
         out.backward()
-        worst = max(worst, abs(out.item() - ours_loss) / abs(ours_loss))
+        rel[version] = abs(out.item() - ours_loss) / abs(ours_loss)
         for k, g in ours.items():
             if P[k].grad is None:
                 return {"max_rel": float("inf"), "why": f"the torch twin does not use the param {k!r}"}
             scale = max(float(np.abs(g).max()), 1e-300)
-            worst = max(worst, float(np.abs(P[k].grad.numpy() - g).max()) / scale)
-    return {"max_rel": worst}
+            rel[version] = max(rel[version], float(np.abs(P[k].grad.numpy() - g).max()) / scale)
+    return {"max_rel": max(rel.values()), "versions": rel}
 
 
 def step(model, version, clip=1.0, lr=1e-3):
-    """A closure running one torch training step (as ``bench_train.project_step``); returns {part: CPU s}."""
-    torch.set_num_threads(1)
+    """A closure running one torch training step (as ``bench_train.project_step``); returns {part: CPU s}. A
+    compiled version compiles on its first call (the benchmark's warm-up), unless cached; AdamW stays eager."""
+    _one_thread()
     P = _tensors(model.params)
     params = list(P.values())
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     batch = _batch(model)
+    loss_fn = _loss_fn(model, version, params[0].dtype)
 
     def run():
         t0 = time.process_time()
         opt.zero_grad(set_to_none=True)
-        loss(P, batch, model, version, model.dropout).backward()
+        loss_fn(P, batch, model.dropout).backward()
         t1 = time.process_time()
         torch.nn.utils.clip_grad_norm_(params, clip)
         opt.step()
@@ -211,16 +318,17 @@ def step(model, version, clip=1.0, lr=1e-3):
 
 def cell_step(model, version, p, x, dy):
     """The cell's forward and backward alone, as ``bench_train._cell_step`` times ours."""
-    torch.set_num_threads(1)
+    _one_thread()
     P = _tensors(p)
     xt = torch.tensor(x, requires_grad=True)
     dyt = torch.from_numpy(dy)
+    cell_fn = _cell_fn(model, version, xt.dtype)
 
     def run():
         t0 = time.process_time()
         for t in (*P.values(), xt):
             t.grad = None
-        cell(P, xt, model.kind, model.log_space, version).backward(dyt)
+        cell_fn(P, xt).backward(dyt)
         return {"cell": time.process_time() - t0}
 
     return run
