@@ -2,7 +2,7 @@
 # The prepared GPU check of cuda_kernels (issue 22), run from the repository root on a GPU machine:
 #
 #     bash bench/gpu_check.sh            # writes logs and JSON rows to $OUT (default: ./gpu_check_out)
-#     GPU_CHECK_TINY=1 bash bench/gpu_check.sh   # dry run at tiny sizes (also in the CUDA simulator)
+#     GPU_CHECK_TINY=1 bash bench/gpu_check.sh   # dry run at tiny sizes; without a GPU: NUMBA_ENABLE_CUDASIM=1 GPU_CHECK_TINY=1 ...
 #
 # Steps, each under its own `timeout` and each allowed to fail without stopping the rest (whole run <= 460 s
 # of wall on an H200, most of it JIT compilation):

@@ -2,7 +2,7 @@
 # GPU round 2 of cuda_kernels (issue 35), run from the repository root on a GPU machine:
 #
 #     bash bench/gpu_round2.sh            # writes logs and JSON rows to $OUT (default: ./gpu_check_out)
-#     GPU_CHECK_TINY=1 bash bench/gpu_round2.sh   # dry run at tiny sizes (also in the CUDA simulator)
+#     GPU_CHECK_TINY=1 bash bench/gpu_round2.sh   # dry run at tiny sizes; without a GPU: NUMBA_ENABLE_CUDASIM=1 GPU_CHECK_TINY=1 ...
 #
 # Steps, each under its own `timeout`, each allowed to fail without stopping the rest (whole run <= 360 s of wall):
 #   0. numpy 2.4 from a wheel in .whl/ (numba-cuda 0.30.4 fails on numpy 2.5, which removed np.row_stack)
