@@ -134,7 +134,7 @@ def test_bench_train_refuses_zero_or_negative_repeats(monkeypatch, capsys, repea
     from minimal.__main__ import main
 
     monkeypatch.setattr(bench_train, "bench_train", lambda **kw: pytest.fail("the benchmark ran"))
-    assert main(["bench", "train", "--quick", "--no-torch", "--repeats", repeats]) == 2
+    assert main(["bench", "train", "--quick", "--no-anchors", "--repeats", repeats]) == 2
     assert capsys.readouterr().err == f"error: --repeats must be an integer >= 1, got {repeats}\n"
 
 

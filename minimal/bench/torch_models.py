@@ -18,8 +18,8 @@ compiled version compiles the whole loss function (forward and loss; AOTAutograd
 ``torch.compile(..., dynamic=False)`` and the default inductor backend, and the cell alone likewise for
 ``cell_step``; dropout is the same ``F.dropout`` call inside it. Clipping and the AdamW step stay eager in every
 version. Compiled functions are cached per (model name, version, dtype, loss or cell) in ``_COMPILED``, so the
-float64 check and the timed float32 steps compile each once: 9-95 s of CPU each (vanilla Shakespeare, T 128, the
-longest), less where inductor's on-disk cache already holds the graph; warm up before timing.
+float64 check and the timed float32 steps compile each once (up to minutes of CPU each, vanilla Shakespeare at T 128
+the longest; less where inductor's on-disk cache already holds the graph): warm up before timing.
 One thread: ``torch.set_num_threads(1)`` and inductor's ``cpp.threads = 1``.
 """
 from __future__ import annotations

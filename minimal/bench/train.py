@@ -39,8 +39,8 @@ each would write: torch eager, vanilla as a Python loop under autograd ("loop") 
 form with ``torch.logcumsumexp`` ("Heinsen"), attention as ``F.scaled_dot_product_attention`` ("sdpa");
 torch.compile (``dynamic=False``, inductor) of the whole loss function, AdamW eager: vanilla as
 ``torch._higher_order_ops.associative_scan`` ("compile: associative scan"; "compile: loop" where this torch cannot
-compile it on the CPU), log space as Heinsen ("compile: Heinsen"), attention as sdpa ("compile: sdpa"), 9-95 s of
-compiling each (``torch_models``); JAX, the whole step under one ``jax.jit`` with optax's AdamW, the recurrence as
+compile it on the CPU), log space as Heinsen ("compile: Heinsen"), attention as sdpa ("compile: sdpa"), each
+compiled once, in the warm-up (``torch_models``); JAX, the whole step under one ``jax.jit`` with optax's AdamW, the recurrence as
 ``lax.scan``, ``lax.associative_scan`` or (log space) Heinsen's form. ``ratio`` = our step's time / the fastest
 version's of any framework: below 1 we are faster. The last measured table, with its command, is
 ``bench/results/train_cpu_<date>.txt``.
