@@ -145,3 +145,13 @@ def test_a_model_the_twin_does_not_know_is_reported_as_different():
     extra = m._replace(params=m.params | {"9.unknown": np.ones(3)}, loss_and_grads=loss_and_grads)
     check = tm.check_equal(extra)
     assert check["max_rel"] == np.inf and "9.unknown" in check["why"]
+
+
+def test_only_times_the_named_rows_and_an_unknown_name_is_refused_by_name(monkeypatch, capsys):
+    from minimal.__main__ import main
+
+    monkeypatch.setattr(bt, "_anchor", lambda name: None)
+    rows = bt.bench_train(repeats=1, quick=True, only=["selective copy mingru x2"], cells=False, log=lambda s: None)
+    assert [r["name"] for r in rows] == ["selective copy mingru x2"] and "cell" not in rows[0]["ours"]
+    assert main(["bench", "train", "--quick", "--only", "no such row", "--no-anchors"]) == 2
+    assert "only: no row named ['no such row']" in capsys.readouterr().err

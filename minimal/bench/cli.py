@@ -43,6 +43,8 @@ def add_parser(subparsers):
                    help="train: the frameworks to compare with (default: torch and jax, each where installed)")
     p.add_argument("--no-anchors", action="store_true", help="train: time our steps only")
     p.add_argument("--pin", type=int, metavar="CPU", help="train: run this process on that CPU core only")
+    p.add_argument("--only", nargs="+", metavar="ROW", help="train: time these rows only (their names, quoted)")
+    p.add_argument("--no-cells", action="store_true", help="train: do not time the cells alone")
     p.add_argument("--profile", action="store_true",
                    help="train: where each step's time goes (cProfile by part of the library), its FLOPs and the "
                         "share of the same-run sgemm rate it reaches (minimal.bench.profile), instead of the table")
@@ -58,7 +60,8 @@ def _bench(args):
         raise InputError(f"--size applies to bench scan and bench window only (their time steps T); bench "
                          f"{args.what} times the experiments' fixed shapes: drop --size {args.size}")
     train_only = [f for f, on in (("--anchors", args.anchors), ("--no-anchors", args.no_anchors),
-                                  ("--pin", args.pin is not None)) if on]
+                                  ("--pin", args.pin is not None), ("--only", args.only),
+                                  ("--no-cells", args.no_cells)) if on]
     if train_only and args.what != "train":
         raise InputError(f"{', '.join(train_only)} apply to bench train only; drop them from bench {args.what}")
     if args.profile and args.what != "train":
@@ -97,8 +100,8 @@ def _bench(args):
                 print("note: the fair setting preloads jemalloc with its decay off for every side (LD_PRELOAD=.../"
                       "libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1): without it JAX's step, or "
                       "ours, page-faults (minimal.bench.train's docstring)", file=sys.stderr)
-            rows = bench_train.bench_train(repeats=repeats, quick=args.quick, anchors=anchors,
-                                           log=lambda s: print(s, file=sys.stderr))
+            rows = bench_train.bench_train(repeats=repeats, quick=args.quick, anchors=anchors, only=args.only,
+                                           cells=not args.no_cells, log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))
             return 0
         if args.what == "step":

@@ -52,7 +52,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..validate import check_positive_int
+from ..validate import InputError, check_positive_int
 
 __all__ = ["Model", "models", "project_step", "bench_train", "interleaved_minima", "add_ratios", "format_train_table",
            "EQUAL_TOL", "DEFAULT_REPEATS", "ANCHORS"]
@@ -213,7 +213,7 @@ def _page_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), log=print):
+def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, cells=True, log=print):
     """Time every model's training step (module docstring), ours and, per framework of ``anchors`` that is
     installed, its twins' versions.
 
@@ -221,6 +221,8 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), log=print):
         repeats: rounds (minimum and median over them); default 20. quick: a few models of each family.
         anchors: frameworks to compare with, of ``ANCHORS`` (() or None: none; a framework that is not installed
             is skipped with a notice, never imported otherwise).
+        only: the names of the rows to time (None: every row of ``models(quick)``); an unknown name is an error.
+        cells: also time each minRNN row's cell alone (the "cell" part).
         log: where progress and notices go (a callable taking a str).
     Returns:
         one dict per model: name, ours {part: seconds, "<part> median": seconds}, and with a framework: checks
@@ -234,6 +236,12 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), log=print):
     for name in anchors:
         if name not in ANCHORS:
             raise ValueError(f"anchors: unknown framework {name!r}; expected some of {sorted(ANCHORS)}")
+    chosen = models(quick)
+    if only is not None:
+        unknown = sorted(set(only) - {m.name for m in chosen})
+        if unknown:
+            raise InputError(f"only: no row named {unknown}; the rows are {[m.name for m in chosen]}")
+        chosen = [m for m in chosen if m.name in set(only)]
     speed.tune()
     twins = {}
     for name in anchors:
@@ -243,11 +251,11 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), log=print):
     twins = {k: v for k, v in twins.items() if v is not None}
     rows = []
     runners = []   # (row, where, version, fn)
-    for model in models(quick):
+    for model in chosen:
         row = {"name": model.name, "ours": {}}
         rows.append(row)
         runners.append((row, "ours", None, project_step(model)))
-        cell = _cell_step(model)
+        cell = _cell_step(model) if cells else None
         if cell is not None:
             runners.append((row, "ours", None, cell[0]))
         for name, tm in twins.items():

@@ -285,9 +285,12 @@ def scan_fused(log_space, method, backend):
     return backend == "numba" and (log_space or scan.resolve_method(method, backend, "the scan")[0] == "sequential")
 
 
-def initial_state(h0, k):
-    """h0 as the fused kernels take it: C-contiguous (B, H), zeros when None (k: a (B, T, H) array of the dtype)."""
-    return np.zeros((k.shape[0], k.shape[2]), k.dtype) if h0 is None else np.ascontiguousarray(h0)
+def initial_state(h0, k, log=False):
+    """h0 (``log``: log h0) as the fused kernels take it: C-contiguous (B, H), zeros when h0 is None (k: a (B, T, H)
+    array of the dtype)."""
+    if h0 is None:
+        return np.zeros((k.shape[0], k.shape[2]), k.dtype)
+    return np.log(h0) if log else np.ascontiguousarray(h0)
 
 
 def parallel_scan(a, b, h0, log_space, method, backend, out=None):

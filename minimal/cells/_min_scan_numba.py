@@ -137,6 +137,45 @@ def minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, h0, dh, dk_f, dk_i, dk_h):
 
 
 # --- log space (``numba_log.log_scan_into`` / ``_log_scan_backward``'s arithmetic) ------------------------------
+@njit(cache=True, inline="always")
+def _log_scan_row(la, lb, l0, has_h0, first, prev, bad, log_h):
+    """One step t of the log scan over the channels (H,): log h_t = logaddexp(log a_t + log h_{t−1}, log b_t) from
+    the stored log a_t, log b_t (``la``, ``lb``), the float64 carry ``prev`` (log h0 ``l0`` at the first step,
+    ignored unless ``has_h0``); writes ``log_h`` and the carry, and accumulates 0 × every value into ``bad``."""
+    for c in range(la.shape[0]):
+        a, b = np.float64(la[c]), np.float64(lb[c])
+        if first:
+            l_0 = np.float64(l0[c])
+            bad[c] += 0.0 * l_0 if has_h0 else 0.0
+            v = logaddexp(a + l_0, b) if has_h0 else b
+        else:
+            v = logaddexp(a + prev[c], b)
+        bad[c] += 0.0 * a + 0.0 * b + 0.0 * v
+        prev[c] = v
+        log_h[c] = v
+
+
+@njit(cache=True, inline="always")
+def _log_adjoint_row(la, lb, l_t, l_prev, has_prev, dh, h, G, w_next, bad, dla, dlb):
+    """One reverse step t of the log scan's adjoint over the channels (H,): dL/dlog h_t = dh_t h_t,
+    G_t = dL/dlog h_t + w_{t+1} G_{t+1} (``G``, ``w_next``: float64 carries), the shares w_t = exp(log a_t +
+    log h_{t−1} − log h_t) (0 at t = 0 without h0) and v_t = exp(log b_t − log h_t), written as dlog a = w G and
+    dlog b = v G into ``dla``, ``dlb`` (the storage dtype); 0 × every value accumulated into ``bad``."""
+    for c in range(la.shape[0]):
+        a, b = np.float64(la[c]), np.float64(lb[c])
+        lt = np.float64(l_t[c])
+        dl = np.float64(dh[c] * h[c])
+        bad[c] += 0.0 * a + 0.0 * b + 0.0 * lt + 0.0 * dl
+        G[c] = dl + w_next[c] * G[c]
+        bad[c] += 0.0 * G[c]
+        w = exp_nonpositive(a + np.float64(l_prev[c]) - lt)
+        w = w if has_prev else 0.0
+        v = exp_nonpositive(b - lt)
+        dla[c] = w * G[c]
+        dlb[c] = v * G[c]
+        w_next[c] = w
+
+
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def mingru_log_scan_into(k_z, k_h, log_h0, has_h0, z, h_tilde, log_h):
     """Log-space minGRU (App. B.3): the gates of ``_gates_numba.mingru_log_gates`` (z = σ(k_z), log a =
@@ -154,17 +193,7 @@ def mingru_log_scan_into(k_z, k_h, log_h0, has_h0, z, h_tilde, log_h):
                 e = exp_nonpositive(-abs(kz))
                 z[i, t, c] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)
                 la[c], lb[c], h_tilde[i, t, c] = log_coefficients(kz, e, np.float64(k_h[i, t, c]))
-            for c in range(H):
-                a, b = np.float64(la[c]), np.float64(lb[c])
-                if t == 0:
-                    l0 = np.float64(log_h0[i, c])
-                    bad[c] += 0.0 * l0 if has_h0 else 0.0
-                    v = logaddexp(a + l0, b) if has_h0 else b
-                else:
-                    v = logaddexp(a + prev[c], b)
-                bad[c] += 0.0 * a + 0.0 * b + 0.0 * v
-                prev[c] = v
-                log_h[i, t, c] = v
+            _log_scan_row(la, lb, log_h0[i], has_h0, t == 0, prev, bad, log_h[i, t])
     return all_zero(bad)
 
 
@@ -193,19 +222,7 @@ def mingru_log_scan_backward(k_z, k_h, z, log_h, h, dh, log_h0, has_h0, dk_z, dk
                 kz = np.float64(k_z[i, t, c])
                 e = exp_nonpositive(-abs(kz))
                 la[c], lb[c], _ = log_coefficients(kz, e, np.float64(k_h[i, t, c]))
-            for c in range(H):
-                a, b = np.float64(la[c]), np.float64(lb[c])
-                l_t = np.float64(log_h[i, t, c])
-                dl = np.float64(dh[i, t, c] * h[i, t, c])
-                bad[c] += 0.0 * a + 0.0 * b + 0.0 * l_t + 0.0 * dl
-                G[c] = dl + w_next[c] * G[c]
-                bad[c] += 0.0 * G[c]
-                w = exp_nonpositive(a + np.float64(l_prev[c]) - l_t)
-                w = w if has_prev else 0.0
-                v = exp_nonpositive(b - l_t)
-                dla[c] = w * G[c]
-                dlb[c] = v * G[c]
-                w_next[c] = w
+            _log_adjoint_row(la, lb, log_h[i, t], l_prev, has_prev, dh[i, t], h[i, t], G, w_next, bad, dla, dlb)
             for c in range(H):
                 zc, da, db = np.float64(z[i, t, c]), np.float64(dla[c]), np.float64(dlb[c])
                 dk_z[i, t, c] = db * (1.0 - zc) - da * zc
@@ -229,17 +246,7 @@ def minlstm_log_scan_into(k_f, k_i, k_h, log_h0, has_h0, f_n, i_n, h_tilde, log_
                 f_n[i, t, c] = fc
                 i_n[i, t, c] = ic
                 la[c], lb[c], h_tilde[i, t, c] = log_coefficients(d, e, np.float64(k_h[i, t, c]))
-            for c in range(H):
-                a, b = np.float64(la[c]), np.float64(lb[c])
-                if t == 0:
-                    l0 = np.float64(log_h0[i, c])
-                    bad[c] += 0.0 * l0 if has_h0 else 0.0
-                    v = logaddexp(a + l0, b) if has_h0 else b
-                else:
-                    v = logaddexp(a + prev[c], b)
-                bad[c] += 0.0 * a + 0.0 * b + 0.0 * v
-                prev[c] = v
-                log_h[i, t, c] = v
+            _log_scan_row(la, lb, log_h0[i], has_h0, t == 0, prev, bad, log_h[i, t])
     return all_zero(bad)
 
 
@@ -265,19 +272,7 @@ def minlstm_log_scan_backward(k_f, k_i, k_h, f_n, i_n, log_h, h, dh, log_h0, has
             for c in range(H):
                 _, _, d, e = normalised(np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]))
                 la[c], lb[c], _ = log_coefficients(d, e, np.float64(k_h[i, t, c]))
-            for c in range(H):
-                a, b = np.float64(la[c]), np.float64(lb[c])
-                l_t = np.float64(log_h[i, t, c])
-                dl = np.float64(dh[i, t, c] * h[i, t, c])
-                bad[c] += 0.0 * a + 0.0 * b + 0.0 * l_t + 0.0 * dl
-                G[c] = dl + w_next[c] * G[c]
-                bad[c] += 0.0 * G[c]
-                w = exp_nonpositive(a + np.float64(l_prev[c]) - l_t)
-                w = w if has_prev else 0.0
-                v = exp_nonpositive(b - l_t)
-                dla[c] = w * G[c]
-                dlb[c] = v * G[c]
-                w_next[c] = w
+            _log_adjoint_row(la, lb, log_h[i, t], l_prev, has_prev, dh[i, t], h[i, t], G, w_next, bad, dla, dlb)
             for c in range(H):
                 fc, ic = np.float64(f_n[i, t, c]), np.float64(i_n[i, t, c])
                 da, db = np.float64(dla[c]), np.float64(dlb[c])

@@ -104,7 +104,7 @@ def _scan_fused(k_z, k_h, h0, log_space, out):
         h = np.empty_like(k_z) if out is None else out
         return (h, z, k_h, None) if k.mingru_scan_into(k_z, k_h, initial_state(h0, k_z), z, h) else None
     h_tilde, log_h = np.empty_like(k_z), np.empty_like(k_z)
-    log_h0 = initial_state(None if h0 is None else np.log(h0), k_z)
+    log_h0 = initial_state(h0, k_z, log=True)
     if not k.mingru_log_scan_into(k_z, k_h, log_h0, h0 is not None, z, h_tilde, log_h):
         return None
     return np.exp(log_h, out=out), z, h_tilde, log_h
@@ -122,7 +122,7 @@ def _fused_backward(cache, dy):
         if not log_space:
             _min_scan_numba.mingru_scan_backward(z, k_h, h, initial_state(h0, k_z), dy, dk_z, dk_h)
             return dk_z, dk_h
-        log_h0 = initial_state(None if h0 is None else np.log(h0), k_z)
+        log_h0 = initial_state(h0, k_z, log=True)
         if _min_scan_numba.mingru_log_scan_backward(k_z, k_h, z, log_h, h, dy, log_h0, h0 is not None, dk_z, dk_h):
             return dk_z, dk_h
     # the scan's coefficients recomputed (one pass) rather than cached: the cache keeps the memory the paper counts

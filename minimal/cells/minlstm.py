@@ -162,7 +162,7 @@ def _scan_fused(k_f, k_i, k_h, h0, log_space, out):
         ok = k.minlstm_scan_into(k_f, k_i, k_h, initial_state(h0, k_f), f_n, i_n, h)
         return (h, f_n, i_n, k_h, None) if ok else None
     h_tilde, log_h = np.empty_like(k_f), np.empty_like(k_f)
-    log_h0 = initial_state(None if h0 is None else np.log(h0), k_f)
+    log_h0 = initial_state(h0, k_f, log=True)
     if not k.minlstm_log_scan_into(k_f, k_i, k_h, log_h0, h0 is not None, f_n, i_n, h_tilde, log_h):
         return None
     return np.exp(log_h, out=out), f_n, i_n, h_tilde, log_h
@@ -182,7 +182,7 @@ def _fused_backward(cache, dy):
             _min_scan_numba.minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, initial_state(h0, k_f), dy, dk_f, dk_i,
                                                   dk_h)
             return dk_f, dk_i, dk_h
-        log_h0 = initial_state(None if h0 is None else np.log(h0), k_f)
+        log_h0 = initial_state(h0, k_f, log=True)
         if _min_scan_numba.minlstm_log_scan_backward(k_f, k_i, k_h, f_n, i_n, log_h, h, dy, log_h0, h0 is not None,
                                                      dk_f, dk_i, dk_h):
             return dk_f, dk_i, dk_h
