@@ -176,7 +176,13 @@ def test_in_float32_the_one_pass_scan_is_the_gates_then_the_scan_bit_for_bit(rng
     """The one pass keeps the two passes' rounding (a, b, or log a, log b, in the storage dtype; the vanilla state
     in it, with no fused multiply-add; the log-space state in float64), so a float32 cell gives exactly what the
     fused gates followed by the Numba scan give (the path with ``scan_fused`` off), forward and backward: a float32
-    counter saturates where float32 says (``notebooks/minrnn_c_selective_copy.ipynb``)."""
+    counter saturates where float32 says (``notebooks/minrnn_c_selective_copy.ipynb``). In log space this is the
+    log-space pass, which runs when the linear form (``_min_log_linear``, tests/test_min_log_linear.py) refuses."""
+    from minimal.cells import _min_log_linear
+
+    for name in _min_log_linear.__all__:
+        if name != "tiny":
+            monkeypatch.setattr(_min_log_linear, name, lambda *args: False)
     params = {k: v.astype(np.float32) for k, v in cell.init(rng, 6, 40).items()}
     x = rng.standard_normal((4, 33, 6)).astype(np.float32)
     h0 = rng.uniform(0.1, 1.0, (4, 40)).astype(np.float32) if with_h0 else None

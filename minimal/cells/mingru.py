@@ -11,7 +11,10 @@ mode the gates (forward and backward) run in one compiled pass each (``cells/_ga
 exp and log vectorised, float64 inside) on every backend but "numpy" (so also with backend=None, "numba"), which
 keeps the NumPy formulas below as the reference the pass is tested against. Vanilla, with the default scan on the
 CPU (the sequential loop), and in log space on the CPU, the gates and the scan are one pass and their backward one
-reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory.
+reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory. In log
+space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``:
+the same h to float64 rounding, with two exps an element where the log form takes about six), which it keeps
+when every b_t is a normal number of the storage dtype, and runs the log-space recurrence below otherwise.
 
 Log space (App. B.3; Heinsen 2023), for numerical stability of long scans. The candidate is made positive
 with g(k) = k + 1/2 (k ≥ 0), σ(k) (k < 0), which is continuous at 0 (g(0) = 1/2), so every state is positive:
@@ -97,13 +100,17 @@ def _scan_fused(k_z, k_h, h0, log_space, out):
     """(h, z, h̃, log h) of the parallel mode on the CPU with the default scan, the gates and the scan in one pass
     (``_min_scan_numba.mingru_scan_into`` / ``mingru_log_scan_into``; log h None when vanilla); None when some
     value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
-    from . import _min_scan_numba as k
+    from . import _min_log_linear as l, _min_scan_numba as k
 
     z = np.empty_like(k_z)
     if not log_space:
         h = np.empty_like(k_z) if out is None else out
         return (h, z, k_h, None) if k.mingru_scan_into(k_z, k_h, initial_state(h0, k_z), z, h) else None
     h_tilde, log_h = np.empty_like(k_z), np.empty_like(k_z)
+    h = np.empty_like(k_z) if out is None else out
+    if l.mingru_log_linear_into(k_z, k_h, initial_state(h0, k_z), h0 is not None, l.tiny(k_z), z, h_tilde, h,
+                                log_h):
+        return h, z, h_tilde, log_h
     log_h0 = initial_state(h0, k_z, log=True)
     if not k.mingru_log_scan_into(k_z, k_h, log_h0, h0 is not None, z, h_tilde, log_h):
         return None
@@ -114,13 +121,16 @@ def _fused_backward(cache, dy):
     """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (with the
     default CPU scan: both in one reverse pass, ``_min_scan_numba``; a non-finite value there reruns the two
     passes, which name it)."""
-    from . import _gates_numba, _min_scan_numba
+    from . import _gates_numba, _min_log_linear, _min_scan_numba
 
     x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
     if scan_fused(log_space, method, backend):
         dk_z, dk_h, dy = np.empty_like(k_z), np.empty_like(k_z), np.ascontiguousarray(dy)
         if not log_space:
             _min_scan_numba.mingru_scan_backward(z, k_h, h, initial_state(h0, k_z), dy, dk_z, dk_h)
+            return dk_z, dk_h
+        if _min_log_linear.mingru_log_linear_backward(k_z, k_h, h, initial_state(h0, k_z), h0 is not None,
+                                                      _min_log_linear.tiny(k_z), dy, dk_z, dk_h):
             return dk_z, dk_h
         log_h0 = initial_state(h0, k_z, log=True)
         if _min_scan_numba.mingru_log_scan_backward(k_z, k_h, z, log_h, h, dy, log_h0, h0 is not None, dk_z, dk_h):

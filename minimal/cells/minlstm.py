@@ -16,7 +16,10 @@ C = 1 + e^{−k_i} both scaled by the largest of 1, e^{−k_f}, e^{−k_i}: as e
 on every backend but "numpy", which keeps the NumPy formulas below as the reference the pass is tested against
 (the NumPy path is slower: its exp and log1p are scalar calls; ``python -m minimal bench train`` times the
 training steps, ``bench/results/train_cpu_2026-11-26.txt``). On the CPU with the default scan (vanilla) and in log
-space, gates and scan are one pass and their backward one reverse pass (``cells/_min_scan_numba.py``).
+space, gates and scan are one pass and their backward one reverse pass (``cells/_min_scan_numba.py``); in log
+space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``, the
+same h to float64 rounding with fewer exps and no log per step), kept when every b_t is a normal number of the
+storage dtype.
 
 Log space (App. B.3): the candidate is made positive with g (``minimal.cells.mingru.g``) and
     log a_t = −softplus(δ_t),   log b_t = −softplus(−δ_t) + log g(k_h,t),
@@ -154,7 +157,7 @@ def _scan_fused(k_f, k_i, k_h, h0, log_space, out):
     """(h, f', i', h̃, log h) of the parallel mode on the CPU with the default scan, the gates and the scan in one
     pass (``_min_scan_numba.minlstm_scan_into`` / ``minlstm_log_scan_into``; log h None when vanilla); None when
     some value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
-    from . import _min_scan_numba as k
+    from . import _min_log_linear as l, _min_scan_numba as k
 
     f_n, i_n = np.empty_like(k_f), np.empty_like(k_f)
     if not log_space:
@@ -162,6 +165,10 @@ def _scan_fused(k_f, k_i, k_h, h0, log_space, out):
         ok = k.minlstm_scan_into(k_f, k_i, k_h, initial_state(h0, k_f), f_n, i_n, h)
         return (h, f_n, i_n, k_h, None) if ok else None
     h_tilde, log_h = np.empty_like(k_f), np.empty_like(k_f)
+    h = np.empty_like(k_f) if out is None else out
+    if l.minlstm_log_linear_into(k_f, k_i, k_h, initial_state(h0, k_f), h0 is not None, l.tiny(k_f), f_n, i_n,
+                                 h_tilde, h, log_h):
+        return h, f_n, i_n, h_tilde, log_h
     log_h0 = initial_state(h0, k_f, log=True)
     if not k.minlstm_log_scan_into(k_f, k_i, k_h, log_h0, h0 is not None, f_n, i_n, h_tilde, log_h):
         return None
@@ -172,7 +179,7 @@ def _fused_backward(cache, dy):
     """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (with
     the default CPU scan: both in one reverse pass, ``_min_scan_numba``; a non-finite value there reruns the two
     passes, which name it)."""
-    from . import _gates_numba, _min_scan_numba
+    from . import _gates_numba, _min_log_linear, _min_scan_numba
 
     x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
     if scan_fused(log_space, method, backend):
@@ -181,6 +188,10 @@ def _fused_backward(cache, dy):
         if not log_space:
             _min_scan_numba.minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, initial_state(h0, k_f), dy, dk_f, dk_i,
                                                   dk_h)
+            return dk_f, dk_i, dk_h
+        if _min_log_linear.minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, initial_state(h0, k_f),
+                                                       h0 is not None, _min_log_linear.tiny(k_f), dy, dk_f, dk_i,
+                                                       dk_h):
             return dk_f, dk_i, dk_h
         log_h0 = initial_state(h0, k_f, log=True)
         if _min_scan_numba.minlstm_log_scan_backward(k_f, k_i, k_h, f_n, i_n, log_h, h, dy, log_h0, h0 is not None,

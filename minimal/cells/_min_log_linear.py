@@ -1,0 +1,206 @@
+"""The log-space min cells' recurrence evaluated in linear form where every state is in range (Feng et al., "Were
+RNNs All We Needed?", App. B.3; ``minimal.cells.mingru``, ``minimal.cells.minlstm``).
+
+In log space the cells compute log h_t = logaddexp(log a_t + log h_{t−1}, log b_t) with a_t, b_t > 0. That is
+h_t = a_t h_{t−1} + b_t, a sum of positive terms: carried in float64, it loses no accuracy to cancellation, and it
+needs no exp or log per step. What the log form guards against is a state or coefficient outside the float range.
+So these kernels run the recurrence in float64 linear form and check, as they go, that every b_t is at least the
+smallest normal number of the storage dtype (``tiny``); then every h_t >= b_t is one too, and h_t <= max(h0, g(k_h))
+(a convex combination: a_t + b_t / g(k_h,t) = 1) cannot overflow. When the check fails (or an input is not
+finite) they return False and the cell runs the log-space pass (``_min_scan_numba``), the exact App. B.3 form.
+
+The backward is the adjoint of the same recurrence, g_t = dL/dh_t + a_{t+1} g_{t+1}, with
+dL/dlog a_t = g_t a_t h_{t−1} and dL/dlog b_t = g_t b_t: the log-space adjoint G_t = g_t h_t
+(``minimal.scan.log_scan_backward``) multiplied out. Per element, minGRU's forward takes two exps and one log
+(for the cached log h) where the log-space pass takes seven exps and log1ps, and its backward two exps where that
+takes up to seven; minLSTM's, four exps and a log against eleven, and three exps against thirteen. The values equal
+the log pass's to float64 rounding (the log pass rounds log a, log b to the storage dtype first; these use a, b in
+float64): tests/test_min_log_linear.py.
+
+Arrays: C-contiguous (B, T, H), time the outer loop and the channel the inner one; h0 (B, H) > 0, read only when
+``has_h0``. Each kernel writes log h = log(h) (the cache of the log-space cell) from h in float64.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..scan.numba_linear import all_zero
+from ..scan.numba_log import exp_nonpositive
+from ._gates_numba import _log_normal
+
+__all__ = ["tiny", "mingru_log_linear_into", "mingru_log_linear_backward", "minlstm_log_linear_into",
+           "minlstm_log_linear_backward"]
+
+
+def tiny(k):
+    """The smallest normal number of the storage dtype of ``k``: the bound every b_t is checked against."""
+    return float(np.finfo(k.dtype).tiny)
+
+
+@njit(cache=True, inline="always")
+def _candidate(kh):
+    """(g(k_h), (log g)'(k_h)) from exp(−|k_h|): k + 1/2 and 1 / (k + 1/2) for k >= 0, σ(k) and σ(−k) for k < 0."""
+    eh = exp_nonpositive(-abs(kh))
+    pos = kh >= 0.0
+    q = 1.0 / (1.0 + eh)
+    return (kh + 0.5 if pos else eh * q), (1.0 / (max(kh, 0.0) + 0.5) if pos else q)
+
+
+@njit(cache=True, inline="always")
+def _update_gate(kz):
+    """(z, 1 − z) = (σ(k_z), σ(−k_z)), each from exp(−|k_z|) without cancellation."""
+    e = exp_nonpositive(-abs(kz))
+    big, small = 1.0 / (1.0 + e), e / (1.0 + e)
+    return (big, small) if kz >= 0.0 else (small, big)
+
+
+@njit(cache=True, inline="always")
+def _step_row(a, b, s, lo, h, log_h):
+    """h_t = a_t h_{t−1} + b_t over the channels from the float64 carry ``s``; writes h, log h and the carry, and
+    keeps in ``lo`` the smallest b seen."""
+    for c in range(a.shape[0]):
+        v = a[c] * s[c] + b[c]
+        s[c] = v
+        h[c] = v
+        log_h[c] = _log_normal(max(v, 1e-300))      # v >= tiny when the kernel returns True
+        lo[c] = min(lo[c], b[c])
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def mingru_log_linear_into(k_z, k_h, h0, has_h0, tiny, z, h_tilde, h, log_h):
+    """Log-space minGRU: z = σ(k_z), h̃ = g(k_h), h_t = (1 − z_t) h_{t−1} + z_t h̃_t from h0 (0 unless
+    ``has_h0``), the state in float64; writes z, h_tilde, h and log h. Returns whether every input was finite and
+    every b_t = z_t h̃_t >= ``tiny`` (module docstring); False leaves the outputs to the log-space pass."""
+    B, T, H = k_z.shape
+    s, a, b = np.empty(H, np.float64), np.empty(H, np.float64), np.empty(H, np.float64)
+    lo = np.full(H, np.inf)
+    bad = np.zeros(H, np.float64)
+    for i in range(B):
+        for c in range(H):
+            s[c] = np.float64(h0[i, c]) if has_h0 else 0.0
+        for t in range(T):
+            for c in range(H):
+                kz, kh = np.float64(k_z[i, t, c]), np.float64(k_h[i, t, c])
+                bad[c] += 0.0 * kz + 0.0 * kh
+                zc, a[c] = _update_gate(kz)
+                g, _ = _candidate(kh)
+                z[i, t, c] = zc
+                h_tilde[i, t, c] = g
+                b[c] = zc * g
+            _step_row(a, b, s, lo, h[i, t], log_h[i, t])
+    return all_zero(bad) and np.min(lo) >= tiny
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def mingru_log_linear_backward(k_z, k_h, h, h0, has_h0, tiny, dh, dk_z, dk_h):
+    """Backward of ``mingru_log_linear_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
+    g_t = dh_t + (1 − z_{t+1}) g_{t+1} in float64, dlog a = g_t (1 − z_t) h_{t−1}, dlog b = g_t z_t h̃_t, and the
+    gates' backward of the log-space cell: dk_z = dlog b (1 − z) − dlog a z, dk_h = dlog b (log g)'(k_h). Returns
+    the forward's check (the same inputs give the same answer) and whether every dh was finite."""
+    B, T, H = k_z.shape
+    gad, a_next = np.empty(H, np.float64), np.empty(H, np.float64)    # g_{t+1}, a_{t+1}
+    lo = np.full(H, np.inf)
+    bad = np.zeros(H, np.float64)
+    for i in range(B):
+        for c in range(H):
+            gad[c] = 0.0
+            a_next[c] = 0.0
+        for t in range(T - 1, -1, -1):
+            prev = h[i, t - 1] if t > 0 else h0[i]
+            has_prev = t > 0 or has_h0
+            for c in range(H):
+                kz, kh, d = np.float64(k_z[i, t, c]), np.float64(k_h[i, t, c]), np.float64(dh[i, t, c])
+                bad[c] += 0.0 * kz + 0.0 * kh + 0.0 * d
+                zc, ac = _update_gate(kz)
+                g, dlg = _candidate(kh)
+                gc = d + a_next[c] * gad[c]
+                hp = np.float64(prev[c]) if has_prev else 0.0
+                da = gc * ac * hp
+                b = zc * g
+                db = gc * b
+                dk_z[i, t, c] = db * ac - da * zc
+                dk_h[i, t, c] = db * dlg
+                lo[c] = min(lo[c], b)
+                gad[c] = gc
+                a_next[c] = ac
+    return all_zero(bad) and np.min(lo) >= tiny
+
+
+@njit(cache=True, inline="always")
+def _normalised(kf, ki):
+    """(f', i') = (C, A) / (A + C) with A = 1 + e^{−k_f}, C = 1 + e^{−k_i} scaled by e^{−m}, m = max(0, −k_f, −k_i)
+    (``_gates_numba.minlstm_gates``: three exps, no overflow, exact when both gates underflow)."""
+    u, v = -kf, -ki
+    m = max(max(u, v), 0.0)
+    e0 = exp_nonpositive(-m)
+    A = e0 + exp_nonpositive(u - m)
+    C = e0 + exp_nonpositive(v - m)
+    r = 1.0 / (A + C)
+    return C * r, A * r
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def minlstm_log_linear_into(k_f, k_i, k_h, h0, has_h0, tiny, f_n, i_n, h_tilde, h, log_h):
+    """Log-space minLSTM: f', i' (normalised gates), h̃ = g(k_h), h_t = f'_t h_{t−1} + i'_t h̃_t from h0, the state
+    in float64; writes f_n, i_n, h_tilde, h and log h. Returns as ``mingru_log_linear_into``."""
+    B, T, H = k_f.shape
+    s, a, b = np.empty(H, np.float64), np.empty(H, np.float64), np.empty(H, np.float64)
+    lo = np.full(H, np.inf)
+    bad = np.zeros(H, np.float64)
+    for i in range(B):
+        for c in range(H):
+            s[c] = np.float64(h0[i, c]) if has_h0 else 0.0
+        for t in range(T):
+            for c in range(H):
+                kf, ki, kh = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]), np.float64(k_h[i, t, c])
+                bad[c] += 0.0 * kf + 0.0 * ki + 0.0 * kh
+                fc, ic = _normalised(kf, ki)
+                g, _ = _candidate(kh)
+                f_n[i, t, c] = fc
+                i_n[i, t, c] = ic
+                h_tilde[i, t, c] = g
+                a[c] = fc
+                b[c] = ic * g
+            _step_row(a, b, s, lo, h[i, t], log_h[i, t])
+    return all_zero(bad) and np.min(lo) >= tiny
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, h0, has_h0, tiny, dh, dk_f, dk_i, dk_h):
+    """Backward of ``minlstm_log_linear_into`` in one reverse pass: the adjoint g_t = dh_t + f'_{t+1} g_{t+1},
+    dlog a = g_t f'_t h_{t−1}, dlog b = g_t i'_t h̃_t, and the gates' backward of the log-space cell:
+    dδ = dlog b f' − dlog a i', dk_h = dlog b (log g)'(k_h), dk_f = −dδ σ(−k_f), dk_i = dδ σ(−k_i). f', i' are
+    the stored ones. Returns as ``mingru_log_linear_backward``."""
+    B, T, H = k_f.shape
+    gad, a_next = np.empty(H, np.float64), np.empty(H, np.float64)
+    lo = np.full(H, np.inf)
+    bad = np.zeros(H, np.float64)
+    for i in range(B):
+        for c in range(H):
+            gad[c] = 0.0
+            a_next[c] = 0.0
+        for t in range(T - 1, -1, -1):
+            prev = h[i, t - 1] if t > 0 else h0[i]
+            has_prev = t > 0 or has_h0
+            for c in range(H):
+                kf, ki, kh = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]), np.float64(k_h[i, t, c])
+                d = np.float64(dh[i, t, c])
+                bad[c] += 0.0 * kf + 0.0 * ki + 0.0 * kh + 0.0 * d
+                fc, ic = np.float64(f_n[i, t, c]), np.float64(i_n[i, t, c])
+                g, dlg = _candidate(kh)
+                gc = d + a_next[c] * gad[c]
+                hp = np.float64(prev[c]) if has_prev else 0.0
+                da = gc * fc * hp
+                b = ic * g
+                db = gc * b
+                dd = db * fc - da * ic
+                dk_h[i, t, c] = db * dlg
+                ef = exp_nonpositive(-abs(kf))
+                ei = exp_nonpositive(-abs(ki))
+                dk_f[i, t, c] = -dd * (ef / (1.0 + ef) if kf >= 0.0 else 1.0 / (1.0 + ef))
+                dk_i[i, t, c] = dd * (ei / (1.0 + ei) if ki >= 0.0 else 1.0 / (1.0 + ei))
+                lo[c] = min(lo[c], b)
+                gad[c] = gc
+                a_next[c] = fc
+    return all_zero(bad) and np.min(lo) >= tiny
