@@ -10,8 +10,9 @@ from minimal.cells import _gates, mingru, minlstm
 
 def test_log_normal_matches_numpy_to_a_few_ulp():
     x = np.concatenate([0.5 + np.linspace(0.0, 10.0, 10_001), np.geomspace(0.5, 1e300, 5_001),
-                        np.array([0.5, 1.0, np.sqrt(2.0), 2.0, 1e38])])
-    got = np.array([gn._log_normal(v) for v in x])
+                        np.geomspace(np.finfo(np.float64).tiny, 0.5, 5_001), np.linspace(1e-3, 1.0, 5_001),
+                        np.array([0.5, 1.0, np.sqrt(2.0), 2.0, 1e38, np.finfo(np.float32).tiny])])
+    got = np.array([gn.log_normal(v) for v in x])
     np.testing.assert_allclose(got, np.log(x), rtol=4e-16, atol=4e-16)
 
 

@@ -72,7 +72,7 @@ def _g_and_log_g_both_branches(k):
         eh = exp_nonpositive(-abs(kh))
         pos = kh >= 0.0
         g[j] = kh + 0.5 if pos else eh / (1.0 + eh)
-        log_g[j] = gn._log_normal(max(kh, 0.0) + 0.5) if pos else kh - log1p_unit(eh)
+        log_g[j] = gn.log_normal(max(kh, 0.0) + 0.5) if pos else kh - log1p_unit(eh)
     return g, log_g
 
 

@@ -18,7 +18,7 @@ from numba import njit
 from ..scan.numba_log import exp_nonpositive, log1p_unit
 
 __all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "mingru_gates", "mingru_log_gates",
-           "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients", "dlog_g"]
+           "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients", "dlog_g", "log_normal"]
 
 _LN2 = 6.93147180559945309417e-01
 _MANTISSA = np.int64(0x000FFFFFFFFFFFFF)
@@ -41,8 +41,9 @@ def _log_normal_parts(x):
 
 
 @njit(cache=True, inline="always")
-def _log_normal(x):
-    """log x for a positive normal float64 x (here x >= 1/2) to a few ulp, vectorisable (``_log_normal_parts``)."""
+def log_normal(x):
+    """log x for a positive normal float64 x (here x >= 1/2; ``_min_log_linear``: a state >= the storage dtype's
+    smallest normal number) to a few ulp, vectorisable (``_log_normal_parts``)."""
     e, u = _log_normal_parts(x)
     return e * _LN2 + log1p_unit(u)
 
@@ -66,7 +67,7 @@ def _g_and_log_g(kh):
     eh = exp_nonpositive(-abs(kh))
     pos = kh >= 0.0
     g = kh + 0.5 if pos else eh / (1.0 + eh)
-    # log(k + 1/2) = e ln 2 + log1p(m − 1) (``_log_normal``) or log σ(k) = k − log1p(e^k): one log1p of the
+    # log(k + 1/2) = e ln 2 + log1p(m − 1) (``log_normal``) or log σ(k) = k − log1p(e^k): one log1p of the
     # selected argument, not one per branch (both evaluated, one kept); equal to an ulp in float64
     # (tests/test_log_space_kernels.py), 10 % off the minGRU log-space gates (timed once, (64, 64, 192) float32)
     e, u = _log_normal_parts(max(kh, 0.0) + 0.5)

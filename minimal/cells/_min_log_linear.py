@@ -27,7 +27,7 @@ from numba import njit
 
 from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive
-from ._gates_numba import _log_normal
+from ._gates_numba import log_normal
 
 __all__ = ["tiny", "mingru_log_linear_into", "mingru_log_linear_backward", "minlstm_log_linear_into",
            "minlstm_log_linear_backward"]
@@ -63,7 +63,7 @@ def _step_row(a, b, s, lo, h, log_h):
         v = a[c] * s[c] + b[c]
         s[c] = v
         h[c] = v
-        log_h[c] = _log_normal(max(v, 1e-300))      # v >= tiny when the kernel returns True
+        log_h[c] = log_normal(max(v, 1e-300))      # v >= tiny when the kernel returns True
         lo[c] = min(lo[c], b[c])
 
 

@@ -58,16 +58,25 @@ def checkpoint_folder():
 
 def _teacher_student_paper_optimiser():
     """``teacher_student.run(Config.paper_optimiser(steps=PAPER_STEPS))``: the paper's optimiser for the paper's
-    781,250 steps (CPU-hours: the 120k-step run's seconds per step are in its sidecar,
+    781,250 steps (CPU-hours: the seconds per step of the last stretch are in the sidecar,
     ``data/zucchet/teacher_student_paper_optimiser_full.json``), checkpointed every 5,000 steps in
-    ``checkpoint_folder()``."""
+    ``checkpoint_folder()``, with float32 subnormals flushed to zero (``minimal.run.speed.flush_subnormals``,
+    JAX's CPU arithmetic: the paper's runs are JAX). The sidecar's ``subnormals_flushed_from_step`` says from
+    which step: the committed run trained its first 500,000 steps without flushing (several times slower per step
+    by then: the module docstring of ``speed``) and was resumed from that checkpoint with it."""
     from ..experiments.zucchet import teacher_student as TS
+    from ..run import checkpoint, speed
 
     folder = checkpoint_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    return TS.run(TS.Config.paper_optimiser(steps=PAPER_STEPS), progress=sys.stderr.isatty(),
-                  save_weights_path=data_path("zucchet", "teacher_student_paper_optimiser_full.npz"),
-                  checkpoint_path=folder / f"teacher_student_paper_optimiser_{PAPER_STEPS}.ckpt.npz")
+    ckpt = folder / f"teacher_student_paper_optimiser_{PAPER_STEPS}.ckpt.npz"
+    first = checkpoint.load_checkpoint(ckpt).step if ckpt.exists() else 0
+    flushed = speed.flush_subnormals()
+    weights = data_path("zucchet", "teacher_student_paper_optimiser_full.npz")
+    out = TS.run(TS.Config.paper_optimiser(steps=PAPER_STEPS), progress=sys.stderr.isatty(),
+                 save_weights_path=weights, checkpoint_path=ckpt)
+    io.update_meta(weights, {"subnormals_flushed_from_step": first if flushed else None})
+    return out
 
 
 FILES = {   # data/<NAME>.*: what writes it
