@@ -51,8 +51,10 @@ def _candidate(kh):
 def _update_gate(kz):
     """(z, 1 − z) = (σ(k_z), σ(−k_z)), each from exp(−|k_z|) without cancellation."""
     e = exp_nonpositive(-abs(kz))
-    big, small = 1.0 / (1.0 + e), e / (1.0 + e)
-    return (big, small) if kz >= 0.0 else (small, big)
+    big = 1.0 / (1.0 + e)
+    small = e * big
+    pos = kz >= 0.0
+    return (big if pos else small), (small if pos else big)    # two selects, no branch
 
 
 @njit(cache=True, inline="always")
