@@ -113,7 +113,8 @@ def test_every_experiment_of_every_work_has_page_notes_or_its_own():
         for name in names:
             page = notes.page(work, name)
             assert set(page) <= {"NOTES", "QUICK_UNREACHABLE", "BETTER", "METRICS", "QUICK_MISSES", "LESSON",
-                                 "CLOSED_FORM"}, (work, name)
+                                 "CLOSED_FORM", "PAGE_TABLES"}, (work, name)
+            assert callable(page.get("PAGE_TABLES", callable))
             assert all(v in ("lower", "higher") for v in page.get("BETTER", {}).values())
     assert set(notes.PAGES) <= {f"{w}.{n}" for w, ns in MODULES.items() for n in ns}
 

@@ -269,3 +269,29 @@ def test_the_results_page_shows_fig_3c_as_numbers_per_seed_from_the_job_files(co
         mean = {m: np.mean([z for _, _, z, _ in v]) for (g, m), v in runs.items() if g == grid}
         assert f"{min(mean, key=mean.get)} in the {name} grid" in text
     assert ("App. B.1", "lsa_2") in rows and ("default", "gril_1") in rows
+
+
+def test_the_teacher_student_page_shows_table_1_for_app_b1_s_optimiser_from_its_sidecar():
+    """The paper-optimiser run's Table 1 quantities on the teacher-student page are those its committed sidecar
+    keeps (notebook zucchet_d, Sec. 9, checks them against a fresh analysis of the committed weights), beside
+    Table 1 and this run's, with the run's own optimiser, step count and the step from which it flushed
+    subnormals."""
+    from minimal.experiments.notes import zucchet as NZ
+    from minimal.experiments.zucchet.teacher_student import PAPER
+    from minimal.run import io
+
+    path = data_path("zucchet", "teacher_student_paper_optimiser_full.npz")
+    meta = io.load_meta(path) if path.exists() else {}
+    if "relative_loss" not in meta:
+        pytest.skip("the paper-optimiser run's analysis is not in its committed sidecar")
+    ours = {key: 0.5 for _, key in NZ._TABLE1}
+    [table] = NZ.PAGES["zucchet.teacher_student"]["PAGE_TABLES"](ours)
+    assert table["header"][-1] == f"App. B.1's optimiser, {meta['config']['steps']:,} steps"
+    assert [row[0] for row in table["rows"]] == [label for label, _ in NZ._TABLE1]
+    for row, (_, key) in zip(table["rows"], NZ._TABLE1):
+        assert row[1:] == [PAPER.get(key, "—"), 0.5, meta[key]]
+    assert f"for the paper's {meta['config']['steps']:,} steps" in table["text"]
+    assert f"lr {meta['config']['lr']:g} cosine-annealed to {meta['config']['final_lr']:g}" in table["text"]
+    flushed = meta["subnormals_flushed_from_step"]
+    assert (f"From step {flushed:,} on, float32 subnormals" in table["text"]) == (isinstance(flushed, int)
+                                                                                and flushed > 0)

@@ -62,8 +62,9 @@ def _teacher_student_paper_optimiser():
     ``data/zucchet/teacher_student_paper_optimiser_full.json``), checkpointed every 5,000 steps in
     ``checkpoint_folder()``, with float32 subnormals flushed to zero (``minimal.run.speed.flush_subnormals``,
     JAX's CPU arithmetic: the paper's runs are JAX). The sidecar's ``subnormals_flushed_from_step`` says from
-    which step: the committed run trained its first 500,000 steps without flushing (several times slower per step
-    by then: the module docstring of ``speed``) and was resumed from that checkpoint with it."""
+    which step: the committed run trained its first 505,157 steps without flushing (several times slower per step
+    by then: the module docstring of ``speed``) and was resumed from that checkpoint with it. The sidecar also
+    keeps the run's analysis (``PAPER_OPTIMISER_METRICS``), which the results page shows."""
     from ..experiments.zucchet import teacher_student as TS
     from ..run import checkpoint, speed
 
@@ -75,8 +76,15 @@ def _teacher_student_paper_optimiser():
     weights = data_path("zucchet", "teacher_student_paper_optimiser_full.npz")
     out = TS.run(TS.Config.paper_optimiser(steps=PAPER_STEPS), progress=sys.stderr.isatty(),
                  save_weights_path=weights, checkpoint_path=ckpt)
-    io.update_meta(weights, {"subnormals_flushed_from_step": first if flushed else None})
+    io.update_meta(weights, {**{k: out[k] for k in PAPER_OPTIMISER_METRICS},
+                             "subnormals_flushed_from_step": first if flushed else None})
     return out
+
+
+# what the sidecar of the paper-optimiser run keeps of its analysis (``teacher_student.analyse``), for the results
+# page and notebook zucchet_d (Sec. 9)
+PAPER_OPTIMISER_METRICS = ("loss", "relative_loss", "kv_score", "q_score", "poly_distance", "hidden_removed",
+                           "gates_removed", "n_kv", "n_q", "n_other")
 
 
 FILES = {   # data/<NAME>.*: what writes it

@@ -14,7 +14,8 @@ Every work's page has the same sections, so a reader knows where to look:
 
    Between the claims and the notes, "Figures of the paper, as numbers": the tables an experiment builds from its
    metrics (``PAGE_TABLES``: metrics -> a list of ``{"title", "text", "header", "rows"}``) for a result the paper
-   shows only as a figure, so that a yes / no claim about it stands beside the numbers behind it.
+   shows only as a figure, so that a yes / no claim about it stands beside the numbers behind it, or for a run of
+   the paper's own set-up beside ours.
 3. What a quick run is expected to miss (each experiment's ``QUICK_MISSES``).
 4. Metric definitions (``METRICS``: key -> definition; the generic ones and a key's name for a reader:
    ``minimal.run.metric_keys``), then links to the figures and to ``measurements.md``:
@@ -340,7 +341,8 @@ def render(work, quick, results, modules, out_dir=".", measurements="measurement
     figures = tables(results, modules, pages)
     if figures:
         parts += ["## Figures of the paper, as numbers", "",
-                  "Results the paper shows only as a figure: the numbers behind our side of it (not judged).", ""]
+                  "Results the paper shows only as a figure, and runs at the paper's own set-up beside ours: the "
+                  "numbers behind our side (not judged).", ""]
         for name, fig in figures:
             parts += _table_markdown(name, fig)
     parts += ["## Notes on the verdicts", ""]

@@ -19,6 +19,43 @@ _TS_WHY = ("the loss and the scores keep falling by orders of magnitude with tra
 _ICL_WHY = ("the loss and the one-token polynomial settle slowly; a quick run stops above one GD step's loss, with "
             "coefficients that have not reached η*.")
 
+# Table 1's quantities, in the order of notebook zucchet_d's Sec. 9 table
+_TABLE1 = (("loss (MSE)", "loss"), ("relative loss", "relative_loss"), ("KV score", "kv_score"),
+           ("Q score", "q_score"), ("polynomial distance", "poly_distance"),
+           ("recurrent neurons removed", "hidden_removed"), ("output gates removed", "gates_removed"),
+           ("key-value neurons kept", "n_kv"), ("query neurons kept", "n_q"), ("other neurons kept", "n_other"))
+
+
+def _paper_optimiser_table(metrics):
+    """Table 1 for the run of App. B.1's own optimiser (the committed
+    ``data/zucchet/teacher_student_paper_optimiser_full.*``, whose sidecar keeps its analysis: written by
+    ``python -m minimal.reproduce.extra zucchet/teacher_student_paper_optimiser_full``) beside this run and the
+    paper's; no table when that file or its analysis is missing."""
+    from ...data import data_path
+    from ...run import io
+    from ..zucchet.teacher_student import PAPER
+
+    try:
+        meta = io.load_meta(data_path("zucchet", "teacher_student_paper_optimiser_full.npz"))
+    except (FileNotFoundError, ValueError):
+        return []
+    if not all(key in meta for _, key in _TABLE1):
+        return []
+    config, flushed = meta["config"], meta.get("subnormals_flushed_from_step")
+    text = (f"App. B.1's optimiser (AdamW, lr {config['lr']:g} cosine-annealed to {config['final_lr']:g}, weight "
+            f"decay {config['weight_decay']:g} throughout, no warm-up) for the paper's {config['steps']:,} steps, "
+            "beside this run (Config(): lr 1.5e-2, weight decay 0.3 for its first 6,000 steps, then none) and "
+            "Table 1. Pruning at 1e-3 of each matrix's largest entry, as for ours."
+            + (f" From step {flushed:,} on, float32 subnormals were flushed to zero, the arithmetic of JAX on the "
+               "CPU (the paper's framework), which left the earlier steps several times slower."
+               if isinstance(flushed, int) and flushed > 0 else "")
+            + " Notebook zucchet_d, Sec. 9.")
+    rows = [[label, PAPER.get(key, "—"), metrics.get(key, "—"), meta[key]] for label, key in _TABLE1]
+    return [{"title": "Table 1 with App. B.1's optimiser", "text": text,
+             "header": ["quantity", "paper (Table 1)", "this run", f"App. B.1's optimiser, {config['steps']:,} steps"],
+             "rows": rows}]
+
+
 PAGES = {
     "zucchet.teacher_student": {
         "METRICS": {
@@ -39,6 +76,7 @@ PAGES = {
         "QUICK_UNREACHABLE": ("loss", "kv_score", "q_score", "poly_distance", "hidden_removed", "gates_removed",
                               "n_kv", "n_q"),
         "NOTES": {"*": _zucchet_steps("~781,000, App. B.1", _TS_WHY)},
+        "PAGE_TABLES": lambda metrics: _paper_optimiser_table(metrics),
     },
     "zucchet.icl": {
         "METRICS": {
