@@ -91,3 +91,27 @@ def test_a_coefficient_below_the_normal_range_leaves_the_cell_to_the_log_space_p
 def test_tiny_is_the_storage_dtypes_smallest_normal_number():
     assert L.tiny(np.zeros(1, np.float32)) == np.finfo(np.float32).tiny
     assert L.tiny(np.zeros(1, np.float64)) == np.finfo(np.float64).tiny
+
+
+@CELLS
+def test_no_hidden_unit_runs_in_log_space(rng, cell):
+    """H = 0 (params cut to no row; ``init`` itself asks for H >= 1): the forward gives the (B, T, 0) states, as
+    the log-space pass does (the kernel's check holds over no channel)."""
+    params = {k: v[:0] for k, v in cell.init(rng, 3, 2).items()}
+    x = rng.standard_normal((2, 4, 3))
+    assert _kernel_accepts(cell, params, x, None)
+    h, cache = cell.forward(params, x, log_space=True)
+    assert h.shape == (2, 4, 0) and cache.log_h.shape == (2, 4, 0)
+
+
+def test_the_cached_log_h_is_log_h_down_to_float64_s_smallest_normal_number(rng):
+    """A float64 minGRU state of ~1e-305 (k_z = −702: b_t = z_t h̃_t above float64's tiny, so the linear form
+    keeps it) caches log h = log(h), not the log of a clamped value."""
+    params = mingru.init(rng, 2, 3)
+    params["b_z"][:] = -702.0
+    params["W_z"][:] = 0.0
+    x = rng.standard_normal((1, 5, 2))
+    assert _kernel_accepts(mingru, params, x, None)
+    h, cache = mingru.forward(params, x, log_space=True)
+    assert h.max() < 1e-300 and h.min() > np.finfo(np.float64).tiny
+    np.testing.assert_allclose(cache.log_h, np.log(h), rtol=1e-14)

@@ -38,6 +38,18 @@ def tiny(k):
     return float(np.finfo(k.dtype).tiny)
 
 
+_TINY64 = float(np.finfo(np.float64).tiny)
+
+
+@njit(cache=True, inline="always")
+def _at_least(lo, tiny):
+    """Whether every entry of ``lo`` is >= ``tiny`` (True for no entry: H = 0)."""
+    for v in lo:
+        if not v >= tiny:
+            return False
+    return True
+
+
 @njit(cache=True, inline="always")
 def _candidate(kh):
     """(g(k_h), (log g)'(k_h)) from exp(−|k_h|): k + 1/2 and 1 / (k + 1/2) for k >= 0, σ(k) and σ(−k) for k < 0."""
@@ -65,7 +77,7 @@ def _step_row(a, b, s, lo, h, log_h):
         v = a[c] * s[c] + b[c]
         s[c] = v
         h[c] = v
-        log_h[c] = log_normal(max(v, 1e-300))      # v >= tiny when the kernel returns True
+        log_h[c] = log_normal(max(v, _TINY64))     # v >= tiny when the kernel returns True
         lo[c] = min(lo[c], b[c])
 
 
@@ -91,7 +103,7 @@ def mingru_log_linear_into(k_z, k_h, h0, has_h0, tiny, z, h_tilde, h, log_h):
                 h_tilde[i, t, c] = g
                 b[c] = zc * g
             _step_row(a, b, s, lo, h[i, t], log_h[i, t])
-    return all_zero(bad) and np.min(lo) >= tiny
+    return all_zero(bad) and _at_least(lo, tiny)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -99,7 +111,8 @@ def mingru_log_linear_backward(k_z, k_h, h, h0, has_h0, tiny, dh, dk_z, dk_h):
     """Backward of ``mingru_log_linear_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
     g_t = dh_t + (1 − z_{t+1}) g_{t+1} in float64, dlog a = g_t (1 − z_t) h_{t−1}, dlog b = g_t z_t h̃_t, and the
     gates' backward of the log-space cell: dk_z = dlog b (1 − z) − dlog a z, dk_h = dlog b (log g)'(k_h). Returns
-    the forward's check (the same inputs give the same answer) and whether every dh was finite."""
+    the forward's check (z recomputed in float64 from the same k_z: the same answer) and whether every dh was
+    finite."""
     B, T, H = k_z.shape
     gad, a_next = np.empty(H, np.float64), np.empty(H, np.float64)    # g_{t+1}, a_{t+1}
     lo = np.full(H, np.inf)
@@ -126,7 +139,7 @@ def mingru_log_linear_backward(k_z, k_h, h, h0, has_h0, tiny, dh, dk_z, dk_h):
                 lo[c] = min(lo[c], b)
                 gad[c] = gc
                 a_next[c] = ac
-    return all_zero(bad) and np.min(lo) >= tiny
+    return all_zero(bad) and _at_least(lo, tiny)
 
 
 @njit(cache=True, inline="always")
@@ -165,7 +178,7 @@ def minlstm_log_linear_into(k_f, k_i, k_h, h0, has_h0, tiny, f_n, i_n, h_tilde, 
                 a[c] = fc
                 b[c] = ic * g
             _step_row(a, b, s, lo, h[i, t], log_h[i, t])
-    return all_zero(bad) and np.min(lo) >= tiny
+    return all_zero(bad) and _at_least(lo, tiny)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -173,7 +186,9 @@ def minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, h0, has_h0, tiny, dh
     """Backward of ``minlstm_log_linear_into`` in one reverse pass: the adjoint g_t = dh_t + f'_{t+1} g_{t+1},
     dlog a = g_t f'_t h_{t−1}, dlog b = g_t i'_t h̃_t, and the gates' backward of the log-space cell:
     dδ = dlog b f' − dlog a i', dk_h = dlog b (log g)'(k_h), dk_f = −dδ σ(−k_f), dk_i = dδ σ(−k_i). f', i' are
-    the stored ones. Returns as ``mingru_log_linear_backward``."""
+    the stored ones, so the check on b = i' h̃ reads i' in the storage dtype where the forward read it in float64:
+    at the boundary the two may choose differently, and either backward is the adjoint of the cached h (the log
+    pass's reads the cached log h, the same states). Returns the check and whether every dh was finite."""
     B, T, H = k_f.shape
     gad, a_next = np.empty(H, np.float64), np.empty(H, np.float64)
     lo = np.full(H, np.inf)
@@ -205,4 +220,4 @@ def minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, h0, has_h0, tiny, dh
                 lo[c] = min(lo[c], b)
                 gad[c] = gc
                 a_next[c] = fc
-    return all_zero(bad) and np.min(lo) >= tiny
+    return all_zero(bad) and _at_least(lo, tiny)
