@@ -17,7 +17,7 @@ from numba import njit
 
 from ..scan.numba_log import exp_nonpositive, log1p_unit
 
-__all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "mingru_gates", "mingru_log_gates",
+__all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "normalised_scaled", "mingru_gates", "mingru_log_gates",
            "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients", "dlog_g", "log_normal"]
 
 _LN2 = 6.93147180559945309417e-01
@@ -58,7 +58,8 @@ def _softplus_neg(k):
 def sigmoid_neg(k):
     """σ(−k) = 1 / (1 + e^k), from e = exp(−|k|) <= 1 (no overflow)."""
     e = exp_nonpositive(-abs(k))
-    return e / (1.0 + e) if k >= 0.0 else 1.0 / (1.0 + e)
+    # one division of a selected numerator: a select of two divisions computed both (1.1x slower backward)
+    return (e if k >= 0.0 else 1.0) / (1.0 + e)
 
 
 @njit(cache=True, inline="always")
@@ -109,19 +110,32 @@ def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b):
     Here no log is needed: with f = 1 / A, i = 1 / C (A = 1 + e^{−k_f}, C = 1 + e^{−k_i}), f' = C / (A + C) and
     i' = A / (A + C). Both A and C are scaled by e^{−m}, m = max(0, −k_f, −k_i), so that every exponent is <= 0
     and the larger of the scaled A, C is >= 1: no overflow, and when both gates underflow (k_f, k_i << 0)
-    f' = e^{k_f} / (e^{k_f} + e^{k_i}) = σ(k_f − k_i) exactly as the δ form gives, from three exps and one
-    division (the δ form: three exps, two log1p and three divisions)."""
+    f' = e^{k_f} / (e^{k_f} + e^{k_i}) = σ(k_f − k_i) exactly as the δ form gives, from two exps and one
+    division (``normalised_scaled``; the δ form: three exps, two log1p and three divisions)."""
     for j in range(k_f.shape[0]):
-        u, v = -np.float64(k_f[j]), -np.float64(k_i[j])
-        m = max(max(u, v), 0.0)
-        e0 = exp_nonpositive(-m)
-        A = e0 + exp_nonpositive(u - m)          # e^{−m} (1 + e^{−k_f})
-        C = e0 + exp_nonpositive(v - m)          # e^{−m} (1 + e^{−k_i})
-        r = 1.0 / (A + C)
-        ij = A * r
-        f_n[j] = C * r
+        fj, ij = normalised_scaled(np.float64(k_f[j]), np.float64(k_i[j]))
+        f_n[j] = fj
         i_n[j] = ij
         b[j] = ij * np.float64(k_h[j])
+
+
+@njit(cache=True, inline="always")
+def normalised_scaled(kf, ki):
+    """(f', i') = (C, A) / (A + C) of ``minlstm_gates``: A = e^{−m} (1 + e^{−k_f}), C = e^{−m} (1 + e^{−k_i}),
+    m = max(0, −k_f, −k_i). Of the three exponents −m, −k_f − m, −k_i − m the largest is exactly 0, so its exp is
+    exactly 1 and two exps are taken, of the other two (chosen by selects, not branches, so that the loop stays
+    vectorised): the same numbers, bit for bit, as three exps (1.4x faster, timed once at (64, 64, 192) float32).
+    A NaN gives NaN."""
+    u, v = -kf, -ki
+    zero_max = u <= 0.0 and v <= 0.0          # m = 0
+    u_max = u >= v                            # else m = −k_f (u_max) or −k_i
+    eP = exp_nonpositive(u if zero_max else (-u if u_max else u - v))
+    eQ = exp_nonpositive(v if zero_max else (v - u if u_max else -v))
+    e0 = 1.0 if zero_max else (eP if u_max else eQ)           # e^{−m}
+    A = e0 + (eP if zero_max or not u_max else 1.0)          # e^{−m} + e^{−k_f − m}
+    C = e0 + (eQ if zero_max or u_max else 1.0)              # e^{−m} + e^{−k_i − m}
+    r = 1.0 / (A + C)
+    return C * r, A * r
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -159,7 +173,7 @@ def minlstm_gates_backward(d_a, d_b, f_n, i_n, k_f, k_i, k_h, log_space, dk_f, d
 def sigmoid(k):
     """σ(k) from e = exp(−|k|) <= 1 (no overflow)."""
     e = exp_nonpositive(-abs(k))
-    return 1.0 / (1.0 + e) if k >= 0.0 else e / (1.0 + e)
+    return (1.0 if k >= 0.0 else e) / (1.0 + e)        # one division, as ``sigmoid_neg``
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -179,7 +193,7 @@ def mingru_log_gates(k_z, k_h, z, log_a, log_b, h_tilde):
     for j in range(k_z.shape[0]):
         kz = np.float64(k_z[j])
         e = exp_nonpositive(-abs(kz))
-        z[j] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)     # σ(k_z), as ``sigmoid``
+        z[j] = (1.0 if kz >= 0.0 else e) / (1.0 + e)     # σ(k_z), as ``sigmoid``
         log_a[j], log_b[j], h_tilde[j] = log_coefficients(kz, e, np.float64(k_h[j]))
 
 

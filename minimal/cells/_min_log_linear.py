@@ -27,7 +27,7 @@ from numba import njit
 
 from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive
-from ._gates_numba import log_normal
+from ._gates_numba import log_normal, normalised_scaled
 
 __all__ = ["tiny", "mingru_log_linear_into", "mingru_log_linear_backward", "minlstm_log_linear_into",
            "minlstm_log_linear_backward"]
@@ -142,19 +142,6 @@ def mingru_log_linear_backward(k_z, k_h, h, h0, has_h0, tiny, dh, dk_z, dk_h):
     return all_zero(bad) and _at_least(lo, tiny)
 
 
-@njit(cache=True, inline="always")
-def _normalised(kf, ki):
-    """(f', i') = (C, A) / (A + C) with A = 1 + e^{−k_f}, C = 1 + e^{−k_i} scaled by e^{−m}, m = max(0, −k_f, −k_i)
-    (``_gates_numba.minlstm_gates``: three exps, no overflow, exact when both gates underflow)."""
-    u, v = -kf, -ki
-    m = max(max(u, v), 0.0)
-    e0 = exp_nonpositive(-m)
-    A = e0 + exp_nonpositive(u - m)
-    C = e0 + exp_nonpositive(v - m)
-    r = 1.0 / (A + C)
-    return C * r, A * r
-
-
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def minlstm_log_linear_into(k_f, k_i, k_h, h0, has_h0, tiny, f_n, i_n, h_tilde, h, log_h):
     """Log-space minLSTM: f', i' (normalised gates), h̃ = g(k_h), h_t = f'_t h_{t−1} + i'_t h̃_t from h0, the state
@@ -170,7 +157,7 @@ def minlstm_log_linear_into(k_f, k_i, k_h, h0, has_h0, tiny, f_n, i_n, h_tilde, 
             for c in range(H):
                 kf, ki, kh = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]), np.float64(k_h[i, t, c])
                 bad[c] += 0.0 * kf + 0.0 * ki + 0.0 * kh
-                fc, ic = _normalised(kf, ki)
+                fc, ic = normalised_scaled(kf, ki)
                 g, _ = _candidate(kh)
                 f_n[i, t, c] = fc
                 i_n[i, t, c] = ic
@@ -215,8 +202,8 @@ def minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, h0, has_h0, tiny, dh
                 dk_h[i, t, c] = db * dlg
                 ef = exp_nonpositive(-abs(kf))
                 ei = exp_nonpositive(-abs(ki))
-                dk_f[i, t, c] = -dd * (ef / (1.0 + ef) if kf >= 0.0 else 1.0 / (1.0 + ef))
-                dk_i[i, t, c] = dd * (ei / (1.0 + ei) if ki >= 0.0 else 1.0 / (1.0 + ei))
+                dk_f[i, t, c] = -dd * ((ef if kf >= 0.0 else 1.0) / (1.0 + ef))      # σ(−k_f), ``sigmoid_neg``
+                dk_i[i, t, c] = dd * ((ei if ki >= 0.0 else 1.0) / (1.0 + ei))
                 lo[c] = min(lo[c], b)
                 gad[c] = gc
                 a_next[c] = fc

@@ -20,7 +20,7 @@ from numba import njit
 
 from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive, logaddexp
-from ._gates_numba import dlog_g, log_coefficients, normalised, sigmoid, sigmoid_neg
+from ._gates_numba import dlog_g, log_coefficients, normalised, normalised_scaled, sigmoid, sigmoid_neg
 
 __all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "minlstm_scan_backward",
            "mingru_log_scan_into", "mingru_log_scan_backward", "minlstm_log_scan_into", "minlstm_log_scan_backward"]
@@ -91,14 +91,8 @@ def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, h):
             prev[c] = h0[i, c]
         for t in range(T):
             for c in range(H):
-                u, v = -np.float64(k_f[i, t, c]), -np.float64(k_i[i, t, c])
-                m = max(max(u, v), 0.0)
-                e0 = exp_nonpositive(-m)
-                A = e0 + exp_nonpositive(u - m)
-                C = e0 + exp_nonpositive(v - m)
-                r = 1.0 / (A + C)
-                ic = A * r
-                f_n[i, t, c] = C * r
+                fc, ic = normalised_scaled(np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]))
+                f_n[i, t, c] = fc
                 i_n[i, t, c] = ic
                 b[c] = ic * np.float64(k_h[i, t, c])
             for c in range(H):
@@ -191,7 +185,7 @@ def mingru_log_scan_into(k_z, k_h, log_h0, has_h0, z, h_tilde, log_h):
             for c in range(H):
                 kz = np.float64(k_z[i, t, c])
                 e = exp_nonpositive(-abs(kz))
-                z[i, t, c] = 1.0 / (1.0 + e) if kz >= 0.0 else e / (1.0 + e)
+                z[i, t, c] = (1.0 if kz >= 0.0 else e) / (1.0 + e)
                 la[c], lb[c], h_tilde[i, t, c] = log_coefficients(kz, e, np.float64(k_h[i, t, c]))
             _log_scan_row(la, lb, log_h0[i], has_h0, t == 0, prev, bad, log_h[i, t])
     return all_zero(bad)

@@ -29,7 +29,7 @@ def _s(u):
     """σ(2y), y = c (u + a u^3)."""
     y = _C * (u + _A * u * u * u)
     e = exp_nonpositive(-2.0 * abs(y))
-    return 1.0 / (1.0 + e) if y >= 0.0 else e / (1.0 + e)
+    return (1.0 if y >= 0.0 else e) / (1.0 + e)     # one division of a selected numerator
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
