@@ -94,14 +94,22 @@ def test_tiny_is_the_storage_dtypes_smallest_normal_number():
 
 
 @CELLS
-def test_no_hidden_unit_runs_in_log_space(rng, cell):
+@pytest.mark.parametrize("log_space", [True, False])
+def test_no_hidden_unit_runs_forward_and_backward(rng, cell, log_space):
     """H = 0 (params cut to no row; ``init`` itself asks for H >= 1): the forward gives the (B, T, 0) states, as
-    the log-space pass does (the kernel's check holds over no channel)."""
+    the log-space pass does (the kernel's check holds over no channel), and the backward a zero dx and empty
+    gradients of the params' shapes."""
     params = {k: v[:0] for k, v in cell.init(rng, 3, 2).items()}
     x = rng.standard_normal((2, 4, 3))
-    assert _kernel_accepts(cell, params, x, None)
-    h, cache = cell.forward(params, x, log_space=True)
-    assert h.shape == (2, 4, 0) and cache.log_h.shape == (2, 4, 0)
+    if log_space:
+        assert _kernel_accepts(cell, params, x, None)
+    h, cache = cell.forward(params, x, log_space=log_space)
+    assert h.shape == (2, 4, 0)
+    if log_space:
+        assert cache.log_h.shape == (2, 4, 0)
+    dx, grads = cell.backward(params, cache, np.zeros_like(h))
+    assert dx.shape == x.shape and not dx.any()
+    assert {k: g.shape for k, g in grads.items()} == {k: v.shape for k, v in params.items()}
 
 
 def test_the_cached_log_h_is_log_h_down_to_float64_s_smallest_normal_number(rng):

@@ -246,9 +246,10 @@ def affine_backward(params, x, dk):
     """Backward of k_n = Linear_n(x) for the gates n in ``dk`` ({n: dL/dk_n (B, T, H)}), in that order.
     Returns dx (B, T, D) = Σ_n dk_n W_n and the grads of W_n, b_n, with the keys of params."""
     grads, dx = {}, None
-    x2 = x.reshape(-1, x.shape[-1])
+    rows = int(np.prod(x.shape[:-1]))                # B T, written out: a reshape to -1 is ambiguous at H = 0
+    x2 = x.reshape(rows, x.shape[-1])
     for n, dk_n in dk.items():
-        dk2 = dk_n.reshape(-1, dk_n.shape[-1])       # (B T, H): one matrix product each, not B batched ones
+        dk2 = dk_n.reshape(rows, dk_n.shape[-1])     # (B T, H): one matrix product each, not B batched ones
         grads[f"W_{n}"] = dk2.T @ x2
         if f"b_{n}" in params:
             grads[f"b_{n}"] = dk2.sum(axis=0)
