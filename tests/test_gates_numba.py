@@ -1,6 +1,8 @@
 """The fused passes of minLSTM's and minGRU's gates (``minimal.cells._gates_numba``) and of GELU (``layers._gelu_numba``)
 against the NumPy formulas they replace (the cells with backend="numpy" and ``mlp.gelu`` / ``gelu_grad`` keep them
 as the reference), their float64 gradient checks, and the vectorisable log."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -156,17 +158,25 @@ def test_vanilla_cells_run_gates_and_scan_in_one_pass_and_equal_the_reference(rn
 
 
 @pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
-def test_the_one_pass_scan_reports_an_overflow_as_the_unfused_path_does(rng, cell):
-    """A state that overflows (float32 weights of 1e30) is reported by the same error as the unfused scan's."""
+@pytest.mark.parametrize("log_space", [False, True])
+def test_the_one_pass_scan_reports_an_overflow_as_the_unfused_path_does(rng, cell, log_space):
+    """A pre-activation that overflows (float32 weights of 1e30) is reported by the same error on every path,
+    naming x and the params (not the scan's internal b), with no NumPy warning before it."""
+    from minimal.validate import OverflowInputError
+
     params = cell.init(rng, 5, 7)
     params = {k: (v * 1e30 if k == "W_h" else v).astype(np.float32) for k, v in params.items()}
     x = rng.standard_normal((3, 9, 5)).astype(np.float32) * 1e9
     errors = []
-    for kw in ({}, {"method": "blelloch"}):
-        with pytest.raises(Exception) as e:
-            cell.forward(params, x, **kw)
-        errors.append((type(e.value), str(e.value)))
-    assert errors[0] == errors[1]
+    for kw in ({}, {"backend": "numpy"}) if log_space else ({}, {"method": "blelloch"}, {"backend": "numpy"}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(OverflowInputError) as e:
+                cell.forward(params, x, log_space=log_space, **kw)
+        errors.append(str(e.value))
+    assert len(set(errors)) == 1
+    assert errors[0].startswith("x has float32 values up to") and "W_h has float32 values up to" in errors[0]
+    assert "the gate pre-activations x W^T + b overflowed" in errors[0]
 
 
 @pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])

@@ -43,6 +43,7 @@ from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forwa
                      guarded_backward, initial_state, input_gates_init, input_gates_n_params, linear_scan_backward,
                      log_g, log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
                      scan_fused, step_loop)
+from ..validate import check_finite_result
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params"]
 
@@ -186,13 +187,15 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
     H, h0, mode, method, backend = check_forward("mingru.forward", params, GATES, x, h0, mode, log_space,
                                                  method, backend, out)
 
-    k_z = affine(params, x, "z")                        # (B, T, H)
-    k_h = affine(params, x, "h")                        # (B, T, H)
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is named below, not warned about
+        k_z, k_h = (affine(params, x, n) for n in GATES)   # (B, T, H) each
     if mode == "parallel" and scan_fused(log_space, method, backend):
         fused_out = _scan_fused(k_z, k_h, h0, log_space, out)
         if fused_out is not None:
             h, z, h_tilde, log_h = fused_out
             return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
+    # x and the params are finite, so a pre-activation that is not overflowed: named here, not as the scan's b
+    check_finite_result("the gate pre-activations x W^T + b", (k_z, k_h), {"x": x, **params})
     if mode == "parallel" and fused(backend):
         z, a, b, h_tilde = _fused_gates(k_z, k_h, log_space)
         h, log_h = parallel_scan(a, b, h0, log_space, method, backend, out)
