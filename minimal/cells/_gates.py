@@ -235,8 +235,9 @@ def guarded_backward(body, params, cache, dy):
 
 # --- the min cells: input-only gates, the step loop and the scans ---------------------------------------
 def affine(params, x, n):
-    """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H)."""
-    k = x @ params[f"W_{n}"].T
+    """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H); W_n^T copied contiguous first (NumPy's
+    stacked matmul with the transposed view: 2.1x slower at (64, 64, 32) x (32, 192) float32, the same numbers)."""
+    k = x @ np.ascontiguousarray(params[f"W_{n}"].T)
     if f"b_{n}" in params:
         k += params[f"b_{n}"]           # in place: no second (..., H) array
     return k
@@ -295,12 +296,12 @@ def initial_state(h0, k, log=False):
 
 
 def parallel_scan(a, b, h0, log_space, method, backend, out=None):
-    """The parallel mode's recurrence: ``linear_scan`` of (a, b), or in log space ``log_scan`` of (log a, log b)
-    passed as (a, b). Returns (h, log_h), log_h None when vanilla."""
+    """The parallel mode's recurrence: ``minimal.scan.linear_scan`` of (a, b) (h written into ``out`` when given),
+    or in log space ``log_scan`` of (log a, log b) passed as (a, b). Returns (h, log_h), log_h None when vanilla."""
     if log_space:
         log_h, h = log_scan(a, b, h0, backend, out)
         return h, log_h
-    return linear_scan(a, b, h0, method, backend, out), None
+    return scan.linear_scan(a, b, h0, method, backend, out=out), None
 
 
 def parallel_scan_backward(a, b, log_h, h, h0, dh, log_space, method, backend):
@@ -324,12 +325,6 @@ def bptt(a, h, h0, dh):
         db[:, t] = d
         carry = d * a[:, t]
     return da, db
-
-
-def linear_scan(a, b, h0, method, backend, out=None):
-    """h_t = a_t ⊙ h_{t−1} + b_t (``minimal.scan.linear_scan``): (B, T, H) arrays, h0 (B, H) or None; h is
-    written into ``out`` when given (the scan's own checks)."""
-    return scan.linear_scan(a, b, h0, method, backend, out=out)
 
 
 def linear_scan_backward(a, h, dh, h0, method, backend):
