@@ -13,7 +13,7 @@ The backward is the adjoint of the same recurrence, g_t = dL/dh_t + a_{t+1} g_{t
 dL/dlog a_t = g_t a_t h_{t−1} and dL/dlog b_t = g_t b_t: the log-space adjoint G_t = g_t h_t
 (``minimal.scan.log_scan_backward``) multiplied out. Per element, minGRU's forward takes two exps and one log
 (for the cached log h) where the log-space pass takes seven exps and log1ps, and its backward two exps where that
-takes up to seven; minLSTM's, four exps and a log against eleven, and three exps against thirteen. The values equal
+takes up to seven; minLSTM's, three exps and a log against eleven, and three exps against thirteen. The values equal
 the log pass's to float64 rounding (the log pass rounds log a, log b to the storage dtype first; these use a, b in
 float64): tests/test_min_log_linear.py.
 
