@@ -119,8 +119,8 @@ def test_a_missing_or_damaged_trend_file_is_named_not_skipped(tmp_path):
     files = [job_path(S.SWEEP.folder, S.SWEEP.job, j, name=S.SWEEP.name) for j in S.jobs(TR.CONFIGS[128])]
     for f in files[:2]:
         shutil.copy(f, tmp_path)
-    with pytest.raises(InputError, match=rf"T = 128: 1 of 3 job files do not read: .*{files[2].name} \(missing\)"
-                                         r".*--set T=128 kinds=mingru depths=1 log_space=true"):
+    with pytest.raises(InputError, match=rf"T = 128, 1 layer\(s\): 1 of 3 job files do not read: .*{files[2].name} "
+                                         r"\(missing\).*--set T=128 kinds=mingru depths=1 log_space=true"):
         TR.records(128, sweep_dir=str(tmp_path))
     assert not TR.finished(sweep_dir=str(tmp_path))
     (tmp_path / files[2].name).write_text("<<<<<<< HEAD\n")
@@ -131,3 +131,6 @@ def test_a_missing_or_damaged_trend_file_is_named_not_skipped(tmp_path):
         TR.records(128, sweep_dir=str(tmp_path))
     with pytest.raises(InputError, match="T must be one of"):
         TR.records(256)
+    with pytest.raises(InputError, match="depth must be one of"):
+        TR.records(128, depth=3)
+    assert not TR.finished(sweep_dir=str(tmp_path), depth=2)       # no two-layer file in the folder

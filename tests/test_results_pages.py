@@ -295,3 +295,29 @@ def test_the_teacher_student_page_shows_table_1_for_app_b1_s_optimiser_from_its_
     flushed = meta["subnormals_flushed_from_step"]
     assert (f"From step {flushed:,} on, float32 subnormals" in table["text"]) == (isinstance(flushed, int)
                                                                                 and flushed > 0)
+
+
+def test_the_selective_copy_page_shows_the_trend_in_T_from_the_committed_runs():
+    """The trend table on the selective-copying page: for each depth whose runs are all committed, one row per
+    length with the seeds' accuracies, mean ± std (ddof = 0) and stopping steps of ``selective_copy_trend``, then
+    Table 1's T = 4096 row; a depth with a missing file has no rows."""
+    from minimal.experiments.minrnn import selective_copy as S
+    from minimal.experiments.minrnn import selective_copy_trend as TR
+    from minimal.experiments.notes import minrnn as NM
+
+    if not TR.finished():
+        pytest.skip("the selective-copying trend's job files are not committed here")
+    [table] = NM.PAGES["minrnn.selective_copy"]["PAGE_TABLES"]({})
+    depths = [d for d in TR.DEPTHS if TR.finished(depth=d)]
+    assert 1 in depths and [row[0] for row in table["rows"]] == [d for d in depths for _ in range(len(TR.LENGTHS) + 1)]
+    rows = iter(table["rows"])
+    for depth in depths:
+        key = f"mingru_{depth}"
+        for T in TR.LENGTHS:
+            acc = np.array([r["result"]["accuracy"] for r in TR.records(T, depth=depth)])
+            steps = [r["result"]["steps_run"] for r in TR.records(T, depth=depth)]
+            assert next(rows) == [depth, T, " / ".join(f"{a:.2f}" for a in acc),
+                                  f"{acc.mean():.1f} ± {acc.std(ddof=0):.1f}", ", ".join(f"{s:,}" for s in steps)]
+        assert next(rows) == [depth, "4096 (Table 1)", "—", f"{S.PAPER[key]} ± {S.PAPER[f'{key}_std']}",
+                              "up to 400,000"]
+    assert "2 at T = 64, 6 at T = 128" in table["text"] and "Sec. 4.4" in table["text"]

@@ -1,18 +1,20 @@
-"""Selective copying as the sequence length T grows: one minGRU layer in log space (the form the paper trains) at
-T = 64 and T = 128, 3 seeds each, every other setting that of ``selective_copy.Config()`` (16 data tokens, width
-D = 32, trained until no learning rate helps: the plateau rule, cap 30,000 steps). Table 1 reports one layer at
-the paper's T = 4096 (App. C.3): 37.0 ± 2.3 %.
+"""Selective copying as the sequence length T grows: one and two minGRU layers in log space (the form the paper
+trains) at T = 64 and T = 128, 3 seeds each, every other setting that of ``selective_copy.Config()`` (16 data tokens,
+width D = 32, trained until no learning rate helps: the plateau rule, cap 30,000 steps). Table 1 reports the
+paper's T = 4096 (App. C.3): 37.0 ± 2.3 % with one layer, 96.8 ± 3.2 % with two.
 
-The grid, ``CONFIGS`` ({T: Config}): ``Config()`` with ``kinds=("mingru",)``, ``depths=(1,)``,
-``log_space=(True,)`` and the length T, so its jobs are those of the command that trained them,
+The grids, ``CONFIGS`` and ``CONFIGS_2`` ({T: Config}, one and two layers; ``config(T, depth=...)``): ``Config()``
+with ``kinds=("mingru",)``, ``depths=(depth,)``, ``log_space=(True,)`` and the length T, so their jobs are those of
+the command that trained them,
 
     python -m minimal reproduce minrnn --full --only selective_copy --set T=128 kinds=mingru depths=1 log_space=true
 
-(with ``sweep_dir=data/minrnn/sweeps/selective_copy`` added, the job files go to the committed folder); a job file
-is named by a hash of its job (``minimal.run.job_files``), so any other field changed would name other files. At
-T = 64 the jobs are three of ``Config()``'s 36, the committed Table 1 grid.
+(``depths=2`` for two layers; with ``sweep_dir=data/minrnn/sweeps/selective_copy`` added, the job files go to the
+committed folder); a job file is named by a hash of its job (``minimal.run.job_files``), so any other field changed
+would name other files. At T = 64 the jobs are three of ``Config()``'s 36 (for each depth), the committed Table 1
+grid.
 
-``records(T)`` reads a length's job files and ``summary()`` summarises every length
+``records(T, depth=1)`` reads a length's job files and ``summary(depths=(1,))`` summarises every length
 (``selective_copy_summary.summarise``: mean and std over the seeds, ddof = 0); a file that is missing, damaged or
 holds another job's record is an ``InputError`` naming it and the command that makes it, never left out.
 
@@ -29,30 +31,34 @@ from ...validate import InputError
 from . import selective_copy as S
 from .selective_copy_summary import summarise
 
-__all__ = ["LENGTHS", "CONFIGS", "command", "config", "unreadable", "finished", "records", "summary"]
+__all__ = ["LENGTHS", "DEPTHS", "CONFIGS", "CONFIGS_2", "command", "config", "unreadable", "finished", "records",
+           "summary"]
 
 LENGTHS = (64, 128)     # the sequence lengths with committed runs (the paper: 4096)
+DEPTHS = (1, 2)         # minGRU layers
 
 
-def config(T, sweep_dir=None):
-    """``Config()`` (Table 1's grid, trained until no learning rate helps) with one log-space minGRU layer at length
-    ``T``; ``sweep_dir``: another folder for its job files (default: the committed one)."""
-    return dataclasses.replace(S.Config(), T=T, kinds=("mingru",), depths=(1,), log_space=(True,), sweep_dir=sweep_dir)
+def config(T, sweep_dir=None, depth=1):
+    """``Config()`` (Table 1's grid, trained until no learning rate helps) with ``depth`` log-space minGRU layers at
+    length ``T``; ``sweep_dir``: another folder for its job files (default: the committed one)."""
+    return dataclasses.replace(S.Config(), T=T, kinds=("mingru",), depths=(depth,), log_space=(True,),
+                               sweep_dir=sweep_dir)
 
 
-CONFIGS = {T: config(T) for T in LENGTHS}
+CONFIGS = {T: config(T) for T in LENGTHS}                  # one layer
+CONFIGS_2 = {T: config(T, depth=2) for T in LENGTHS}       # two layers
 
 
-def command(T):
+def command(T, depth=1):
     """The command that trains the runs of length ``T`` into the committed folder (run from the repository)."""
-    return (f"python -m minimal reproduce minrnn --full --only selective_copy --set T={T} kinds=mingru depths=1 "
-            "log_space=true sweep_dir=data/minrnn/sweeps/selective_copy")
+    return (f"python -m minimal reproduce minrnn --full --only selective_copy --set T={T} kinds=mingru "
+            f"depths={depth} log_space=true sweep_dir=data/minrnn/sweeps/selective_copy")
 
 
-def unreadable(T, sweep_dir=None):
-    """``[(path, why)]``: the job files of length ``T`` that do not read as their job's record (``why``:
-    "missing", damaged, or computed for another job; ``minimal.run.job_files.read_record``)."""
-    c = config(T, sweep_dir)
+def unreadable(T, sweep_dir=None, depth=1):
+    """``[(path, why)]``: the job files of length ``T`` (and ``depth``) that do not read as their job's record
+    (``why``: "missing", damaged, or computed for another job; ``minimal.run.job_files.read_record``)."""
+    c = config(T, sweep_dir, depth)
     out = []
     for job in S.jobs(c):
         path = job_path(S.SWEEP.dir(c), S.SWEEP.job, job, name=S.SWEEP.name)
@@ -62,13 +68,13 @@ def unreadable(T, sweep_dir=None):
     return out
 
 
-def finished(sweep_dir=None):
-    """True if every job file of every length in ``LENGTHS`` is on disk and readable."""
-    return not any(unreadable(T, sweep_dir) for T in LENGTHS)
+def finished(sweep_dir=None, depth=1):
+    """True if every job file of every length in ``LENGTHS`` (at ``depth``) is on disk and readable."""
+    return not any(unreadable(T, sweep_dir, depth) for T in LENGTHS)
 
 
-def records(T, sweep_dir=None):
-    """The job records of length ``T``, one per seed in seed order.
+def records(T, sweep_dir=None, depth=1):
+    """The job records of length ``T`` (and ``depth``), one per seed in seed order.
 
     Raises:
         InputError: ``T`` has no committed runs, or a job file is missing, damaged or holds another job's record:
@@ -76,17 +82,21 @@ def records(T, sweep_dir=None):
     """
     if T not in LENGTHS:
         raise InputError(f"T must be one of the lengths with committed runs {list(LENGTHS)}, got {T!r}")
-    bad = unreadable(T, sweep_dir)
+    if depth not in DEPTHS:
+        raise InputError(f"depth must be one of the depths with committed runs {list(DEPTHS)}, got {depth!r}")
+    bad = unreadable(T, sweep_dir, depth)
     if bad:
         files = "; ".join(f"{p} ({why})" for p, why in bad)
-        raise InputError(f"selective-copying trend, T = {T}: {len(bad)} of {len(S.jobs(config(T)))} job files do not "
-                         f"read: {files}. Train them with: {command(T)}")
-    c = config(T, sweep_dir)
+        raise InputError(f"selective-copying trend, T = {T}, {depth} layer(s): {len(bad)} of "
+                         f"{len(S.jobs(config(T, depth=depth)))} job files do not read: {files}. "
+                         f"Train them with: {command(T, depth)}")
+    c = config(T, sweep_dir, depth)
     return [read_record(job_path(S.SWEEP.dir(c), S.SWEEP.job, j, name=S.SWEEP.name), job_key(S.SWEEP.job, j))[0]
             for j in sorted(S.jobs(c), key=lambda j: j.seed)]
 
 
-def summary(sweep_dir=None):
-    """{T: ``summarise(records(T))``} for every T in ``LENGTHS``: keys ``mingru_1`` (mean accuracy, %),
-    ``mingru_1_std`` (ddof = 0), ``mingru_1_runs`` (per seed), ``mingru_1_steps_run``, ... (``summarise``)."""
-    return {T: summarise(records(T, sweep_dir)) for T in LENGTHS}
+def summary(sweep_dir=None, depths=(1,)):
+    """{T: ``summarise`` of the records of every depth in ``depths``} for every T in ``LENGTHS``: keys ``mingru_1``
+    (mean accuracy, %), ``mingru_1_std`` (ddof = 0), ``mingru_1_runs`` (per seed), ``mingru_1_steps_run``, ... and
+    ``mingru_2...`` for two layers (``summarise``)."""
+    return {T: summarise([r for d in depths for r in records(T, sweep_dir, d)]) for T in LENGTHS}

@@ -49,6 +49,36 @@ def _sc_note(key):
     return note
 
 
+def _trend_table(metrics):
+    """Selective copying as T grows (``selective_copy_trend``: log-space minGRU, ``Config()`` with the length
+    changed, from the committed job files) beside Table 1's T = 4096; a depth whose runs are not all on disk has
+    no rows, and without any the table is left out."""
+    from ..minrnn import selective_copy_trend as TR
+    from ..minrnn.selective_copy import PAPER
+
+    rows = []
+    for depth in TR.DEPTHS:
+        if not TR.finished(depth=depth):
+            continue
+        key = f"mingru_{depth}"
+        for T, r in TR.summary(depths=(depth,)).items():
+            rows.append([depth, T, " / ".join(f"{a:.2f}" for a in r[f"{key}_runs"]),
+                         f"{r[key]:.1f} ± {r[f'{key}_std']:.1f}", ", ".join(f"{s:,}" for s in r[f"{key}_steps_run"])])
+        rows.append([depth, "4096 (Table 1)", "—", f"{PAPER[key]} ± {PAPER[f'{key}_std']}", "up to 400,000"])
+    c = TR.config(TR.LENGTHS[0])
+    text = (f"The log-space minGRU (the form the paper trains) at longer sequences: Config() ({c.n_data} data tokens, "
+            f"width D = {c.D}, trained until no learning rate helps, cap {c.steps:,} steps) with only T changed, "
+            f"{len(c.seeds)} seeds each; "
+            "± is the population standard deviation of the seeds (ddof = 0). Noise tokens per data token: about "
+            "255 in the paper (App. C.3: 16 data tokens among 4096), "
+            + ", ".join(f"{(T - 2 * n) // n} at T = {T}" for T, n in ((T, TR.config(T).n_data) for T in TR.LENGTHS))
+            + " here (T counts the 16 markers at the end); the paper's width is 64 (App. C.2). "
+            "Notebook minrnn_c_selective_copy, Sec. 4.4.")
+    return [{"title": "Selective copying as T grows (log-space minGRU)", "text": text,
+             "header": ["layers", "T", "accuracy per seed (%)", "mean ± std (%)", "stopped at (steps)"],
+             "rows": rows}]
+
+
 def _log_space_speed(metrics):
     """The log-space rows of the runtime page: the range of their speed-ups, and which side of 1 it lies on."""
     values = [v for k, v in metrics.items() if k.startswith("speedup_") and "_log_T" in k
@@ -207,5 +237,6 @@ PAGES = {
                                 "sequence length and the training. The claim is the gap between one layer and two.",
             "*": _sc_note("*"),
         },
+        "PAGE_TABLES": _trend_table,
     },
 }
