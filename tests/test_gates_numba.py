@@ -157,15 +157,17 @@ def test_vanilla_cells_run_gates_and_scan_in_one_pass_and_equal_the_reference(rn
     assert h is buf and np.array_equal(buf, out["fused"][0])
 
 
-@pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
+@pytest.mark.parametrize("cell,weight", [(minlstm, "W_h"), (minlstm, "W_f"), (minlstm, "W_i"), (mingru, "W_h"),
+                                         (mingru, "W_z")], ids=lambda v: getattr(v, "__name__", v).split(".")[-1])
 @pytest.mark.parametrize("log_space", [False, True])
-def test_the_one_pass_scan_reports_an_overflow_as_the_unfused_path_does(rng, cell, log_space):
+def test_the_one_pass_scan_reports_an_overflow_as_the_unfused_path_does(rng, cell, weight, log_space):
     """A pre-activation that overflows (float32 weights of 1e30) is reported by the same error on every path,
-    naming x and the params (not the scan's internal b), with no NumPy warning before it."""
+    naming x and the params (not the scan's internal b), with no NumPy warning before it; a gate's too, which a
+    saturated σ would otherwise turn into a finite gate of 0 or 1."""
     from minimal.validate import OverflowInputError
 
     params = cell.init(rng, 5, 7)
-    params = {k: (v * 1e30 if k == "W_h" else v).astype(np.float32) for k, v in params.items()}
+    params = {k: (v * 1e30 if k == weight else v).astype(np.float32) for k, v in params.items()}
     x = rng.standard_normal((3, 9, 5)).astype(np.float32) * 1e9
     errors = []
     for kw in ({}, {"backend": "numpy"}) if log_space else ({}, {"method": "blelloch"}, {"backend": "numpy"}):
@@ -175,7 +177,7 @@ def test_the_one_pass_scan_reports_an_overflow_as_the_unfused_path_does(rng, cel
                 cell.forward(params, x, log_space=log_space, **kw)
         errors.append(str(e.value))
     assert len(set(errors)) == 1
-    assert errors[0].startswith("x has float32 values up to") and "W_h has float32 values up to" in errors[0]
+    assert errors[0].startswith("x has float32 values up to") and f"{weight} has float32 values up to" in errors[0]
     assert "the gate pre-activations x W^T + b overflowed" in errors[0]
 
 

@@ -17,8 +17,9 @@ from numba import njit
 
 from ..scan.numba_log import exp_nonpositive, log1p_unit
 
-__all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "normalised_scaled", "mingru_gates", "mingru_log_gates",
-           "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients", "dlog_g", "log_normal"]
+__all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "normalised_scaled", "mingru_gates",
+           "mingru_log_gates", "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients",
+           "dlog_g", "log_normal"]
 
 _LN2 = 6.93147180559945309417e-01
 _MANTISSA = np.int64(0x000FFFFFFFFFFFFF)

@@ -31,17 +31,21 @@ __all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "min
 def mingru_scan_into(k_z, k_h, h0, z, h):
     """Vanilla minGRU's gates and recurrence in one pass over C-contiguous (B, T, H) arrays: z_t = σ(k_z,t),
     h_t = (1 − z_t) h_{t−1} + z_t k_h,t from h0 (B, H); writes z and h. Time is the outer loop and the channel the
-    inner one (``minimal.scan.numba_linear.sequential_into``). Returns whether every h_t is finite: NaN and inf
-    are absorbing here as in the scan, so the last step's states decide it."""
+    inner one (``minimal.scan.numba_linear.sequential_into``). Returns whether every input and every h_t is finite:
+    NaN and inf are absorbing here as in the scan, so the last step's states decide it, and a pre-activation of
+    ±inf, which a saturated σ would turn into a finite gate, is caught on its own."""
     B, T, H = k_z.shape
     prev, a, b = np.empty(H, h.dtype), np.empty(H, h.dtype), np.empty(H, h.dtype)
+    bad = np.zeros(H, np.float64)     # NaN once a pre-activation is not finite (0 · ±inf): a saturated gate would hide it
     finite = True
     for i in range(B):
         for c in range(H):
             prev[c] = h0[i, c]
         for t in range(T):
             for c in range(H):
-                zc = sigmoid(np.float64(k_z[i, t, c]))
+                kz = np.float64(k_z[i, t, c])
+                bad[c] += 0.0 * kz
+                zc = sigmoid(kz)
                 z[i, t, c] = zc
                 a[c] = 1.0 - zc
                 b[c] = zc * np.float64(k_h[i, t, c])
@@ -51,7 +55,7 @@ def mingru_scan_into(k_z, k_h, h0, z, h):
                 h[i, t, c] = v
         for c in range(H):
             finite = finite and np.isfinite(h[i, T - 1, c])
-    return finite
+    return finite and all_zero(bad)
 
 
 @njit(cache=True, error_model="numpy")
@@ -85,13 +89,16 @@ def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, h):
     ``mingru_scan_into``."""
     B, T, H = k_f.shape
     prev, b = np.empty(H, h.dtype), np.empty(H, h.dtype)
+    bad = np.zeros(H, np.float64)     # as in ``mingru_scan_into``
     finite = True
     for i in range(B):
         for c in range(H):
             prev[c] = h0[i, c]
         for t in range(T):
             for c in range(H):
-                fc, ic = normalised_scaled(np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]))
+                kf, ki = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c])
+                bad[c] += 0.0 * kf + 0.0 * ki
+                fc, ic = normalised_scaled(kf, ki)
                 f_n[i, t, c] = fc
                 i_n[i, t, c] = ic
                 b[c] = ic * np.float64(k_h[i, t, c])
@@ -101,7 +108,7 @@ def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, h):
                 h[i, t, c] = s
         for c in range(H):
             finite = finite and np.isfinite(h[i, T - 1, c])
-    return finite
+    return finite and all_zero(bad)
 
 
 @njit(cache=True, error_model="numpy")
