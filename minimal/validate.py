@@ -60,16 +60,18 @@ def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=
         raise InputError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
     if shape is not None:
         ndim = len(shape)
-    expected = _fmt_shape(shape, names) if shape is not None else (
-        f"{ndim}-d array" if ndim is not None else "array")
+
+    def expected():      # formatted only for an error: a check that passes builds no string
+        return _fmt_shape(shape, names) if shape is not None else (f"{ndim}-d array" if ndim is not None else "array")
+
     if ndim is not None and x.ndim != ndim:
-        raise InputError(f"{name} must have shape {expected}, got shape {x.shape}")
+        raise InputError(f"{name} must have shape {expected()}, got shape {x.shape}")
     if min_ndim is not None and x.ndim < min_ndim:
         raise InputError(f"{name} must have at least {min_ndim} dimensions, got shape {x.shape}")
     if shape is not None:
         for want, got in zip(shape, x.shape):
             if want is not None and want != got:
-                raise InputError(f"{name} must have shape {expected}, got shape {x.shape}")
+                raise InputError(f"{name} must have shape {expected()}, got shape {x.shape}")
     if kind is not None:
         k = x.dtype.kind
         ok = (k == "f" and "f" in kind) or (k == "c" and "c" in kind) or (k in "iu" and "i" in kind)
