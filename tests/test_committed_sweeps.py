@@ -74,14 +74,16 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
 
     TR = _trend()
     for T in TR.LENGTHS:
-        typed = overrides.plan(overrides.parse_set([f"T={T}", "kinds=mingru", "depths=1", "log_space=true"]),
-                               {"minrnn/selective_copy": S.Config()})["minrnn/selective_copy"]
-        typed_config = overrides.apply(S.Config(), typed, "minrnn/selective_copy")
-        assert [job_key(S.run_job, j) for j in S.jobs(typed_config)] == \
-               [job_key(S.run_job, j) for j in S.jobs(TR.CONFIGS[T])]
-        records = TR.records(T)
-        assert [(r["config"]["T"], r["config"]["kind"], r["config"]["depth"], r["config"]["log_space"],
-                 r["config"]["seed"]) for r in records] == [(T, "mingru", 1, True, s) for s in (0, 1, 2)]
+        for depth, configs in ((1, TR.CONFIGS), (2, TR.CONFIGS_2)):
+            words = [f"T={T}", "kinds=mingru", f"depths={depth}", "log_space=true"]
+            typed = overrides.plan(overrides.parse_set(words),
+                                   {"minrnn/selective_copy": S.Config()})["minrnn/selective_copy"]
+            typed_config = overrides.apply(S.Config(), typed, "minrnn/selective_copy")
+            assert [job_key(S.run_job, j) for j in S.jobs(typed_config)] == \
+                   [job_key(S.run_job, j) for j in S.jobs(configs[T])]
+            records = TR.records(T, depth=depth)
+            assert [(r["config"]["T"], r["config"]["kind"], r["config"]["depth"], r["config"]["log_space"],
+                     r["config"]["seed"]) for r in records] == [(T, "mingru", depth, True, s) for s in (0, 1, 2)]
     # T = 64: three of Config()'s committed runs, the Table 1 grid's
     assert set(S.jobs(TR.CONFIGS[64])) <= set(S.jobs(S.Config()))
     assert dataclasses.replace(TR.CONFIGS[128], T=64) == TR.CONFIGS[64]
@@ -97,6 +99,16 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
     for T in TR.LENGTHS:
         seeds = " / ".join(f"{a:.2f}" for a in summary[T]["mingru_1_runs"])
         assert f"{stated[T]} % at T = {T} (seeds {seeds})" in doc
+    # two layers: T = 64 is section 4.2's grid, T = 128 three more seeds
+    summary2 = TR.summary(depths=(2,))
+    assert {T: [round(a, 2) for a in r["mingru_2_runs"]] for T, r in summary2.items()} == {64: [94.06, 94.51, 98.93], 128: [94.82, 94.97, 95.54]}
+    stated2 = {T: f"{r['mingru_2']:.1f} ± {r['mingru_2_std']:.1f}" for T, r in summary2.items()}
+    assert stated2 == {64: '95.8 ± 2.2', 128: '95.1 ± 0.3'}
+    for T in TR.LENGTHS:
+        seeds = " / ".join(f"{a:.2f}" for a in summary2[T]["mingru_2_runs"])
+        assert f"{stated2[T]} % at T = {T} (seeds {seeds})" in doc
+    assert min(a for r in summary2.values() for a in r["mingru_2_runs"]) > \
+           max(a for r in summary.values() for a in r["mingru_1_runs"]) + 50
     notebook = data_path().parent / "notebooks" / "minrnn_c_selective_copy.ipynb"
     if notebook.exists():
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
