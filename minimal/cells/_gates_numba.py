@@ -122,7 +122,8 @@ def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b):
 
 @njit(cache=True, inline="always")
 def normalised_scaled(kf, ki):
-    """(f', i') = (C, A) / (A + C) of ``minlstm_gates``: A = e^{−m} (1 + e^{−k_f}), C = e^{−m} (1 + e^{−k_i}),
+    """minLSTM's normalised gates f' = f / (f + i), i' = i / (f + i) (Feng et al. Sec. 3.2) of scalars k_f, k_i, as
+    (f', i') = (C, A) / (A + C) of ``minlstm_gates``: A = e^{−m} (1 + e^{−k_f}), C = e^{−m} (1 + e^{−k_i}),
     m = max(0, −k_f, −k_i). Of the three exponents −m, −k_f − m, −k_i − m the largest is exactly 0, so its exp is
     exactly 1 and two exps are taken, of the other two (chosen by selects, not branches, so that the loop stays
     vectorised): the same numbers, bit for bit, as three exps, in less time.

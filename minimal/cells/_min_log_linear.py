@@ -27,7 +27,7 @@ from numba import njit
 
 from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive
-from ._gates_numba import log_normal, normalised_scaled
+from ._gates_numba import log_normal, normalised_scaled, sigmoid_neg
 
 __all__ = ["tiny", "mingru_log_linear_into", "mingru_log_linear_backward", "minlstm_log_linear_into",
            "minlstm_log_linear_backward"]
@@ -200,10 +200,8 @@ def minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, h0, has_h0, tiny, dh
                 db = gc * b
                 dd = db * fc - da * ic
                 dk_h[i, t, c] = db * dlg
-                ef = exp_nonpositive(-abs(kf))
-                ei = exp_nonpositive(-abs(ki))
-                dk_f[i, t, c] = -dd * ((ef if kf >= 0.0 else 1.0) / (1.0 + ef))      # σ(−k_f), ``sigmoid_neg``
-                dk_i[i, t, c] = dd * ((ei if ki >= 0.0 else 1.0) / (1.0 + ei))
+                dk_f[i, t, c] = -dd * sigmoid_neg(kf)
+                dk_i[i, t, c] = dd * sigmoid_neg(ki)
                 lo[c] = min(lo[c], b)
                 gad[c] = gc
                 a_next[c] = fc
