@@ -225,3 +225,51 @@ def test_a_non_finite_log_space_scan_is_named_as_the_two_passes_name_it(rng, cel
             cell.forward(params, x, log_space=True)
         errors.append((type(e.value), str(e.value)))
     assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 5), (1000, 3), (3, 1000), (0, 4), (4, 0)])
+def test_flush_and_sum_zeroes_the_subnormals_only_and_sums_as_numpy(rng, dtype, shape):
+    tiny = np.finfo(dtype).tiny
+    a = rng.standard_normal(shape).astype(dtype)
+    pick = rng.random(shape)
+    a[pick < 0.3] *= tiny / 4                       # subnormal (and a few exact zeros)
+    a[(pick >= 0.3) & (pick < 0.35)] *= tiny * 4    # small but normal: kept
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, tiny, -tiny, tiny / 2, -tiny / 2], dtype)
+    if a.size >= special.size:
+        a.reshape(-1)[:special.size] = special
+    want = np.where(np.abs(a) < tiny, dtype(0), a)   # NaN compares False: kept
+    out = np.empty(shape[1], dtype)
+    with np.errstate(invalid="ignore"):
+        gn.flush_and_sum_(a, tiny, out)
+        np.testing.assert_array_equal(a, want)
+        np.testing.assert_array_equal(out, want.sum(axis=0))
+    assert not np.any((a != 0) & (np.abs(a) < tiny))
+
+
+@pytest.mark.parametrize("cell", [mingru, minlstm])
+def test_the_gates_products_drop_subnormal_gradients_and_change_no_normal_result(rng, cell):
+    """The gradients into x W_n^T + b_n with a third of them subnormal: every normal entry of the W_n, b_n and dx
+    grads equal, bit for bit, to NumPy's products of the unflushed gradients (a subnormal adds less than float32's
+    smallest normal number to a sum), the subnormal ones 0 (dx at the early steps), and no subnormal left in the
+    gradients passed in."""
+    B, T, D, H = 4, 9, 6, 8
+    params = {k: v.astype(np.float32) for k, v in cell.init(rng, D, H).items()}
+    x = rng.standard_normal((B, T, D)).astype(np.float32)
+    tiny = np.finfo(np.float32).tiny
+    dk = {}
+    for n in sorted({k[2:] for k in params if k.startswith("W_")}):
+        d = rng.standard_normal((B, T, H)).astype(np.float32)
+        d[:, :3] *= tiny / 8                        # the early steps' gradients underflowed to subnormal
+        dk[n] = d
+    raw = {n: d.copy() for n, d in dk.items()}
+    dx, grads = _gates.affine_backward(params, x, dk)
+    x2 = x.reshape(B * T, D)
+    want_dx = sum(raw[n].reshape(B * T, H) @ params[f"W_{n}"] for n in raw).reshape(x.shape)
+    np.testing.assert_array_equal(dx, np.where(np.abs(want_dx) < tiny, 0, want_dx))
+    assert np.all(dx[:, :3] == 0) and np.all(np.abs(dx[:, 3:]) >= tiny)
+    for n, d in raw.items():
+        d2 = d.reshape(B * T, H)
+        np.testing.assert_array_equal(grads[f"W_{n}"], d2.T @ x2)
+        np.testing.assert_array_equal(grads[f"b_{n}"], d2.sum(axis=0))
+        assert np.all(dk[n][:, :3] == 0) and np.array_equal(dk[n][:, 3:], d[:, 3:])

@@ -42,11 +42,12 @@ RUNS = {
     "gril": {"cells/_gril_numba.py", "scan/numba_linear.py"},   # the scan: readout "state" runs the unfused path
     "layernorm": {"layers/_layernorm_numba.py"},
     # the min cells: gates and scan are one pass of _min_scan_numba, in log space its linear form _min_log_linear (the
-    # gates' and the scans' own kernels run with method="blelloch" or after a non-finite value)
-    "min_block": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py", "cells/_softmax_numba.py",
-                  "layers/_layernorm_numba.py", "layers/_gelu_numba.py"},
-    "mingru": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py"},
-    "minlstm": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py"},
+    # gates' and the scans' own kernels run with method="blelloch" or after a non-finite value); _gates_numba's
+    # flush_and_sum_ on the gate gradients before their matrix products
+    "min_block": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py", "cells/_gates_numba.py",
+                  "cells/_softmax_numba.py", "layers/_layernorm_numba.py", "layers/_gelu_numba.py"},
+    "mingru": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py", "cells/_gates_numba.py"},
+    "minlstm": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py", "cells/_gates_numba.py"},
     "mlp": {"layers/_gelu_numba.py"},
     "residual": {"layers/_layernorm_numba.py", "layers/_gelu_numba.py"},
     "softmax_attention": {"cells/_softmax_numba.py"},

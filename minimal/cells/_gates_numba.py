@@ -19,7 +19,7 @@ from ..scan.numba_log import exp_nonpositive, log1p_unit
 
 __all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "normalised_scaled", "mingru_gates",
            "mingru_log_gates", "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients",
-           "dlog_g", "log_normal"]
+           "dlog_g", "log_normal", "flush_and_sum_"]
 
 _LN2 = 6.93147180559945309417e-01
 _MANTISSA = np.int64(0x000FFFFFFFFFFFFF)
@@ -213,3 +213,23 @@ def mingru_gates_backward(d_a, d_b, z, k_h, h_tilde, log_space, dk_z, dk_h):
             kh = np.float64(k_h[j])
             dk_z[j] = db * (1.0 - zj) - da * zj
             dk_h[j] = db * dlog_g(kh)
+
+
+# --- the gradients into the gates' matrix products ---------------------------------------------------------------
+@njit(cache=True)
+def flush_and_sum_(a, tiny, out):
+    """a (R, C) in place: each subnormal entry, |a| < ``tiny`` (the dtype's smallest normal number), set to 0
+    (NaN and ±inf kept); out (C,) = a.sum(axis=0) after it, added row by row in a's dtype as NumPy adds them.
+
+    A gate's gradient decays through the recurrence toward early steps, below float32's smallest normal number at
+    T = 256 when its gates are near 1/2, and OpenBLAS's gemm slows down many times over on subnormal inputs (on
+    x86 each operation on one is a microcode assist; bench/subnormal_gradients.py measures it). Its products with x
+    and W_n lose nothing of a normal result: such an entry adds less than the smallest normal number to a sum."""
+    for c in range(a.shape[1]):
+        out[c] = 0
+    for r in range(a.shape[0]):
+        for c in range(a.shape[1]):
+            v = a[r, c]
+            v = v - v if abs(v) < tiny else v        # an exact 0 of a's dtype
+            a[r, c] = v
+            out[c] += v
