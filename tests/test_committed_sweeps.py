@@ -73,8 +73,9 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
     from minimal.run.job_files import job_key
 
     TR = _trend()
-    for T in TR.LENGTHS:
-        for depth, configs in ((1, TR.CONFIGS), (2, TR.CONFIGS_2)):
+    for depth, configs in ((1, TR.CONFIGS), (2, TR.CONFIGS_2)):
+        assert tuple(configs) == TR.lengths(depth)
+        for T in TR.lengths(depth):
             words = [f"T={T}", "kinds=mingru", f"depths={depth}", "log_space=true"]
             typed = overrides.plan(overrides.parse_set(words),
                                    {"minrnn/selective_copy": S.Config()})["minrnn/selective_copy"]
@@ -89,12 +90,12 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
     assert dataclasses.replace(TR.CONFIGS[128], T=64) == TR.CONFIGS[64]
     summary = TR.summary()
     runs = {T: [round(a, 2) for a in r["mingru_1_runs"]] for T, r in summary.items()}
-    assert runs == {64: [43.09, 38.28, 43.31], 128: [33.24, 34.5, 37.8]}
+    assert runs == {64: [43.09, 38.28, 43.31], 128: [33.24, 34.5, 37.8], 256: [36.27, 36.85, 33.97]}
     for T, r in summary.items():      # the std over seeds is NumPy's, ddof = 0
         acc = np.array([x["result"]["accuracy"] for x in TR.records(T)])
         assert r["mingru_1"] == acc.mean() and r["mingru_1_std"] == acc.std(ddof=0)
     stated = {T: f"{r['mingru_1']:.1f} ± {r['mingru_1_std']:.1f}" for T, r in summary.items()}
-    assert stated == {64: "41.6 ± 2.3", 128: "35.2 ± 1.9"}
+    assert stated == {64: "41.6 ± 2.3", 128: "35.2 ± 1.9", 256: "35.7 ± 1.2"}
     doc = " ".join(TR.__doc__.split())
     for T in TR.LENGTHS:
         seeds = " / ".join(f"{a:.2f}" for a in summary[T]["mingru_1_runs"])
@@ -104,7 +105,7 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
     assert {T: [round(a, 2) for a in r["mingru_2_runs"]] for T, r in summary2.items()} == {64: [94.06, 94.51, 98.93], 128: [94.82, 94.97, 95.54]}
     stated2 = {T: f"{r['mingru_2']:.1f} ± {r['mingru_2_std']:.1f}" for T, r in summary2.items()}
     assert stated2 == {64: '95.8 ± 2.2', 128: '95.1 ± 0.3'}
-    for T in TR.LENGTHS:
+    for T in TR.lengths(2):
         seeds = " / ".join(f"{a:.2f}" for a in summary2[T]["mingru_2_runs"])
         assert f"{stated2[T]} % at T = {T} (seeds {seeds})" in doc
     assert min(a for r in summary2.values() for a in r["mingru_2_runs"]) > \
@@ -142,7 +143,9 @@ def test_a_missing_or_damaged_trend_file_is_named_not_skipped(tmp_path):
     with pytest.raises(InputError, match="computed for another job"):
         TR.records(128, sweep_dir=str(tmp_path))
     with pytest.raises(InputError, match="T must be one of"):
-        TR.records(256)
+        TR.records(512)
+    with pytest.raises(InputError, match=r"T must be one of the lengths with committed runs of 2 layer\(s\) \[64, 128\]"):
+        TR.records(256, depth=2)
     with pytest.raises(InputError, match="depth must be one of"):
         TR.records(128, depth=3)
     assert not TR.finished(sweep_dir=str(tmp_path), depth=2)       # no two-layer file in the folder

@@ -309,15 +309,15 @@ def test_the_selective_copy_page_shows_the_trend_in_T_from_the_committed_runs():
         pytest.skip("the selective-copying trend's job files are not committed here")
     [table] = NM.PAGES["minrnn.selective_copy"]["PAGE_TABLES"]({})
     depths = [d for d in TR.DEPTHS if TR.finished(depth=d)]
-    assert 1 in depths and [row[0] for row in table["rows"]] == [d for d in depths for _ in range(len(TR.LENGTHS) + 1)]
+    assert 1 in depths and [row[0] for row in table["rows"]] == [d for d in depths for _ in range(len(TR.lengths(d)) + 1)]
     rows = iter(table["rows"])
     for depth in depths:
         key = f"mingru_{depth}"
-        for T in TR.LENGTHS:
+        for T in TR.lengths(depth):
             acc = np.array([r["result"]["accuracy"] for r in TR.records(T, depth=depth)])
             steps = [r["result"]["steps_run"] for r in TR.records(T, depth=depth)]
             assert next(rows) == [depth, T, " / ".join(f"{a:.2f}" for a in acc),
                                   f"{acc.mean():.1f} ± {acc.std(ddof=0):.1f}", ", ".join(f"{s:,}" for s in steps)]
         assert next(rows) == [depth, "4096 (Table 1)", "—", f"{S.PAPER[key]} ± {S.PAPER[f'{key}_std']}",
                               "up to 400,000"]
-    assert "2 at T = 64, 6 at T = 128" in table["text"] and "Sec. 4.4" in table["text"]
+    assert "2 at T = 64, 6 at T = 128, 14 at T = 256" in table["text"] and "Sec. 4.4" in table["text"]

@@ -20,8 +20,8 @@ Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job; ``run(c
   M = 8 data tokens at T = 32, exactly 400 steps, log space and vanilla (18 runs each);
 - ``Config.log_space_1500_8tokens()`` and ``Config.table1_vanilla_8tokens()``: the same cells at 1,500 steps, the
   vanilla grid with a one-layer GRU and LSTM (18 and 24 runs);
-- ``selective_copy_trend.CONFIGS``: ``Config()`` with one log-space minGRU layer at T = 128 (3 runs; at T = 64 these
-  are three of ``Config()``'s), the trend of one layer's accuracy as T grows.
+- ``selective_copy_trend.CONFIGS``: ``Config()`` with one log-space minGRU layer at T = 128 and 256 (3 runs each; at T = 64
+  these are three of ``Config()``'s), the trend of one layer's accuracy as T grows.
 
 What they find: ``selective_copy_summary`` (the trend in T: ``selective_copy_trend``).
 

@@ -1,6 +1,7 @@
 """Selective copying as the sequence length T grows: one and two minGRU layers in log space (the form the paper
-trains) at T = 64 and T = 128, 3 seeds each, every other setting that of ``selective_copy.Config()`` (16 data tokens,
-width D = 32, trained until no learning rate helps: the plateau rule, cap 30,000 steps). Table 1 reports the
+trains) at T = 64 and T = 128, and one layer at T = 256 (``lengths(depth)``), 3 seeds each, every other setting
+that of ``selective_copy.Config()`` (16 data tokens, width D = 32, trained until no learning rate helps: the plateau
+rule, cap 30,000 steps). Table 1 reports the
 paper's T = 4096 (App. C.3): 37.0 ± 2.3 % with one layer, 96.8 ± 3.2 % with two.
 
 The grids, ``CONFIGS`` and ``CONFIGS_2`` ({T: Config}, one and two layers; ``config(T, depth=...)``): ``Config()``
@@ -20,9 +21,10 @@ holds another job's record is an ``InputError`` naming it and the command that m
 
 What they find (notebook ``minrnn_c_selective_copy``, section 4.4, asserts each number): one layer reaches
 41.6 ± 2.3 % at T = 64 (seeds 43.09 / 38.28 / 43.31) and 35.2 ± 1.9 % at T = 128 (seeds 33.24 / 34.50 / 37.80);
-every T = 128 run is below every T = 64 run. Two layers reach 95.8 ± 2.2 % at T = 64 (seeds 94.06 / 94.51 / 98.93)
-and 95.1 ± 0.3 % at T = 128 (seeds 94.82 / 94.97 / 95.54); every two-layer run is more than 50 points above every
-one-layer run.
+every T = 128 run is below every T = 64 run; and 35.7 ± 1.2 % at T = 256 (seeds 36.27 / 36.85 / 33.97), within
+the spreads of T = 128 and of Table 1's 37.0 ± 2.3 %. Two layers reach 95.8 ± 2.2 % at T = 64 (seeds 94.06 /
+94.51 / 98.93) and 95.1 ± 0.3 % at T = 128 (seeds 94.82 / 94.97 / 95.54); every two-layer run is more than 50
+points above every one-layer run.
 """
 from __future__ import annotations
 
@@ -33,11 +35,19 @@ from ...validate import InputError
 from . import selective_copy as S
 from .selective_copy_summary import summarise
 
-__all__ = ["LENGTHS", "DEPTHS", "CONFIGS", "CONFIGS_2", "command", "config", "unreadable", "finished", "records",
-           "summary"]
+__all__ = ["LENGTHS", "DEPTHS", "CONFIGS", "CONFIGS_2", "lengths", "command", "config", "unreadable", "finished",
+           "records", "summary"]
 
-LENGTHS = (64, 128)     # the sequence lengths with committed runs (the paper: 4096)
-DEPTHS = (1, 2)         # minGRU layers
+LENGTHS = (64, 128, 256)     # the sequence lengths with committed runs at one depth or more (the paper: 4096)
+DEPTHS = (1, 2)              # minGRU layers
+_LENGTHS = {1: (64, 128, 256), 2: (64, 128)}     # those of each depth
+
+
+def lengths(depth=1):
+    """The sequence lengths with committed runs of ``depth`` layers (an ``InputError`` for another depth)."""
+    if depth not in DEPTHS:
+        raise InputError(f"depth must be one of the depths with committed runs {list(DEPTHS)}, got {depth!r}")
+    return _LENGTHS[depth]
 
 
 def config(T, sweep_dir=None, depth=1):
@@ -47,8 +57,8 @@ def config(T, sweep_dir=None, depth=1):
                                sweep_dir=sweep_dir)
 
 
-CONFIGS = {T: config(T) for T in LENGTHS}                  # one layer
-CONFIGS_2 = {T: config(T, depth=2) for T in LENGTHS}       # two layers
+CONFIGS = {T: config(T) for T in lengths(1)}                  # one layer
+CONFIGS_2 = {T: config(T, depth=2) for T in lengths(2)}       # two layers
 
 
 def command(T, depth=1):
@@ -71,8 +81,8 @@ def unreadable(T, sweep_dir=None, depth=1):
 
 
 def finished(sweep_dir=None, depth=1):
-    """True if every job file of every length in ``LENGTHS`` (at ``depth``) is on disk and readable."""
-    return not any(unreadable(T, sweep_dir, depth) for T in LENGTHS)
+    """True if every job file of every length of ``depth`` layers (``lengths(depth)``) is on disk and readable."""
+    return not any(unreadable(T, sweep_dir, depth) for T in lengths(depth))
 
 
 def records(T, sweep_dir=None, depth=1):
@@ -82,10 +92,9 @@ def records(T, sweep_dir=None, depth=1):
         InputError: ``T`` has no committed runs, or a job file is missing, damaged or holds another job's record:
             every such file named, with why and the command that makes the runs.
     """
-    if T not in LENGTHS:
-        raise InputError(f"T must be one of the lengths with committed runs {list(LENGTHS)}, got {T!r}")
-    if depth not in DEPTHS:
-        raise InputError(f"depth must be one of the depths with committed runs {list(DEPTHS)}, got {depth!r}")
+    if T not in lengths(depth):
+        raise InputError(f"T must be one of the lengths with committed runs of {depth} layer(s) "
+                         f"{list(lengths(depth))}, got {T!r}")
     bad = unreadable(T, sweep_dir, depth)
     if bad:
         files = "; ".join(f"{p} ({why})" for p, why in bad)
@@ -98,7 +107,8 @@ def records(T, sweep_dir=None, depth=1):
 
 
 def summary(sweep_dir=None, depths=(1,)):
-    """{T: ``summarise`` of the records of every depth in ``depths``} for every T in ``LENGTHS``: keys ``mingru_1``
-    (mean accuracy, %), ``mingru_1_std`` (ddof = 0), ``mingru_1_runs`` (per seed), ``mingru_1_steps_run``, ... and
-    ``mingru_2...`` for two layers (``summarise``)."""
-    return {T: summarise([r for d in depths for r in records(T, sweep_dir, d)]) for T in LENGTHS}
+    """{T: ``summarise`` of the records of every depth in ``depths``} for every T with runs of each of them: keys
+    ``mingru_1`` (mean accuracy, %), ``mingru_1_std`` (ddof = 0), ``mingru_1_runs`` (per seed),
+    ``mingru_1_steps_run``, ... and ``mingru_2...`` for two layers (``summarise``)."""
+    Ts = [T for T in LENGTHS if all(T in lengths(d) for d in depths)]
+    return {T: summarise([r for d in depths for r in records(T, sweep_dir, d)]) for T in Ts}
