@@ -1,7 +1,8 @@
 """Stored notebook outputs hold on any machine: no number at float-rounding level is stored with its digits.
 
 Strict nbval compares every stored output with a fresh run. The digits of a rounding-level number (3.0e-16 here,
-1.5e-16 under another BLAS kernel) differ between CPUs, so a lesson prints the bound its assert checks instead;
+1.5e-16 under another BLAS kernel) differ between CPUs, so a lesson prints the bound its assert checks instead (a
+number its code writes, not one computed from the value);
 this test scans every stored output of every lesson so that a new cell cannot bring such digits back."""
 import nbformat
 import pytest
@@ -12,8 +13,8 @@ from minimal.course import nbtidy
 NOTEBOOKS = sorted(p.name for p in course.NOTEBOOKS.glob("*.ipynb"))
 
 
-def _nb(*texts):
-    cell = nbformat.v4.new_code_cell("print(err)")
+def _nb(*texts, source="print(err)"):
+    cell = nbformat.v4.new_code_cell(source)
     cell.outputs = [nbformat.v4.new_output("stream", text=t) for t in texts]
     return nbformat.v4.new_notebook(cells=[cell])
 
@@ -35,7 +36,17 @@ def test_the_scan_finds_digits_below_the_threshold(text):
                                   "lr 3e-3, eps 1e-06\n", "exactly 0.0e+00\n", "loss 0.2039\n", "2.5e+06 steps\n",
                                   "arg lambda = exp(-50), between 0 and 1e-20\n"])
 def test_bounds_zeros_and_ordinary_numbers_pass(text):
-    assert nbtidy.rounding_digits(_nb(text)) == []
+    literals = "assert err < 1e-12 and err <= 1e-13 and 1e-20 > 0"
+    assert nbtidy.rounding_digits(_nb(text, source=literals)) == []
+
+
+def test_a_bound_computed_from_the_value_is_flagged_like_its_digits():
+    """'< 1e-09' from the power of ten above a value moves with the value's digits: a printed bound must be a number
+    the notebook's code writes (the one its assert checks)."""
+    derived = 'print(f"< {10.0 ** np.ceil(np.log10(v)):.0e}")'
+    assert [n for _, n, _ in nbtidy.rounding_digits(_nb("loss < 1e-09\n", source=derived))] == ["1e-09"]
+    written = 'assert v < 1e-9\nprint("loss < 1e-09")'
+    assert nbtidy.rounding_digits(_nb("loss < 1e-09\n", source=written)) == []
 
 
 def test_markdown_shown_by_a_cell_is_scanned_too():

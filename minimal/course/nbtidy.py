@@ -18,7 +18,8 @@ A third thing changes from one machine to another: the digits of a number at flo
 an exact identity, a construction's residual, analytic against finite-difference gradients). They differ with the
 CPU, the BLAS kernel and the thread count, so a lesson prints such a number as the bound its assert checks
 (``< 1e-12``), never with its digits. ``rounding_digits(nb)`` lists every stored number below ``TINY`` printed
-with its digits rather than as a bound; ``tidy`` cannot fix that (the lesson's code must print the bound), so it
+with its digits rather than as a bound (a bound the code writes as a literal: one computed from the value, such
+as the power of ten above it, moves with the value's digits and is listed too); ``tidy`` cannot fix that (the lesson's code must print the bound), so it
 is reported apart from ``problems``. A small number that is not rounding (a trained model's residual loss of
 2.0e-10, computed from committed weights) may keep its digits when they were measured to be the same under every
 BLAS kernel: its cell carries the tag ``digits-hold`` (``DIGITS_HOLD``), and strict nbval under a second kernel in
@@ -44,6 +45,7 @@ TINY = 1e-8   # below this, a printed number is at or near float64 rounding for 
 # a number in scientific notation, with what stands before it on its line: a bound ("< 1e-12") is allowed
 _SCI = re.compile(r"(?P<pre>[^\n]{0,24})(?<![\w.])(?P<num>\d+(?:\.\d+)?[eE][-+]?\d+)")
 _BOUND = re.compile(r"(<|<=|≤|>|>=|≥|\bbelow|\bunder|\bwithin|\bto|\bthan|\bbetween\s+\S+\s+and)\s*$")
+_LITERAL = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][-+]?\d+")   # a float written in code, 1e-12, 4.5e-12
 DIGITS_HOLD = "digits-hold"   # cell tag: small numbers whose printed digits were measured to hold on every kernel
 
 
@@ -87,9 +89,11 @@ def _all_text(output):
 def rounding_digits(nb):
     """``[(cell index, number, its line)]``: every stored number smaller than ``TINY`` in magnitude (and not
     zero) printed in scientific notation other than as a bound (after ``<``, ``<=``, ``≤``, ``>``, ``>=``,
-    ``≥``, "below", "under", "within", "to", "than" or "between ... and"), in cells without the tag
-    ``digits-hold``."""
+    ``≥``, "below", "under", "within", "to", "than" or "between ... and") that the notebook's code writes as a
+    literal, in cells without the tag ``digits-hold``. A bound computed from the value (the power of ten above it,
+    say) is flagged like the value's digits: it moves when they do."""
     out = []
+    written = {float(x) for c in nb.cells if c.cell_type == "code" for x in _LITERAL.findall(c.source)}
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or DIGITS_HOLD in cell.get("metadata", {}).get("tags", []):
             continue
@@ -97,7 +101,7 @@ def rounding_digits(nb):
             for line in _all_text(o).splitlines():
                 for m in _SCI.finditer(line):
                     value = abs(float(m["num"]))
-                    if 0 < value < TINY and not _BOUND.search(m["pre"]):
+                    if 0 < value < TINY and not (_BOUND.search(m["pre"]) and value in written):
                         out.append((i, m["num"], line.strip()[:100]))
     return out
 
