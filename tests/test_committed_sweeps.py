@@ -132,7 +132,7 @@ def test_a_missing_or_damaged_trend_file_is_named_not_skipped(tmp_path):
     files = [job_path(S.SWEEP.folder, S.SWEEP.job, j, name=S.SWEEP.name) for j in S.jobs(TR.CONFIGS[128])]
     for f in files[:2]:
         shutil.copy(f, tmp_path)
-    with pytest.raises(InputError, match=rf"T = 128, 1 layer\(s\): 1 of 3 job files do not read: .*{files[2].name} "
+    with pytest.raises(InputError, match=rf"T = 128, 1 layer\(s\), D = 32: 1 of 3 job files do not read: .*{files[2].name} "
                                          r"\(missing\).*--set T=128 kinds=mingru depths=1 log_space=true"):
         TR.records(128, sweep_dir=str(tmp_path))
     assert not TR.finished(sweep_dir=str(tmp_path))
@@ -144,8 +144,16 @@ def test_a_missing_or_damaged_trend_file_is_named_not_skipped(tmp_path):
         TR.records(128, sweep_dir=str(tmp_path))
     with pytest.raises(InputError, match="T must be one of"):
         TR.records(512)
-    with pytest.raises(InputError, match=r"T must be one of the lengths with committed runs of 2 layer\(s\) \[64, 128\]"):
+    with pytest.raises(InputError, match=r"T must be one of the lengths with committed runs of 2 layer\(s\) of width "
+                                         r"D = 32 \[64, 128\]"):
         TR.records(256, depth=2)
+    with pytest.raises(InputError, match=r"of width D = 64 \[64\], got 128"):
+        TR.records(128, depth=1, D=64)
     with pytest.raises(InputError, match="depth must be one of"):
         TR.records(128, depth=3)
+    with pytest.raises(InputError, match=r"D must be one of the widths with committed runs \[32, 64\], got 48"):
+        TR.records(64, D=48)
+    with pytest.raises(InputError, match=r"T = 64, 2 layer\(s\), D = 64: 3 of 3 job files do not read: .*\(missing\).*"
+                                         r"--set T=64 D=64 kinds=mingru depths=2 log_space=true"):
+        TR.records(64, sweep_dir=str(tmp_path / "none"), depth=2, D=64)
     assert not TR.finished(sweep_dir=str(tmp_path), depth=2)       # no two-layer file in the folder

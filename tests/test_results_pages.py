@@ -307,7 +307,7 @@ def test_the_selective_copy_page_shows_the_trend_in_T_from_the_committed_runs():
 
     if not TR.finished():
         pytest.skip("the selective-copying trend's job files are not committed here")
-    [table] = NM.PAGES["minrnn.selective_copy"]["PAGE_TABLES"]({})
+    table, *more = NM.PAGES["minrnn.selective_copy"]["PAGE_TABLES"]({})
     depths = [d for d in TR.DEPTHS if TR.finished(depth=d)]
     assert 1 in depths and [row[0] for row in table["rows"]] == [d for d in depths for _ in range(len(TR.lengths(d)) + 1)]
     rows = iter(table["rows"])
@@ -321,3 +321,20 @@ def test_the_selective_copy_page_shows_the_trend_in_T_from_the_committed_runs():
         assert next(rows) == [depth, "4096 (Table 1)", "—", f"{S.PAPER[key]} ± {S.PAPER[f'{key}_std']}",
                               "up to 400,000"]
     assert "2 at T = 64, 6 at T = 128, 14 at T = 256" in table["text"] and "Sec. 4.4" in table["text"]
+    wide = [d for d in TR.DEPTHS if TR.finished(depth=d, D=64)]
+    assert len(more) == (1 if wide else 0)
+    if wide:
+        [width] = more
+        rows = iter(width["rows"])
+        for depth in wide:
+            key = f"mingru_{depth}"
+            for D in (32, 64):
+                acc = np.array([r["result"]["accuracy"] for r in TR.records(64, depth=depth, D=D)])
+                assert [r["config"]["D"] for r in TR.records(64, depth=depth, D=D)] == [D, D, D]
+                steps = [r["result"]["steps_run"] for r in TR.records(64, depth=depth, D=D)]
+                assert next(rows) == [depth, D, 64, " / ".join(f"{a:.2f}" for a in acc),
+                                      f"{acc.mean():.1f} ± {acc.std(ddof=0):.1f}", ", ".join(f"{s:,}" for s in steps)]
+            assert next(rows) == [depth, "64 (App. C.2)", "4096 (Table 1)", "—",
+                                  f"{S.PAPER[key]} ± {S.PAPER[f'{key}_std']}", "up to 400,000"]
+        assert next(rows, None) is None
+        assert "D = 64 (expansion factor 6, so H = 384)" in width["text"] and "Sec. 4.4" in width["text"]

@@ -35,25 +35,29 @@ from ...validate import InputError
 from . import selective_copy as S
 from .selective_copy_summary import summarise
 
-__all__ = ["LENGTHS", "DEPTHS", "CONFIGS", "CONFIGS_2", "lengths", "command", "config", "unreadable", "finished",
-           "records", "summary"]
+__all__ = ["LENGTHS", "DEPTHS", "WIDTHS", "CONFIGS", "CONFIGS_2", "lengths", "command", "config", "unreadable",
+           "finished", "records", "summary"]
 
 LENGTHS = (64, 128, 256)     # the sequence lengths with committed runs at one depth or more (the paper: 4096)
 DEPTHS = (1, 2)              # minGRU layers
-_LENGTHS = {1: (64, 128, 256), 2: (64, 128)}     # those of each depth
+WIDTHS = (32, 64)            # D: Config()'s, and the paper's (App. C.2)
+_LENGTHS = {(1, 32): (64, 128, 256), (2, 32): (64, 128), (1, 64): (64,), (2, 64): (64,)}   # of each (depth, D)
 
 
-def lengths(depth=1):
-    """The sequence lengths with committed runs of ``depth`` layers (an ``InputError`` for another depth)."""
+def lengths(depth=1, D=32):
+    """The sequence lengths with committed runs of ``depth`` layers of width ``D`` (an ``InputError`` for another
+    depth or width)."""
     if depth not in DEPTHS:
         raise InputError(f"depth must be one of the depths with committed runs {list(DEPTHS)}, got {depth!r}")
-    return _LENGTHS[depth]
+    if D not in WIDTHS:
+        raise InputError(f"D must be one of the widths with committed runs {list(WIDTHS)}, got {D!r}")
+    return _LENGTHS[(depth, D)]
 
 
-def config(T, sweep_dir=None, depth=1):
-    """``Config()`` (Table 1's grid, trained until no learning rate helps) with ``depth`` log-space minGRU layers at
-    length ``T``; ``sweep_dir``: another folder for its job files (default: the committed one)."""
-    return dataclasses.replace(S.Config(), T=T, kinds=("mingru",), depths=(depth,), log_space=(True,),
+def config(T, sweep_dir=None, depth=1, D=32):
+    """``Config()`` (Table 1's grid, trained until no learning rate helps) with ``depth`` log-space minGRU layers of
+    width ``D`` at length ``T``; ``sweep_dir``: another folder for its job files (default: the committed one)."""
+    return dataclasses.replace(S.Config(), T=T, D=D, kinds=("mingru",), depths=(depth,), log_space=(True,),
                                sweep_dir=sweep_dir)
 
 
@@ -61,16 +65,17 @@ CONFIGS = {T: config(T) for T in lengths(1)}                  # one layer
 CONFIGS_2 = {T: config(T, depth=2) for T in lengths(2)}       # two layers
 
 
-def command(T, depth=1):
+def command(T, depth=1, D=32):
     """The command that trains the runs of length ``T`` into the committed folder (run from the repository)."""
-    return (f"python -m minimal reproduce minrnn --full --only selective_copy --set T={T} kinds=mingru "
+    width = "" if D == S.Config().D else f" D={D}"
+    return (f"python -m minimal reproduce minrnn --full --only selective_copy --set T={T}{width} kinds=mingru "
             f"depths={depth} log_space=true sweep_dir=data/minrnn/sweeps/selective_copy")
 
 
-def unreadable(T, sweep_dir=None, depth=1):
-    """``[(path, why)]``: the job files of length ``T`` (and ``depth``) that do not read as their job's record
+def unreadable(T, sweep_dir=None, depth=1, D=32):
+    """``[(path, why)]``: the job files of length ``T`` (``depth``, ``D``) that do not read as their job's record
     (``why``: "missing", damaged, or computed for another job; ``minimal.run.job_files.read_record``)."""
-    c = config(T, sweep_dir, depth)
+    c = config(T, sweep_dir, depth, D)
     out = []
     for job in S.jobs(c):
         path = job_path(S.SWEEP.dir(c), S.SWEEP.job, job, name=S.SWEEP.name)
@@ -80,35 +85,36 @@ def unreadable(T, sweep_dir=None, depth=1):
     return out
 
 
-def finished(sweep_dir=None, depth=1):
-    """True if every job file of every length of ``depth`` layers (``lengths(depth)``) is on disk and readable."""
-    return not any(unreadable(T, sweep_dir, depth) for T in lengths(depth))
+def finished(sweep_dir=None, depth=1, D=32):
+    """True if every job file of every length of ``depth`` layers of width ``D`` (``lengths(depth, D)``) is on disk
+    and readable."""
+    return not any(unreadable(T, sweep_dir, depth, D) for T in lengths(depth, D))
 
 
-def records(T, sweep_dir=None, depth=1):
-    """The job records of length ``T`` (and ``depth``), one per seed in seed order.
+def records(T, sweep_dir=None, depth=1, D=32):
+    """The job records of length ``T`` (``depth``, ``D``), one per seed in seed order.
 
     Raises:
         InputError: ``T`` has no committed runs, or a job file is missing, damaged or holds another job's record:
             every such file named, with why and the command that makes the runs.
     """
-    if T not in lengths(depth):
-        raise InputError(f"T must be one of the lengths with committed runs of {depth} layer(s) "
-                         f"{list(lengths(depth))}, got {T!r}")
-    bad = unreadable(T, sweep_dir, depth)
+    if T not in lengths(depth, D):
+        raise InputError(f"T must be one of the lengths with committed runs of {depth} layer(s) of width D = {D} "
+                         f"{list(lengths(depth, D))}, got {T!r}")
+    bad = unreadable(T, sweep_dir, depth, D)
     if bad:
         files = "; ".join(f"{p} ({why})" for p, why in bad)
-        raise InputError(f"selective-copying trend, T = {T}, {depth} layer(s): {len(bad)} of "
-                         f"{len(S.jobs(config(T, depth=depth)))} job files do not read: {files}. "
-                         f"Train them with: {command(T, depth)}")
-    c = config(T, sweep_dir, depth)
+        raise InputError(f"selective-copying trend, T = {T}, {depth} layer(s), D = {D}: {len(bad)} of "
+                         f"{len(S.jobs(config(T, depth=depth, D=D)))} job files do not read: {files}. "
+                         f"Train them with: {command(T, depth, D)}")
+    c = config(T, sweep_dir, depth, D)
     return [read_record(job_path(S.SWEEP.dir(c), S.SWEEP.job, j, name=S.SWEEP.name), job_key(S.SWEEP.job, j))[0]
             for j in sorted(S.jobs(c), key=lambda j: j.seed)]
 
 
-def summary(sweep_dir=None, depths=(1,)):
-    """{T: ``summarise`` of the records of every depth in ``depths``} for every T with runs of each of them: keys
-    ``mingru_1`` (mean accuracy, %), ``mingru_1_std`` (ddof = 0), ``mingru_1_runs`` (per seed),
+def summary(sweep_dir=None, depths=(1,), D=32):
+    """{T: ``summarise`` of the records of every depth in ``depths`` (width ``D``)} for every T with runs of each of
+    them: keys ``mingru_1`` (mean accuracy, %), ``mingru_1_std`` (ddof = 0), ``mingru_1_runs`` (per seed),
     ``mingru_1_steps_run``, ... and ``mingru_2...`` for two layers (``summarise``)."""
-    Ts = [T for T in LENGTHS if all(T in lengths(d) for d in depths)]
-    return {T: summarise([r for d in depths for r in records(T, sweep_dir, d)]) for T in Ts}
+    Ts = [T for T in LENGTHS if all(T in lengths(d, D) for d in depths)]
+    return {T: summarise([r for d in depths for r in records(T, sweep_dir, d, D)]) for T in Ts}
