@@ -110,10 +110,23 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
         assert f"{stated2[T]} % at T = {T} (seeds {seeds})" in doc
     assert min(a for r in summary2.values() for a in r["mingru_2_runs"]) > \
            max(a for r in summary.values() for a in r["mingru_1_runs"]) + 50
+    # one layer at the paper's width, D = 64, T = 64: the grid of --set T=64 D=64 kinds=mingru depths=1 log_space=true
+    words = ["T=64", "D=64", "kinds=mingru", "depths=1", "log_space=true"]
+    typed = overrides.plan(overrides.parse_set(words), {"minrnn/selective_copy": S.Config()})["minrnn/selective_copy"]
+    assert [job_key(S.run_job, j) for j in S.jobs(overrides.apply(S.Config(), typed, "minrnn/selective_copy"))] == \
+           [job_key(S.run_job, j) for j in S.jobs(TR.config(64, D=64))]
+    wide = TR.records(64, D=64)
+    assert [(r["config"]["T"], r["config"]["D"], r["config"]["depth"], r["config"]["log_space"], r["config"]["seed"])
+            for r in wide] == [(64, 64, 1, True, s) for s in (0, 1, 2)]
+    w = TR.summary(D=64)[64]
+    assert [round(a, 2) for a in w["mingru_1_runs"]] == [41.95, 43.55, 42.33]
+    assert f"{w['mingru_1']:.1f} ± {w['mingru_1_std']:.1f} % (seeds 41.95 / 43.55 / 42.33)" in doc
     notebook = data_path().parent / "notebooks" / "minrnn_c_selective_copy.ipynb"
     if notebook.exists():
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         text = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+        assert (f"one layer reaches {w['mingru_1']:.1f} ± {w['mingru_1_std']:.1f} % at $T = 64$ (seeds 41.95, 43.55 and "
+                "42.33 %)") in text
         seeds = ", ".join(f"{a:.2f}" for a in summary[128]["mingru_1_runs"][:2])
         assert (f"falls from {stated[64]} % at $T = 64$ to {stated[128]} % at $T = 128$ (seeds {seeds} and "
                 f"{summary[128]['mingru_1_runs'][2]:.2f} %") in text
