@@ -47,6 +47,24 @@ def test_a_bound_computed_from_the_value_is_flagged_like_its_digits():
     assert [n for _, n, _ in nbtidy.rounding_digits(_nb("loss < 1e-09\n", source=derived))] == ["1e-09"]
     written = 'assert v < 1e-9\nprint("loss < 1e-09")'
     assert nbtidy.rounding_digits(_nb("loss < 1e-09\n", source=written)) == []
+    # a number in a comment or a string is not a literal of the code
+    for source in ('x = f(v)  # below 1e-9', 'print("loss < 1e-09")'):
+        assert [n for _, n, _ in nbtidy.rounding_digits(_nb("loss < 1e-09\n", source=source))] == ["1e-09"]
+
+
+def test_a_literal_in_another_cell_counts_as_written():
+    """A table of bounds in one cell, printed by the next (zucchet_d's BOUND)."""
+    nb = _nb("KV score < 1.35e-09\n", source="print(small(v, 'kv_score'))")
+    nb.cells.insert(0, nbformat.v4.new_code_cell('BOUND = {"kv_score": 1.35e-9}'))
+    assert nbtidy.rounding_digits(nb) == []
+
+
+def test_a_value_printed_just_after_a_bound_is_still_found():
+    """Each number is judged by the text just before it, even when another number stands there."""
+    found = nbtidy.rounding_digits(_nb("residual 3.0e-16 < 1e-12\n", source="assert r < 1e-12"))
+    assert [n for _, n, _ in found] == ["3.0e-16"]
+    found = nbtidy.rounding_digits(_nb("residual < 1e-12: 3.0e-16\n", source="assert r < 1e-12"))
+    assert [n for _, n, _ in found] == ["3.0e-16"]
 
 
 def test_markdown_shown_by_a_cell_is_scanned_too():

@@ -27,7 +27,9 @@ CI is what keeps that claim true, so such a cell must not be marked ``# NBVAL_IG
 """
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -42,10 +44,9 @@ TIMING_TAG = "timing"       # a cell whose printed durations are the lesson's co
 # a number followed by a unit of time: "14 s", "167.3 ms", "2.5e-3 s", "12.2 min", "(9 s)", "1,500 µs"
 DURATION = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:e-?\d+)?\s?(?:ns|µs|us|ms|s|sec|seconds|min|minutes|h)\b")
 TINY = 1e-8   # below this, a printed number is at or near float64 rounding for the quantities the lessons check
-# a number in scientific notation, with what stands before it on its line: a bound ("< 1e-12") is allowed
-_SCI = re.compile(r"(?P<pre>[^\n]{0,24})(?<![\w.])(?P<num>\d+(?:\.\d+)?[eE][-+]?\d+)")
+# a number in scientific notation; the 24 characters before it on its line tell a bound ("< 1e-12") from a value
+_SCI = re.compile(r"(?<![\w.])(?P<num>\d+(?:\.\d+)?[eE][-+]?\d+)")
 _BOUND = re.compile(r"(<|<=|≤|>|>=|≥|\bbelow|\bunder|\bwithin|\bto|\bthan|\bbetween\s+\S+\s+and)\s*$")
-_LITERAL = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][-+]?\d+")   # a float written in code, 1e-12, 4.5e-12
 DIGITS_HOLD = "digits-hold"   # cell tag: small numbers whose printed digits were measured to hold on every kernel
 
 
@@ -86,14 +87,26 @@ def _all_text(output):
     return ""
 
 
+def _numbers_written(source):
+    """The values of the number literals of Python ``source`` (not the digits in its comments or strings)."""
+    try:
+        return {float(t.string.replace("_", "")) for t in tokenize.generate_tokens(io.StringIO(source).readline)
+                if t.type == tokenize.NUMBER and not t.string.lower().endswith("j")}
+    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError):   # not Python (a cell magic): none
+        return set()
+
+
 def rounding_digits(nb):
     """``[(cell index, number, its line)]``: every stored number smaller than ``TINY`` in magnitude (and not
-    zero) printed in scientific notation other than as a bound (after ``<``, ``<=``, ``≤``, ``>``, ``>=``,
-    ``≥``, "below", "under", "within", "to", "than" or "between ... and") that the notebook's code writes as a
-    literal, in cells without the tag ``digits-hold``. A bound computed from the value (the power of ten above it,
-    say) is flagged like the value's digits: it moves when they do."""
+    zero) printed in scientific notation, in cells without the tag ``digits-hold``, other than as a bound (after
+    ``<``, ``<=``, ``≤``, ``>``, ``>=``, ``≥``, "below", "under", "within", "to", "than" or "between ... and")
+    whose number one of the notebook's code cells writes as a literal (a Python number, not a comment or a string).
+
+    A bound computed from the value (the power of ten above it, say) moves with the value's digits. It is listed
+    unless the same number happens to be written in the code for another purpose, so this catches most such
+    bounds, not all: strict nbval under a second BLAS kernel (CI) is what catches the rest."""
     out = []
-    written = {float(x) for c in nb.cells if c.cell_type == "code" for x in _LITERAL.findall(c.source)}
+    written = set().union(*(_numbers_written(c.source) for c in nb.cells if c.cell_type == "code"))
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or DIGITS_HOLD in cell.get("metadata", {}).get("tags", []):
             continue
@@ -101,7 +114,8 @@ def rounding_digits(nb):
             for line in _all_text(o).splitlines():
                 for m in _SCI.finditer(line):
                     value = abs(float(m["num"]))
-                    if 0 < value < TINY and not (_BOUND.search(m["pre"]) and value in written):
+                    pre = line[max(0, m.start() - 24):m.start()]
+                    if 0 < value < TINY and not (_BOUND.search(pre) and value in written):
                         out.append((i, m["num"], line.strip()[:100]))
     return out
 
