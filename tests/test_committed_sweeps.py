@@ -157,15 +157,17 @@ def test_a_missing_or_damaged_trend_file_is_named_not_skipped(tmp_path):
         TR.records(128, sweep_dir=str(tmp_path))
     with pytest.raises(InputError, match="T must be one of"):
         TR.records(512)
-    with pytest.raises(InputError, match=r"T must be one of the lengths with committed runs of 2 layer\(s\) of width "
+    with pytest.raises(InputError, match=r"T must be one of the lengths trained with 2 layer\(s\) of width "
                                          r"D = 32 \[64, 128\]"):
         TR.records(256, depth=2)
     with pytest.raises(InputError, match=r"of width D = 64 \[64\], got 128"):
         TR.records(128, depth=1, D=64)
     with pytest.raises(InputError, match="depth must be one of"):
         TR.records(128, depth=3)
-    with pytest.raises(InputError, match=r"D must be one of the widths with committed runs \[32, 64\], got 48"):
+    with pytest.raises(InputError, match=r"D must be one of the widths trained \[32, 64\], got 48"):
         TR.records(64, D=48)
+    with pytest.raises(InputError, match=r"D must be one of the widths trained \[32, 64\], got 64\.0"):
+        TR.records(64, D=64.0)
     with pytest.raises(InputError, match=r"T = 64, 2 layer\(s\), D = 64: 3 of 3 job files do not read: .*\(missing\).*"
                                          r"--set T=64 D=64 kinds=mingru depths=2 log_space=true"):
         TR.records(64, sweep_dir=str(tmp_path / "none"), depth=2, D=64)

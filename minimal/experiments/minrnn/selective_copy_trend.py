@@ -40,19 +40,19 @@ from .selective_copy_summary import summarise
 __all__ = ["LENGTHS", "DEPTHS", "WIDTHS", "CONFIGS", "CONFIGS_2", "lengths", "command", "config", "unreadable",
            "finished", "records", "summary"]
 
-LENGTHS = (64, 128, 256)     # the sequence lengths with committed runs at one depth or more (the paper: 4096)
+LENGTHS = (64, 128, 256)     # the sequence lengths trained at one depth or more (the paper: 4096)
 DEPTHS = (1, 2)              # minGRU layers
 WIDTHS = (32, 64)            # D: Config()'s, and the paper's (App. C.2)
 _LENGTHS = {(1, 32): (64, 128, 256), (2, 32): (64, 128), (1, 64): (64,), (2, 64): (64,)}   # of each (depth, D)
 
 
 def lengths(depth=1, D=32):
-    """The sequence lengths with committed runs of ``depth`` layers of width ``D`` (an ``InputError`` for another
-    depth or width)."""
+    """The sequence lengths trained with ``depth`` layers of width ``D`` (an ``InputError`` for another depth or
+    width); ``records`` reads their job files, or names those not committed yet and the command that trains them."""
     if depth not in DEPTHS:
-        raise InputError(f"depth must be one of the depths with committed runs {list(DEPTHS)}, got {depth!r}")
+        raise InputError(f"depth must be one of the depths trained {list(DEPTHS)}, got {depth!r}")
     if isinstance(D, bool) or not isinstance(D, int) or D not in WIDTHS:
-        raise InputError(f"D must be one of the widths with committed runs {list(WIDTHS)}, got {D!r}")
+        raise InputError(f"D must be one of the widths trained {list(WIDTHS)}, got {D!r}")
     return _LENGTHS[(depth, D)]
 
 
@@ -97,11 +97,11 @@ def records(T, sweep_dir=None, depth=1, D=32):
     """The job records of length ``T`` (``depth``, ``D``), one per seed in seed order.
 
     Raises:
-        InputError: ``T`` has no committed runs, or a job file is missing, damaged or holds another job's record:
+        InputError: ``T`` was not trained (``lengths``), or a job file is missing, damaged or holds another job's record:
             every such file named, with why and the command that makes the runs.
     """
     if T not in lengths(depth, D):
-        raise InputError(f"T must be one of the lengths with committed runs of {depth} layer(s) of width D = {D} "
+        raise InputError(f"T must be one of the lengths trained with {depth} layer(s) of width D = {D} "
                          f"{list(lengths(depth, D))}, got {T!r}")
     bad = unreadable(T, sweep_dir, depth, D)
     if bad:
