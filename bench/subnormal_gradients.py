@@ -1,7 +1,7 @@
 """Subnormal gate gradients and the gates' matrix products: the forward and backward of one training step of the
 selective-copying sweep's model (``experiments.minrnn.selective_copy.Job``: log-space minGRU, D 32, H 192, batch 64,
 float32) at T = 64, 128 and 256, with and without ``_gates_numba.flush_and_sum_`` setting the subnormal entries of
-dL/dk_n to 0 before ``_gates.affine_backward``'s products (without: the same kernel's sum, no flush, as before the
+dL/dk_n to 0 before ``_min_modes.affine_backward``'s products (without: the same kernel's sum, no flush, as before the
 flush was added), interleaved in one process, min and median over the rounds. Prints, per T, the share of subnormal
 entries in the gate gradients, the time both ways and their ratio, and whether the two ways' gradients are equal
 bit for bit.

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from minimal.cells import _gates_numba as gn
-from minimal.cells import _gates, mingru, minlstm
+from minimal.cells import _gates, _min_modes, mingru, minlstm
 
 
 def test_log_normal_matches_numpy_to_a_few_ulp():
@@ -263,7 +263,7 @@ def test_the_gates_products_drop_subnormal_gradients_and_change_no_normal_result
         d[:, :3] *= tiny / 8                        # the early steps' gradients underflowed to subnormal
         dk[n] = d
     raw = {n: d.copy() for n, d in dk.items()}
-    dx, grads = _gates.affine_backward(params, x, dk)
+    dx, grads = _min_modes.affine_backward(params, x, dk)
     x2 = x.reshape(B * T, D)
     want_dx = sum(raw[n].reshape(B * T, H) @ params[f"W_{n}"] for n in raw).reshape(x.shape)
     np.testing.assert_array_equal(dx, np.where(np.abs(want_dx) < tiny, 0, want_dx))

@@ -32,7 +32,7 @@ def _problem(cell, rng, dtype, with_h0, B=4, T=33, D=6, H=40):
 
 def _kernel_accepts(cell, params, x, h0):
     """Whether the linear-form forward kernel takes these inputs (returns True) rather than leaving them."""
-    from minimal.cells._gates import affine, initial_state
+    from minimal.cells._min_modes import affine, initial_state
 
     k = [affine(params, x, n) for n in (("f", "i", "h") if cell is minlstm else ("z", "h"))]
     outs = [np.empty_like(k[0]) for _ in range(5 if cell is minlstm else 4)]

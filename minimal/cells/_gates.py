@@ -4,9 +4,11 @@ and minGRU and minLSTM (``mingru``, ``minlstm``; Feng et al., "Were RNNs All We 
 - the positive candidate g of Feng et al. App. B.3, log g, log σ, and their derivatives;
 - parameters made of one block per gate n: W_n (H, D), U_n (H, H) where the gate sees h_{t−1}, b_n (H,):
   their initialisation, their checks, and the stacking of all gates into one matrix product;
-- the checks of an input sequence x (B, T, D), a step input x_t (B, D) and a state h0 (B, H);
-- the parallel-mode plumbing of the min cells: Linear_n(x) and its backward, the step loop, and the calls to
-  ``minimal.scan`` (vanilla and log space, App. B.3).
+- the checks of an input sequence x (B, T, D), a step input x_t (B, D), a state h0 (B, H) and a min cell's
+  arguments (``check_forward``, ``check_out``).
+
+The min cells' two modes (Linear_n(x) and its backward, the step loop, the calls to ``minimal.scan``) are in
+``_min_modes``.
 
 Not registered as a cell (the leading underscore); each cell module keeps its own equations.
 Glossary (shapes): B batch, T time, D input features, H hidden units, G gates.
@@ -18,8 +20,6 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from .. import scan
-from . import _gates_numba
 from ..scan import checks as scan_checks
 from ..conventions import CHOICES, check_unused, choose
 from ..validate import (InputError, OverflowInputError, check_array, check_finite_result,
@@ -234,116 +234,6 @@ def guarded_backward(body, params, cache, dy):
     return dx, grads
 
 
-# --- the min cells: input-only gates, the step loop and the scans ---------------------------------------
-def affine(params, x, n):
-    """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H); W_n^T copied contiguous first (NumPy's
-    stacked matmul with the transposed view takes a slower path to the same numbers)."""
-    k = x @ np.ascontiguousarray(params[f"W_{n}"].T)
-    if f"b_{n}" in params:
-        k += params[f"b_{n}"]           # in place: no second (..., H) array
-    return k
-
-
-def affine_backward(params, x, dk):
-    """Backward of k_n = Linear_n(x) for the gates n in ``dk`` ({n: dL/dk_n (B, T, H)}, the caller's scratch:
-    ``_gates_numba.flush_and_sum_`` sets their subnormals to 0 in place), in that order. Returns dx (B, T, D) =
-    Σ_n dk_n W_n and the grads of W_n, b_n, with the keys of params."""
-    grads, dx = {}, None
-    rows = int(np.prod(x.shape[:-1]))                # B T, written out: a reshape to -1 is ambiguous at H = 0
-    x2 = x.reshape(rows, x.shape[-1])
-    for n, dk_n in dk.items():
-        dk2 = dk_n.reshape(rows, dk_n.shape[-1])     # (B T, H): one matrix product each, not B batched ones
-        db = np.empty(dk2.shape[1], dk2.dtype)       # subnormals to 0 first (the products' speed), db = Σ rows
-        _gates_numba.flush_and_sum_(dk2, np.finfo(dk2.dtype).tiny, db)
-        grads[f"W_{n}"] = dk2.T @ x2
-        if f"b_{n}" in params:
-            grads[f"b_{n}"] = db
-        if dx is None:
-            dx = dk2 @ params[f"W_{n}"]
-        else:
-            dx += dk2 @ params[f"W_{n}"]
-    return dx.reshape(x.shape), {k: grads[k] for k in params}
-
-
-def step_loop(step_forward, params, x, h0, H, log_space):
-    """Sequential mode: h (B, T, H) from h_t = step_forward(params, x_t, h_{t−1}, log_space), h_0 = h0 or 0."""
-    B, T, _ = x.shape
-    h = np.empty((B, T, H), x.dtype)
-    prev = np.zeros((B, H), x.dtype) if h0 is None else h0
-    for t in range(T):
-        prev = step_forward(params, x[:, t], prev, log_space)
-        h[:, t] = prev
-    return h
-
-
-def fused(backend):
-    """Whether a min cell's parallel mode runs its gates fused (``_gates_numba.py``, beside this file): every backend (resolved,
-    not None) but "numpy", whose parallel mode keeps the NumPy formulas as the reference the fused pass is tested
-    against."""
-    return backend != "numpy"
-
-
-def scan_fused(log_space, method, backend):
-    """Whether a min cell's parallel mode runs its gates and its scan in one compiled pass (and their backward in
-    one reverse pass; ``_min_scan_numba``): on the CPU (backend "numba") with the default scan, the sequential Numba
-    loop, or in log space. The Blelloch method and backend "numpy" keep the gates and the scan apart, the reference
-    the one pass is tested against."""
-    return backend == "numba" and (log_space or scan.resolve_method(method, backend, "the scan")[0] == "sequential")
-
-
-def initial_state(h0, k, log=False):
-    """h0 (``log``: log h0) as the fused kernels take it: C-contiguous (B, H), zeros when h0 is None (k: a (B, T, H)
-    array of the dtype)."""
-    if h0 is None:
-        return np.zeros((k.shape[0], k.shape[2]), k.dtype)
-    return np.log(h0) if log else np.ascontiguousarray(h0)
-
-
-def parallel_scan(a, b, h0, log_space, method, backend, out=None):
-    """The parallel mode's recurrence: ``minimal.scan.linear_scan`` of (a, b) (h written into ``out`` when given),
-    or in log space ``log_scan`` of (log a, log b) passed as (a, b). Returns (h, log_h), log_h None when vanilla."""
-    if log_space:
-        log_h, h = log_scan(a, b, h0, backend, out)
-        return h, log_h
-    return scan.linear_scan(a, b, h0, method, backend, out=out), None
-
-
-def parallel_scan_backward(a, b, log_h, h, h0, dh, log_space, method, backend):
-    """(da, db) of ``parallel_scan`` given dh = dL/dh (in log space: dL/dlog a, dL/dlog b)."""
-    if log_space:
-        return log_scan_backward(a, b, log_h, h, h0, dh, backend)
-    return linear_scan_backward(a, h, dh, h0, method, backend)
-
-
-def bptt(a, h, h0, dh):
-    """The sequential mode's adjoint of h_t = a_t ⊙ h_{t−1} + b_t (h, a: (B, T, H); h0 (B, H) or None), one step
-    at a time in reverse, independent of the scans. Returns (da, db): da_t = g_t ⊙ h_{t−1}, db_t = g_t, where
-    g_t = dL/dh_t in total (dh_t plus what reaches h_t through h_{t+1})."""
-    B, T, H = h.shape
-    da, db = np.empty_like(h), np.empty_like(h)
-    carry = np.zeros((B, H), h.dtype)                   # dL/dh_t through h_{t+1}
-    for t in reversed(range(T)):
-        h_prev = h[:, t - 1] if t > 0 else (np.zeros_like(carry) if h0 is None else h0)
-        d = dh[:, t] + carry
-        da[:, t] = d * h_prev
-        db[:, t] = d
-        carry = d * a[:, t]
-    return da, db
-
-
-def linear_scan_backward(a, h, dh, h0, method, backend):
-    """(da, db), each (B, T, H), for ``linear_scan`` given dh = dL/dh."""
-    da, db, _ = scan.linear_scan_backward(a, h, dh, h0, method, backend)
-    return da, db
-
-
-def log_scan(log_a, log_b, h0, backend, out=None):
-    """App. B.3: log h_t = log(a_t h_{t−1} + b_t) from log a, log b (B, T, H) and h0 > 0 (B, H) or None.
-    Returns (log_h, h = exp(log_h)); h is written into ``out`` when given."""
-    log_h = scan.log_scan(log_a, log_b, None if h0 is None else np.log(h0), backend=backend)
-    return log_h, np.exp(log_h, out=out)
-
-
 def check_out(out, x, H, mode, backend):
     """``out`` (None passes) receives the parallel mode's states h: (B, T, H) with x's dtype, on the host.
     Checked before any work, in the cell's own words: the sequential mode builds h step by step, and the CUDA
@@ -356,13 +246,6 @@ def check_out(out, x, H, mode, backend):
     if backend == "cuda":
         raise InputError("out is not supported with backend='cuda' (the scan returns a new array): pass out=None")
     scan_checks.check_out(out, (x.shape[0], x.shape[1], H), x.dtype, {"x": x}, like="the states h (B, T, H)")
-
-
-def log_scan_backward(log_a, log_b, log_h, h, h0, dh, backend):
-    """(dlog_a, dlog_b), each (B, T, H), for ``log_scan`` given dh = dL/dh; dL/dlog h = dh ⊙ h."""
-    log_h0 = None if h0 is None else np.log(h0)
-    dlog_a, dlog_b, _ = scan.log_scan_backward(log_a, log_b, log_h, dh * h, log_h0, backend=backend)
-    return dlog_a, dlog_b
 
 
 def recurrent_examples(init, rng, states):

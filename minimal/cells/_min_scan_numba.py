@@ -1,7 +1,7 @@
 """The min cells' gates fused with their scans (Feng et al., "Were RNNs All We Needed?", Sec. 3.1-3.2, App. B.3;
 ``minimal.cells.mingru``, ``minimal.cells.minlstm``): one pass computes the gates and runs the recurrence, one
 reverse pass runs the adjoint and the gates' backward, with no a, b, da, db arrays in memory between them. The
-cells call them in parallel mode with the default CPU scan (``_gates.scan_fused``); the gates-then-scan path
+cells call them in parallel mode with the default CPU scan (``_min_modes.scan_fused``); the gates-then-scan path
 (``_gates_numba`` and ``minimal.scan``) stays the reference they are tested against.
 
 Each kernel computes what the two passes it replaces compute, in the same order: the gates as ``_gates_numba``'s

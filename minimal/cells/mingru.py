@@ -39,10 +39,10 @@ import numpy as np
 from scipy.special import expit
 
 # App. B.3's g, log g and log σ live in _gates (minLSTM uses them too); they stay importable from here.
-from ._gates import (MODES, affine, affine_backward, bptt, check_dy, check_forward, check_step, dg, dlog_g, fused, g,
-                     guarded_backward, initial_state, input_gates_init, input_gates_n_params, linear_scan_backward,
-                     log_g, log_scan_backward, log_sigmoid, min_rnn_examples, parallel_scan, parallel_scan_backward,
-                     scan_fused, step_loop)
+from ._gates import (MODES, check_dy, check_forward, check_step, dg, dlog_g, g, guarded_backward, input_gates_init,
+                     input_gates_n_params, log_g, log_sigmoid, min_rnn_examples)
+from ._min_modes import (affine, affine_backward, bptt, fused, initial_state, linear_scan_backward, log_scan_backward,
+                         parallel_scan, parallel_scan_backward, scan_fused, step_loop)
 from ..validate import check_finite_result
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params"]
