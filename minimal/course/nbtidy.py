@@ -19,11 +19,12 @@ an exact identity, a construction's residual, analytic against finite-difference
 CPU, the BLAS kernel and the thread count, so a lesson prints such a number as the bound its assert checks
 (``< 1e-12``), never with its digits. ``rounding_digits(nb)`` lists every stored number below ``TINY`` printed
 with its digits rather than as a bound (a bound the code writes as a literal: one computed from the value, such
-as the power of ten above it, moves with the value's digits and is listed too); ``tidy`` cannot fix that (the lesson's code must print the bound), so it
-is reported apart from ``problems``. A small number that is not rounding (a trained model's residual loss of
-2.0e-10, computed from committed weights) may keep its digits when they were measured to be the same under every
-BLAS kernel: its cell carries the tag ``digits-hold`` (``DIGITS_HOLD``), and strict nbval under a second kernel in
-CI is what keeps that claim true, so such a cell must not be marked ``# NBVAL_IGNORE_OUTPUT``.
+as the power of ten above it, moves with the value's digits and is listed too); ``tidy`` cannot fix that (the
+lesson's code must print the bound), so it is reported apart from ``problems``. A small number that is not
+rounding (a trained model's residual loss of 2.0e-10, computed from committed weights) may keep its digits when
+they were measured to be the same under every BLAS kernel: its cell carries the tag ``digits-hold``
+(``DIGITS_HOLD``), and strict nbval under a second kernel in CI is what keeps that claim true, so such a cell
+must not be marked ``# NBVAL_IGNORE_OUTPUT``.
 """
 from __future__ import annotations
 

@@ -10,10 +10,10 @@ the command that trained them,
 
     python -m minimal reproduce minrnn --full --only selective_copy --set T=128 kinds=mingru depths=1 log_space=true
 
-(``depths=2`` for two layers, ``D=64`` added for the paper's width; with ``sweep_dir=data/minrnn/sweeps/selective_copy`` added, the job files go to the
-committed folder); a job file is named by a hash of its job (``minimal.run.job_files``), so any other field changed
-would name other files. At T = 64 the jobs are three of ``Config()``'s 36 (for each depth), the committed Table 1
-grid.
+(``depths=2`` for two layers, ``D=64`` added for the paper's width; with
+``sweep_dir=data/minrnn/sweeps/selective_copy`` added, the job files go to the committed folder); a job file is
+named by a hash of its job (``minimal.run.job_files``), so any other field changed would name other files. At
+T = 64 the jobs are three of ``Config()``'s 36 (for each depth), the committed Table 1 grid.
 
 ``records(T, depth=1, D=32)`` reads a length's job files and ``summary(depths=(1,), D=32)`` summarises every length
 (``selective_copy_summary.summarise``: mean and std over the seeds, ddof = 0); a file that is missing, damaged or
@@ -97,8 +97,8 @@ def records(T, sweep_dir=None, depth=1, D=32):
     """The job records of length ``T`` (``depth``, ``D``), one per seed in seed order.
 
     Raises:
-        InputError: ``T`` was not trained (``lengths``), or a job file is missing, damaged or holds another job's record:
-            every such file named, with why and the command that makes the runs.
+        InputError: ``T`` was not trained (``lengths``), or a job file is missing, damaged or holds another job's
+            record: every such file named, with why and the command that makes the runs.
     """
     if T not in lengths(depth, D):
         raise InputError(f"T must be one of the lengths trained with {depth} layer(s) of width D = {D} "
