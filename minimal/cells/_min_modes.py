@@ -60,9 +60,9 @@ def step_loop(step_forward, params, x, h0, H, log_space):
 
 
 def fused(backend):
-    """Whether a min cell's parallel mode runs its gates fused (``_gates_numba.py``, beside this file): every backend (resolved,
-    not None) but "numpy", whose parallel mode keeps the NumPy formulas as the reference the fused pass is tested
-    against."""
+    """Whether a min cell's parallel mode runs its gates fused (``_gates_numba.py``, beside this file): every
+    backend (resolved, not None) but "numpy", whose parallel mode keeps the NumPy formulas as the reference the
+    fused pass is tested against."""
     return backend != "numpy"
 
 

@@ -49,6 +49,13 @@ def _sc_note(key):
     return note
 
 
+def _seed_cells(r, key):
+    """A selective-copying summary's seeds as three table cells: the accuracy of each seed, mean ± std (ddof = 0)
+    and the step each stopped at (``selective_copy_summary.summarise``'s ``key`` entries, e.g. "mingru_1")."""
+    return [" / ".join(f"{a:.2f}" for a in r[f"{key}_runs"]), f"{r[key]:.1f} ± {r[f'{key}_std']:.1f}",
+            ", ".join(f"{s:,}" for s in r[f"{key}_steps_run"])]
+
+
 def _trend_table(metrics):
     """Selective copying as T grows (``selective_copy_trend``: log-space minGRU, ``Config()`` with the length
     changed, from the committed job files) beside Table 1's T = 4096; a depth whose runs are not all on disk has
@@ -62,8 +69,7 @@ def _trend_table(metrics):
             continue
         key = f"mingru_{depth}"
         for T, r in TR.summary(depths=(depth,)).items():
-            rows.append([depth, T, " / ".join(f"{a:.2f}" for a in r[f"{key}_runs"]),
-                         f"{r[key]:.1f} ± {r[f'{key}_std']:.1f}", ", ".join(f"{s:,}" for s in r[f"{key}_steps_run"])])
+            rows.append([depth, T, *_seed_cells(r, key)])
         rows.append([depth, "4096 (Table 1)", "—", f"{PAPER[key]} ± {PAPER[f'{key}_std']}", "up to 400,000"])
     c = TR.config(TR.LENGTHS[0])
     text = (f"The log-space minGRU (the form the paper trains) at longer sequences: Config() ({c.n_data} data tokens, "
@@ -94,9 +100,7 @@ def _width_table(metrics):
         for D in TR.WIDTHS:
             for T in TR.lengths(depth, D=64):
                 r = TR.summary(depths=(depth,), D=D)[T]
-                rows.append([depth, D, T, " / ".join(f"{a:.2f}" for a in r[f"{key}_runs"]),
-                             f"{r[key]:.1f} ± {r[f'{key}_std']:.1f}",
-                             ", ".join(f"{s:,}" for s in r[f"{key}_steps_run"])])
+                rows.append([depth, D, T, *_seed_cells(r, key)])
         rows.append([depth, "64 (App. C.2)", "4096 (Table 1)", "—", f"{PAPER[key]} ± {PAPER[f'{key}_std']}",
                      "up to 400,000"])
     if not rows:
