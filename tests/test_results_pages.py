@@ -90,6 +90,46 @@ def test_the_shakespeare_definitions_and_notes_say_what_was_compared(minrnn_page
     assert all("64" in line.split("the paper")[1] for line in steps_notes)
 
 
+def test_the_shakespeare_page_shows_every_seed_and_their_mean(minrnn_page):
+    """The page's rows are seed 0's; its three-seed table gives each seed's best loss, ratio to the Transformer
+    and both step ratios (the one at the Transformer's best is the paper's 2000 / 575 reading) with mean ± std
+    (ddof = 0), each recomputed here from the committed curves alone."""
+    from minimal.experiments.notes import minrnn as NM
+
+    paths = [data_path("minrnn", "shakespeare_full.json")] + \
+            [data_path("minrnn", f"shakespeare_full_seed{s}.json") for s in (1, 2)]
+    if not all(p.exists() for p in paths):
+        pytest.skip("the three Shakespeare seeds are not committed here")
+    per_seed = []
+    for p in paths:
+        models = json.loads(p.read_text())["models"]
+        best = {k: min(m["curve"]) for k, m in models.items()}
+        step = {k: m["curve_steps"][int(np.argmin(m["curve"]))] for k, m in models.items()}
+        reach = {k: min(s for s, loss in zip(m["curve_steps"], m["curve"]) if loss <= best["attention"])
+                 for k, m in models.items()}
+        per_seed.append((best, step, reach))
+    [table] = NM.PAGES["minrnn.shakespeare"]["PAGE_TABLES"]({})
+
+    def cell(vals, fmt):
+        return " / ".join(format(v, fmt) for v in vals) + \
+            f" (mean {np.mean(vals):{fmt}} ± {np.std(vals, ddof=0):{fmt}})"
+
+    rows = {row[0]: row[1:] for row in table["rows"]}
+    assert list(rows) == ["minGRU (log space)", "minLSTM (log space)", "minGRU (vanilla)", "Transformer"]
+    for name, kind in zip(rows, ("mingru", "minlstm", "mingru_vanilla", "attention")):
+        loss = cell([b[kind] for b, _, _ in per_seed], ".3f")
+        if kind == "attention":
+            assert rows[name] == [loss, "—", "—", "—"]
+            continue
+        assert rows[name] == [loss, cell([b[kind] / b["attention"] for b, _, _ in per_seed], ".3f"),
+                              cell([st["attention"] / r[kind] for _, st, r in per_seed], ".2f"),
+                              cell([st["attention"] / st[kind] for _, st, _ in per_seed], ".2f")]
+    assert rows["minGRU (log space)"][2] == "3.23 / 3.27 / 2.17 (mean 2.89 ± 0.51)"     # minrnn_d asserts 2.89
+    assert "seeds 0, 1, 2" in table["text"] and "2000 / 575 = 3.48" in table["text"] and "batch 16" in table["text"]
+    text, _ = minrnn_page
+    assert "Shakespeare over three seeds" in text and "3.23 / 3.27 / 2.17 (mean 2.89 ± 0.51)" in text
+
+
 def _selective_copy_runs():
     """{row key: [per-seed accuracy]} from the committed job files of Config()'s grid."""
     from minimal.experiments.minrnn import selective_copy as SC, selective_copy_summary as SCS
