@@ -121,12 +121,26 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
     w = TR.summary(D=64)[64]
     assert [round(a, 2) for a in w["mingru_1_runs"]] == [41.95, 43.55, 42.33]
     assert f"{w['mingru_1']:.1f} ± {w['mingru_1_std']:.1f} % (seeds 41.95 / 43.55 / 42.33)" in doc
+    # two layers at the paper's width: the grid of --set T=64 D=64 kinds=mingru depths=2 log_space=true
+    words = ["T=64", "D=64", "kinds=mingru", "depths=2", "log_space=true"]
+    typed = overrides.plan(overrides.parse_set(words), {"minrnn/selective_copy": S.Config()})["minrnn/selective_copy"]
+    assert [job_key(S.run_job, j) for j in S.jobs(overrides.apply(S.Config(), typed, "minrnn/selective_copy"))] == \
+           [job_key(S.run_job, j) for j in S.jobs(TR.config(64, depth=2, D=64))]
+    wide2 = TR.records(64, depth=2, D=64)
+    assert [(r["config"]["T"], r["config"]["D"], r["config"]["depth"], r["config"]["log_space"], r["config"]["seed"])
+            for r in wide2] == [(64, 64, 2, True, s) for s in (0, 1, 2)]
+    w2 = TR.summary(depths=(2,), D=64)[64]
+    assert [round(a, 2) for a in w2["mingru_2_runs"]] == [83.60, 89.41, 91.38]
+    assert f"{w2['mingru_2']:.1f} ± {w2['mingru_2_std']:.1f} % (seeds 83.60 / 89.41 / 91.38)" in doc
+    assert all(w < n for w, n in zip(w2["mingru_2_runs"], summary2[64]["mingru_2_runs"]))   # "every seed lower"
     notebook = data_path().parent / "notebooks" / "minrnn_c_selective_copy.ipynb"
     if notebook.exists():
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         text = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
         assert (f"one layer reaches {w['mingru_1']:.1f} ± {w['mingru_1_std']:.1f} % at $T = 64$ (seeds 41.95, 43.55 and "
                 "42.33 %)") in text
+        assert (f"Two layers at the paper's width reach {w2['mingru_2']:.1f} ± {w2['mingru_2_std']:.1f} % at $T = 64$ "
+                "(seeds 83.60, 89.41 and 91.38 %)") in text
         seeds = ", ".join(f"{a:.2f}" for a in summary[128]["mingru_1_runs"][:2])
         assert (f"falls from {stated[64]} % at $T = 64$ to {stated[128]} % at $T = 128$ (seeds {seeds} and "
                 f"{summary[128]['mingru_1_runs'][2]:.2f} %") in text

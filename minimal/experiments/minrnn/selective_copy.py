@@ -22,7 +22,7 @@ Committed runs (``data/minrnn/sweeps/selective_copy``, one JSON per job; ``run(c
   vanilla grid with a one-layer GRU and LSTM (18 and 24 runs);
 - ``selective_copy_trend.CONFIGS``: ``Config()`` with one log-space minGRU layer at T = 128 and 256 (3 runs each; at T = 64
   these are three of ``Config()``'s), the trend of one layer's accuracy as T grows; ``CONFIGS_2`` the same with two
-  layers, and ``config(64, D=64)`` one layer at the paper's width.
+  layers, and ``config(64, depth=..., D=64)`` one and two layers at the paper's width.
 
 What they find: ``selective_copy_summary`` (the trend in T: ``selective_copy_trend``).
 
@@ -31,8 +31,8 @@ Differs from the paper (App. C.2-C.3), each for CPU time (the paper: up to 400,0
   ``*_8tokens`` grids); the paper: T = 4096 with 16. The task's structure is kept (vocabulary 16 with noise and
   marker, data tokens at random sorted positions, markers at the end) but the ratio of noise to data is 2:1
   instead of ~255:1;
-- width D = 32 (paper: input dimension 64), H = 6 D = 192 (one log-space minGRU layer also at D = 64, T = 64:
-  ``selective_copy_trend``);
+- width D = 32 (paper: input dimension 64), H = 6 D = 192 (one and two log-space minGRU layers also at D = 64,
+  T = 64: ``selective_copy_trend``);
 - ``Config()`` evaluates every 200 steps on the fixed set, cuts the rate tenfold at each of the first two plateaus
   of its accuracy (1,000 steps without a rise of 0.1 points) and stops at the third (cap 30,000 steps, which no run
   reached); ``Config.capped()`` stops at the first plateau or a cap of 4,000 steps; the 8-token grids train exactly
