@@ -132,7 +132,7 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
     w2 = TR.summary(depths=(2,), D=64)[64]
     assert [round(a, 2) for a in w2["mingru_2_runs"]] == [83.60, 89.41, 91.38]
     assert f"{w2['mingru_2']:.1f} ± {w2['mingru_2_std']:.1f} % (seeds 83.60 / 89.41 / 91.38)" in doc
-    assert all(w < n for w, n in zip(w2["mingru_2_runs"], summary2[64]["mingru_2_runs"]))   # "every seed lower"
+    assert all(a < b for a, b in zip(w2["mingru_2_runs"], summary2[64]["mingru_2_runs"]))   # "every seed lower"
     notebook = data_path().parent / "notebooks" / "minrnn_c_selective_copy.ipynb"
     if notebook.exists():
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]

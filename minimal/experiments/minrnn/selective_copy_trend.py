@@ -24,8 +24,8 @@ What they find (notebook ``minrnn_c_selective_copy``, section 4.4, asserts each 
 41.6 ± 2.3 % at T = 64 (seeds 43.09 / 38.28 / 43.31) and 35.2 ± 1.9 % at T = 128 (seeds 33.24 / 34.50 / 37.80);
 every T = 128 run is below every T = 64 run; and 35.7 ± 1.2 % at T = 256 (seeds 36.27 / 36.85 / 33.97), within
 the spreads of T = 128 and of Table 1's 37.0 ± 2.3 %. Two layers reach 95.8 ± 2.2 % at T = 64 (seeds 94.06 /
-94.51 / 98.93) and 95.1 ± 0.3 % at T = 128 (seeds 94.82 / 94.97 / 95.54); every two-layer run is more than 50
-points above every one-layer run. At D = 64 and T = 64 one layer reaches 42.6 ± 0.7 % (seeds 41.95 / 43.55 /
+94.51 / 98.93) and 95.1 ± 0.3 % at T = 128 (seeds 94.82 / 94.97 / 95.54); every two-layer run at D = 32 is more
+than 50 points above every one-layer run. At D = 64 and T = 64 one layer reaches 42.6 ± 0.7 % (seeds 41.95 / 43.55 /
 42.33), within the spreads of D = 32's 41.6 ± 2.3 % and above Table 1's: of the two, the length (at D = 32), not
 the width (at T = 64), brings one layer to the paper's level (3 seeds each; no other setting varied). Two layers at
 D = 64 and T = 64 reach 88.1 ± 3.3 % (seeds 83.60 / 89.41 / 91.38), 7.7 points below D = 32's 95.8 ± 2.2 % with

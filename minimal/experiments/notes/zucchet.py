@@ -124,7 +124,8 @@ PAGES = {
                                             "label-slot weights removes",
                     "label_zeroed_over_paper_<end>": "the residual left after zeroing them over the paper's "
                                                      "1.35e-3, smallest and largest over seeds",
-                    "eta_star": "η* = 1 / (σ_x² (T + d_x - 1/5)) (App. C.2)"},
+                    "eta_star": "η* = 1 / (σ_x² (T + d_x - 1/5)) (App. C.2)",
+                    "<metric>_std": "the sample standard deviation over the seeds (ddof = 1) of the metric"},
         "LESSON": {"residual_norm_mean": "zucchet_e_in_context_regression.ipynb (Sec. 4.1 and 5)",
                    "*": "zucchet_e_in_context_regression.ipynb (Sec. 4.1)"},
         "CLOSED_FORM": ("loss_gd",),
@@ -139,7 +140,7 @@ PAGES = {
                 "Table 2's polynomial puts a label in the query's slot, which training never shows: the weights "
                 "that read it stay untrained and carry the residual, while the loss matches one GD step's."
                 + (f" Zeroing those weights (the fast neurons' label-slot inputs) removes "
-                   f"{100 * m['label_slot_share_min']:.0f} % or more of each seed's residual; what remains is "
+                   f"{100 * m['label_slot_share_min']:.1f} % or more of each seed's residual; what remains is "
                    f"{m['label_zeroed_over_paper_min']:.1f} to {m['label_zeroed_over_paper_max']:.1f}x the paper's "
                    "1.35e-3." if "label_slot_share_min" in m else "")),
             "coef_*": "the paper's optimiser (AdamW on ν, where dλ/dν vanishes near λ = 1) leaves the key-value "
