@@ -5,6 +5,7 @@ import pytest
 
 from minimal.__main__ import main
 from minimal.bench import profile as P, train as T
+from minimal.validate import InputError
 
 
 @pytest.mark.parametrize("filename, part", [
@@ -50,3 +51,12 @@ def test_profile_is_refused_outside_bench_train(capsys):
     with pytest.raises(ValueError, match="steps must be"):
         P.profile_step(lambda: None, steps=0)
     assert np.isfinite(P.sgemm_seconds([(8, 4, 2, 3)], repeats=1))
+
+
+def test_profile_times_the_rows_it_is_given_and_refuses_the_flags_it_ignores(capsys):
+    chosen = T.choose(T.models(quick=True), [T.models(quick=True)[0].name])
+    assert [m.name for m in chosen] == [T.models(quick=True)[0].name]
+    with pytest.raises(InputError, match="only: no row named"):
+        P.profile_models(quick=True, only=["no such row"])
+    assert main(["bench", "train", "--profile", "--no-anchors"]) == 2
+    assert "--no-anchors do not apply to --profile" in capsys.readouterr().err

@@ -84,14 +84,19 @@ def _bench(args):
             if args.repeats is not None:   # 0 is refused, not read as "the default" (``args.repeats or ...`` did)
                 check_positive_int("--repeats", args.repeats)
             repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
+            if args.pin is not None:
+                _pin(args.pin)
             if args.profile:
                 from . import profile
 
-                print(profile.profile_models(quick=args.quick, repeats=repeats or 5,
+                ignored = [f for f, on in (("--anchors", args.anchors), ("--no-anchors", args.no_anchors),
+                                           ("--no-cells", args.no_cells)) if on]
+                if ignored:   # the profile times our step alone, never a framework's or a cell's
+                    raise InputError(f"{', '.join(ignored)} do not apply to --profile (it profiles our step "
+                                     "only); drop them")
+                print(profile.profile_models(quick=args.quick, repeats=repeats or 5, only=args.only,
                                              log=lambda s: print(s, file=sys.stderr)))
                 return 0
-            if args.pin is not None:
-                _pin(args.pin)
             if args.no_anchors and args.anchors:
                 raise InputError("--anchors and --no-anchors contradict each other: give one")
             anchors = () if args.no_anchors else tuple(args.anchors or bench_train.ANCHORS)

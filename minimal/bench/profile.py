@@ -142,16 +142,17 @@ def format_profile(name, parts, line):
     return "\n".join(out)
 
 
-def profile_models(quick=False, steps=5, repeats=5, log=print):
-    """Every model of ``bench train`` (``quick``: a few), each profiled (``profile_step``), its step timed without
-    the profiler (CPU seconds, best of ``repeats``) and set against the sgemm rate of its shapes (``roofline``).
-    Returns the text of every model's breakdown, slowest step first."""
+def profile_models(quick=False, steps=5, repeats=5, only=None, log=print):
+    """Every model of ``bench train`` (``quick``: a few; ``only``: those rows by name), each profiled
+    (``profile_step``), its step timed without the profiler (CPU seconds, best of ``repeats``) and set against the
+    sgemm rate of its shapes (``roofline``). Returns the text of every model's breakdown, slowest step first."""
     from ..run import speed
-    from .train import models, project_step
+    from .train import choose, models, project_step
 
+    chosen = choose(models(quick), only)
     speed.tune()
     blocks = []
-    for model in models(quick):
+    for model in chosen:
         step = project_step(model)
         parts = profile_step(step, steps)
         best = min(step()["step"] for _ in range(repeats))

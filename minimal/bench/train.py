@@ -213,6 +213,17 @@ def _page_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def choose(rows, only):
+    """The models of ``rows`` named in ``only`` (None: all of them), in ``rows``' order; an unknown name is an
+    InputError that lists the rows."""
+    if only is None:
+        return list(rows)
+    unknown = sorted(set(only) - {m.name for m in rows})
+    if unknown:
+        raise InputError(f"only: no row named {unknown}; the rows are {[m.name for m in rows]}")
+    return [m for m in rows if m.name in set(only)]
+
+
 def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, cells=True, log=print):
     """Time every model's training step (module docstring), ours and, per framework of ``anchors`` that is
     installed, its twins' versions.
@@ -236,12 +247,7 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, ce
     for name in anchors:
         if name not in ANCHORS:
             raise ValueError(f"anchors: unknown framework {name!r}; expected some of {sorted(ANCHORS)}")
-    chosen = models(quick)
-    if only is not None:
-        unknown = sorted(set(only) - {m.name for m in chosen})
-        if unknown:
-            raise InputError(f"only: no row named {unknown}; the rows are {[m.name for m in chosen]}")
-        chosen = [m for m in chosen if m.name in set(only)]
+    chosen = choose(models(quick), only)
     speed.tune()
     twins = {}
     for name in anchors:
