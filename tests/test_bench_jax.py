@@ -73,3 +73,10 @@ def test_the_cell_step_times_the_cell(jm):
     _, args = bt._cell_step(model)
     parts = jm.cell_step(model, jm.versions(model)[0], *args)()
     assert set(parts) == {"cell"} and isinstance(parts["cell"], float) and parts["cell"] > 0
+
+
+def test_jaxs_matrix_product_rate_is_timed_on_the_steps_shapes():
+    from minimal.bench import jax_models
+
+    seconds = jax_models.matmul_seconds([(64, 32, 16, 1), (16, 8, 4, 3)], repeats=2)
+    assert np.isfinite(seconds) and 0 < seconds < 1

@@ -58,5 +58,27 @@ def test_profile_times_the_rows_it_is_given_and_refuses_the_flags_it_ignores(cap
     assert [m.name for m in chosen] == [T.models(quick=True)[0].name]
     with pytest.raises(InputError, match="only: no row named"):
         P.profile_models(quick=True, only=["no such row"])
-    assert main(["bench", "train", "--profile", "--no-anchors"]) == 2
-    assert "--no-anchors do not apply to --profile" in capsys.readouterr().err
+    assert main(["bench", "train", "--profile", "--no-cells"]) == 2
+    assert "--no-cells does not apply to --profile" in capsys.readouterr().err
+
+
+def test_the_roofline_sets_each_frameworks_matrix_product_beside_numpys():
+    class Twin:                      # a framework whose product takes twice NumPy's time on every shape
+        @staticmethod
+        def matmul_seconds(shapes, repeats):
+            return 2.0 * P.sgemm_seconds(shapes, repeats)
+
+    line = P.roofline(T._selective_copy("mingru", 2, True), 0.05, repeats=1, anchors={"twin": Twin})
+    assert set(line["anchors"]) == {"twin"} and line["anchors"]["twin"] > 0
+    text = P.format_profile("m", {"total": 0.05, "gates and cells": 0.05}, line)
+    assert "the same shapes with twin's matrix product" in text
+
+
+def test_a_profile_names_a_framework_that_is_missing_or_unknown(monkeypatch):
+    monkeypatch.setattr(T, "_anchor", lambda name: None)
+    messages = []
+    assert T.installed_twins(("torch",), messages.append, "matrix-product rate") == {}
+    assert messages == ['torch is not installed: no torch matrix-product rate (pip install -e ".[anchors]" to '
+                        'compare)']
+    with pytest.raises(ValueError, match="anchors: unknown framework 'tf'"):
+        P.profile_models(quick=True, anchors=("tf",))

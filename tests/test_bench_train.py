@@ -155,3 +155,11 @@ def test_only_times_the_named_rows_and_an_unknown_name_is_refused_by_name(monkey
     assert [r["name"] for r in rows] == ["selective copy mingru x2"] and "cell" not in rows[0]["ours"]
     assert main(["bench", "train", "--quick", "--only", "no such row", "--no-anchors"]) == 2
     assert "only: no row named ['no such row']" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed: the torch twins are not checked")
+def test_torchs_matrix_product_rate_is_timed_on_the_steps_shapes():
+    from minimal.bench import torch_models
+
+    seconds = torch_models.matmul_seconds([(64, 32, 16, 1), (16, 8, 4, 3)], repeats=2)
+    assert np.isfinite(seconds) and 0 < seconds < 1

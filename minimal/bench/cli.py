@@ -47,7 +47,9 @@ def add_parser(subparsers):
     p.add_argument("--no-cells", action="store_true", help="train: do not time the cells alone")
     p.add_argument("--profile", action="store_true",
                    help="train: where each step's time goes (cProfile by part of the library), its FLOPs and the "
-                        "share of the same-run sgemm rate it reaches (minimal.bench.profile), instead of the table")
+                        "share of the same-run sgemm rate it reaches (minimal.bench.profile), instead of the table; "
+                        "with --anchors (default: those installed) each framework's own matrix product on the "
+                        "same shapes")
     p.set_defaults(func=_bench)
     return p
 
@@ -89,13 +91,13 @@ def _bench(args):
             if args.profile:
                 from . import profile
 
-                ignored = [f for f, on in (("--anchors", args.anchors), ("--no-anchors", args.no_anchors),
-                                           ("--no-cells", args.no_cells)) if on]
-                if ignored:   # the profile times our step alone, never a framework's or a cell's
-                    raise InputError(f"{', '.join(ignored)} do not apply to --profile (it profiles our step "
-                                     "only); drop them")
+                if args.no_cells:   # the profile times our step alone, never a cell on its own
+                    raise InputError("--no-cells does not apply to --profile (it profiles the whole step); drop it")
+                if args.no_anchors and args.anchors:
+                    raise InputError("--anchors and --no-anchors contradict each other: give one")
+                anchors = () if args.no_anchors else tuple(args.anchors or bench_train.ANCHORS)
                 print(profile.profile_models(quick=args.quick, repeats=repeats or 5, only=args.only,
-                                             log=lambda s: print(s, file=sys.stderr)))
+                                             anchors=anchors, log=lambda s: print(s, file=sys.stderr)))
                 return 0
             if args.no_anchors and args.anchors:
                 raise InputError("--anchors and --no-anchors contradict each other: give one")

@@ -42,7 +42,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
-__all__ = ["NAME", "versions", "check_equal", "step", "cell_step"]
+__all__ = ["NAME", "versions", "check_equal", "step", "cell_step", "matmul_seconds"]
 
 NAME = "jax"
 LN_EPS = 1e-5   # minimal.layers.layernorm.EPS
@@ -266,3 +266,23 @@ def cell_step(model, version, p, x, dy):
         return {"cell": time.process_time() - t0}
 
     return run
+
+
+def matmul_seconds(shapes, repeats=5):
+    """Seconds of a jitted ``jnp.matmul(a, b)`` (float32, one thread: XLA's CPU dot) summed over ``shapes``
+    [(M, K, N, count)], each its count times, best of ``repeats`` (each call waited for): the rate a JAX step's
+    matrix products can reach, beside ``profile.sgemm_seconds``'s NumPy rate (``bench train --profile``)."""
+    product = jax.jit(jnp.matmul)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    total = 0.0
+    for M, K, N, count in shapes:
+        a = jax.random.normal(keys[0], (M, K), jnp.float32)
+        b = jax.random.normal(keys[1], (K, N), jnp.float32)
+        jax.block_until_ready(product(a, b))
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            jax.block_until_ready(product(a, b))
+            best = min(best, time.perf_counter() - t0)
+        total += count * best
+    return total

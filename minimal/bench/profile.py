@@ -17,7 +17,10 @@ used in one forward product (N x d_in by d_in x d_out, N = B T tokens) and two b
 d_in d_out FLOPs a step. Attention adds its score and value products, 4 B T² D forward and 8 B T² D backward per
 layer (dense, as ``cells.softmax_attention`` computes them). The sgemm rate is ``np.matmul`` into a preallocated
 output on each of those shapes, in float32, one thread, best of ``repeats``: the step's achieved GFLOP/s over it is
-the share of the machine's matrix rate the step reaches.
+the share of the machine's matrix rate the step reaches. Where torch or JAX is installed (``anchors``), the same
+shapes are timed with that framework's own matrix product too (``torch_models.matmul_seconds``: the BLAS the torch
+build links; ``jax_models.matmul_seconds``: XLA's dot): a framework's step runs its products at that rate, not at
+NumPy's, and the difference bounds how close our step can come to theirs.
 """
 from __future__ import annotations
 
@@ -120,14 +123,19 @@ def sgemm_seconds(shapes, repeats=5, dtype=np.float32):
     return total
 
 
-def roofline(model, step_seconds, repeats=5):
+def roofline(model, step_seconds, repeats=5, anchors=()):
     """{"gflop": the step's matrix-product GFLOPs, "gflops_step": achieved by a step of ``step_seconds``,
     "gflops_sgemm": the same-run sgemm rate of the step's shapes, "gemm_seconds": their sgemm time, "share":
-    gflops_step / gflops_sgemm}."""
+    gflops_step / gflops_sgemm, "anchors": {framework: the same shapes' seconds with that framework's own matrix
+    product}} for the twins' modules in ``anchors`` ({framework: module}, as ``bench.train.installed_twins`` gives
+    them): the BLAS a framework's step runs on can be faster than NumPy's at the same shapes, a bound of ours
+    against theirs."""
     flops = step_flops(model)
-    gemm = sgemm_seconds(gemm_shapes(model), repeats)
+    shapes = gemm_shapes(model)
+    gemm = sgemm_seconds(shapes, repeats)
+    theirs = {name: module.matmul_seconds(shapes, repeats) for name, module in dict(anchors).items()}
     return {"gflop": flops / 1e9, "gflops_step": flops / step_seconds / 1e9, "gflops_sgemm": flops / gemm / 1e9,
-            "gemm_seconds": gemm, "share": gemm / step_seconds}
+            "gemm_seconds": gemm, "share": gemm / step_seconds, "anchors": theirs}
 
 
 def format_profile(name, parts, line):
@@ -137,18 +145,24 @@ def format_profile(name, parts, line):
            f"{line['gflops_step']:.1f} GFLOP/s achieved (the unprofiled step) against {line['gflops_sgemm']:.1f} "
            f"GFLOP/s same-run sgemm of its shapes: {100 * line['share']:.0f} % of the sgemm rate; sgemm alone "
            f"would take {1e3 * line['gemm_seconds']:.1f} ms"]
+    for name, seconds in line.get("anchors", {}).items():
+        out.append(f"    the same shapes with {name}'s matrix product: {line['gflop'] / seconds:.1f} GFLOP/s, "
+                   f"{1e3 * seconds:.1f} ms ({line['gemm_seconds'] / seconds:.2f}x NumPy's rate)")
     for part, seconds in sorted(((p, s) for p, s in parts.items() if p != "total"), key=lambda x: -x[1]):
         out.append(f"    {part:<20} {1e3 * seconds:8.2f} ms  {100 * seconds / total:5.1f} %")
     return "\n".join(out)
 
 
-def profile_models(quick=False, steps=5, repeats=5, only=None, log=print):
+def profile_models(quick=False, steps=5, repeats=5, only=None, anchors=(), log=print):
     """Every model of ``bench train`` (``quick``: a few; ``only``: those rows by name), each profiled
     (``profile_step``), its step timed without the profiler (CPU seconds, best of ``repeats``) and set against the
-    sgemm rate of its shapes (``roofline``). Returns the text of every model's breakdown, slowest step first."""
+    sgemm rate of its shapes (``roofline``), and against each installed framework's of ``anchors`` (a name of
+    ``bench.train.ANCHORS``; one not installed is skipped with a notice). Returns the text of every model's
+    breakdown, slowest step first."""
     from ..run import speed
-    from .train import choose, models, project_step
+    from .train import choose, installed_twins, models, project_step
 
+    twins = installed_twins(anchors, log, "matrix-product rate")
     chosen = choose(models(quick), only)
     speed.tune()
     blocks = []
@@ -156,6 +170,6 @@ def profile_models(quick=False, steps=5, repeats=5, only=None, log=print):
         step = project_step(model)
         parts = profile_step(step, steps)
         best = min(step()["step"] for _ in range(repeats))
-        blocks.append((best, format_profile(model.name, parts, roofline(model, best, repeats))))
+        blocks.append((best, format_profile(model.name, parts, roofline(model, best, repeats, twins))))
         log(f"profiled {model.name}")
     return "\n".join(text for _, text in sorted(blocks, key=lambda b: -b[0]))

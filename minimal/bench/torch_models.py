@@ -36,7 +36,7 @@ try:
 except ImportError:   # a torch without it: "compile: loop" instead
     associative_scan = None
 
-__all__ = ["versions", "check_equal", "step", "cell_step", "associative_scan_compiles"]
+__all__ = ["versions", "check_equal", "step", "cell_step", "associative_scan_compiles", "matmul_seconds"]
 
 LN_EPS = 1e-5   # minimal.layers.layernorm.EPS
 
@@ -332,3 +332,23 @@ def cell_step(model, version, p, x, dy):
         return {"cell": time.process_time() - t0}
 
     return run
+
+
+def matmul_seconds(shapes, repeats=5):
+    """Seconds of ``torch.mm(a, b, out=c)`` (float32, one thread: the BLAS this torch build links, e.g. MKL) summed
+    over ``shapes`` [(M, K, N, count)], each its count times, best of ``repeats``: the rate a torch step's matrix
+    products can reach, beside ``profile.sgemm_seconds``'s NumPy rate (``bench train --profile``)."""
+    _one_thread()
+    gen = torch.Generator().manual_seed(0)
+    total = 0.0
+    for M, K, N, count in shapes:
+        a, b = torch.randn(M, K, generator=gen), torch.randn(K, N, generator=gen)
+        c = torch.empty(M, N)
+        torch.mm(a, b, out=c)
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            torch.mm(a, b, out=c)
+            best = min(best, time.perf_counter() - t0)
+        total += count * best
+    return total

@@ -55,7 +55,7 @@ import numpy as np
 from ..validate import InputError, check_positive_int
 
 __all__ = ["Model", "models", "project_step", "bench_train", "interleaved_minima", "add_ratios", "format_train_table",
-           "EQUAL_TOL", "DEFAULT_REPEATS", "ANCHORS"]
+           "EQUAL_TOL", "DEFAULT_REPEATS", "ANCHORS", "installed_twins", "choose"]
 
 DEFAULT_REPEATS = 20
 EQUAL_TOL = 1e-8      # float64: the two implementations agree to rounding (~1e-13 seen), or they are not the same
@@ -213,6 +213,21 @@ def _page_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def installed_twins(anchors, log, what):
+    """{framework: its twins' module} for the frameworks of ``anchors`` (names of ``ANCHORS``; () or None: none)
+    that are installed; each one that is not is skipped with a notice to ``log`` (no ``what``: no rows, ...)."""
+    anchors = tuple(anchors or ())
+    for name in anchors:
+        if name not in ANCHORS:
+            raise ValueError(f"anchors: unknown framework {name!r}; expected some of {sorted(ANCHORS)}")
+    twins = {}
+    for name in anchors:
+        twins[name] = _anchor(name)
+        if twins[name] is None:
+            log(f"{name} is not installed: no {name} {what} (pip install -e \".[anchors]\" to compare)")
+    return {k: v for k, v in twins.items() if v is not None}
+
+
 def choose(rows, only):
     """The models of ``rows`` named in ``only`` (None: all of them), in ``rows``' order; an unknown name is an
     InputError that lists the rows."""
@@ -243,18 +258,9 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, ce
     from ..run import speed
 
     repeats = check_positive_int("repeats", DEFAULT_REPEATS if repeats is None else repeats)
-    anchors = tuple(anchors or ())
-    for name in anchors:
-        if name not in ANCHORS:
-            raise ValueError(f"anchors: unknown framework {name!r}; expected some of {sorted(ANCHORS)}")
+    twins = installed_twins(anchors, log, "rows")
     chosen = choose(models(quick), only)
     speed.tune()
-    twins = {}
-    for name in anchors:
-        twins[name] = _anchor(name)
-        if twins[name] is None:
-            log(f"{name} is not installed: no {name} rows (pip install -e \".[anchors]\" to compare)")
-    twins = {k: v for k, v in twins.items() if v is not None}
     rows = []
     runners = []   # (row, where, version, fn)
     for model in chosen:
