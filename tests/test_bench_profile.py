@@ -82,3 +82,20 @@ def test_a_profile_names_a_framework_that_is_missing_or_unknown(monkeypatch):
                         'compare)']
     with pytest.raises(ValueError, match="anchors: unknown framework 'tf'"):
         P.profile_models(quick=True, anchors=("tf",))
+
+
+def test_the_committed_split_of_each_row_follows_from_the_committed_table_and_profile():
+    """bench/results/train_cpu_2026-11-30_blas.txt: its section 3 is bench/blas_bound.py of its sections 1 and 2."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("blas_bound", root / "bench" / "blas_bound.py")
+    blas_bound = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(blas_bound)
+    text = (root / "bench" / "results" / "train_cpu_2026-11-30_blas.txt").read_text()
+    table = text.split("# 1. The step table")[1].split("# 2. ")[0]
+    profile = text.split("# 2. ")[1].split("# 3. ")[0]
+    split = text.split("# 3. ")[1]
+    derived = blas_bound.table(table, profile)
+    assert len(derived.splitlines()) == 2 + 13 and derived in split
