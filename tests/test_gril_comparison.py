@@ -173,7 +173,8 @@ def test_the_init_knobs_scale_the_value_map_and_the_positions_and_are_keyed_only
 
 def test_the_paper_b1_grid_is_the_set_command_s_and_sets_app_b1_s_optimiser():
     """``Config.paper_b1()``: lsa_2 and softmax_2, scalar, two seeds, at App. B.1's lr 2e-4 and weight decay 0.05,
-    with the init that lets LSA leave its saddle; the same jobs as ``reproduce ... --set`` with PAPER_B1_SET."""
+    with the init with which LSA leaves the zero predictor; the same jobs as ``reproduce ... --set`` with
+    PAPER_B1_SET."""
     from minimal.run import overrides
     from minimal.run.job_files import job_key
 

@@ -25,12 +25,12 @@ E[x_j]^T E[x_{N+1} g(x_{N+1})] = 0, since x_j is independent of x_{N+1} and E[x_
 the loss 1/2 E(ŷ - y)² = 1/2 E y² + 1/2 E ŷ² is at least the zero predictor's 1/2 E y² (per output coordinate on
 the multivariate task, the same way). Two layers can compute one GD step exactly (``gd_as_gril.attention_gd``: the
 lsa_2 stack at d_model = 2f + T = 41, float64 error ~1e-15): layer 1 copies x_j into y_j's position, layer 2
-scores it against x_{N+1}, and the readout reads y_j. Trained from a small init, lsa_2 sits on a degenerate saddle
-at the zero predictor: that path is a product of three or four small factors (layer 1's copy needs a content-free
-positional score, ∝ |P|²), so its gradient there is far below the batch noise (measured: < 1e-7 against ~8e-2).
-Changing lr, warm-up, weight decay, the value / readout scale or the positional std alone did not move it off
-within 2,000-8,000 steps; the value and readout maps at 0.3 together with the positional std at 0.3 did
-(``Job.value_scale``, ``readout_scale``, ``positional_std``; ``Config.paper_b1``).
+scores it against x_{N+1}, and the readout reads y_j. Trained from a small init, lsa_2 stays at the zero predictor.
+A reading no committed run measures: the path to GD is a product of three or four factors that all start small
+(layer 1's copy needs a content-free positional score, ∝ |P|²), so its gradient would be small against a batch's
+noise. In short diagnostic runs (2,000-8,000 steps, not committed), lr, warm-up, weight decay, the value / readout
+scale or the positional std changed alone did not move it off; value and readout maps and positional std at 0.3
+with App. B.1's optimiser do (``Config.paper_b1``, below; ``Job.value_scale``, ``readout_scale``, ``positional_std``).
 
 What the committed grid finds (``Config()``, ``python -m minimal reproduce gril --full --only comparison``; job
 files under ``data/gril/sweeps/comparison``):
@@ -41,7 +41,7 @@ files under ``data/gril/sweeps/comparison``):
       0.92x the zero predictor (1.46x and 1.90x one GD step; GRIL 0.49x, 1.00x); over the last tenth of the run
       its eval loss still fell by 0.5 % and 0.3 % of the zero predictor as the cosine schedule ran out. One and
       two LSA layers stay at the zero predictor for all 30,000 steps (both seeds: eval loss within 0.3 % of it
-      throughout, final loss within 0.01 %): one layer cannot do better (above), two sit on the saddle. So Sec.
+      throughout, final loss within 0.01 %): one layer cannot do better (above), two stay there. So Sec.
       5.1's two sentences hold here (GRIL beats the one-layer recurrent models; the two-layer softmax attention
       is the closest non-recurrent model), with the transformer far from one GD step.
     - scalar task at App. B.1's optimiser (``Config.paper_b1``: lr 2e-4, weight decay 0.05, value / readout /
@@ -319,10 +319,10 @@ class Config(SweepConfig):
         """The two-layer attention baselines on the scalar task at App. B.1's optimiser: AdamW at lr 2e-4 (its
         rate for the non-recurrent parameters), weight decay 0.05, linear warm-up (500 steps, ours) and cosine,
         batch 64, clipping at norm 1 (ours); two seeds, PAPER_B1_STEPS steps each (App. B.1: up to 300,000). The
-        init is the one that lets LSA leave its saddle at the zero predictor (the module docstring): value and
-        readout maps at 0.3, positional embedding std 0.3. Its job files sit beside ``Config()``'s, under their
-        own keys (``SWEEP.run(Config.paper_b1())``); the same grid is ``python -m minimal reproduce gril --full
-        --only comparison --set`` with PAPER_B1_SET, which writes a --set grid's files to the per-user cache unless
+        init is the one with which LSA leaves the zero predictor (the module docstring): value and readout maps
+        at 0.3, positional embedding std 0.3. Its job files sit beside ``Config()``'s, under their own keys
+        (``SWEEP.run(Config.paper_b1())``); the same grid is ``python -m minimal reproduce gril --full --only
+        comparison --set`` with PAPER_B1_SET, which writes a --set grid's files to the per-user cache unless
         ``sweep_dir=data/gril/sweeps/comparison`` is set too. Either resumes a killed run from its checkpoint."""
         return cls(models=("lsa_2", "softmax_2"), targets=("scalar",), seeds=(0, 1), seeds_scalar_attention=(0, 1),
                    steps_scalar_attention=PAPER_B1_STEPS, lr=2e-4, weight_decay=0.05, readout_scale=0.3,
