@@ -29,9 +29,12 @@ def steps(table):
         for name in names:
             if line.startswith(name + " ") and re.match(r"\s+[\d.]+", line[len(name):]):
                 ours[name] = float(line[len(name):].split()[0])
-            if line.startswith(f"  {name}: "):
-                versions = re.findall(r"((?:torch|jax): [^,]+?) ([\d.]+) ms", line[len(name) + 4:])
-                theirs[name] = min(((v, float(ms)) for v, ms in versions), key=lambda x: x[1])
+            if line.startswith(f"  {name}: "):   # "v1 X ms, v2 Y ms, ...": a version's name may hold a comma
+                entries = re.split(r", (?=torch: |jax: )", line[len(name) + 4:])
+                versions = [re.fullmatch(r"((?:torch|jax): .+) ([\d.]+) ms", e.strip()) for e in entries]
+                if None in versions:
+                    raise ValueError(f"{name}: cannot read the versions of {line!r}")
+                theirs[name] = min(((v.group(1), float(v.group(2))) for v in versions), key=lambda x: x[1])
     return {name: (ours[name], *theirs[name]) for name in ours if name in theirs}
 
 

@@ -62,16 +62,35 @@ def test_profile_times_the_rows_it_is_given_and_refuses_the_flags_it_ignores(cap
     assert "--no-cells does not apply to --profile" in capsys.readouterr().err
 
 
-def test_the_roofline_sets_each_frameworks_matrix_product_beside_numpys():
-    class Twin:                      # a framework whose product takes twice NumPy's time on every shape
+def test_the_roofline_sets_each_frameworks_matrix_product_beside_numpys(monkeypatch):
+    monkeypatch.setattr(P, "sgemm_seconds", lambda shapes, repeats: 0.010)     # NumPy: 10 ms for the step's shapes
+
+    class Twin:                      # a framework whose product takes twice NumPy's time
         @staticmethod
         def matmul_seconds(shapes, repeats):
-            return 2.0 * P.sgemm_seconds(shapes, repeats)
+            return 0.020
 
-    line = P.roofline(T._selective_copy("mingru", 2, True), 0.05, repeats=1, anchors={"twin": Twin})
-    assert set(line["anchors"]) == {"twin"} and line["anchors"]["twin"] > 0
+    model = T._selective_copy("mingru", 2, True)
+    line = P.roofline(model, 0.05, repeats=1, anchors={"twin": Twin})
+    assert line["anchors"] == {"twin": 0.020} and line["gemm_seconds"] == 0.010
     text = P.format_profile("m", {"total": 0.05, "gates and cells": 0.05}, line)
-    assert "the same shapes with twin's matrix product" in text
+    gflop = P.step_flops(model) / 1e9
+    assert (f"the same shapes with twin's matrix product: {gflop / 0.020:.1f} GFLOP/s, 20.0 ms (0.50x NumPy's rate)"
+            in text)
+
+
+def test_the_profile_runs_only_the_named_rows_and_pinned(monkeypatch, capsys):
+    from minimal.bench import cli
+
+    seen, pinned = [], []
+    monkeypatch.setattr(T, "project_step", lambda model: seen.append(model.name) or (lambda: {"step": 0.01}))
+    monkeypatch.setattr(P, "profile_step", lambda step, steps: {"total": 0.01, "norms": 0.01})
+    monkeypatch.setattr(P, "roofline", lambda model, best, repeats, twins: {
+        "gflop": 1.0, "gflops_step": 1.0, "gflops_sgemm": 2.0, "gemm_seconds": 0.005, "share": 0.5, "anchors": {}})
+    monkeypatch.setattr(cli, "_pin", pinned.append)
+    name = T.models(quick=True)[1].name
+    assert main(["bench", "train", "--profile", "--quick", "--no-anchors", "--only", name, "--pin", "0"]) == 0
+    assert seen == [name] and pinned == [0] and capsys.readouterr().out.startswith(f"{name}: ")
 
 
 def test_a_profile_names_a_framework_that_is_missing_or_unknown(monkeypatch):
@@ -99,3 +118,7 @@ def test_the_committed_split_of_each_row_follows_from_the_committed_table_and_pr
     split = text.split("# 3. ")[1]
     derived = blas_bound.table(table, profile)
     assert len(derived.splitlines()) == 2 + 13 and derived in split
+    # a version whose name holds a comma is read whole, and can be the fastest
+    row = "selective copy mingru x2 log"
+    line = f"  {row}: torch: Heinsen 225.95 ms, torch: Heinsen (B,H,T) 24.71 ms, jax: lax.scan 66.97 ms"
+    assert blas_bound.steps(f"{row}     44.42\n{line}") == {row: (44.42, "torch: Heinsen (B,H,T)", 24.71)}

@@ -38,7 +38,8 @@ def add_parser(subparsers):
     p.add_argument("--size", type=int, metavar="T",
                    help="scan / window on the CPU: T time steps instead of the default (4096 / 16385), for a machine "
                         "with less memory: peak about 2.4 GB x T / 4096 (scan), 3.5 GB x T / 16385 (window)")
-    p.add_argument("--repeats", type=int, help="train: rounds to take the minimum over (default 20)")
+    p.add_argument("--repeats", type=int, help="train: rounds to take the minimum over (default 20; with --profile 5, "
+                                               "with --quick 3)")
     p.add_argument("--anchors", nargs="+", metavar="FRAMEWORK", choices=["torch", "jax"],
                    help="train: the frameworks to compare with (default: torch and jax, each where installed)")
     p.add_argument("--no-anchors", action="store_true", help="train: time our steps only")
@@ -88,20 +89,17 @@ def _bench(args):
             repeats = args.repeats if args.repeats is not None else (3 if args.quick else None)
             if args.pin is not None:
                 _pin(args.pin)
+            if args.no_anchors and args.anchors:
+                raise InputError("--anchors and --no-anchors contradict each other: give one")
+            anchors = () if args.no_anchors else tuple(args.anchors or bench_train.ANCHORS)
             if args.profile:
                 from . import profile
 
                 if args.no_cells:   # the profile times our step alone, never a cell on its own
                     raise InputError("--no-cells does not apply to --profile (it profiles the whole step); drop it")
-                if args.no_anchors and args.anchors:
-                    raise InputError("--anchors and --no-anchors contradict each other: give one")
-                anchors = () if args.no_anchors else tuple(args.anchors or bench_train.ANCHORS)
                 print(profile.profile_models(quick=args.quick, repeats=repeats or 5, only=args.only,
                                              anchors=anchors, log=lambda s: print(s, file=sys.stderr)))
                 return 0
-            if args.no_anchors and args.anchors:
-                raise InputError("--anchors and --no-anchors contradict each other: give one")
-            anchors = () if args.no_anchors else tuple(args.anchors or bench_train.ANCHORS)
             if anchors and ("jemalloc" not in os.environ.get("LD_PRELOAD", "")
                             or "dirty_decay_ms:-1" not in os.environ.get("MALLOC_CONF", "")):
                 print("note: the fair setting preloads jemalloc with its decay off for every side (LD_PRELOAD=.../"

@@ -19,8 +19,9 @@ layer (dense, as ``cells.softmax_attention`` computes them). The sgemm rate is `
 output on each of those shapes, in float32, one thread, best of ``repeats``: the step's achieved GFLOP/s over it is
 the share of the machine's matrix rate the step reaches. Where torch or JAX is installed (``anchors``), the same
 shapes are timed with that framework's own matrix product too (``torch_models.matmul_seconds``: the BLAS the torch
-build links; ``jax_models.matmul_seconds``: XLA's dot): a framework's step runs its products at that rate, not at
-NumPy's, and the difference bounds how close our step can come to theirs.
+build links; ``jax_models.matmul_seconds``: XLA's dot, each call dispatched from Python as a jitted step's are not):
+a framework's step runs its products at about that rate, not at NumPy's, so the difference estimates the part of
+a gap between our step and theirs that is the matrix library (``bench/blas_bound.py`` splits the steps that way).
 """
 from __future__ import annotations
 
@@ -128,8 +129,8 @@ def roofline(model, step_seconds, repeats=5, anchors=()):
     "gflops_sgemm": the same-run sgemm rate of the step's shapes, "gemm_seconds": their sgemm time, "share":
     gflops_step / gflops_sgemm, "anchors": {framework: the same shapes' seconds with that framework's own matrix
     product}} for the twins' modules in ``anchors`` ({framework: module}, as ``bench.train.installed_twins`` gives
-    them): the BLAS a framework's step runs on can be faster than NumPy's at the same shapes, a bound of ours
-    against theirs."""
+    them): the BLAS a framework's step runs on can be faster than NumPy's at the same shapes, an estimate of the part
+    of the gap between the steps that is the matrix library."""
     flops = step_flops(model)
     shapes = gemm_shapes(model)
     gemm = sgemm_seconds(shapes, repeats)

@@ -215,7 +215,8 @@ def _page_faults():
 
 def installed_twins(anchors, log, what):
     """{framework: its twins' module} for the frameworks of ``anchors`` (names of ``ANCHORS``; () or None: none)
-    that are installed; each one that is not is skipped with a notice to ``log`` (no ``what``: no rows, ...)."""
+    that are installed; each one that is not is skipped with a notice to ``log`` saying what is missing without it
+    (``what``: "rows", "matrix-product rate")."""
     anchors = tuple(anchors or ())
     for name in anchors:
         if name not in ANCHORS:
