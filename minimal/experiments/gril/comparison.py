@@ -25,12 +25,10 @@ E[x_j]^T E[x_{N+1} g(x_{N+1})] = 0, since x_j is independent of x_{N+1} and E[x_
 the loss 1/2 E(ŷ - y)² = 1/2 E y² + 1/2 E ŷ² is at least the zero predictor's 1/2 E y² (per output coordinate on
 the multivariate task, the same way). Two layers can compute one GD step exactly (``gd_as_gril.attention_gd``: the
 lsa_2 stack at d_model = 2f + T = 41, float64 error ~1e-15): layer 1 copies x_j into y_j's position, layer 2
-scores it against x_{N+1}, and the readout reads y_j. Trained from a small init, lsa_2 stays at the zero predictor.
-A reading no committed run measures: the path to GD is a product of three or four factors that all start small
-(layer 1's copy needs a content-free positional score, ∝ |P|²), so its gradient would be small against a batch's
-noise. In short diagnostic runs (2,000-8,000 steps, not committed), lr, warm-up, weight decay, the value / readout
-scale or the positional std changed alone did not move it off; value and readout maps and positional std at 0.3
-with App. B.1's optimiser do (``Config.paper_b1``, below; ``Job.value_scale``, ``readout_scale``, ``positional_std``).
+scores it against x_{N+1}, and the readout reads y_j. Trained from our small init (LSA's value maps at 0.01, the
+readout at 0.1, positions of std 0.02), lsa_2 stays at the zero predictor; with those three at 0.3 and App. B.1's
+optimiser for 50,000 steps it leaves it (``Config.paper_b1``, below; ``Job.value_scale``, ``readout_scale``,
+``positional_std``). Why, and which of those changes matters, no committed run measures.
 
 What the committed grid finds (``Config()``, ``python -m minimal reproduce gril --full --only comparison``; job
 files under ``data/gril/sweeps/comparison``):
