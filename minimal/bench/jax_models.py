@@ -270,19 +270,16 @@ def cell_step(model, version, p, x, dy):
 
 def matmul_seconds(shapes, repeats=5):
     """Seconds of a jitted ``jnp.matmul(a, b)`` (float32, one thread: XLA's CPU dot) summed over ``shapes``
-    [(M, K, N, count)], each its count times, best of ``repeats`` (each call waited for): the rate a JAX step's
-    matrix products can reach, beside ``profile.sgemm_seconds``'s NumPy rate (``bench train --profile``)."""
+    [(M, K, N, count)], each its count times, best of ``repeats`` (``profile.product_seconds``; each call waited
+    for): the rate a JAX step's matrix products can reach, beside ``profile.sgemm_seconds``'s NumPy rate."""
+    from .profile import product_seconds
+
     product = jax.jit(jnp.matmul)
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    total = 0.0
-    for M, K, N, count in shapes:
+
+    def prepare(M, K, N):
         a = jax.random.normal(keys[0], (M, K), jnp.float32)
         b = jax.random.normal(keys[1], (K, N), jnp.float32)
-        jax.block_until_ready(product(a, b))
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            jax.block_until_ready(product(a, b))
-            best = min(best, time.perf_counter() - t0)
-        total += count * best
-    return total
+        return lambda: jax.block_until_ready(product(a, b))
+
+    return product_seconds(shapes, repeats, prepare)

@@ -33,8 +33,8 @@ import numpy as np
 
 from ..validate import check_positive_int
 
-__all__ = ["PARTS", "profile_step", "gemm_shapes", "step_flops", "sgemm_seconds", "roofline", "format_profile",
-           "profile_models"]
+__all__ = ["PARTS", "profile_step", "gemm_shapes", "step_flops", "product_seconds", "sgemm_seconds", "roofline",
+           "format_profile", "profile_models"]
 
 # (part, path fragments of the files it holds); the first match wins, so the narrower fragments come first
 PARTS = (
@@ -105,23 +105,35 @@ def step_flops(model):
     return float(sum(2.0 * M * K * N * c for M, K, N, c in gemm_shapes(model)))
 
 
-def sgemm_seconds(shapes, repeats=5, dtype=np.float32):
-    """Seconds of ``np.matmul(a, b, out=c)`` summed over ``shapes`` (each its count times), best of ``repeats``."""
+def product_seconds(shapes, repeats, prepare):
+    """Seconds of the matrix products ``shapes`` [(M, K, N, count)], each its count times, best of ``repeats``:
+    ``prepare(M, K, N)`` returns a call that runs one (M x K) @ (K x N) product to completion (operands made
+    once, one untimed call first). The one timing loop of NumPy's rate and each framework's."""
     repeats = check_positive_int("repeats", repeats)
-    rng = np.random.default_rng(0)
     total = 0.0
     for M, K, N, count in shapes:
-        a = rng.standard_normal((M, K)).astype(dtype)
-        b = rng.standard_normal((K, N)).astype(dtype)
-        c = np.empty((M, N), dtype)
-        np.matmul(a, b, out=c)
+        run = prepare(M, K, N)
+        run()
         best = np.inf
         for _ in range(repeats):
             t0 = time.perf_counter()
-            np.matmul(a, b, out=c)
+            run()
             best = min(best, time.perf_counter() - t0)
         total += count * best
     return total
+
+
+def sgemm_seconds(shapes, repeats=5, dtype=np.float32):
+    """Seconds of ``np.matmul(a, b, out=c)`` summed over ``shapes`` (each its count times), best of ``repeats``."""
+    rng = np.random.default_rng(0)
+
+    def prepare(M, K, N):
+        a = rng.standard_normal((M, K)).astype(dtype)
+        b = rng.standard_normal((K, N)).astype(dtype)
+        c = np.empty((M, N), dtype)
+        return lambda: np.matmul(a, b, out=c)
+
+    return product_seconds(shapes, repeats, prepare)
 
 
 def roofline(model, step_seconds, repeats=5, anchors=()):

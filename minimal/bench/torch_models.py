@@ -336,19 +336,15 @@ def cell_step(model, version, p, x, dy):
 
 def matmul_seconds(shapes, repeats=5):
     """Seconds of ``torch.mm(a, b, out=c)`` (float32, one thread: the BLAS this torch build links, e.g. MKL) summed
-    over ``shapes`` [(M, K, N, count)], each its count times, best of ``repeats``: the rate a torch step's matrix
-    products can reach, beside ``profile.sgemm_seconds``'s NumPy rate (``bench train --profile``)."""
+    over ``shapes`` [(M, K, N, count)], each its count times, best of ``repeats`` (``profile.product_seconds``): the
+    rate a torch step's matrix products can reach, beside ``profile.sgemm_seconds``'s NumPy rate."""
+    from .profile import product_seconds
+
     _one_thread()
     gen = torch.Generator().manual_seed(0)
-    total = 0.0
-    for M, K, N, count in shapes:
-        a, b = torch.randn(M, K, generator=gen), torch.randn(K, N, generator=gen)
-        c = torch.empty(M, N)
-        torch.mm(a, b, out=c)
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            torch.mm(a, b, out=c)
-            best = min(best, time.perf_counter() - t0)
-        total += count * best
-    return total
+
+    def prepare(M, K, N):
+        a, b, c = torch.randn(M, K, generator=gen), torch.randn(K, N, generator=gen), torch.empty(M, N)
+        return lambda: torch.mm(a, b, out=c)
+
+    return product_seconds(shapes, repeats, prepare)
