@@ -60,6 +60,8 @@ def test_profile_times_the_rows_it_is_given_and_refuses_the_flags_it_ignores(cap
         P.profile_models(quick=True, only=["no such row"])
     assert main(["bench", "train", "--profile", "--no-cells"]) == 2
     assert "--no-cells does not apply to --profile" in capsys.readouterr().err
+    assert main(["bench", "train", "--profile", "--burst", "2"]) == 2
+    assert "--burst does not apply to --profile" in capsys.readouterr().err
 
 
 def test_the_roofline_sets_each_frameworks_matrix_product_beside_numpys(monkeypatch):

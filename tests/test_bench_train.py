@@ -31,6 +31,36 @@ def test_rounds_interleave_every_runner_once_per_round():
     assert calls == ["ours", "a", "b"] * 3
 
 
+def test_a_burst_runs_each_runner_in_a_row_and_its_first_call_is_the_interleaved_sample():
+    calls = []
+    seq = {"ours": iter([9.0, 5.0, 1.0, 2.0, 6.0, 1.5, 3.0]), "a": iter([9.0, 7.0, 4.0, 4.5, 8.0, 3.5, 5.0])}
+
+    def runner(name):
+        return lambda: calls.append(name) or {"step": next(seq[name])}
+
+    row = {"name": "m", "ours": {}, "theirs": {"a": {}}}
+    bt.interleaved_minima([(row, "ours", None, runner("ours")), (row, "theirs", "a", runner("a"))], repeats=2,
+                          log=lambda s: None, warmup=1, burst=3)
+    assert calls == ["ours", "a"] + ["ours"] * 3 + ["a"] * 3 + ["ours"] * 3 + ["a"] * 3
+    # ours: bursts (5, 1, 2) and (6, 1.5, 3); first calls 5 and 6, the others 1, 2, 1.5, 3
+    assert row["ours"]["step"] == 5.0 and row["ours"]["step median"] == 5.5
+    assert row["ours"]["step warm"] == 1.0 and row["ours"]["step warm median"] == 1.75
+    assert row["theirs"]["a"]["step"] == 7.0 and row["theirs"]["a"]["step warm"] == 3.5
+    bt.add_ratios([row])
+    assert row["ratio"] == pytest.approx(5.0 / 7.0) and row["ratio warm"] == pytest.approx(1.0 / 3.5)
+    table = bt.format_train_table([{**row, "checks": {"a": {"max_rel": 0.0, "equal": True}},
+                                     "ours": {**row["ours"], "forward+backward": 1.0, "update": 0.1}}])
+    assert "warm ms" in table and "0.29" in table    # the warm ratio, 1 / 3.5
+
+
+def test_a_burst_of_one_gives_no_warm_table():
+    row = {"name": "m", "ours": {}}
+    bt.interleaved_minima([(row, "ours", None, lambda: {"step": 1.0})], repeats=2, log=lambda s: None, warmup=0)
+    assert "step warm" not in row["ours"]
+    with pytest.raises(ValueError, match="burst must be an integer >= 1"):
+        bt.interleaved_minima([(row, "ours", None, lambda: {"step": 1.0})], repeats=1, log=lambda s: None, burst=0)
+
+
 def test_ratio_is_ours_over_the_fastest_version_of_any_framework():
     rows = [{"name": "m", "ours": {"step": 3.0}, "theirs": {"torch: loop": {"step": 6.0}, "jax: lax.scan": {
         "step": 2.0}, "torch: compile: loop": {"step": 2.5}}},
@@ -111,8 +141,12 @@ def test_cli_prints_the_table(monkeypatch, capsys):
     assert calls[1]["anchors"] == ("jax",)
     assert main(["bench", "train", "--quick"]) == 0
     assert calls[2]["anchors"] == ("torch", "jax")
+    assert main(["bench", "train", "--quick", "--no-anchors", "--burst", "3"]) == 0
+    assert calls[3]["burst"] == 3 and calls[2]["burst"] == 1
     assert main(["bench", "train", "--backend", "cuda"]) == 2
     for argv, said in ((["bench", "train", "--anchors", "jax", "--no-anchors"], "contradict"),
+                       (["bench", "train", "--burst", "0"], "--burst must be an integer >= 1"),
+                       (["bench", "scan", "--burst", "2"], "--burst apply to bench train only"),
                        (["bench", "scan", "--pin", "0"], "--pin apply to bench train only"),
                        (["bench", "train", "--pin", "4096"], "--pin 4096: this process may run on cores")):
         assert main(argv) != 0

@@ -46,6 +46,10 @@ def add_parser(subparsers):
     p.add_argument("--pin", type=int, metavar="CPU", help="train: run this process on that CPU core only")
     p.add_argument("--only", nargs="+", metavar="ROW", help="train: time these rows only (their names, quoted)")
     p.add_argument("--no-cells", action="store_true", help="train: do not time the cells alone")
+    p.add_argument("--burst", type=int, metavar="K",
+                   help="train: run each step K times in a row per round (default 1); the steps after the first of "
+                        "each burst, each right after one of its own as in a training loop, give a second table "
+                        "(warm)")
     p.add_argument("--profile", action="store_true",
                    help="train: where each step's time goes (cProfile by part of the library), its FLOPs and the "
                         "share of the same-run sgemm rate it reaches (minimal.bench.profile), instead of the table; "
@@ -64,7 +68,7 @@ def _bench(args):
                          f"{args.what} times the experiments' fixed shapes: drop --size {args.size}")
     train_only = [f for f, on in (("--anchors", args.anchors), ("--no-anchors", args.no_anchors),
                                   ("--pin", args.pin is not None), ("--only", args.only),
-                                  ("--no-cells", args.no_cells)) if on]
+                                  ("--no-cells", args.no_cells), ("--burst", args.burst is not None)) if on]
     if train_only and args.what != "train":
         raise InputError(f"{', '.join(train_only)} apply to bench train only; drop them from bench {args.what}")
     if args.profile and args.what != "train":
@@ -97,6 +101,9 @@ def _bench(args):
 
                 if args.no_cells:   # the profile times our step alone, never a cell on its own
                     raise InputError("--no-cells does not apply to --profile (it profiles the whole step); drop it")
+                if args.burst is not None:   # the profile runs our steps back to back already
+                    raise InputError("--burst does not apply to --profile (it times our steps back to back "
+                                     "already); drop it")
                 print(profile.profile_models(quick=args.quick, repeats=repeats or 5, only=args.only,
                                              anchors=anchors, log=lambda s: print(s, file=sys.stderr)))
                 return 0
@@ -105,8 +112,11 @@ def _bench(args):
                 print("note: the fair setting preloads jemalloc with its decay off for every side (LD_PRELOAD=.../"
                       "libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1): without it JAX's step, or "
                       "ours, page-faults (minimal.bench.train's docstring)", file=sys.stderr)
+            if args.burst is not None:
+                check_positive_int("--burst", args.burst)
             rows = bench_train.bench_train(repeats=repeats, quick=args.quick, anchors=anchors, only=args.only,
-                                           cells=not args.no_cells, log=lambda s: print(s, file=sys.stderr))
+                                           cells=not args.no_cells, burst=args.burst or 1,
+                                           log=lambda s: print(s, file=sys.stderr))
             print(bench_train.format_train_table(rows))
             return 0
         if args.what == "step":

@@ -240,7 +240,7 @@ def choose(rows, only):
     return [m for m in rows if m.name in set(only)]
 
 
-def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, cells=True, log=print):
+def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, cells=True, burst=1, log=print):
     """Time every model's training step (module docstring), ours and, per framework of ``anchors`` that is
     installed, its twins' versions.
 
@@ -250,11 +250,14 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, ce
             is skipped with a notice, never imported otherwise).
         only: the names of the rows to time (None: every row of ``models(quick)``); an unknown name is an error.
         cells: also time each minRNN row's cell alone (the "cell" part).
+        burst: calls of each runner in a row per round (``interleaved_minima``): above 1, the table also gives
+            each step's time right after a step of its own ("step warm", "ratio warm").
         log: where progress and notices go (a callable taking a str).
     Returns:
         one dict per model: name, ours {part: seconds, "<part> median": seconds}, and with a framework: checks
         {framework: {"max_rel", "equal"}} (the float64 check), theirs {"framework: version": {part: ...}},
-        fastest (the fastest of theirs) and ratio (ours / fastest, step minima).
+        fastest (the fastest of theirs) and ratio (ours / fastest, step minima); with ``burst`` > 1 also
+        fastest warm and ratio warm.
     """
     from ..run import speed
 
@@ -286,17 +289,22 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, ce
                 runners.append((row, "theirs", label, tm.step(model, version)))
                 if cell is not None:
                     runners.append((row, "theirs", label, tm.cell_step(model, version, *cell[1])))
-    interleaved_minima(runners, repeats, log)
+    interleaved_minima(runners, repeats, log, burst=burst)
     return add_ratios(rows)
 
 
-def interleaved_minima(runners, repeats, log=print, warmup=2):
-    """Run every runner ``warmup`` times, then ``repeats`` rounds of each runner once in turn; each part's
-    minimum lands in its row, ``row[where][part]`` (version None) or ``row[where][version][part]``, and its median
-    beside it as "<part> median"; each runner's minor page faults per call (``ru_minflt``, median over the rounds)
-    as "page faults" where the runner times a "step".
+def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1):
+    """Run every runner ``warmup`` times, then ``repeats`` rounds of each runner ``burst`` times in a row, runner
+    after runner; each part's minimum lands in its row, ``row[where][part]`` (version None) or
+    ``row[where][version][part]``, and its median beside it as "<part> median"; each runner's minor page faults per
+    call (``ru_minflt``, median over the rounds) as "page faults" where the runner times a "step".
+
+    The first call of a burst starts from the caches the previous runner left: it is the sample of "<part>" (with
+    ``burst`` 1, every call). The other calls of a burst follow a call of their own, as the steps of a training
+    loop do: with ``burst`` > 1 they are the samples of "<part> warm" (and "<part> warm median").
 
     runners: (row, where, version, fn) with fn() -> {part: seconds}."""
+    burst = check_positive_int("burst", burst)
     for _ in range(warmup):
         for _, _, _, fn in runners:
             fn()
@@ -304,13 +312,15 @@ def interleaved_minima(runners, repeats, log=print, warmup=2):
     for r in range(repeats):
         for row, where, version, fn in runners:
             target = row[where] if version is None else row[where][version]
-            before = _page_faults()
-            parts = fn()
-            faults = _page_faults() - before
-            for part, seconds in parts.items():
-                samples.setdefault((id(target), part), (target, []))[1].append(seconds)
-            if "step" in parts:
-                samples.setdefault((id(target), "page faults"), (target, []))[1].append(faults)
+            for call in range(burst):
+                before = _page_faults()
+                parts = fn()
+                faults = _page_faults() - before
+                suffix = "" if call == 0 else " warm"
+                for part, seconds in parts.items():
+                    samples.setdefault((id(target), part + suffix), (target, []))[1].append(seconds)
+                if "step" in parts and call == 0:
+                    samples.setdefault((id(target), "page faults"), (target, []))[1].append(faults)
         log(f"round {r + 1}/{repeats}")
     for (_, part), (target, values) in samples.items():
         if part == "page faults":
@@ -321,11 +331,15 @@ def interleaved_minima(runners, repeats, log=print, warmup=2):
 
 def add_ratios(rows):
     """Per row with timings of another framework: ``fastest`` (the version of ``theirs`` with the least step
-    time) and ``ratio`` (our step / that step, minima)."""
+    time) and ``ratio`` (our step / that step, minima); where the rounds ran bursts (``interleaved_minima``), also
+    ``fastest warm`` and ``ratio warm``, the same from the "step warm" minima."""
     for row in rows:
         if row.get("theirs"):
             row["fastest"] = min(row["theirs"], key=lambda v: row["theirs"][v]["step"])
             row["ratio"] = row["ours"]["step"] / row["theirs"][row["fastest"]]["step"]
+            if "step warm" in row["ours"]:
+                row["fastest warm"] = min(row["theirs"], key=lambda v: row["theirs"][v]["step warm"])
+                row["ratio warm"] = row["ours"]["step warm"] / row["theirs"][row["fastest warm"]]["step warm"]
     return rows
 
 
@@ -360,5 +374,32 @@ def format_train_table(rows):
         for r in rows:
             if len(r.get("theirs", {})) > 1:
                 lines.append(f"  {r['name']}: " + ", ".join(f"{v} {1e3 * t['step']:.2f} ms"
+                                                           for v, t in r["theirs"].items()))
+    if any("step warm" in r["ours"] for r in rows):
+        lines += ["", _format_warm(rows, ms, has)]
+    return "\n".join(lines)
+
+
+def _format_warm(rows, ms, has):
+    """The "step warm" table of a run with bursts (``interleaved_minima``)."""
+    head = f"{'model':<30} {'warm ms':>8} {'median':>8}"
+    if has:
+        head += f" {'fastest other, warm':<34} {'ms':>8} {'median':>8} {'ratio':>6}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        o = r["ours"]
+        line = f"{r['name']:<30} {ms(o['step warm']):>8} {ms(o.get('step warm median')):>8}"
+        if has and r.get("fastest warm"):
+            t = r["theirs"][r["fastest warm"]]
+            line += (f" {r['fastest warm']:<34} {ms(t['step warm']):>8} {ms(t.get('step warm median')):>8} "
+                     f"{r['ratio warm']:>6.2f}")
+        lines.append(line)
+    lines.append("-" * len(head))
+    lines.append("warm = the steps of each burst after its first: each right after a step of its own model and "
+                 "version, as in a training loop (the table above: each burst's first step, after another runner's)")
+    if has:
+        for r in rows:
+            if len(r.get("theirs", {})) > 1:
+                lines.append(f"  {r['name']}: " + ", ".join(f"{v} {1e3 * t['step warm']:.2f} ms"
                                                            for v, t in r["theirs"].items()))
     return "\n".join(lines)
