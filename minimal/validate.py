@@ -11,12 +11,14 @@ included, show its traceback. Raise it directly for bad input that these helpers
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["InputError", "check_array", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
+__all__ = ["InputError", "check_array", "checked_values", "values_checked", "check_finite_values", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
            "check_choice", "check_keys", "check_grad_dtype", "check_config", "overflow_error", "check_finite_result",
            "OverflowInputError", "memory_bytes", "nbytes_text", "check_fits", "check_out_dir"]
 
@@ -40,6 +42,37 @@ def _fmt_shape(spec, names):
     return "(" + ", ".join(parts) + ")"
 
 
+# Inside a stack (``minimal.models``) every layer's input is the previous layer's output, or the caller's input
+# that the stack checked once on entry: the layers' own scans for NaN and inf would read each activation again.
+_VALUES_CHECKED = contextvars.ContextVar("minimal_values_checked", default=False)
+
+
+def values_checked():
+    """Whether ``check_array`` skips its scan for NaN and inf here (inside ``checked_values``)."""
+    return _VALUES_CHECKED.get()
+
+
+@contextlib.contextmanager
+def checked_values():
+    """Within this block ``check_array`` checks shapes and dtypes but does not scan arrays for NaN and inf: the
+    caller has scanned what enters it (``check_finite_values``) and every array inside is computed from those.
+    ``minimal.models.forward`` / ``backward`` run their layers in it; a computation that overflows is still
+    named by each layer's ``check_finite_result``."""
+    token = _VALUES_CHECKED.set(True)
+    try:
+        yield
+    finally:
+        _VALUES_CHECKED.reset(token)
+
+
+def check_finite_values(values):
+    """Raise an ``InputError`` naming the first float array of the dict ``values`` (name -> array) that holds NaN
+    or inf; other entries (integer ids, non-arrays) are left to the code that reads them."""
+    for name, v in values.items():
+        if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+            raise InputError(f"{name} contains NaN or inf")
+
+
 def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=True, min_ndim=None):
     """Check one array argument and return it as an ndarray (never copied or cast).
 
@@ -51,7 +84,7 @@ def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=
         names: names of the dimensions for the message, e.g. ``("B", "T", "D")``.
         kind: allowed dtype kinds: "f" float, "c" complex, "i" integer (signed or unsigned), or a
             combination such as "fc"; None skips the dtype check.
-        finite: reject NaN and inf.
+        finite: reject NaN and inf (not scanned inside ``checked_values``, where the caller did).
         min_ndim: at least this many dimensions.
     Raises:
         InputError: naming ``name``, the expected shape or dtype, and what was received.
@@ -83,7 +116,7 @@ def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=
                              f"got {x.dtype}")
         if k == "f":
             check_float_dtype(name, x.dtype)   # float16 & co.: refused by name, not by Numba's NotImplementedError
-    if finite and x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
+    if finite and x.dtype.kind in "fc" and not _VALUES_CHECKED.get() and not np.all(np.isfinite(x)):
         raise InputError(f"{name} contains NaN or inf")
     return x
 

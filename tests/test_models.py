@@ -67,6 +67,42 @@ def test_bad_specs_name_themselves():
         models.init(np.random.default_rng(0), ())
 
 
+def test_a_stack_scans_its_input_params_and_dy_once_and_names_what_holds_nan():
+    """NaN or inf in x, a param or dy is named by the stack on entry; inside, the layers check shapes and dtypes
+    but do not scan the activations again (validate.checked_values), and outside a stack each layer still does."""
+    from minimal import validate
+    from minimal.validate import InputError
+
+    spec = (Layer("linear", {"D_in": 2, "D_out": 3}),
+            Residual((Layer("layernorm", {"D": 3}), Layer("mingru", {"d_in": 3, "d_hidden": 3}))))
+    p = models.init(np.random.default_rng(0), spec)
+    x = np.random.default_rng(1).standard_normal((2, 4, 2))
+    y, c = models.forward(p, x, spec)
+    with pytest.raises(InputError, match=r"^x contains NaN or inf$"):
+        models.forward(p, np.where(x > 0, np.nan, x), spec)
+    bad = {**p, "1.1.W_z": np.full_like(p["1.1.W_z"], np.inf)}
+    with pytest.raises(InputError, match=r"^params\['1.1.W_z'\] contains NaN or inf$"):
+        models.forward(bad, x, spec)
+    with pytest.raises(InputError, match=r"^dy contains NaN or inf$"):
+        models.backward(p, c, np.full_like(y, np.nan))
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., D_in=2\)"):   # shapes: still checked inside
+        models.forward(p, x[..., :1], spec)
+    import sys
+    scans = []          # (the function that scanned, the array's shape); the layers' output checks not counted
+    real = np.isfinite
+    try:
+        validate.np.isfinite = lambda a: scans.append((sys._getframe(1).f_code.co_name, np.shape(a))) or real(a)
+        models.backward(p, models.forward(p, x, spec)[1], np.ones_like(y))
+    finally:
+        validate.np.isfinite = real
+    # one scan per param and of x on entry, one of dy: no layer's check_array scanned its input or its dy again
+    assert sorted(s for s in scans if s[0] != "check_finite_result") == sorted(
+        ("check_finite_values", shape) for shape in [x.shape] + [v.shape for v in p.values()] + [y.shape])
+    assert not validate.values_checked()
+    with pytest.raises(InputError, match="x contains NaN or inf"):   # a layer alone still scans
+        linear.forward({"W": p["0.W"], "b": p["0.b"]}, np.full((2, 4, 2), np.nan))
+
+
 # ------------------------------------------------- architectures: bit-identical to a hand-written stack
 # The reference composes the cells by hand, as architectures.py did before it delegated to minimal.models, with the
 # Sec. 3.3 set-up: the gated RNNs read the tokens directly; LSTM, GRU and LRU sit between a linear embedding and a
