@@ -144,6 +144,24 @@ def test_fused_causal_softmax_and_its_backward_equal_the_numpy_formulas(rng, dty
     assert np.abs(G - dA).max() <= tol * np.abs(dA).max()
 
 
+@pytest.mark.parametrize("t,s", [(5, 2), (20, 3), (20, 17), (32, 32)])
+def test_a_nan_score_makes_its_row_of_the_fused_softmax_nan_and_no_other(rng, t, s):
+    """Whether the NaN sits in the row's whole vectors of eight or in its remainder, it is not skipped by the max
+    (kept in eight lanes) without poisoning the row's sum: that row is NaN up to the diagonal, every other row as
+    before."""
+    from minimal.cells import _softmax_numba
+
+    A = rng.standard_normal((2, 33, 33))
+    ref = A.copy()
+    _softmax_numba.causal_softmax_(ref, 0.5)
+    A[1, t, s] = np.nan
+    _softmax_numba.causal_softmax_(A, 0.5)
+    assert np.isnan(A[1, t, :t + 1]).all() and np.all(A[1, t, t + 1:] == 0)
+    others = np.ones(A.shape, bool)
+    others[1, t] = False
+    assert np.array_equal(A[others], ref[others])
+
+
 @pytest.mark.parametrize("mode", sa.MODES)
 def test_softmax_with_zero_queries_averages_the_values(rng, mode):
     # q = 0 makes every score 0: uniform attention, o_t = mean_{s<=t} v_s; at t = 1, o_1 = v_1.
