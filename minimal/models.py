@@ -36,8 +36,8 @@ earlier steps. The tests check this equals the last step of ``readout="all"``, g
 Checks: ``forward`` scans the input x and every param for NaN and inf once, naming the first it finds
 (``params['1.rnn.W_z'] contains NaN or inf``), and ``backward`` scans dy; the layers then run inside
 ``validate.checked_values``, where they check shapes and dtypes but do not scan again what the stack computed from
-those (a scan per layer input read each activation once more: 6 ms of a Shakespeare Transformer step). A
-computation that overflows is still named by the layer where it happens (``validate.check_finite_result``).
+those (a scan per layer input read each activation once more). A computation that overflows is still named by the
+layer where it happens (``validate.check_finite_result``).
 
 Glossary: B batch, T time, D features; L layers.
 """

@@ -256,8 +256,7 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, ce
     Returns:
         one dict per model: name, ours {part: seconds, "<part> median": seconds}, and with a framework: checks
         {framework: {"max_rel", "equal"}} (the float64 check), theirs {"framework: version": {part: ...}},
-        fastest (the fastest of theirs) and ratio (ours / fastest, step minima); with ``burst`` > 1 also
-        fastest warm and ratio warm.
+        fastest (the fastest of theirs) and ratio (ours / fastest, step minima); bursts add their warm twins.
     """
     from ..run import speed
 
@@ -297,11 +296,9 @@ def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1):
     """Run every runner ``warmup`` times, then ``repeats`` rounds of each runner ``burst`` times in a row, runner
     after runner; each part's minimum lands in its row, ``row[where][part]`` (version None) or
     ``row[where][version][part]``, and its median beside it as "<part> median"; each runner's minor page faults per
-    call (``ru_minflt``, median over the rounds) as "page faults" where the runner times a "step".
-
-    The first call of a burst starts from the caches the previous runner left: it is the sample of "<part>" (with
-    ``burst`` 1, every call). The other calls of a burst follow a call of their own, as the steps of a training
-    loop do: with ``burst`` > 1 they are the samples of "<part> warm" (and "<part> warm median").
+    call (``ru_minflt``, median over the rounds) as "page faults" where the runner times a "step". A burst's first
+    call (after another runner's) is the sample of "<part>"; its others, each after a call of its own as the steps
+    of a training loop, are those of "<part> warm" (and "<part> warm median").
 
     runners: (row, where, version, fn) with fn() -> {part: seconds}."""
     burst = check_positive_int("burst", burst)
@@ -316,9 +313,8 @@ def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1):
                 before = _page_faults()
                 parts = fn()
                 faults = _page_faults() - before
-                suffix = "" if call == 0 else " warm"
                 for part, seconds in parts.items():
-                    samples.setdefault((id(target), part + suffix), (target, []))[1].append(seconds)
+                    samples.setdefault((id(target), part + (" warm" if call else "")), (target, []))[1].append(seconds)
                 if "step" in parts and call == 0:
                     samples.setdefault((id(target), "page faults"), (target, []))[1].append(faults)
         log(f"round {r + 1}/{repeats}")
@@ -371,10 +367,7 @@ def format_train_table(rows):
     if has:
         lines.append("ratio = our step / the fastest other version's step (below 1: we are faster); f64 err = the "
                      "largest relative loss or gradient difference of the float64 checks (every framework)")
-        for r in rows:
-            if len(r.get("theirs", {})) > 1:
-                lines.append(f"  {r['name']}: " + ", ".join(f"{v} {1e3 * t['step']:.2f} ms"
-                                                           for v, t in r["theirs"].items()))
+        lines += _versions(rows, "step")
     if any("step warm" in r["ours"] for r in rows):
         lines += ["", _format_warm(rows, ms, has)]
     return "\n".join(lines)
@@ -397,9 +390,10 @@ def _format_warm(rows, ms, has):
     lines.append("-" * len(head))
     lines.append("warm = the steps of each burst after its first: each right after a step of its own model and "
                  "version, as in a training loop (the table above: each burst's first step, after another runner's)")
-    if has:
-        for r in rows:
-            if len(r.get("theirs", {})) > 1:
-                lines.append(f"  {r['name']}: " + ", ".join(f"{v} {1e3 * t['step warm']:.2f} ms"
-                                                           for v, t in r["theirs"].items()))
-    return "\n".join(lines)
+    return "\n".join(lines + (_versions(rows, "step warm") if has else []))
+
+
+def _versions(rows, part):
+    """One line per row with more than one version of theirs: each version's ``part`` in ms."""
+    return [f"  {r['name']}: " + ", ".join(f"{v} {1e3 * t[part]:.2f} ms" for v, t in r["theirs"].items())
+            for r in rows if len(r.get("theirs", {})) > 1]
