@@ -34,10 +34,12 @@ on every step and only its final step is passed on; ``backward`` then pads the g
 earlier steps. The tests check this equals the last step of ``readout="all"``, gradients included.
 
 Checks: ``forward`` scans the input x and every param for NaN and inf once, naming the first it finds
-(``params['1.rnn.W_z'] contains NaN or inf``), and ``backward`` scans dy; the layers then run inside
-``validate.checked_values``, where they check shapes and dtypes but do not scan again what the stack computed from
-those (a scan per layer input read each activation once more). A computation that overflows is still named by the
-layer where it happens (``validate.check_finite_result``).
+(``params['1.rnn.W_z'] contains NaN or inf``), and ``backward`` scans dy and the params; the layers then run inside
+``validate.checked_values``, where they check shapes and dtypes but do not scan their inputs (a scan per layer
+input, forward and backward, read each activation once more). Instead the stack scans each layer's output once,
+which is the next layer's input, and ``backward`` scans dx and the gradients once at the end (the backward is linear
+in dy: an overflow inside it reaches them); an overflow is reported with the layer whose output it reached, the
+stack's input (or dy) and its largest param. Layers that check their own results still do.
 
 Glossary: B batch, T time, D features; L layers.
 """
@@ -51,7 +53,7 @@ import numpy as np
 
 from .cells import get
 from .contract import Example
-from .validate import check_array, check_choice, check_finite_values, checked_values, values_checked
+from .validate import check_array, check_choice, check_finite_values, checked_values, overflow_error
 
 __all__ = ["Layer", "Residual", "StackCache", "init", "forward", "backward", "n_params", "examples",
            "POSITIONWISE", "READOUTS"]
@@ -150,18 +152,31 @@ def forward(params, x, spec, readout="all"):
     Returns:
         y: (B, T, D_out), or (B, 1, D_out) for readout "last"; and a ``StackCache`` for ``backward``.
     Raises:
-        InputError: x or a param holds NaN or inf (named; module docstring), or a layer's own check fails.
+        InputError: x or a param holds NaN or inf (named; module docstring), a layer's output overflowed, or a
+            layer's own check fails.
     """
     _check_spec(spec)
     check_choice("readout", readout, READOUTS)
-    if values_checked():          # a Residual's sub-stack: its params and input were checked on entry
-        return _forward(params, x, spec, readout)
     check_finite_values({"x": x, **{f"params[{k!r}]": v for k, v in params.items()}})
     with checked_values():
-        return _forward(params, x, spec, readout)
+        return _forward(params, x, spec, readout, lambda: _culprits("x", x, params), "")
 
 
-def _forward(params, x, spec, readout):
+def _culprits(name, a, params):
+    """What an overflow error names: the stack's input or dy, and its largest float param."""
+    out = {name: a}
+    floats = {k: v for k, v in params.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size}
+    if floats:
+        k = max(floats, key=lambda k: float(np.max(np.abs(floats[k]))))
+        out[f"params[{k!r}] (the largest)"] = floats[k]
+    return out
+
+
+def _nonfinite(arrays):
+    return any(isinstance(a, np.ndarray) and a.dtype.kind in "fc" and not np.all(np.isfinite(a)) for a in arrays)
+
+
+def _forward(params, x, spec, readout, culprits, where):
     cut = -1
     if readout == "last":
         check_array("x", x, min_ndim=3)
@@ -174,7 +189,7 @@ def _forward(params, x, spec, readout):
     for i, e in enumerate(spec):
         p = _sub(params, f"{i}.")
         if isinstance(e, Residual):
-            fx, c = _forward(p, h, e.layers, "all")
+            fx, c = _forward(p, h, e.layers, "all", culprits, f" in residual block {i}{where}")
             if fx.shape != h.shape:
                 raise ValueError(f"Residual block {i} must keep its input's shape {h.shape}, gives {fx.shape}")
             h = h + fx
@@ -183,6 +198,8 @@ def _forward(params, x, spec, readout):
             if i == cut and _has_readout(e):
                 kw["readout"] = "last"
             h, c = get(e.name).forward(p, h, **kw)
+        if _nonfinite((h,)):      # each layer's output once: the next layer's input, which it does not scan
+            raise overflow_error(f"the output of layer {i} ({getattr(e, 'name', 'residual')}){where}", culprits())
         caches.append(c)
         if i == cut and not _has_readout(e):
             T_cut = h.shape[1]
@@ -204,15 +221,17 @@ def backward(params, caches, dy, spec=None):
     Returns:
         dx of x's shape and grads with exactly params' keys (in params' order).
     Raises:
-        InputError: dy holds NaN or inf, or a layer's own check fails.
+        InputError: dy or a param holds NaN or inf, the gradients overflowed, or a layer's own check fails.
     """
     if spec is not None and tuple(spec) != caches.spec:
         raise ValueError("spec differs from the one forward ran with")
-    if values_checked():
-        return _backward(params, caches, dy)
-    check_finite_values({"dy": dy})
+    check_finite_values({"dy": dy, **{f"params[{k!r}]": v for k, v in params.items()}})
     with checked_values():
-        return _backward(params, caches, dy)
+        dx, grads = _backward(params, caches, dy)
+    # linear in dy: an overflow inside reaches dx or a gradient as inf or NaN, scanned here once
+    if _nonfinite((dx, *grads.values())):
+        raise overflow_error("the gradients", _culprits("dy", dy, params))
+    return dx, grads
 
 
 def _backward(params, caches, dy):

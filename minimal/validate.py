@@ -18,8 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["InputError", "check_array", "checked_values", "values_checked", "check_finite_values", "check_same_shape", "check_dtype", "common_dtype", "check_positive_int",
-           "check_choice", "check_keys", "check_grad_dtype", "check_config", "overflow_error", "check_finite_result",
+__all__ = ["InputError", "check_array", "checked_values", "values_checked", "check_finite_values", "check_same_shape",
+           "check_dtype", "common_dtype", "check_positive_int", "check_choice", "check_keys", "check_grad_dtype", "check_config", "overflow_error", "check_finite_result",
            "OverflowInputError", "memory_bytes", "nbytes_text", "check_fits", "check_out_dir"]
 
 
@@ -55,9 +55,9 @@ def values_checked():
 @contextlib.contextmanager
 def checked_values():
     """Within this block ``check_array`` checks shapes and dtypes but does not scan arrays for NaN and inf: the
-    caller has scanned what enters it (``check_finite_values``) and every array inside is computed from those.
-    ``minimal.models.forward`` / ``backward`` run their layers in it; a computation that overflows is still
-    named by each layer's ``check_finite_result``."""
+    caller has scanned what enters it (``check_finite_values``) and scans what each step computes from it.
+    ``minimal.models.forward`` / ``backward`` run their layers in it (scanning each layer's output, and the
+    gradients at the end)."""
     token = _VALUES_CHECKED.set(True)
     try:
         yield

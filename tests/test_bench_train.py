@@ -53,6 +53,21 @@ def test_a_burst_runs_each_runner_in_a_row_and_its_first_call_is_the_interleaved
     assert "warm ms" in table and "0.29" in table    # the warm ratio, 1 / 3.5
 
 
+def test_page_faults_are_counted_on_each_burst_s_first_call_only(monkeypatch):
+    counter = iter(range(0, 10 ** 6, 10))               # each _page_faults() read: 0, 10, 20, ...
+    extra = iter([0, 500, 500, 0, 500, 500])            # faults each call adds: the first of each burst none
+    shift = [0]
+
+    def step():
+        shift[0] += next(extra)
+        return {"step": 1.0}
+
+    monkeypatch.setattr(bt, "_page_faults", lambda: next(counter) + shift[0])
+    row = {"name": "m", "ours": {}}
+    bt.interleaved_minima([(row, "ours", None, step)], repeats=2, log=lambda s: None, warmup=0, burst=3)
+    assert row["ours"]["page faults"] == 10.0            # the counter's own step between two reads, no 500
+
+
 def test_a_burst_of_one_gives_no_warm_table():
     row = {"name": "m", "ours": {}}
     bt.interleaved_minima([(row, "ours", None, lambda: {"step": 1.0})], repeats=2, log=lambda s: None, warmup=0)

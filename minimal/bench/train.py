@@ -296,9 +296,9 @@ def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1):
     """Run every runner ``warmup`` times, then ``repeats`` rounds of each runner ``burst`` times in a row, runner
     after runner; each part's minimum lands in its row, ``row[where][part]`` (version None) or
     ``row[where][version][part]``, and its median beside it as "<part> median"; each runner's minor page faults per
-    call (``ru_minflt``, median over the rounds) as "page faults" where the runner times a "step". A burst's first
-    call (after another runner's) is the sample of "<part>"; its others, each after a call of its own as the steps
-    of a training loop, are those of "<part> warm" (and "<part> warm median").
+    call (``ru_minflt``, median over the rounds, of each burst's first call) as "page faults" where the runner times
+    a "step". A burst's first call (after another runner's) is the sample of "<part>"; its others, each after a call
+    of its own as the steps of a training loop, are those of "<part> warm" (and "<part> warm median").
 
     runners: (row, where, version, fn) with fn() -> {part: seconds}."""
     burst = check_positive_int("burst", burst)
