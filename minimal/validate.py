@@ -55,9 +55,9 @@ def values_checked():
 @contextlib.contextmanager
 def checked_values():
     """Within this block ``check_array`` checks shapes and dtypes but does not scan arrays for NaN and inf: the
-    caller has scanned what enters it (``check_finite_values``) and scans what each step computes from it.
-    ``minimal.models.forward`` / ``backward`` run their layers in it (scanning each layer's output, and the
-    gradients at the end)."""
+    caller has scanned what enters it (``check_finite_values``) and scans what its steps compute: ``minimal.models
+    .forward`` / ``backward`` run their layers in it, scanning each layer's output and the gradients at the end,
+    and a composite layer scans what it passes to a saturating gate (``cells.min_block``: each LayerNorm output)."""
     token = _VALUES_CHECKED.set(True)
     try:
         yield

@@ -104,6 +104,33 @@ def test_a_stack_scans_its_input_params_and_dy_once_and_names_what_holds_nan(mon
         linear.forward({"W": p["0.W"], "b": p["0.b"]}, np.full((2, 4, 2), np.nan))
 
 
+def test_an_overflow_a_gate_would_absorb_is_named_before_the_gate():
+    """A GRU's gates saturate on an inf input (σ(inf) = 1, tanh(inf) = 1) and give a finite output: the inf is
+    named where it arose, the output of the layer before the GRU, or inside a block its LayerNorm's output."""
+    from minimal.validate import OverflowInputError
+
+    spec = (Layer("linear", {"D_in": 2, "D_out": 3}), Layer("gru", {"d_in": 3, "d_hidden": 2}))
+    p = models.init(np.random.default_rng(0), spec, dtype="float32")
+    p["0.W"] = np.full((2, 3), 3e38, np.float32)
+    x = np.ones((1, 3, 2), np.float32)
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(
+            OverflowInputError, match=r"the output of layer 0 \(linear\) overflowed"):
+        models.forward(p, x, spec)
+    block = (Residual((Layer("linear", {"D_in": 2, "D_out": 2}),)),
+             Layer("min_block", {"D": 2, "kind": "gru", "expansion": 1, "k": None}, {"kind": "gru"}))
+    p = models.init(np.random.default_rng(0), block, dtype="float32")
+    p["1.rnn_ln.gamma"] = np.array([3e38, 1.0], np.float32)    # |x̂| = 1 at D = 2: γ x̂ + β = ±3e38 + 3e38
+    p["1.rnn_ln.beta"] = np.array([3e38, 0.0], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(
+            OverflowInputError, match=r"the rnn sublayer's LayerNorm output overflowed"):
+        models.forward(p, np.random.default_rng(1).standard_normal((2, 3, 2)).astype(np.float32), block)
+    p = models.init(np.random.default_rng(0), block, dtype="float32")
+    p["0.0.W"] = np.full((2, 2), 3e38, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(
+            OverflowInputError, match=r"the output of layer 0 \(linear\) in residual block 0 overflowed"):
+        models.forward(p, np.ones((2, 3, 2), np.float32), block)
+
+
 def test_an_overflow_inside_a_stack_is_named_with_the_layer_it_reached():
     """A layer that does not check its own result (linear) overflows: the stack's scan of that layer's output names
     it, with the stack's input and largest param; the backward's overflow is caught in the gradients."""

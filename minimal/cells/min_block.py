@@ -46,7 +46,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..layers import causal_conv, dropout, layernorm, linear, mlp
-from ..validate import check_array, check_choice, check_dtype, check_grad_dtype, check_positive_int, common_dtype
+from ..validate import (check_array, check_choice, check_dtype, check_finite_result, check_grad_dtype,
+                        check_positive_int, common_dtype, values_checked)
 from . import gru, lstm, mingru, minlstm, softmax_attention
 from ..contract import Example
 
@@ -164,6 +165,10 @@ def forward(params, x, kind, dropout_rate=0.0, rng=None, train=True, log_space=F
     h = x
     for name in sublayers:
         u, c_ln = layernorm.forward(_sub(params, f"{name}_ln."), h)
+        if values_checked():    # in a stack no sublayer scans its input; a gate saturated by an inf in u would hide it
+            ln = _sub(params, f"{name}_ln.")
+            check_finite_result(f"the {name} sublayer's LayerNorm output", u,
+                                {"x": x, **{f"{name}_ln.{k}": v for k, v in ln.items()}})
         if name == "rnn":
             f, c_inner = _rnn_forward(params, u, kind, log_space, n_heads)
         else:
