@@ -63,8 +63,9 @@ def _trend():
 
 
 def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
-    """The T-trend grid (one log-space minGRU layer at T = 64 and 128) is the grid of the ``--set`` command that
-    trained it, its three files per length load, and the accuracies are those the notebook and the docstring state."""
+    """The T-trend grids (one and two log-space minGRU layers at T = 64, 128 and 256, and both at D = 64 and T = 64)
+    are the grids of the ``--set`` commands that trained them, their three files per length load, and the accuracies
+    are those the notebook and the docstring state."""
     import dataclasses
     import re
 
@@ -111,6 +112,13 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
         assert f"{stated2[T]} % at T = {T} (seeds {seeds})" in doc
     assert min(a for r in summary2.values() for a in r["mingru_2_runs"]) > \
            max(a for r in summary.values() for a in r["mingru_1_runs"]) + 40
+    change = summary2[256]["mingru_2"] - summary2[128]["mingru_2"]
+    assert f"{-change:.1f} points below T = 128, within the two spreads" in doc
+    assert abs(change) < summary2[128]["mingru_2_std"] + summary2[256]["mingru_2_std"]
+    runs128, runs256 = summary2[128]["mingru_2_runs"], summary2[256]["mingru_2_runs"]
+    assert [sum(a < min(runs128) for a in runs256), sum(a > max(runs128) for a in runs256)] == [2, 1]
+    assert "two seeds below every T = 128 run and one above them all" in doc
+    assert f"{S.PAPER['mingru_2'] - summary2[256]['mingru_2']:.1f} below Table 1's 96.8 ± 3.2" in doc
     # one layer at the paper's width, D = 64, T = 64: the grid of --set T=64 D=64 kinds=mingru depths=1 log_space=true
     words = ["T=64", "D=64", "kinds=mingru", "depths=1", "log_space=true"]
     typed = overrides.plan(overrides.parse_set(words), {"minrnn/selective_copy": S.Config()})["minrnn/selective_copy"]
@@ -149,8 +157,8 @@ def test_the_selective_copying_trend_in_T_loads_as_the_command_line_made_it():
         assert f"The fall, {fall:.1f} points" in text
         assert re.search(rf"mean is {37.0 - summary[128]['mingru_1']:.1f} points below Table 1's 37\.0", text)
         seeds2 = ", ".join(f"{a:.2f}" for a in summary2[256]["mingru_2_runs"][:2])
-        assert (f"two layers reach {stated2[256]} % (seeds {seeds2} and {summary2[256]['mingru_2_runs'][2]:.2f} %)"
-                in text)
+        assert (f"At $T = 256$ two layers reach {stated2[256]} % (seeds {seeds2} and "
+                f"{summary2[256]['mingru_2_runs'][2]:.2f} %)") in text
         assert f"{summary2[128]['mingru_2'] - summary2[256]['mingru_2']:.1f} points below their {stated2[128]} %" in text
 
 

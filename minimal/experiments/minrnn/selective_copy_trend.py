@@ -27,7 +27,7 @@ the spreads of T = 128 and of Table 1's 37.0 ± 2.3 %. Two layers reach 95.8 ± 
 94.51 / 98.93), 95.1 ± 0.3 % at T = 128 (seeds 94.82 / 94.97 / 95.54) and 91.1 ± 4.9 % at T = 256 (seeds 85.57 /
 90.37 / 97.49): 4.0 points below T = 128, within the two spreads, with two seeds below every T = 128 run and one
 above them all, and 5.7 below Table 1's 96.8 ± 3.2; every two-layer run at D = 32 is more than 40 points above every
-one-layer run. At D = 64 and T = 64 one layer reaches 42.6 ± 0.7 % (seeds 41.95 / 43.55 /
+one-layer run at D = 32. At D = 64 and T = 64 one layer reaches 42.6 ± 0.7 % (seeds 41.95 / 43.55 /
 42.33), within the spreads of D = 32's 41.6 ± 2.3 % and above Table 1's: of the two, the length (at D = 32), not
 the width (at T = 64), brings one layer to the paper's level (3 seeds each; no other setting varied). Two layers at
 D = 64 and T = 64 reach 88.1 ± 3.3 % (seeds 83.60 / 89.41 / 91.38), 7.7 points below D = 32's 95.8 ± 2.2 % with
