@@ -166,9 +166,8 @@ def forward(params, x, kind, dropout_rate=0.0, rng=None, train=True, log_space=F
     for name in sublayers:
         u, c_ln = layernorm.forward(_sub(params, f"{name}_ln."), h)
         if values_checked():    # in a stack no sublayer scans its input; a gate saturated by an inf in u would hide it
-            ln = _sub(params, f"{name}_ln.")
             check_finite_result(f"the {name} sublayer's LayerNorm output", u,
-                                {"x": x, **{f"{name}_ln.{k}": v for k, v in ln.items()}})
+                                {"x": x, **{k: v for k, v in params.items() if k.startswith(f"{name}_ln.")}})
         if name == "rnn":
             f, c_inner = _rnn_forward(params, u, kind, log_space, n_heads)
         else:
