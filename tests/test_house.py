@@ -32,6 +32,7 @@ REFERENCE = {
     "layers/_layernorm_numba.py": "layers/layernorm.py",
     "layers/_gelu_numba.py": "layers/mlp.py",
     "layers/_embedding_numba.py": "layers/embedding.py",
+    "layers/_causal_conv_numba.py": "layers/causal_conv.py",
     "optim/_adamw_numba.py": "optim/__init__.py",
 }
 
@@ -45,7 +46,9 @@ RUNS = {
     # gates' and the scans' own kernels run with method="blelloch" or after a non-finite value); _gates_numba's
     # flush_and_sum_ on the gate gradients before their matrix products
     "min_block": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py", "cells/_gates_numba.py",
-                  "cells/_softmax_numba.py", "layers/_layernorm_numba.py", "layers/_gelu_numba.py"},
+                  "cells/_softmax_numba.py", "layers/_layernorm_numba.py", "layers/_gelu_numba.py",
+                  "layers/_causal_conv_numba.py"},
+    "causal_conv": {"layers/_causal_conv_numba.py"},
     "mingru": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py", "cells/_gates_numba.py"},
     "minlstm": {"cells/_min_scan_numba.py", "cells/_min_log_linear.py", "cells/_gates_numba.py"},
     "mlp": {"layers/_gelu_numba.py"},

@@ -12,6 +12,10 @@ W flipped along its first axis).
 Step mode (generation): the past a step needs is the last k-1 inputs, kept in a buffer (B, k-1, C), oldest
 first and zeros at the start; ``step_forward`` reads it with x_t and shifts it by one.
 
+Forward and backward run in one compiled pass each (``_causal_conv_numba``: y and dx equal the NumPy form below bit
+for bit, dW and db are summed in float64); ``_forward_numpy`` / ``_backward_numpy`` are the NumPy formulas they are
+tested against.
+
 Shapes: x (B, T, C); W (k, C); b (C,); y (B, T, C). Glossary: B batch, T time, C channels, k kernel size.
 """
 from __future__ import annotations
@@ -50,9 +54,19 @@ def forward(params, x):
     k, C = _check_params(params)
     check_array("x", x, (None, None, C), names=("B", "T", "C"))
     check_dtype("x", x, params["W"].dtype)
+    from ._causal_conv_numba import causal_conv_forward
+
+    x = np.ascontiguousarray(x)
+    y = np.empty_like(x)
+    causal_conv_forward(x, params["W"], params["b"], y)
+    return y, Cache(x)
+
+
+def _forward_numpy(params, x):
+    """``forward``'s formula in NumPy (no checks): the reference the compiled pass is tested against."""
     W, T = params["W"], x.shape[1]
     y = np.broadcast_to(params["b"], x.shape).copy()
-    for j in range(min(k, T)):               # taps that reach before t = 0 read zeros: skip those products
+    for j in range(min(W.shape[0], T)):      # taps that reach before t = 0 read zeros: skip those products
         y[:, j:] += W[j] * x[:, :T - j]      # y_t += W[j] x_{t-j}
     return y, Cache(x)
 
@@ -63,6 +77,18 @@ def backward(params, cache, dy):
     x = cache.x
     check_array("dy", dy, x.shape, names=("B", "T", "C"))
     check_grad_dtype("dy", dy, params)
+    from ._causal_conv_numba import causal_conv_backward
+
+    W = params["W"]
+    dx = np.empty_like(x)
+    dW, db = np.empty(W.shape), np.empty(W.shape[1])          # float64 sums
+    causal_conv_backward(x, W, np.ascontiguousarray(dy), dx, dW, db)
+    return dx, {"W": dW.astype(W.dtype), "b": db.astype(W.dtype)}
+
+
+def _backward_numpy(params, cache, dy):
+    """``backward``'s formulas in NumPy (no checks): the reference the compiled pass is tested against."""
+    x = cache.x
     W, T = params["W"], x.shape[1]
     dW = np.zeros_like(W)
     dx = np.zeros_like(x)
