@@ -9,6 +9,17 @@ same session), per row:
     ratio               ours / theirs; "products at theirs": (ours − our products + their products) / theirs,
                         the ratio had our products run at the framework's rate; "rest": our rest / their rest
 
+and, where the profile has the time inside the compiled kernels (``minimal.bench.profile.KERNELS``), a second
+table of what a target of 0.8 (our step at most 0.8 of the fastest framework's) leaves (``bounds``):
+
+    0.8 theirs          the step the target allows
+    floor               our products at NumPy's sgemm rate + our compiled kernels (the elementwise passes and scans
+                        in Numba, timed inside the profiled step): what our step costs before any NumPy pass or
+                        Python between them; floor / theirs above 0.8 means the row cannot reach 0.8 without
+                        faster products or faster kernels, whatever else is removed
+    rest                ours − floor: the NumPy passes (allocation, copies, bias sums, dropout's draws), the checks
+                        and the Python of the step
+
 The products are the shapes ``minimal.bench.profile.gemm_shapes`` lists; a framework's step may run some of them
 otherwise (torch's sdpa computes attention's score and value products inside its own kernel), so "rest" is a
 split by the products' count, not a measurement of the frameworks' other kernels.
@@ -68,9 +79,41 @@ def table(table_text, profile_text):
     return "\n".join(lines)
 
 
+def kernels(profile):
+    """{row: ms inside compiled kernels} from ``bench train --profile`` (rows whose profile has the line)."""
+    out, row = {}, None
+    for line in profile.splitlines():
+        head = re.match(r"(\S.*?): [\d.]+ ms a step under cProfile", line)
+        if head:
+            row = head.group(1)
+        k = re.match(r"\s+of which compiled kernels \(Numba\), across the parts above: ([\d.]+) ms", line)
+        if k and row is not None:
+            out[row] = float(k.group(1))
+    return out
+
+
+def bounds(table_text, profile_text, target=0.8):
+    """The floor of each row against ``target`` times the fastest framework's step (module docstring)."""
+    s, p, k = steps(table_text), products(profile_text), kernels(profile_text)
+    lines = [f"{'row':<32}{'ours':>7}{'theirs':>8}{f'{target:g} theirs':>11}{'products':>9}{'kernels':>8}{'floor':>7}"
+             f"{'floor /':>8}{'rest':>7}",
+             f"{'':<32}{'ms':>7}{'ms':>8}{'ms':>11}{'ms':>9}{'ms':>8}{'ms':>7}{'theirs':>8}{'ms':>7}"]
+    for name, (ours, _, theirs) in s.items():
+        if name not in k:
+            continue
+        floor = p[name]["numpy"] + k[name]
+        lines.append(f"{name:<32}{ours:7.2f}{theirs:8.2f}{target * theirs:11.2f}{p[name]['numpy']:9.1f}{k[name]:8.1f}"
+                     f"{floor:7.1f}{floor / theirs:8.2f}{ours - floor:7.1f}")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         sys.exit("usage: python bench/blas_bound.py TABLE PROFILE (the saved outputs of bench train and of "
                  "bench train --profile)")
     with open(sys.argv[1]) as a, open(sys.argv[2]) as b:
-        print(table(a.read(), b.read()))
+        table_text, profile_text = a.read(), b.read()
+    print(table(table_text, profile_text))
+    if kernels(profile_text):
+        print()
+        print(bounds(table_text, profile_text))

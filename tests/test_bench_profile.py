@@ -34,8 +34,10 @@ def test_the_flops_are_the_steps_matrix_products():
 def test_a_profile_splits_the_profiled_time_among_the_parts():
     step = T.project_step(T._selective_copy("mingru", 2, True))
     parts = P.profile_step(step, steps=1)
-    shares = sum(v for k, v in parts.items() if k != "total") / parts["total"]
+    shares = sum(v for k, v in parts.items() if k not in ("total", P.KERNELS)) / parts["total"]
     assert 0.5 < shares <= 1.01, parts
+    # the compiled kernels' time lies inside the parts' (the cells' fused gates and scan, LayerNorm, AdamW)
+    assert 0 < parts[P.KERNELS] < sum(v for k, v in parts.items() if k not in ("total", P.KERNELS))
     assert parts["gates and cells"] > 0 and parts["norms"] > 0 and parts["AdamW and clipping"] > 0
     assert parts.get("scans", 0.0) == 0.0    # the cells run their gates and scan in one pass (cells/_min_scan_numba)
     line = P.roofline(T._selective_copy("mingru", 2, True), 0.05, repeats=1)
@@ -43,6 +45,14 @@ def test_a_profile_splits_the_profiled_time_among_the_parts():
     assert line["share"] == pytest.approx(line["gemm_seconds"] / 0.05) and line["gflops_sgemm"] > 0
     text = P.format_profile("m", parts, line)
     assert "gates and cells" in text and "% of the sgemm rate" in text
+    assert f"of which compiled kernels (Numba), across the parts above: {1e3 * parts[P.KERNELS]:.2f} ms" in text
+
+
+def test_a_compiled_kernel_is_told_from_a_python_function():
+    from minimal.cells import _min_scan_numba, min_block
+
+    assert P._is_compiled(_min_scan_numba.__file__, "mingru_scan_into")
+    assert not P._is_compiled(min_block.__file__, "forward") and not P._is_compiled("~", "<built-in method>")
 
 
 def test_profile_is_refused_outside_bench_train(capsys):
@@ -124,3 +134,25 @@ def test_the_committed_split_of_each_row_follows_from_the_committed_table_and_pr
     row = "selective copy mingru x2 log"
     line = f"  {row}: torch: Heinsen 225.95 ms, torch: Heinsen (B,H,T) 24.71 ms, jax: lax.scan 66.97 ms"
     assert blas_bound.steps(f"{row}     44.42\n{line}") == {row: (44.42, "torch: Heinsen (B,H,T)", 24.71)}
+
+
+def test_the_floor_of_a_row_is_its_products_and_its_kernels():
+    """bench/blas_bound.py's second table: products at NumPy's rate + compiled kernels, against 0.8 of theirs."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("blas_bound", root / "bench" / "blas_bound.py")
+    blas_bound = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(blas_bound)
+    row = "Shakespeare Transformer"
+    table = f"{row}     60.00\n  {row}: torch: sdpa 50.00 ms, jax: jnp attention 110.00 ms"
+    profile = (f"{row}: 70.0 ms a step under cProfile; matrix products 2.471 GFLOP, 40.0 GFLOP/s achieved (the "
+               f"unprofiled step) against 100.0 GFLOP/s same-run sgemm of its shapes: 40 % of the sgemm rate; sgemm "
+               f"alone would take 22.0 ms\n    the same shapes with torch's matrix product: 150.0 GFLOP/s, 16.0 ms "
+               f"(1.38x NumPy's rate)\n    {P.KERNELS} (Numba), across the parts above: 19.50 ms  27.9 %")
+    assert blas_bound.kernels(profile) == {row: 19.5}
+    last = blas_bound.bounds(table, profile).splitlines()[-1].split()
+    # ours, theirs, 0.8 theirs, products, kernels, floor = 22.0 + 19.5, floor / theirs, rest = ours - floor
+    assert last[2:] == ["60.00", "50.00", "40.00", "22.0", "19.5", "41.5", "0.83", "18.5"]
+    assert blas_bound.bounds(table, profile.split("\n    of which")[0]).count("\n") == 1   # no kernels: no row

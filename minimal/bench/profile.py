@@ -9,7 +9,10 @@ Python (``np.empty``, ``ndarray.sum``, ...; cProfile names them ``{built-in meth
 wrappers in "NumPy calls", Numba's dispatcher (type checks before a compiled kernel runs) in "Numba dispatch". A matrix
 product written as ``x @ W`` is not a call cProfile sees: its time counts in the function that wrote it (the
 linear layers, the gates, attention). cProfile's own overhead grows with the number of Python calls, so the
-shares are a map of where to look, and the step time is taken without it (``bench train``).
+shares are a map of where to look, and the step time is taken without it (``bench train``). Across the parts,
+the time inside Numba-compiled kernels (the elementwise passes and scans, each one call the profiler does not slow)
+is summed apart (``KERNELS``): with the matrix products at the sgemm rate below, the time a step needs before any
+Python or NumPy pass between them (``bench/blas_bound.py`` sets it beside the frameworks' steps).
 
 FLOPs. Every 2-D weight W (d_in, d_out) of the model, but the embedding and position tables (a gather, not a
 product) and the causal convolution's (elementwise), is
@@ -27,14 +30,17 @@ from __future__ import annotations
 
 import cProfile
 import pstats
+import sys
 import time
 
 import numpy as np
 
 from ..validate import check_positive_int
 
-__all__ = ["PARTS", "profile_step", "gemm_shapes", "step_flops", "product_seconds", "sgemm_seconds", "roofline",
-           "format_profile", "profile_models"]
+__all__ = ["PARTS", "KERNELS", "profile_step", "gemm_shapes", "step_flops", "product_seconds", "sgemm_seconds",
+           "roofline", "format_profile", "profile_models"]
+
+KERNELS = "of which compiled kernels"   # profile_step's key for the time inside Numba kernels, across the parts
 
 # (part, path fragments of the files it holds); the first match wins, so the narrower fragments come first
 PARTS = (
@@ -62,9 +68,21 @@ def _part(filename):
     return "other Python"
 
 
+def _is_compiled(filename, function):
+    """Whether ``function`` of the module at ``filename`` is a Numba-compiled kernel (a CPU dispatcher)."""
+    from numba.core.registry import CPUDispatcher
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == filename:
+            return isinstance(getattr(module, function, None), CPUDispatcher)
+    return False
+
+
 def profile_step(step, steps=5):
-    """{part: seconds per step} of ``step()`` (a ``bench.train.project_step`` closure) under cProfile, and the
-    profiled seconds per step under "total"; ``steps`` >= 1 calls after one untimed."""
+    """{part: seconds per step} of ``step()`` (a ``bench.train.project_step`` closure) under cProfile, the profiled
+    seconds per step under "total", and under KERNELS the part of the parts' time spent inside Numba-compiled
+    kernels (one call each, which the profiler does not slow: the arithmetic of the step's elementwise passes and
+    scans); ``steps`` >= 1 calls after one untimed."""
     steps = check_positive_int("steps", steps)
     step()
     prof = cProfile.Profile()
@@ -74,11 +92,14 @@ def profile_step(step, steps=5):
         step()
     prof.disable()
     wall = time.perf_counter() - t0
-    out = {}
-    for (filename, _, _), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
+    out, kernels = {}, 0.0
+    for (filename, _, function), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
         part = _part(filename)
         out[part] = out.get(part, 0.0) + tottime / steps
+        if _is_compiled(filename, function):
+            kernels += tottime / steps
     out["total"] = wall / steps
+    out[KERNELS] = kernels
     return out
 
 
@@ -161,8 +182,12 @@ def format_profile(name, parts, line):
     for name, seconds in line.get("anchors", {}).items():
         out.append(f"    the same shapes with {name}'s matrix product: {line['gflop'] / seconds:.1f} GFLOP/s, "
                    f"{1e3 * seconds:.1f} ms ({line['gemm_seconds'] / seconds:.2f}x NumPy's rate)")
-    for part, seconds in sorted(((p, s) for p, s in parts.items() if p != "total"), key=lambda x: -x[1]):
+    for part, seconds in sorted(((p, s) for p, s in parts.items() if p not in ("total", KERNELS)),
+                                key=lambda x: -x[1]):
         out.append(f"    {part:<20} {1e3 * seconds:8.2f} ms  {100 * seconds / total:5.1f} %")
+    if KERNELS in parts:
+        out.append(f"    {KERNELS} (Numba), across the parts above: {1e3 * parts[KERNELS]:.2f} ms  "
+                   f"{100 * parts[KERNELS] / total:.1f} %")
     return "\n".join(out)
 
 
