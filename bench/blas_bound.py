@@ -24,6 +24,10 @@ The products are the shapes ``minimal.bench.profile.gemm_shapes`` lists; a frame
 otherwise (torch's sdpa computes attention's score and value products inside its own kernel), so "rest" is a
 split by the products' count, not a measurement of the frameworks' other kernels.
 
+A table saved with ``--burst`` holds two tables, each burst's first step and the warm steps after it; the last one
+read wins, the warm steps, which is how the profile times our step (alone, call after call). To split the first
+steps, pass their table alone.
+
 Usage: python bench/blas_bound.py TABLE PROFILE   (the two saved outputs)
 """
 import re

@@ -156,3 +156,29 @@ def test_the_floor_of_a_row_is_its_products_and_its_kernels():
     # ours, theirs, 0.8 theirs, products, kernels, floor = 22.0 + 19.5, floor / theirs, rest = ours - floor
     assert last[2:] == ["60.00", "50.00", "40.00", "22.0", "19.5", "41.5", "0.83", "18.5"]
     assert blas_bound.bounds(table, profile.split("\n    of which")[0]).count("\n") == 1   # no kernels: no row
+
+
+def test_the_committed_floor_of_each_row_follows_from_the_committed_table_and_profile():
+    """bench/results/train_cpu_2026-12-01_floor.txt: its section 4 is bench/blas_bound.py of its sections 2 and 3,
+    with the whole table (its warm steps) and with the first table alone; its reading's floors are those."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("blas_bound", root / "bench" / "blas_bound.py")
+    blas_bound = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(blas_bound)
+    text = (root / "bench" / "results" / "train_cpu_2026-12-01_floor.txt").read_text()
+    table = text.split("# 2. After (command 3)\n")[1].split("#\n# 3. ")[0]
+    profile = text.split("# 3. The profile (command 2)\n")[1].split("#\n# 4. ")[0]
+    split = text.split("# 4. The split and the floor")[1]
+    first = table.split("\nmodel                           warm ms")[0]
+    for t in (table, first):
+        derived = blas_bound.table(t, profile) + "\n\n" + blas_bound.bounds(t, profile)
+        assert len(derived.splitlines()) == (2 + 13) + 1 + (2 + 13) and derived in split
+    floor = {n: float(line.split()[-2]) for n in ("selective copy minlstm x2", "selective copy minlstm x3",
+                                                   "Shakespeare Transformer")
+             for line in blas_bound.bounds(table, profile).splitlines() if line[:32].rstrip() == n}
+    assert floor == {"selective copy minlstm x2": 0.89, "selective copy minlstm x3": 0.94,
+                     "Shakespeare Transformer": 0.83}
+    assert "floor alone is 0.81 / 0.89 (x2)\n# and 0.84 / 0.94 (x3)" in text
