@@ -27,8 +27,17 @@ def test_rounds_interleave_every_runner_once_per_round():
     runners = [(row, "ours", None, lambda: calls.append("ours") or {"step": 1.0}),
                (row, "theirs", "a", lambda: calls.append("a") or {"step": 1.0}),
                (row, "theirs", "b", lambda: calls.append("b") or {"step": 1.0})]
-    bt.interleaved_minima(runners, repeats=2, log=lambda s: None, warmup=1)
+    bt.interleaved_minima(runners, repeats=2, log=lambda s: None, warmup=1, shuffle=False)
     assert calls == ["ours", "a", "b"] * 3
+    calls.clear()
+    bt.interleaved_minima(runners, repeats=20, log=lambda s: None, warmup=1)
+    rounds = [calls[i:i + 3] for i in range(3, len(calls), 3)]
+    assert calls[:3] == ["ours", "a", "b"] and all(sorted(r) == ["a", "b", "ours"] for r in rounds)
+    # shuffled: our first call does not always come after the same runner (the last of the round before, or the
+    # one before it in its round)
+    before_ours = {(prev[-1] if r.index("ours") == 0 else r[r.index("ours") - 1])
+                   for prev, r in zip([calls[:3]] + rounds, rounds)}
+    assert {"a", "b"} <= before_ours and len({tuple(r) for r in rounds}) > 1
 
 
 def test_a_burst_runs_each_runner_in_a_row_and_its_first_call_is_the_interleaved_sample():
@@ -40,7 +49,7 @@ def test_a_burst_runs_each_runner_in_a_row_and_its_first_call_is_the_interleaved
 
     row = {"name": "m", "ours": {}, "theirs": {"a": {}}}
     bt.interleaved_minima([(row, "ours", None, runner("ours")), (row, "theirs", "a", runner("a"))], repeats=2,
-                          log=lambda s: None, warmup=1, burst=3)
+                          log=lambda s: None, warmup=1, burst=3, shuffle=False)
     assert calls == ["ours", "a"] + ["ours"] * 3 + ["a"] * 3 + ["ours"] * 3 + ["a"] * 3
     # ours: bursts (5, 1, 2) and (6, 1.5, 3); first calls 5 and 6, the others 1, 2, 1.5, 3
     assert row["ours"]["step"] == 5.0 and row["ours"]["step median"] == 5.5

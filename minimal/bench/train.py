@@ -21,7 +21,8 @@ JAX step is one call: it has "step" and "cell" only.
 
 Timing: one BLAS thread (``speed.tune``), one torch thread (inductor's too), one XLA thread; two warm-up calls of
 every row (torch.compile and jax.jit compile there), then ``repeats`` rounds, each running one step of every row
-and version in turn (ours and the anchors interleaved, so that every row sees the same spells of load); each row
+and version in turn (ours and the anchors interleaved, so that every row sees the same spells of load), in a new
+order each round (``interleaved_minima``: the step that ran just before changes a step's time); each row
 reports its minimum and median over the rounds, and its minor page faults per step. The fair setting, on a quiet
 machine: the whole process pinned to one core (``--pin N`` or ``taskset -c N``) and jemalloc preloaded for every
 side with its decay off (``LD_PRELOAD=.../libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1``).
@@ -292,7 +293,7 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, ce
     return add_ratios(rows)
 
 
-def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1):
+def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1, shuffle=True, seed=0):
     """Run every runner ``warmup`` times, then ``repeats`` rounds of each runner ``burst`` times in a row, runner
     after runner; each part's minimum lands in its row, ``row[where][part]`` (version None) or
     ``row[where][version][part]``, and its median beside it as "<part> median"; each runner's minor page faults per
@@ -300,14 +301,24 @@ def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1):
     a "step". A burst's first call (after another runner's) is the sample of "<part>"; its others, each after a call
     of its own as the steps of a training loop, are those of "<part> warm" (and "<part> warm median").
 
+    ``shuffle``: each round runs the runners in a new order (a permutation drawn from ``seed``), so that no runner's
+    first call always follows the same other runner: which step ran just before changes a step's time, for every
+    side (selective copy minGRU x2: after a JAX step of another row, ours takes 24.17 ms and torch.compile's 27.17,
+    after torch's scan Function 18.71 and 21.05; bench/results/predecessor_2026-12-01.txt, ``bench/predecessor.py``),
+    and in the order the rows list them (ours first, then each framework's versions) our step would always follow
+    the previous row's last JAX call. False: the runners' own order every round.
+
     runners: (row, where, version, fn) with fn() -> {part: seconds}."""
     burst = check_positive_int("burst", burst)
     for _ in range(warmup):
         for _, _, _, fn in runners:
             fn()
     samples = {}   # (id(target), part) -> (target, [values])
+    rng = np.random.default_rng(seed)
     for r in range(repeats):
-        for row, where, version, fn in runners:
+        order = rng.permutation(len(runners)) if shuffle else range(len(runners))
+        for i in order:
+            row, where, version, fn = runners[i]
             target = row[where] if version is None else row[where][version]
             for call in range(burst):
                 before = _page_faults()
