@@ -158,9 +158,27 @@ def test_the_floor_of_a_row_is_its_products_and_its_kernels():
     assert blas_bound.bounds(table, profile.split("\n    of which")[0]).count("\n") == 1   # no kernels: no row
 
 
-def test_the_committed_floor_of_each_row_follows_from_the_committed_table_and_profile():
-    """bench/results/train_cpu_2026-12-01_floor.txt: its section 4 is bench/blas_bound.py of its sections 2 and 3,
-    with the whole table (its warm steps) and with the first table alone; its reading's floors are those."""
+# file: the step table's, the profile's and the split's sections (head, and what follows), the floors of its
+# warm table, and the sentence of its reading that quotes the minLSTM rows' floors
+FLOOR_FILES = {
+    "train_cpu_2026-12-01_floor.txt": (
+        ("# 2. After (command 3)\n", "#\n# 3. "), ("# 3. The profile (command 2)\n", "#\n# 4. "),
+        "# 4. The split and the floor",
+        {"selective copy minlstm x2": 0.89, "selective copy minlstm x3": 0.94, "Shakespeare Transformer": 0.83},
+        "floor alone is 0.81 / 0.89 (x2)\n# and 0.84 / 0.94 (x3) of torch.compile's step"),
+    "train_cpu_2026-12-01_shuffled.txt": (
+        ("# 1. The step table (command 1)\n", "#\n# 2. "), ("# 2. The profile (command 2)\n", "#\n# 3. "),
+        "# 3. The split and the floor",
+        {"selective copy minlstm x2": 0.78, "selective copy minlstm x3": 0.76, "Shakespeare Transformer": 0.78},
+        "floor is 0.69 / 0.78 (x2) and 0.71 / 0.76 (x3) of\n# torch.compile's step here"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOOR_FILES))
+def test_the_committed_floor_of_each_row_follows_from_the_committed_table_and_profile(name):
+    """bench/results/train_cpu_2026-12-01_*.txt: the split and the floor are bench/blas_bound.py of the file's step
+    table and profile, with the whole table (its warm steps) and with the first table alone; the reading's floors
+    are those."""
     import importlib.util
     from pathlib import Path
 
@@ -168,17 +186,15 @@ def test_the_committed_floor_of_each_row_follows_from_the_committed_table_and_pr
     spec = importlib.util.spec_from_file_location("blas_bound", root / "bench" / "blas_bound.py")
     blas_bound = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(blas_bound)
-    text = (root / "bench" / "results" / "train_cpu_2026-12-01_floor.txt").read_text()
-    table = text.split("# 2. After (command 3)\n")[1].split("#\n# 3. ")[0]
-    profile = text.split("# 3. The profile (command 2)\n")[1].split("#\n# 4. ")[0]
-    split = text.split("# 4. The split and the floor")[1]
+    (t0, t1), (p0, p1), split_head, floors, sentence = FLOOR_FILES[name]
+    text = (root / "bench" / "results" / name).read_text()
+    table = text.split(t0)[1].split(t1)[0]
+    profile = text.split(p0)[1].split(p1)[0]
+    split = text.split(split_head)[1]
     first = table.split("\nmodel                           warm ms")[0]
     for t in (table, first):
         derived = blas_bound.table(t, profile) + "\n\n" + blas_bound.bounds(t, profile)
         assert len(derived.splitlines()) == (2 + 13) + 1 + (2 + 13) and derived in split
-    floor = {n: float(line.split()[-2]) for n in ("selective copy minlstm x2", "selective copy minlstm x3",
-                                                   "Shakespeare Transformer")
+    floor = {n: float(line.split()[-2]) for n in floors
              for line in blas_bound.bounds(table, profile).splitlines() if line[:32].rstrip() == n}
-    assert floor == {"selective copy minlstm x2": 0.89, "selective copy minlstm x3": 0.94,
-                     "Shakespeare Transformer": 0.83}
-    assert "floor alone is 0.81 / 0.89 (x2)\n# and 0.84 / 0.94 (x3)" in text
+    assert floor == floors and sentence in text
