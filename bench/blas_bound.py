@@ -15,8 +15,10 @@ table of what a target of 0.8 (our step at most 0.8 of the fastest framework's) 
     0.8 theirs          the step the target allows
     floor               our products at NumPy's sgemm rate + our compiled kernels (the elementwise passes and scans
                         in Numba, timed inside the profiled step): what our step costs before any NumPy pass or
-                        Python between them; floor / theirs above 0.8 means the row cannot reach 0.8 without
-                        faster products or faster kernels, whatever else is removed
+                        Python between them; floor / theirs above 0.8 means that, in that pair of runs, the row
+                        could not reach 0.8 without faster products or faster kernels, whatever else is removed
+                        (the floor comes from the profile's run and theirs from the table's, so it moves with
+                        the machine between the two)
     rest                ours − floor: the NumPy passes (allocation, copies, bias sums, dropout's draws), the checks
                         and the Python of the step
 

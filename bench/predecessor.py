@@ -1,8 +1,9 @@
 """Whether a training step's time depends on the step that ran just before it: the step of one ``bench train`` row,
 ours and two framework versions, timed right after a step of its own (warm), right after torch's scan Function
-step of the same row, and right after a JAX step of another row (what precedes our first call of a row when the
-runners run in the order the rows list them: the previous row's last JAX version). Min of ``--rounds`` rounds,
-each predecessor in turn, CPU time of the process.
+step of the same row, and right after a JAX step of another row. In the order the rows list the runners, what
+preceded our first call of a row was the previous row's last JAX runner (its cell alone, when the cells are timed
+too): a whole JAX step stands in for it here. Min of ``--rounds`` rounds, each predecessor in turn, CPU time of the
+process.
 
 Usage: python bench/predecessor.py [--rounds 10] [--row "selective copy mingru x2"] [--other "selective copy
 mingru x3"]   (needs torch and jax: pip install -e ".[anchors]"; the fair setting of ``bench train``: one thread,

@@ -6,7 +6,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from minimal.bench import train as bt
+from minimal.bench import rounds, train as bt
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -37,7 +37,9 @@ def test_rounds_interleave_every_runner_once_per_round():
     # one before it in its round)
     before_ours = {(prev[-1] if r.index("ours") == 0 else r[r.index("ours") - 1])
                    for prev, r in zip([calls[:3]] + rounds, rounds)}
-    assert {"a", "b"} <= before_ours and len({tuple(r) for r in rounds}) > 1
+    assert {"a", "b"} == before_ours and len({tuple(r) for r in rounds}) > 1
+    # a burst's first call always follows another runner's, also across the rounds' boundaries
+    assert all(calls[i] != calls[i - 1] for i in range(3, len(calls)))
 
 
 def test_a_burst_runs_each_runner_in_a_row_and_its_first_call_is_the_interleaved_sample():
@@ -71,7 +73,7 @@ def test_page_faults_are_counted_on_each_burst_s_first_call_only(monkeypatch):
         shift[0] += next(extra)
         return {"step": 1.0}
 
-    monkeypatch.setattr(bt, "_page_faults", lambda: next(counter) + shift[0])
+    monkeypatch.setattr(rounds, "_page_faults", lambda: next(counter) + shift[0])
     row = {"name": "m", "ours": {}}
     bt.interleaved_minima([(row, "ours", None, step)], repeats=2, log=lambda s: None, warmup=0, burst=3)
     assert row["ours"]["page faults"] == 10.0            # the counter's own step between two reads, no 500

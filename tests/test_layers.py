@@ -350,6 +350,20 @@ def test_causal_conv_compiled_pass_equals_the_numpy_formulas(dtype, shape, k):
     np.testing.assert_array_less(np.abs(g["b"] - g_ref["b"]), n * eps * np.abs(dy64).sum(axis=(0, 1)).max() + 1e-300)
 
 
+def test_conv_and_layernorm_backward_refuse_params_of_another_width(rng):
+    """The compiled passes index the params by the cached input's width: params of another width are refused by
+    name, never read or written past their end."""
+    from minimal.layers import causal_conv, layernorm
+
+    x = rng.standard_normal((2, 5, 8))
+    _, c = causal_conv.forward(causal_conv.init(rng, 8), x)
+    with pytest.raises(ValueError, match=r"params are for C = 3 channels, but the cache holds x of shape \(2, 5, 8\)"):
+        causal_conv.backward(causal_conv.init(rng, 3), c, x)
+    _, c = layernorm.forward(layernorm.init(rng, 8), x)
+    with pytest.raises(ValueError, match=r"gamma must have shape \(D=8\), got shape \(3,\)"):
+        layernorm.backward(layernorm.init(rng, 3), c, x)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_embedding_backward_is_np_add_at_bit_for_bit(dtype):
     from minimal.layers import embedding, token_position_embedding as tpe

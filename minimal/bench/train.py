@@ -54,6 +54,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ..validate import InputError, check_positive_int
+from .rounds import interleaved_minima
 
 __all__ = ["Model", "models", "project_step", "bench_train", "interleaved_minima", "add_ratios", "format_train_table",
            "EQUAL_TOL", "DEFAULT_REPEATS", "ANCHORS", "installed_twins", "choose"]
@@ -208,12 +209,6 @@ def _anchor(name):
         return None
 
 
-def _page_faults():
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
 def installed_twins(anchors, log, what):
     """{framework: its twins' module} for the frameworks of ``anchors`` (names of ``ANCHORS``; () or None: none)
     that are installed; each one that is not is skipped with a notice to ``log`` saying what is missing without it
@@ -291,49 +286,6 @@ def bench_train(repeats=None, quick=False, anchors=tuple(ANCHORS), only=None, ce
                     runners.append((row, "theirs", label, tm.cell_step(model, version, *cell[1])))
     interleaved_minima(runners, repeats, log, burst=burst)
     return add_ratios(rows)
-
-
-def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1, shuffle=True, seed=0):
-    """Run every runner ``warmup`` times, then ``repeats`` rounds of each runner ``burst`` times in a row, runner
-    after runner; each part's minimum lands in its row, ``row[where][part]`` (version None) or
-    ``row[where][version][part]``, and its median beside it as "<part> median"; each runner's minor page faults per
-    call (``ru_minflt``, median over the rounds, of each burst's first call) as "page faults" where the runner times
-    a "step". A burst's first call (after another runner's) is the sample of "<part>"; its others, each after a call
-    of its own as the steps of a training loop, are those of "<part> warm" (and "<part> warm median").
-
-    ``shuffle``: each round runs the runners in a new order (a permutation drawn from ``seed``), so that no runner's
-    first call always follows the same other runner: which step ran just before changes a step's time, for every
-    side (selective copy minGRU x2: after a JAX step of another row, ours takes 24.17 ms and torch.compile's 27.17,
-    after torch's scan Function 18.71 and 21.05; bench/results/predecessor_2026-12-01.txt, ``bench/predecessor.py``),
-    and in the order the rows list them (ours first, then each framework's versions) our step would always follow
-    the previous row's last JAX call. False: the runners' own order every round.
-
-    runners: (row, where, version, fn) with fn() -> {part: seconds}."""
-    burst = check_positive_int("burst", burst)
-    for _ in range(warmup):
-        for _, _, _, fn in runners:
-            fn()
-    samples = {}   # (id(target), part) -> (target, [values])
-    rng = np.random.default_rng(seed)
-    for r in range(repeats):
-        order = rng.permutation(len(runners)) if shuffle else range(len(runners))
-        for i in order:
-            row, where, version, fn = runners[i]
-            target = row[where] if version is None else row[where][version]
-            for call in range(burst):
-                before = _page_faults()
-                parts = fn()
-                faults = _page_faults() - before
-                for part, seconds in parts.items():
-                    samples.setdefault((id(target), part + (" warm" if call else "")), (target, []))[1].append(seconds)
-                if "step" in parts and call == 0:
-                    samples.setdefault((id(target), "page faults"), (target, []))[1].append(faults)
-        log(f"round {r + 1}/{repeats}")
-    for (_, part), (target, values) in samples.items():
-        if part == "page faults":
-            target[part] = float(np.median(values))
-        else:
-            target[part], target[f"{part} median"] = min(values), float(np.median(values))
 
 
 def add_ratios(rows):

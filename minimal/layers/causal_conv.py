@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int
+from ..validate import InputError, check_array, check_dtype, check_grad_dtype, check_positive_int
 from . import linear
 from ..contract import Example
 
@@ -73,8 +73,10 @@ def _forward_numpy(params, x):
 
 def backward(params, cache, dy):
     """dy: (B, T, C). Returns dx (B, T, C) and {W: (k, C), b: (C,)}."""
-    check_keys("params", params, ("W", "b"))
+    _, C = _check_params(params)
     x = cache.x
+    if x.shape[-1] != C:
+        raise InputError(f"params are for C = {C} channels, but the cache holds x of shape {x.shape}")
     check_array("dy", dy, x.shape, names=("B", "T", "C"))
     check_grad_dtype("dy", dy, params)
     from ._causal_conv_numba import causal_conv_backward

@@ -69,6 +69,7 @@ def backward(params, cache, dy):
     """dy: (..., D). Returns dx (..., D) and {gamma: (D,), beta: (D,)}."""
     check_keys("params", params, ("gamma", "beta"))
     xhat, inv_std = cache
+    check_array("gamma", params["gamma"], xhat.shape[-1:], names=("D",))   # the compiled pass indexes it by D
     check_array("dy", dy, xhat.shape)
     check_grad_dtype("dy", dy, params)
     if xhat.dtype.kind == "f" and dy.dtype == xhat.dtype:
