@@ -15,7 +15,7 @@ def test_minima_are_taken_per_part_over_rounds_after_the_warmup():
     times = iter([{"step": 9.0}, {"step": 9.0},                      # warm-up: never counted
                   {"step": 3.0, "update": 1.0}, {"step": 2.0, "update": 1.5}, {"step": 4.0, "update": 0.5}])
     row = {"name": "m", "ours": {}}
-    bt.interleaved_minima([(row, "ours", None, lambda: next(times))], repeats=3, log=lambda s: None)
+    rounds.interleaved_minima([(row, "ours", None, lambda: next(times))], repeats=3, log=lambda s: None)
     assert {k: v for k, v in row["ours"].items() if k != "page faults"} == {
         "step": 2.0, "update": 0.5, "step median": 3.0, "update median": 1.0}
     assert row["ours"]["page faults"] >= 0
@@ -27,17 +27,17 @@ def test_rounds_interleave_every_runner_once_per_round():
     runners = [(row, "ours", None, lambda: calls.append("ours") or {"step": 1.0}),
                (row, "theirs", "a", lambda: calls.append("a") or {"step": 1.0}),
                (row, "theirs", "b", lambda: calls.append("b") or {"step": 1.0})]
-    bt.interleaved_minima(runners, repeats=2, log=lambda s: None, warmup=1, shuffle=False)
+    rounds.interleaved_minima(runners, repeats=2, log=lambda s: None, warmup=1, shuffle=False)
     assert calls == ["ours", "a", "b"] * 3
     calls.clear()
-    bt.interleaved_minima(runners, repeats=20, log=lambda s: None, warmup=1)
-    rounds = [calls[i:i + 3] for i in range(3, len(calls), 3)]
-    assert calls[:3] == ["ours", "a", "b"] and all(sorted(r) == ["a", "b", "ours"] for r in rounds)
+    rounds.interleaved_minima(runners, repeats=20, log=lambda s: None, warmup=1)
+    per_round = [calls[i:i + 3] for i in range(3, len(calls), 3)]
+    assert calls[:3] == ["ours", "a", "b"] and all(sorted(r) == ["a", "b", "ours"] for r in per_round)
     # shuffled: our first call does not always come after the same runner (the last of the round before, or the
     # one before it in its round)
     before_ours = {(prev[-1] if r.index("ours") == 0 else r[r.index("ours") - 1])
-                   for prev, r in zip([calls[:3]] + rounds, rounds)}
-    assert {"a", "b"} == before_ours and len({tuple(r) for r in rounds}) > 1
+                   for prev, r in zip([calls[:3]] + per_round, per_round)}
+    assert {"a", "b"} == before_ours and len({tuple(r) for r in per_round}) > 1
     # a burst's first call always follows another runner's, also across the rounds' boundaries
     assert all(calls[i] != calls[i - 1] for i in range(3, len(calls)))
 
@@ -50,7 +50,7 @@ def test_a_burst_runs_each_runner_in_a_row_and_its_first_call_is_the_interleaved
         return lambda: calls.append(name) or {"step": next(seq[name])}
 
     row = {"name": "m", "ours": {}, "theirs": {"a": {}}}
-    bt.interleaved_minima([(row, "ours", None, runner("ours")), (row, "theirs", "a", runner("a"))], repeats=2,
+    rounds.interleaved_minima([(row, "ours", None, runner("ours")), (row, "theirs", "a", runner("a"))], repeats=2,
                           log=lambda s: None, warmup=1, burst=3, shuffle=False)
     assert calls == ["ours", "a"] + ["ours"] * 3 + ["a"] * 3 + ["ours"] * 3 + ["a"] * 3
     # ours: bursts (5, 1, 2) and (6, 1.5, 3); first calls 5 and 6, the others 1, 2, 1.5, 3
@@ -75,16 +75,16 @@ def test_page_faults_are_counted_on_each_burst_s_first_call_only(monkeypatch):
 
     monkeypatch.setattr(rounds, "_page_faults", lambda: next(counter) + shift[0])
     row = {"name": "m", "ours": {}}
-    bt.interleaved_minima([(row, "ours", None, step)], repeats=2, log=lambda s: None, warmup=0, burst=3)
+    rounds.interleaved_minima([(row, "ours", None, step)], repeats=2, log=lambda s: None, warmup=0, burst=3)
     assert row["ours"]["page faults"] == 10.0            # the counter's own step between two reads, no 500
 
 
 def test_a_burst_of_one_gives_no_warm_table():
     row = {"name": "m", "ours": {}}
-    bt.interleaved_minima([(row, "ours", None, lambda: {"step": 1.0})], repeats=2, log=lambda s: None, warmup=0)
+    rounds.interleaved_minima([(row, "ours", None, lambda: {"step": 1.0})], repeats=2, log=lambda s: None, warmup=0)
     assert "step warm" not in row["ours"]
     with pytest.raises(ValueError, match="burst must be an integer >= 1"):
-        bt.interleaved_minima([(row, "ours", None, lambda: {"step": 1.0})], repeats=1, log=lambda s: None, burst=0)
+        rounds.interleaved_minima([(row, "ours", None, lambda: {"step": 1.0})], repeats=1, log=lambda s: None, burst=0)
 
 
 def test_ratio_is_ours_over_the_fastest_version_of_any_framework():

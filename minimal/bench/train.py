@@ -22,7 +22,7 @@ JAX step is one call: it has "step" and "cell" only.
 Timing: one BLAS thread (``speed.tune``), one torch thread (inductor's too), one XLA thread; two warm-up calls of
 every row (torch.compile and jax.jit compile there), then ``repeats`` rounds, each running one step of every row
 and version in turn (ours and the anchors interleaved, so that every row sees the same spells of load), in a new
-order each round (``interleaved_minima``: the step that ran just before changes a step's time); each row
+order each round (``rounds.interleaved_minima``: the step that ran just before changes a step's time); each row
 reports its minimum and median over the rounds, and its minor page faults per step. The fair setting, on a quiet
 machine: the whole process pinned to one core (``--pin N`` or ``taskset -c N``) and jemalloc preloaded for every
 side with its decay off (``LD_PRELOAD=.../libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1``).
@@ -56,7 +56,7 @@ import numpy as np
 from ..validate import InputError, check_positive_int
 from .rounds import interleaved_minima
 
-__all__ = ["Model", "models", "project_step", "bench_train", "interleaved_minima", "add_ratios", "format_train_table",
+__all__ = ["Model", "models", "project_step", "bench_train", "add_ratios", "format_train_table",
            "EQUAL_TOL", "DEFAULT_REPEATS", "ANCHORS", "installed_twins", "choose"]
 
 DEFAULT_REPEATS = 20
