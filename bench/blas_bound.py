@@ -56,7 +56,8 @@ def steps(table):
 
 
 def products(profile):
-    """{row: {"numpy": ms, framework: ms}} of the step's matrix products from ``bench train --profile``."""
+    """{row: {"numpy": ms, framework: ms}} of the step's matrix products from ``bench train --profile``, and
+    "kernels": ms inside the compiled kernels where the row's profile has that line."""
     out, row = {}, None
     for line in profile.splitlines():
         head = re.match(r"(\S.*?): [\d.]+ ms a step under cProfile.*sgemm alone would take ([\d.]+) ms", line)
@@ -66,6 +67,9 @@ def products(profile):
         other = re.match(r"\s+the same shapes with (\w+)'s matrix product: [\d.]+ GFLOP/s, ([\d.]+) ms", line)
         if other and row is not None:
             out[row][other.group(1)] = float(other.group(2))
+        kernels = re.match(r"\s+of which compiled kernels \(Numba\), across the parts above: ([\d.]+) ms", line)
+        if kernels and row is not None:
+            out[row]["kernels"] = float(kernels.group(1))
     return out
 
 
@@ -85,30 +89,18 @@ def table(table_text, profile_text):
     return "\n".join(lines)
 
 
-def kernels(profile):
-    """{row: ms inside compiled kernels} from ``bench train --profile`` (rows whose profile has the line)."""
-    out, row = {}, None
-    for line in profile.splitlines():
-        head = re.match(r"(\S.*?): [\d.]+ ms a step under cProfile", line)
-        if head:
-            row = head.group(1)
-        k = re.match(r"\s+of which compiled kernels \(Numba\), across the parts above: ([\d.]+) ms", line)
-        if k and row is not None:
-            out[row] = float(k.group(1))
-    return out
-
-
 def bounds(table_text, profile_text, target=0.8):
     """The floor of each row against ``target`` times the fastest framework's step (module docstring)."""
-    s, p, k = steps(table_text), products(profile_text), kernels(profile_text)
+    s, p = steps(table_text), products(profile_text)
     lines = [f"{'row':<32}{'ours':>7}{'theirs':>8}{f'{target:g} theirs':>11}{'products':>9}{'kernels':>8}{'floor':>7}"
              f"{'floor /':>8}{'rest':>7}",
              f"{'':<32}{'ms':>7}{'ms':>8}{'ms':>11}{'ms':>9}{'ms':>8}{'ms':>7}{'theirs':>8}{'ms':>7}"]
     for name, (ours, _, theirs) in s.items():
-        if name not in k:
+        if "kernels" not in p[name]:
             continue
-        floor = p[name]["numpy"] + k[name]
-        lines.append(f"{name:<32}{ours:7.2f}{theirs:8.2f}{target * theirs:11.2f}{p[name]['numpy']:9.1f}{k[name]:8.1f}"
+        mine, kernels = p[name]["numpy"], p[name]["kernels"]
+        floor = mine + kernels
+        lines.append(f"{name:<32}{ours:7.2f}{theirs:8.2f}{target * theirs:11.2f}{mine:9.1f}{kernels:8.1f}"
                      f"{floor:7.1f}{floor / theirs:8.2f}{ours - floor:7.1f}")
     return "\n".join(lines)
 
@@ -120,6 +112,6 @@ if __name__ == "__main__":
     with open(sys.argv[1]) as a, open(sys.argv[2]) as b:
         table_text, profile_text = a.read(), b.read()
     print(table(table_text, profile_text))
-    if kernels(profile_text):
+    if any("kernels" in row for row in products(profile_text).values()):
         print()
         print(bounds(table_text, profile_text))

@@ -151,7 +151,7 @@ def test_the_floor_of_a_row_is_its_products_and_its_kernels():
                f"unprofiled step) against 100.0 GFLOP/s same-run sgemm of its shapes: 40 % of the sgemm rate; sgemm "
                f"alone would take 22.0 ms\n    the same shapes with torch's matrix product: 150.0 GFLOP/s, 16.0 ms "
                f"(1.38x NumPy's rate)\n    {P.KERNELS} (Numba), across the parts above: 19.50 ms  27.9 %")
-    assert blas_bound.kernels(profile) == {row: 19.5}
+    assert blas_bound.products(profile) == {row: {"numpy": 22.0, "torch": 16.0, "kernels": 19.5}}
     last = blas_bound.bounds(table, profile).splitlines()[-1].split()
     # ours, theirs, 0.8 theirs, products, kernels, floor = 22.0 + 19.5, floor / theirs, rest = ours - floor
     assert last[2:] == ["60.00", "50.00", "40.00", "22.0", "19.5", "41.5", "0.83", "18.5"]

@@ -51,7 +51,7 @@ def test_a_burst_runs_each_runner_in_a_row_and_its_first_call_is_the_interleaved
 
     row = {"name": "m", "ours": {}, "theirs": {"a": {}}}
     rounds.interleaved_minima([(row, "ours", None, runner("ours")), (row, "theirs", "a", runner("a"))], repeats=2,
-                          log=lambda s: None, warmup=1, burst=3, shuffle=False)
+                              log=lambda s: None, warmup=1, burst=3, shuffle=False)
     assert calls == ["ours", "a"] + ["ours"] * 3 + ["a"] * 3 + ["ours"] * 3 + ["a"] * 3
     # ours: bursts (5, 1, 2) and (6, 1.5, 3); first calls 5 and 6, the others 1, 2, 1.5, 3
     assert row["ours"]["step"] == 5.0 and row["ours"]["step median"] == 5.5

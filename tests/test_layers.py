@@ -317,7 +317,8 @@ def test_layernorm_compiled_pass_equals_the_numpy_formulas(dtype, tol, shape):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape,k", [((2, 7, 3), 4), ((3, 1, 5), 4), ((1, 3, 2), 4), ((2, 5, 2), 1), ((16, 128, 64), 4)])
+@pytest.mark.parametrize("shape,k", [((2, 7, 3), 4), ((3, 1, 5), 4), ((1, 3, 2), 4), ((2, 5, 2), 1),
+                                     ((16, 128, 64), 4)])
 def test_causal_conv_compiled_pass_equals_the_numpy_formulas(dtype, shape, k):
     """y and dx bit for bit (the same products added in the same order and dtype); dW and db, summed in float64
     by the compiled pass, to the storage dtype's rounding of a sum of B T terms."""
@@ -336,16 +337,15 @@ def test_causal_conv_compiled_pass_equals_the_numpy_formulas(dtype, shape, k):
     np.testing.assert_array_equal(dx, dx_ref)
     # each sum's float64 value, against which the NumPy reference's float32 sums carry their own rounding
     x64, dy64, T = x.astype(np.float64), dy.astype(np.float64), shape[1]
-    dW64 = np.stack([(dy64[:, j:] * x64[:, :T - j]).sum(axis=(0, 1)) if j < T else np.zeros(shape[2])
-                     for j in range(k)])
+    terms = [dy64[:, j:] * x64[:, :T - j] if j < T else np.zeros((1, 1, shape[2])) for j in range(k)]   # tap j
+    dW64 = np.stack([t.sum(axis=(0, 1)) for t in terms])
     np.testing.assert_allclose(g["W"], dW64.astype(dtype), rtol=0, atol=4 * np.finfo(dtype).eps * np.abs(dW64).max())
     np.testing.assert_allclose(g["b"], dy64.sum(axis=(0, 1)).astype(dtype), rtol=0,
                                atol=4 * np.finfo(dtype).eps * np.abs(dy64).sum(axis=(0, 1)).max())
     # and the NumPy reference, summed in the storage dtype, within the bound of such a sum of n = B T terms:
     # n eps Σ|terms| (Higham, Accuracy and Stability of Numerical Algorithms, Eq. 4.4)
     n, eps = shape[0] * T, np.finfo(dtype).eps
-    abs_W = np.stack([np.abs(dy64[:, j:] * x64[:, :T - j]).sum(axis=(0, 1)) if j < T else np.zeros(shape[2])
-                      for j in range(k)])
+    abs_W = np.stack([np.abs(t).sum(axis=(0, 1)) for t in terms])
     np.testing.assert_array_less(np.abs(g["W"] - g_ref["W"]), n * eps * abs_W.max() + 1e-300)
     np.testing.assert_array_less(np.abs(g["b"] - g_ref["b"]), n * eps * np.abs(dy64).sum(axis=(0, 1)).max() + 1e-300)
 

@@ -68,14 +68,18 @@ def _part(filename):
     return "other Python"
 
 
-def _is_compiled(filename, function):
-    """Whether ``function`` of the module at ``filename`` is a Numba-compiled kernel (a CPU dispatcher)."""
+def _is_compiled(filename, function, modules=None):
+    """Whether ``function`` of the module at ``filename`` is a Numba-compiled kernel (a CPU dispatcher);
+    ``modules``: {file: module} of the imported modules (None: read from ``sys.modules``)."""
     from numba.core.registry import CPUDispatcher
 
-    for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) == filename:
-            return isinstance(getattr(module, function, None), CPUDispatcher)
-    return False
+    if modules is None:
+        modules = _modules_by_file()
+    return isinstance(getattr(modules.get(filename), function, None), CPUDispatcher)
+
+
+def _modules_by_file():
+    return {getattr(m, "__file__", None): m for m in list(sys.modules.values())}
 
 
 def profile_step(step, steps=5):
@@ -92,11 +96,11 @@ def profile_step(step, steps=5):
         step()
     prof.disable()
     wall = time.perf_counter() - t0
-    out, kernels = {}, 0.0
+    out, kernels, modules = {}, 0.0, _modules_by_file()
     for (filename, _, function), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
         part = _part(filename)
         out[part] = out.get(part, 0.0) + tottime / steps
-        if _is_compiled(filename, function):
+        if _is_compiled(filename, function, modules):
             kernels += tottime / steps
     out["total"] = wall / steps
     out[KERNELS] = kernels

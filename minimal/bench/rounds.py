@@ -29,12 +29,12 @@ def interleaved_minima(runners, repeats, log=print, warmup=2, burst=1, shuffle=T
     of its own as the steps of a training loop, are those of "<part> warm" (and "<part> warm median").
 
     ``shuffle``: each round runs the runners in a new order (a permutation drawn from ``seed``, never opening with
-    the runner that closed the round before), so that no runner's first call always follows the same other runner: which step ran just before changes a step's time, for every
-    side (selective copy minGRU x2: after a JAX step of another row, ours takes 24.17 ms and torch.compile's 27.17,
-    after torch's scan Function 18.71 and 21.05; bench/results/predecessor_2026-12-01.txt, ``bench/predecessor.py``),
-    and in the order the rows list them (ours first, then each framework's versions) our step would always follow
-    the previous row's last JAX runner (its cell alone, when the cells are timed). False: the runners' own order
-    every round.
+    the runner that closed the round before), so that no runner's first call always follows the same other runner:
+    which step ran just before changes a step's time, for every side (selective copy minGRU x2: after a JAX step of
+    another row, ours takes 24.17 ms and torch.compile's 27.17, after torch's scan Function 18.71 and 21.05;
+    bench/results/predecessor_2026-12-01.txt, ``bench/predecessor.py``), and in the order the rows list them (ours
+    first, then each framework's versions) our step would always follow the previous row's last JAX runner (its cell
+    alone, when the cells are timed). False: the runners' own order every round.
 
     runners: (row, where, version, fn) with fn() -> {part: seconds}."""
     burst = check_positive_int("burst", burst)

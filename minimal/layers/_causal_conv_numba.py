@@ -20,9 +20,9 @@ __all__ = ["causal_conv_forward", "causal_conv_backward"]
 @njit(cache=True, error_model="numpy")
 def causal_conv_forward(x, W, b, y):
     """y[n, t] = b + W[0] x[n, t] + W[1] x[n, t−1] + ... (taps before t = 0 skipped), in that order."""
-    N, T, C = x.shape
+    B, T, C = x.shape
     k = W.shape[0]
-    for n in range(N):
+    for n in range(B):
         for t in range(T):
             for c in range(C):
                 y[n, t, c] = b[c]
@@ -35,11 +35,11 @@ def causal_conv_forward(x, W, b, y):
 def causal_conv_backward(x, W, dy, dx, dW64, db64):
     """dx[n, s] = 0 + W[0] dy[n, s] + W[1] dy[n, s+1] + ... (taps past T − 1 skipped), in that order; dW64 and
     db64 (zeroed here) receive the float64 sums of dy_t x_{t−j} and of dy_t over every (n, t)."""
-    N, T, C = x.shape
+    B, T, C = x.shape
     k = W.shape[0]
     dW64[:] = 0.0
     db64[:] = 0.0
-    for n in range(N):
+    for n in range(B):
         for s in range(T):
             for c in range(C):
                 dx[n, s, c] = 0.0
