@@ -58,7 +58,7 @@ def test_no_module_imports_itself_back():
 # module and everything under it; the longest name that matches decides). Every module of minimal is in one. The
 # folders are the floors' rooms: minimal.run (the run machinery) spans several layers, its package docstring none.
 LAYERS = (
-    ("minimal.validate", "minimal.conventions", "minimal.run", "minimal.course", "minimal.run._atomic", "minimal.run.io", "minimal.data", "minimal.contract",
+    ("minimal.validate", "minimal.products", "minimal.conventions", "minimal.run", "minimal.course", "minimal.run._atomic", "minimal.run.io", "minimal.data", "minimal.contract",
      "minimal.gradcheck", "minimal.run.verdicts", "minimal.run.overrides", "minimal.run.speed", "minimal.course.nbtidy",
      "minimal.run.job_files", "minimal.run.scheduler", "minimal.run.interrupt", "minimal.run.metric_keys"),
     ("minimal.scan", "minimal.layers", "minimal.optim", "minimal.run.train", "minimal.run.checkpoint", "minimal.run.stopping",

@@ -20,6 +20,7 @@ import math
 import numpy as np
 from scipy.special import expit
 
+from .. import products
 from ..scan import checks as scan_checks
 from ..conventions import CHOICES, check_unused, choose
 from ..validate import (InputError, OverflowInputError, check_array, check_finite_result,
@@ -144,8 +145,8 @@ def split_gates(prefix, d, gates):
 
 
 def weight_grad(da, v):
-    """Σ_{b,t} da_{bt}^T v_{bt}: (..., A) and (..., K) to (A, K), as one matrix product."""
-    return da.reshape(-1, da.shape[-1]).T @ v.reshape(-1, v.shape[-1])
+    """Σ_{b,t} da_{bt}^T v_{bt}: (..., A) and (..., K) to (A, K)."""
+    return products.sum_outer(da, v)
 
 
 # --- inputs and states -----------------------------------------------------------------------------------

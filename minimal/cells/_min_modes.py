@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import scan
+from .. import products, scan
 from . import _gates_numba
 
 
 def affine(params, x, n):
-    """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H); W_n^T copied contiguous first (NumPy's
-    stacked matmul with the transposed view takes a slower path to the same numbers)."""
-    k = x @ np.ascontiguousarray(params[f"W_{n}"].T)
+    """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H)."""
+    k = products.times_t(x, params[f"W_{n}"])
     if f"b_{n}" in params:
         k += params[f"b_{n}"]           # in place: no second (..., H) array
     return k
@@ -35,16 +34,16 @@ def affine_backward(params, x, dk):
     rows = int(np.prod(x.shape[:-1]))                # B T, written out: a reshape to -1 is ambiguous at H = 0
     x2 = x.reshape(rows, x.shape[-1])
     for n, dk_n in dk.items():
-        dk2 = dk_n.reshape(rows, dk_n.shape[-1])     # (B T, H): one matrix product each, not B batched ones
+        dk2 = dk_n.reshape(rows, dk_n.shape[-1])     # (B T, H)
         db = np.empty(dk2.shape[1], dk2.dtype)       # subnormals to 0 first (the products' speed), db = Σ rows
         _gates_numba.flush_and_sum_(dk2, np.finfo(dk2.dtype).tiny, db)
-        grads[f"W_{n}"] = dk2.T @ x2
+        grads[f"W_{n}"] = products.sum_outer(dk2, x2)
         if f"b_{n}" in params:
             grads[f"b_{n}"] = db
         if dx is None:
-            dx = dk2 @ params[f"W_{n}"]
+            dx = products.times(dk2, params[f"W_{n}"])
         else:
-            dx += dk2 @ params[f"W_{n}"]
+            dx += products.times(dk2, params[f"W_{n}"])
     return dx.reshape(x.shape), {k: grads[k] for k in params}
 
 

@@ -48,6 +48,7 @@ import math
 
 import numpy as np
 
+from .. import products
 from ..conventions import CHOICES, choose
 from ..validate import check_array, check_dtype, check_finite_result, check_positive_int, \
     check_grad_dtype, common_dtype
@@ -119,7 +120,7 @@ def _project_heads(params, x, h):
     and one copy into head-major layout."""
     B, T, D = x.shape
     D_k, D_v = params["W_Q"].shape[0], params["W_V"].shape[0]
-    qkv = x.reshape(B * T, D) @ _stacked(params).T                # (B T, 2 D_k + D_v)
+    qkv = products.times_t(x.reshape(B * T, D), _stacked(params))  # (B T, 2 D_k + D_v)
     if D_k != D_v:
         q, k, v = qkv[:, :D_k], qkv[:, D_k:2 * D_k], qkv[:, 2 * D_k:]
         return tuple(_split(a.reshape(B, T, a.shape[1]), h) for a in (q, k, v))
@@ -293,7 +294,7 @@ def forward(params, x, mode=None, n_heads=1):
         for t in range(T):
             o[:, t], P[:, t, :t + 1] = online_read(q[:, t], KVState(k[:, :t + 1], v[:, :t + 1]), scale)
     o = _merge(o, h)
-    y = o @ params["W_O"].T if "W_O" in params else o
+    y = products.times_t(o, params["W_O"]) if "W_O" in params else o
     check_finite_result("the scores q_t . k_s / sqrt(D_k) or the output y", y, {"x": x, **params})
     return y, Cache(x, q, k, v, P, o, h)
 
@@ -315,8 +316,8 @@ def backward(params, cache, dy):
     if "W_O" in params:
         check_array("dy", dy, o.shape[:2] + params["W_O"].shape[:1], names=("B", "T", "D_out"))
         check_grad_dtype("dy", dy, params)
-        grads["W_O"] = dy.reshape(B * T, dy.shape[2]).T @ o.reshape(B * T, o.shape[2])   # sizes named: B = 0 works
-        do = dy @ params["W_O"]
+        grads["W_O"] = products.sum_outer(dy, o)
+        do = products.times(dy, params["W_O"])
     else:
         check_array("dy", dy, o.shape, names=("B", "T", "D_v"))
         check_grad_dtype("dy", dy, params)
@@ -341,10 +342,10 @@ def backward(params, cache, dy):
                               axis=2).reshape(B * T, h * (2 * d_k + d_v))
     # 0. [q k v] = x [W_Q; W_K; W_V]^T
     W = _stacked(params)                                      # (2 D_k + D_v, D)
-    dW = dcat.T @ x.reshape(B * T, D)
+    dW = products.sum_outer(dcat, x.reshape(B * T, D))
     D_k = params["W_Q"].shape[0]
     grads["W_Q"], grads["W_K"], grads["W_V"] = dW[:D_k], dW[D_k:2 * D_k], dW[2 * D_k:]
-    dx = (dcat @ W).reshape(B, T, D)
+    dx = products.times(dcat, W).reshape(B, T, D)
     check_finite_result("the gradients", (dx, *grads.values()), {"dy": dy, "x": x, **params})
     return dx, {k_: grads[k_] for k_ in params}
 

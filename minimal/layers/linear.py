@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import products
 from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
 from ..contract import Example
 
@@ -45,7 +46,7 @@ def forward(params, x):
     check_dtype("x", x, params["W"].dtype)
     if x.shape[-1] != D_in:
         raise ValueError(f"x must have shape (..., D_in={D_in}), got shape {x.shape}")
-    y = x @ params["W"]
+    y = products.times(x, params["W"])
     y += params["b"]            # in place: no second output array
     return y, Cache(x)
 
@@ -57,10 +58,9 @@ def backward(params, cache, dy):
     check_array("dy", dy, x.shape[:-1] + params["b"].shape)
     check_grad_dtype("dy", dy, params)
     # 1. y = x W + b: every leading index is one more sample of the same map.
-    x2 = x.reshape(-1, x.shape[-1])
-    dy2 = dy.reshape(-1, dy.shape[-1])
-    dx = (dy2 @ params["W"].T).reshape(x.shape)       # one matrix product, not one per leading index
-    return dx, {"W": x2.T @ dy2, "b": dy2.sum(axis=0)}
+    dx = products.times_t(dy, params["W"])
+    db = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
+    return dx, {"W": products.sum_outer(x, dy), "b": db}
 
 
 def examples(rng):
