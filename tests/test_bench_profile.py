@@ -63,6 +63,20 @@ def test_profile_is_refused_outside_bench_train(capsys):
     assert np.isfinite(P.sgemm_seconds([(8, 4, 2, 3)], repeats=1))
 
 
+@pytest.mark.parametrize("small, shape, seconds", [
+    (True, (4096, 32, 192, 2), 2 * 1.0),     # a product over many rows: plain or in row blocks
+    (True, (32, 4096, 192, 2), 2 * 2.0),     # a weight's gradient (K the long axis): plain or summed blocks
+    (True, (4096, 192, 192, 2), 2 * 3.0),    # blocks of 16 rows: too few, plain alone
+    (False, (4096, 32, 192, 2), 2 * 3.0),    # a BLAS without the small-matrix kernel: plain alone
+])
+def test_the_sgemm_rate_is_numpys_fastest_form_of_each_shape(monkeypatch, small, shape, seconds):
+    from minimal import products
+    monkeypatch.setattr(products, "small_kernel", lambda: small)
+    fake = {"plain": 3.0, "rows": 1.0, "outer": 2.0}       # seconds of one product in each form
+    monkeypatch.setattr(P, "product_seconds", lambda shapes, repeats, prepare: fake[prepare.__name__])
+    assert P.sgemm_seconds([shape], repeats=1) == seconds
+
+
 def test_profile_times_the_rows_it_is_given_and_refuses_the_flags_it_ignores(capsys):
     chosen = T.choose(T.models(quick=True), [T.models(quick=True)[0].name])
     assert [m.name for m in chosen] == [T.models(quick=True)[0].name]

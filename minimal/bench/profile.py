@@ -19,7 +19,8 @@ product) and the causal convolution's (elementwise), is
 used in one forward product (N x d_in by d_in x d_out, N = B T tokens) and two backward ones (dX and dW): 6 N
 d_in d_out FLOPs a step. Attention adds its score and value products, 4 B T² D forward and 8 B T² D backward per
 layer (dense, as ``cells.softmax_attention`` computes them). The sgemm rate is ``np.matmul`` into a preallocated
-output on each of those shapes, in float32, one thread, best of ``repeats``: the step's achieved GFLOP/s over it is
+output on each of those shapes, or the blocks of rows a step computes it in (``minimal.products``) where they are
+faster, in float32, one thread, best of ``repeats``: the step's achieved GFLOP/s over it is
 the share of the machine's matrix rate the step reaches. Where torch or JAX is installed (``anchors``), the same
 shapes are timed with that framework's own matrix product too (``torch_models.matmul_seconds``: the BLAS the torch
 build links; ``jax_models.matmul_seconds``: XLA's dot, each call dispatched from Python as a jitted step's are not):
@@ -35,6 +36,7 @@ import time
 
 import numpy as np
 
+from .. import products
 from ..validate import check_positive_int
 
 __all__ = ["PARTS", "KERNELS", "profile_step", "gemm_shapes", "step_flops", "product_seconds", "sgemm_seconds",
@@ -149,16 +151,35 @@ def product_seconds(shapes, repeats, prepare):
 
 
 def sgemm_seconds(shapes, repeats=5, dtype=np.float32):
-    """Seconds of ``np.matmul(a, b, out=c)`` summed over ``shapes`` (each its count times), best of ``repeats``."""
+    """Seconds of NumPy's matrix product summed over ``shapes`` (each its count times), each shape in its fastest
+    form, best of ``repeats``: ``np.matmul(a, b, out=c)``, or the blocks of rows a step computes it in
+    (``minimal.products``: ``times`` for a product over many rows, ``sum_outer`` for a weight's gradient, whose
+    long axis is K), where those apply on this BLAS."""
     rng = np.random.default_rng(0)
 
-    def prepare(M, K, N):
+    def plain(M, K, N):
         a = rng.standard_normal((M, K)).astype(dtype)
         b = rng.standard_normal((K, N)).astype(dtype)
         c = np.empty((M, N), dtype)
         return lambda: np.matmul(a, b, out=c)
 
-    return product_seconds(shapes, repeats, prepare)
+    def rows(M, K, N):
+        a, b = rng.standard_normal((M, K)).astype(dtype), rng.standard_normal((K, N)).astype(dtype)
+        return lambda: products.times(a, b)
+
+    def outer(M, K, N):
+        a, b = rng.standard_normal((K, M)).astype(dtype), rng.standard_normal((K, N)).astype(dtype)
+        return lambda: products.sum_outer(a, b)
+
+    total = 0.0
+    for M, K, N, count in shapes:
+        forms = [plain]
+        if products.small_kernel() and products.rows_per_block(M, K, N, products.LEAST_ROWS["times"]):
+            forms.append(rows)
+        if products.small_kernel() and products.rows_per_block(K, M, N, products.LEAST_ROWS["sum_outer"]):
+            forms.append(outer)     # sum_outer's rows are the product's K
+        total += count * min(product_seconds([(M, K, N, 1)], repeats, f) for f in forms)
+    return total
 
 
 def roofline(model, step_seconds, repeats=5, anchors=()):
