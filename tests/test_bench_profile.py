@@ -14,7 +14,8 @@ from minimal.validate import InputError
     ("/x/minimal/layers/cross_entropy.py", "embedding and loss"), ("/x/minimal/optim/__init__.py", "AdamW and clipping"),
     ("/x/minimal/models.py", "stack glue"), ("~", "NumPy calls"), ("/y/site-packages/numpy/_core/fromnumeric.py",
                                                                    "NumPy calls"),
-    ("/y/site-packages/numba/core/dispatcher.py", "Numba dispatch"), ("/x/minimal/validate.py", "other Python")])
+    ("/y/site-packages/numba/core/dispatcher.py", "Numba dispatch"), ("/x/minimal/validate.py", "other Python"),
+    ("/x/minimal/products.py", "matrix products")])
 def test_each_file_belongs_to_its_part(filename, part):
     assert P._part(filename) == part
 

@@ -3,12 +3,13 @@
 shapes (the roofline a step of matrix products could reach on this core).
 
 Breakdown. The step runs ``steps`` times under ``cProfile``; each function's own time (``tottime``, its callees
-excluded) is put in the part of the library its file belongs to (``PARTS``: scans, gates and cells, norms,
-embedding and loss, linear layers, AdamW and clipping, the stack's glue), and NumPy's C functions called from
+excluded) is put in the part of the library its file belongs to (``PARTS``: matrix products, scans, gates and
+cells, norms, embedding and loss, linear layers, AdamW and clipping, the stack's glue), and NumPy's C functions called from
 Python (``np.empty``, ``ndarray.sum``, ...; cProfile names them ``{built-in method ...}``) and NumPy's own Python
 wrappers in "NumPy calls", Numba's dispatcher (type checks before a compiled kernel runs) in "Numba dispatch". A matrix
-product written as ``x @ W`` is not a call cProfile sees: its time counts in the function that wrote it (the
-linear layers, the gates, attention). cProfile's own overhead grows with the number of Python calls, so the
+product written as ``x @ W`` is not a call cProfile sees: its time counts in the function that wrote it; the
+layers' and cells' products over many rows are calls of ``minimal.products`` ("matrix products"), attention's
+score and value products are written in the cell ("gates and cells"). cProfile's own overhead grows with the number of Python calls, so the
 shares are a map of where to look, and the step time is taken without it (``bench train``). Across the parts,
 the time inside Numba-compiled kernels (the elementwise passes and scans, each one call the profiler does not slow)
 is summed apart (``KERNELS``): with the matrix products at the sgemm rate below, the time a step needs before any
@@ -46,6 +47,7 @@ KERNELS = "of which compiled kernels"   # profile_step's key for the time inside
 
 # (part, path fragments of the files it holds); the first match wins, so the narrower fragments come first
 PARTS = (
+    ("matrix products", ("minimal/products.py",)),
     ("scans", ("minimal/scan/",)),
     ("norms", ("layers/layernorm", "layers/_layernorm")),
     ("embedding and loss", ("layers/embedding", "layers/_embedding", "layers/cross_entropy", "layers/mse",
