@@ -3,13 +3,14 @@ the blocks of rows that NumPy's BLAS runs fastest.
 
 Why blocks. OpenBLAS, the BLAS of NumPy's wheels, runs a product of at most 10^6 multiply-adds (M N K <= 100^3;
 its ``kernel/x86_64/sgemm_small_kernel_permit_skylakex.c``, and the same for float64) with an unpacked small-matrix
-kernel on its AVX-512 cores (``SMALL_CORES``), and a larger product with its packing kernel. At a training step's
-shapes (K and N of 32 to 384, M = B T in the thousands) the packing kernel reaches 0.6 to 0.8 of the small kernel's
-rate on this project's machine, float32 and float64 alike (one thread). So on those cores ``times`` computes the M
-rows of x W as M / c products of c rows each, one stacked ``np.matmul`` call (NumPy loops over the blocks in C), c
-the largest power of two that divides M with c K N <= 10^6, and ``sum_outer`` sums c-row blocks of x^T y. Where
-that leaves fewer than ``LEAST_ROWS`` rows a block, or on any other BLAS or core (measured on OpenBLAS's Haswell and
-Sandybridge kernels: the blocks cost 3 to 25 %), the product is the one plain ``x @ W``.
+kernel on its AVX-512 cores (``SMALL_CORES``), and a larger product with its packing kernel. So on those cores
+``times`` computes the M rows of x W as M / c products of c rows each, one stacked ``np.matmul`` call (NumPy loops
+over the blocks in C), c the largest power of two that divides M with c K N <= 10^6, and ``sum_outer`` sums c-row
+blocks of x^T y. At the ``bench train`` rows' shapes (K and N of 16 to 256, M = B T = 2048 or 4096) a blocked
+product takes 0.52 to 0.97 of the plain one's time, float32 and float64 alike (``python bench/products.py``, one
+thread; ``bench/results/products_2026-12-01.txt``). Where that leaves fewer than ``LEAST_ROWS`` rows a block, or on
+any other BLAS or core, the product is the one plain ``x @ W``: on OpenBLAS's Haswell and Sandybridge kernels the
+same blocks take 0.99 to 1.33 of the plain time (``--force-blocks``).
 
 Blocks change which kernel adds the products, so a result can differ from the plain product in the last bits
 (float rounding, as between two BLAS kernels); each function equals its plain product to rounding (tests).
@@ -18,6 +19,7 @@ Shapes: x (..., K), W (K, N): M = the product of x's leading sizes.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -26,10 +28,10 @@ __all__ = ["SMALL_CORES", "SMALL_PRODUCT", "LEAST_ROWS", "small_kernel", "rows_p
 
 SMALL_CORES = ("SkylakeX", "Cooperlake", "SapphireRapids")   # OpenBLAS cores with the small-matrix kernel
 SMALL_PRODUCT = 100 ** 3   # the kernel's limit on M N K
-# The fewest rows a block may have: measured (one thread, float32) at shapes of the bench train rows, blocks of
-# 16 rows gain at most 7 % on x W, and the summed form x^T y adds a pass over its M / c partial products, which
-# blocks of 32 rows do not win back.
-LEAST_ROWS = {"times": 32, "sum_outer": 64}
+# The fewest rows a block may have (bench/products.py at the bench train rows' shapes, one thread, float32): blocks
+# of 16 rows gain at most 7 % on x W, and the summed form x^T y adds a pass over its M / c partial products, which
+# blocks of 64 rows do not win back.
+LEAST_ROWS = {"times": 32, "sum_outer": 128}
 
 
 @functools.cache
@@ -57,7 +59,7 @@ def rows_per_block(M, K, N, least):
 def times(x, W):
     """x W: x (..., K), W (K, N) -> (..., N), over all leading indices at once."""
     lead, K, N = x.shape[:-1], W.shape[0], W.shape[1]
-    M = int(np.prod(lead))                   # written out: a reshape to -1 is ambiguous at M = 0
+    M = math.prod(lead)                      # written out: a reshape to -1 is ambiguous at M = 0
     c = rows_per_block(M, K, N, LEAST_ROWS["times"]) if small_kernel() else None
     if c is None:
         return (x.reshape(M, K) @ W).reshape(lead + (N,))
@@ -77,7 +79,7 @@ def sum_outer(x, y):
         raise ValueError(f"x and y must have the same leading shape (..., K) and (..., N), got shapes {x.shape} and "
                          f"{y.shape}")
     K, N = x.shape[-1], y.shape[-1]
-    M = int(np.prod(x.shape[:-1]))
+    M = math.prod(x.shape[:-1])
     x2, y2 = x.reshape(M, K), y.reshape(M, N)
     c = rows_per_block(M, K, N, LEAST_ROWS["sum_outer"]) if small_kernel() else None
     if c is None:

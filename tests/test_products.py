@@ -84,3 +84,17 @@ def test_the_blocks_follow_the_core_openblas_runs_on():
     env = dict(os.environ, OPENBLAS_CORETYPE="Sandybridge")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_benchmark_prints_every_shape_and_product():
+    """bench/products.py (one round: it runs, not how fast) prints a row per shape and product, with a ratio
+    exactly where blocks apply on this BLAS."""
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / "bench" / "products.py"
+    out = subprocess.run([sys.executable, str(script), "--rounds", "1"], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")).stdout.splitlines()
+    rows = [line.split() for line in out[2:]]
+    assert len(rows) == 3 * 12
+    for shape, *name, blocks, plain, ours, ratio in rows:
+        assert float(plain) > 0 and float(ours) > 0
+        assert (ratio == "-") == (blocks == "-")
