@@ -10,8 +10,12 @@ each timed right after an untimed step of its own.
 ``--force-blocks`` computes the blocks on any BLAS (on a core without the small-matrix kernel, what the gate in
 ``products.small_kernel`` saves).
 
-Usage: python bench/products.py [--rounds 30] [--dtype float32] [--steps] [--force-blocks]   (the fair setting of ``bench train``: one thread,
-jemalloc preloaded with its decay off, pinned; OPENBLAS_CORETYPE=Haswell shows a core without the kernel)
+``--least-rows T S`` sets ``products.LEAST_ROWS`` (times, sum_outer) for the run: the blocks that the defaults
+leave plain.
+
+Usage: python bench/products.py [--rounds 30] [--dtype float32] [--steps] [--force-blocks] [--least-rows T S]
+(the fair setting of ``bench train``: one thread, jemalloc preloaded with its decay off, pinned;
+OPENBLAS_CORETYPE=Haswell shows a core without the kernel)
 """
 import argparse
 import time
@@ -45,8 +49,12 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--steps", action="store_true", help="also each bench train row's step, blocks on and off")
     ap.add_argument("--force-blocks", action="store_true", help="the blocks on any BLAS (products.small_kernel on)")
+    ap.add_argument("--least-rows", type=int, nargs=2, metavar=("TIMES", "SUM_OUTER"),
+                    help="products.LEAST_ROWS for this run")
     args = ap.parse_args()
     speed.tune()
+    if args.least_rows:
+        products.LEAST_ROWS.update(times=args.least_rows[0], sum_outer=args.least_rows[1])
     has = products.small_kernel()
     if args.force_blocks:
         products.small_kernel = lambda: True
@@ -64,7 +72,8 @@ def main():
                 f()
                 best[key][i] = min(best[key][i], time.perf_counter() - t0)
     print(f"minimal.products against the plain product, {args.dtype}, one thread, min of {args.rounds} interleaved "
-          f"rounds; the BLAS has the small-matrix kernel: {has}" + ("; blocks forced on" if args.force_blocks else ""))
+          f"rounds; the BLAS has the small-matrix kernel: {has}" + ("; blocks forced on" if args.force_blocks else "")
+          + f"; fewest rows a block: {products.LEAST_ROWS}")
     print(f"{'M x K x N':>16} {'product':>8} {'rows/block':>10} {'plain us':>9} {'ours us':>8} {'ratio':>6}")
     for (shape, name), (_, _, c) in table.items():
         plain, ours = (1e6 * t for t in best[shape, name])

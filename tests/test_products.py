@@ -67,23 +67,74 @@ def test_sum_outer_names_mismatched_rows():
         products.sum_outer(np.zeros((4, 3)), np.zeros((5, 2)))
 
 
-def _openblas_core():
-    from threadpoolctl import threadpool_info
+@pytest.mark.parametrize("call, x, W, words", [
+    (products.times, np.zeros((4096, 33)), np.zeros((32, 192)),
+     r"W a matrix of shape \(K, N\).*\(4096, 33\).*\(32, 192\)"),
+    (products.times, np.zeros((0, 64)), np.zeros((32, 192)), r"\(K, N\).*\(0, 64\)"),
+    (products.times, np.zeros((8, 32)), np.zeros(32), r"\(K, N\).*\(8, 32\) and \(32,\)"),
+    (products.times, np.float64(1.0), np.zeros((1, 3)), r"\(\.\.\., K\)"),
+    (products.times, [[1.0, 2.0]], np.zeros((2, 3)), r"\(1, 2\) and \(2, 3\)"),
+    (products.times_t, np.zeros((8, 32)), np.zeros((32, 192)), r"W a matrix of shape \(N, K\)"),
+    (products.sum_outer, np.float64(1.0), np.zeros(3), r"x and y must be arrays"),
+])
+def test_bad_operands_are_named_with_their_shapes(call, x, W, words):
+    with pytest.raises(ValueError, match=words):
+        call(x, W)
 
-    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    return blas[0].get("architecture") if blas and blas[0].get("internal_api") == "openblas" else None
 
-
-def test_the_blocks_follow_the_core_openblas_runs_on():
-    """On OpenBLAS, the small-matrix kernel's cores block the products and a core forced without it (the
-    OPENBLAS_CORETYPE the notebooks are also checked under) does not."""
-    if _openblas_core() is None:
-        pytest.skip("NumPy's BLAS here is not OpenBLAS")
-    assert products.small_kernel() == (_openblas_core() in products.SMALL_CORES)
-    code = "from minimal import products; print(products.small_kernel())"
-    env = dict(os.environ, OPENBLAS_CORETYPE="Sandybridge")
+def _gate(coretype=None, threads=1):
+    """products.small_kernel() in a fresh process with OpenBLAS forced to ``coretype`` and ``threads`` threads."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    env.pop("OPENBLAS_CORETYPE", None)
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
+    code = ("from minimal import products; from threadpoolctl import threadpool_info; "
+            "print(products.small_kernel(), "
+            "max(i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    gate, n = out.stdout.split()
+    return gate if int(n) == threads else "OpenBLAS runs %s threads" % n   # a machine that caps the threads
+
+
+def _numpy_blas_is_openblas():
+    import numpy
+    try:
+        return "openblas" in numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]
+    except (TypeError, KeyError):      # NumPy < 1.25: no dicts
+        return False
+
+
+def test_the_blocks_follow_the_core_and_the_threads_openblas_runs():
+    """The blocks run on a core with OpenBLAS's small-matrix kernel and one thread only: not on a core forced without
+    it (the OPENBLAS_CORETYPE the notebooks are also checked under), not with two threads (OpenBLAS would spread a
+    plain product over them and runs a small one on one)."""
+    if not _numpy_blas_is_openblas():
+        pytest.skip("NumPy's BLAS here is not OpenBLAS")
+    assert _gate("Sandybridge") == "False"
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:                # NumPy 1
+        from numpy.core._multiarray_umath import __cpu_features__
+    if not __cpu_features__.get("AVX512F"):
+        pytest.skip("no AVX-512 here: OpenBLAS cannot run its SkylakeX kernel")
+    assert _gate("SkylakeX") == "True"
+    two = _gate("SkylakeX", threads=2)
+    if two.startswith("OpenBLAS runs"):
+        pytest.skip(two + " when asked for 2")
+    assert two == "False"
+
+
+def test_the_gate_reads_the_thread_count_at_each_call():
+    from threadpoolctl import threadpool_limits
+    if not products._small_core_openblas():
+        pytest.skip("no OpenBLAS on a core with the small-matrix kernel here")
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert products.small_kernel()
+        with threadpool_limits(limits=2, user_api="blas"):
+            if products._small_core_openblas()[0].get_num_threads() != 2:
+                pytest.skip("OpenBLAS here does not run 2 threads when asked")
+            assert not products.small_kernel()
+        assert products.small_kernel()
 
 
 def test_the_benchmark_prints_every_shape_and_product():
@@ -95,6 +146,12 @@ def test_the_benchmark_prints_every_shape_and_product():
                          env=dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")).stdout.splitlines()
     rows = [line.split() for line in out[2:]]
     assert len(rows) == 3 * 12
+    small = out[0].split("small-matrix kernel: ")[1].startswith("True")
+    least = products.LEAST_ROWS
     for shape, *name, blocks, plain, ours, ratio in rows:
+        M, K, N = map(int, shape.split("x"))
+        c = {"x W": products.rows_per_block(M, K, N, least["times"]),
+             "dy W^T": products.rows_per_block(M, N, K, least["times"]),
+             "x^T dy": products.rows_per_block(M, K, N, least["sum_outer"])}[" ".join(name)]
+        assert blocks == (str(c) if small and c else "-")
         assert float(plain) > 0 and float(ours) > 0
-        assert (ratio == "-") == (blocks == "-")
