@@ -28,15 +28,19 @@ import math
 
 import numpy as np
 
-__all__ = ["SMALL_CORES", "SMALL_PRODUCT", "LEAST_ROWS", "small_kernel", "rows_per_block", "times", "times_t",
-           "sum_outer"]
+__all__ = ["SMALL_CORES", "SMALL_PRODUCT", "LEAST_ROWS", "MOST_ROWS", "small_kernel", "rows_per_block", "times",
+           "times_t", "sum_outer"]
 
 SMALL_CORES = ("SkylakeX", "Cooperlake", "SapphireRapids")   # OpenBLAS cores with the small-matrix kernel
 SMALL_PRODUCT = 100 ** 3   # the kernel's limit on M N K
 # The fewest rows a block may have: the summed form x^T y adds a pass over its M / c partial products, which blocks of
 # 64 rows do not win back at the bench train rows' shapes (``bench/products.py --least-rows 16 64``, section 5 of
-# bench/results/products_2026-12-01.txt, with blocks of 16 rows for x W too).
+# bench/results/products_2026-12-01.txt).
 LEAST_ROWS = {"times": 32, "sum_outer": 128}
+# The most: more rows a block means K N < 10^6 / 512, a weight so small that packing it costs the plain product
+# little; at 4096 x 32 x 16 and 4096 x 16 x 32 (1024 rows a block) the blocks took 0.64-1.20 of the plain time
+# across runs of bench/products.py, the call's own overhead about as large as what the kernel saves.
+MOST_ROWS = 256
 
 
 def small_kernel():
@@ -70,13 +74,14 @@ def _check_operands(x, W, k_axis, shape):
 
 def rows_per_block(M, K, N, least):
     """The rows c of each block of an (M x K) @ (K x N) product: the largest power of two dividing M with
-    c K N <= SMALL_PRODUCT; None where the product is small already (M K N <= SMALL_PRODUCT), or c < ``least``."""
+    c K N <= SMALL_PRODUCT; None where the product is small already (M K N <= SMALL_PRODUCT), or c < ``least``, or
+    c > MOST_ROWS."""
     if M * K * N <= SMALL_PRODUCT or K * N == 0:
         return None
     c = 1
     while M % (2 * c) == 0 and 2 * c * K * N <= SMALL_PRODUCT:
         c *= 2
-    return c if c >= least else None
+    return c if least <= c <= MOST_ROWS else None
 
 
 def times(x, W):

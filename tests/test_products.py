@@ -18,6 +18,8 @@ from minimal import products
     (100, 100, 100, 32, None),    # M K N = 10^6: small already
     (4097, 32, 192, 32, None),    # odd M: no power of two above 1 divides it
     (6144, 32, 192, 32, 128),     # 6144 = 3 * 2048
+    (4096, 32, 16, 32, None),     # 1024 rows a block: more than MOST_ROWS
+    (4096, 32, 32, 32, None),     # 512
     (0, 32, 192, 32, None),
     (4096, 0, 192, 32, None),
 ])
