@@ -48,8 +48,10 @@ def small_kernel():
     (``SMALL_CORES``, as threadpoolctl reads it from the library, ``OPENBLAS_CORETYPE`` included) and runs one
     thread now (read at each call: ``minimal.run.speed.tune`` and threadpoolctl's limits change it); False where it
     cannot tell."""
-    libs = _small_core_openblas()
-    return bool(libs) and all(lib.get_num_threads() == 1 for lib in libs)
+    for lib in _small_core_openblas() or (None,):
+        if lib is None or lib.get_num_threads() != 1:
+            return False
+    return True
 
 
 @functools.cache
@@ -76,21 +78,24 @@ def rows_per_block(M, K, N, least):
     """The rows c of each block of an (M x K) @ (K x N) product: the largest power of two dividing M with
     c K N <= SMALL_PRODUCT; None where the product is small already (M K N <= SMALL_PRODUCT), or c < ``least``, or
     c > MOST_ROWS."""
-    if M * K * N <= SMALL_PRODUCT or K * N == 0:
+    if M * K * N <= SMALL_PRODUCT or K * N > SMALL_PRODUCT:
         return None
-    c = 1
-    while M % (2 * c) == 0 and 2 * c * K * N <= SMALL_PRODUCT:
-        c *= 2
+    fits = SMALL_PRODUCT // (K * N)                    # the most rows a small product can have
+    c = min(1 << (fits.bit_length() - 1), M & -M)      # M & -M: the largest power of two dividing M
     return c if least <= c <= MOST_ROWS else None
 
 
 def times(x, W):
     """x W: x (..., K), W (K, N) -> (..., N), over all leading indices at once."""
     _check_operands(x, W, 0, "(K, N)")
+    if x.ndim == 2:
+        M, K, N = x.shape[0], W.shape[0], W.shape[1]
+        c = rows_per_block(M, K, N, LEAST_ROWS["times"])
+        return x @ W if c is None or not small_kernel() else (x.reshape(M // c, c, K) @ W).reshape(M, N)
     lead, K, N = x.shape[:-1], W.shape[0], W.shape[1]
     M = math.prod(lead)                      # written out: a reshape to -1 is ambiguous at M = 0
-    c = rows_per_block(M, K, N, LEAST_ROWS["times"]) if small_kernel() else None
-    if c is None:
+    c = rows_per_block(M, K, N, LEAST_ROWS["times"])
+    if c is None or not small_kernel():
         return (x.reshape(M, K) @ W).reshape(lead + (N,))
     return (x.reshape(M // c, c, K) @ W).reshape(lead + (N,))
 
@@ -115,8 +120,8 @@ def sum_outer(x, y):
     K, N = x.shape[-1], y.shape[-1]
     M = math.prod(x.shape[:-1])
     x2, y2 = x.reshape(M, K), y.reshape(M, N)
-    c = rows_per_block(M, K, N, LEAST_ROWS["sum_outer"]) if small_kernel() else None
-    if c is None:
+    c = rows_per_block(M, K, N, LEAST_ROWS["sum_outer"])
+    if c is None or not small_kernel():
         return x2.T @ y2
     blocks = np.matmul(x2.reshape(M // c, c, K).transpose(0, 2, 1), y2.reshape(M // c, c, N))   # (M / c, K, N)
     return blocks.sum(axis=0)
