@@ -10,10 +10,12 @@ OpenBLAS runs one thread (as every benchmark and CI here sets it; with more, a p
 its blocks would not be), ``times`` computes the M rows of x W as M / c products of c rows each, one stacked
 ``np.matmul`` call (NumPy loops over the blocks in C), c the largest power of two that divides M with
 c K N <= 10^6, and ``sum_outer`` sums c-row blocks of x^T y. At the ``bench train`` rows' shapes (K and N of 16 to
-256, M = B T = 2048 or 4096) a blocked product takes 0.52 to 0.97 of the plain one's time, float32 and float64 alike
-(``python bench/products.py``, one thread; ``bench/results/products_2026-12-01.txt``). Where that leaves fewer than
+256, M = B T = 2048 or 4096) a blocked product takes 0.54 to 1.09 of the plain one's time, float32 and float64
+alike, most of them below 0.97, and a training step 0.85 to 1.05 of its time with every product plain (``python
+bench/products.py --steps``, one thread, in a run whose two timings of one call differed by up to 15 %;
+``bench/results/products_2026-12-01.txt``). Where that leaves fewer than
 ``LEAST_ROWS`` rows a block, or on any other BLAS, core or thread count, the product is the one plain ``x @ W``: on
-OpenBLAS's Haswell and Sandybridge kernels the same blocks take 0.99 to 1.33 of the plain time (``--force-blocks``).
+OpenBLAS's Haswell and Sandybridge kernels the same blocks take 0.99 to 1.28 of the plain time (``--force-blocks``).
 The check looks at every BLAS loaded in the process (threadpoolctl cannot tell which one NumPy calls), so another
 BLAS beside NumPy's turns the blocks off: the plain product, never a wrong one.
 
