@@ -90,23 +90,23 @@ def rows_per_block(M, K, N, least):
 def times(x, W):
     """x W: x (..., K), W (K, N) -> (..., N), over all leading indices at once."""
     _check_operands(x, W, 0, "(K, N)")
-    if x.ndim == 2:
-        M, K, N = x.shape[0], W.shape[0], W.shape[1]
-        c = rows_per_block(M, K, N, LEAST_ROWS["times"])
-        return x @ W if c is None or not small_kernel() else (x.reshape(M // c, c, K) @ W).reshape(M, N)
-    lead, K, N = x.shape[:-1], W.shape[0], W.shape[1]
-    M = math.prod(lead)                      # written out: a reshape to -1 is ambiguous at M = 0
-    c = rows_per_block(M, K, N, LEAST_ROWS["times"])
-    if c is None or not small_kernel():
-        return (x.reshape(M, K) @ W).reshape(lead + (N,))
-    return (x.reshape(M // c, c, K) @ W).reshape(lead + (N,))
+    return _times(x, W)
 
 
 def times_t(x, W):
     """x W^T: x (..., K), W (N, K) -> (..., N); W^T copied contiguous first (a transposed operand takes
     OpenBLAS's slower transposed kernels, and W is small)."""
     _check_operands(x, W, 1, "(N, K)")
-    return times(x, np.ascontiguousarray(W.T))
+    return _times(x, np.ascontiguousarray(W.T))
+
+
+def _times(x, W):
+    """``times`` of checked operands: one product of M rows, or M / c blocks of c rows in one stacked call."""
+    lead, (K, N) = x.shape[:-1], W.shape
+    M = math.prod(lead)                      # written out: a reshape to -1 is ambiguous at M = 0
+    c = rows_per_block(M, K, N, LEAST_ROWS["times"])
+    rows = (M, K) if c is None or not small_kernel() else (M // c, c, K)
+    return (x.reshape(rows) @ W).reshape(lead + (N,))
 
 
 def sum_outer(x, y):

@@ -4,16 +4,17 @@ shapes (the roofline a step of matrix products could reach on this core).
 
 Breakdown. The step runs ``steps`` times under ``cProfile``; each function's own time (``tottime``, its callees
 excluded) is put in the part of the library its file belongs to (``PARTS``: matrix products, scans, gates and
-cells, norms, embedding and loss, linear layers, AdamW and clipping, the stack's glue), and NumPy's C functions called from
-Python (``np.empty``, ``ndarray.sum``, ...; cProfile names them ``{built-in method ...}``) and NumPy's own Python
-wrappers in "NumPy calls", Numba's dispatcher (type checks before a compiled kernel runs) in "Numba dispatch". A matrix
-product written as ``x @ W`` is not a call cProfile sees: its time counts in the function that wrote it; the
-layers' and cells' products over many rows are calls of ``minimal.products`` ("matrix products"), attention's
-score and value products are written in the cell ("gates and cells"). cProfile's own overhead grows with the number of Python calls, so the
-shares are a map of where to look, and the step time is taken without it (``bench train``). Across the parts,
-the time inside Numba-compiled kernels (the elementwise passes and scans, each one call the profiler does not slow)
-is summed apart (``KERNELS``): with the matrix products at the sgemm rate below, the time a step needs before any
-Python or NumPy pass between them (``bench/blas_bound.py`` sets it beside the frameworks' steps).
+cells, norms, embedding and loss, linear layers, AdamW and clipping, the stack's glue), and NumPy's C functions
+called from Python (``np.empty``, ``ndarray.sum``, ...; cProfile names them ``{built-in method ...}``) and NumPy's
+own Python wrappers in "NumPy calls", Numba's dispatcher (type checks before a compiled kernel runs) in "Numba
+dispatch". A matrix product written as ``x @ W`` is not a call cProfile sees: its time counts in the function that
+wrote it; the layers' and cells' products over many rows are calls of ``minimal.products`` ("matrix products"),
+attention's score and value products are written in the cell ("gates and cells"). cProfile's own overhead grows
+with the number of Python calls, so the shares are a map of where to look, and the step time is taken without it
+(``bench train``). Across the parts, the time inside Numba-compiled kernels (the elementwise passes and scans,
+each one call the profiler does not slow) is summed apart (``KERNELS``): with the matrix products at the sgemm rate
+below, the time a step needs before any Python or NumPy pass between them (``bench/blas_bound.py`` sets it beside
+the frameworks' steps).
 
 FLOPs. Every 2-D weight W (d_in, d_out) of the model, but the embedding and position tables (a gather, not a
 product) and the causal convolution's (elementwise), is
@@ -173,12 +174,12 @@ def sgemm_seconds(shapes, repeats=5, dtype=np.float32):
         a, b = rng.standard_normal((K, M)).astype(dtype), rng.standard_normal((K, N)).astype(dtype)
         return lambda: products.sum_outer(a, b)
 
-    total = 0.0
+    total, small = 0.0, products.small_kernel()
     for M, K, N, count in shapes:
         forms = [plain]
-        if products.small_kernel() and products.rows_per_block(M, K, N, products.LEAST_ROWS["times"]):
+        if small and products.rows_per_block(M, K, N, products.LEAST_ROWS["times"]):
             forms.append(rows)
-        if products.small_kernel() and products.rows_per_block(K, M, N, products.LEAST_ROWS["sum_outer"]):
+        if small and products.rows_per_block(K, M, N, products.LEAST_ROWS["sum_outer"]):
             forms.append(outer)     # sum_outer's rows are the product's K
         total += count * min(product_seconds([(M, K, N, 1)], repeats, f) for f in forms)
     return total
