@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.special import expit
 
 from minimal.cells import _gates_numba as gn
 from minimal.cells import _gates, _min_modes, mingru, minlstm
@@ -26,7 +27,8 @@ def _numpy_gates(k_f, k_i, k_h):
 @pytest.mark.parametrize("scale", [1.0, 30.0, 800.0])
 def test_fused_gates_equal_the_numpy_formulas_in_float64(rng, scale):
     k_f, k_i, k_h = (scale * rng.standard_normal(4001) for _ in range(3))
-    f_n, i_n, a, b, h_tilde = minlstm._fused_gates(k_f, k_i, k_h, True)
+    f_n, i_n, a, b, h_tilde, slopes = minlstm._fused_gates(k_f, k_i, k_h, True)
+    assert slopes is None
     # log a and log b are sums of terms of size ~scale: compared to a few ulp of those terms (a log's absolute
     # error is its exp's relative error); the exp of an argument below -708 is 0 (error < 3.3e-308)
     atols = (3.3e-308, 3.3e-308, 4e-15 * scale, 4e-15 * scale, 3.3e-308)
@@ -34,9 +36,11 @@ def test_fused_gates_equal_the_numpy_formulas_in_float64(rng, scale):
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=atol)
     # vanilla: f' = C / (A + C), i' = A / (A + C) (no δ); the δ form's own rounding, a few ulp of terms of size
     # ~scale in δ, is its relative error in f' and i'
-    f_v, i_v, a_v, b_v, h_v = minlstm._fused_gates(k_f, k_i, k_h, False)
+    f_v, i_v, a_v, b_v, h_v, (s_f, s_i) = minlstm._fused_gates(k_f, k_i, k_h, False)
     rtol = max(1e-14, 4e-15 * scale)
-    for got, want in ((f_v, f_n), (i_v, i_n), (b_v, i_n * k_h)):
+    # the slopes the vanilla backward multiplies: ∂f'/∂k_f = f' i' σ(−k_f), ∂i'/∂k_i = f' i' σ(−k_i)
+    for got, want in ((f_v, f_n), (i_v, i_n), (b_v, i_n * k_h), (s_f, f_n * i_n * expit(-k_f)),
+                      (s_i, f_n * i_n * expit(-k_i))):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=3.3e-308)
     np.testing.assert_allclose(f_v + i_v, 1.0, rtol=0, atol=3e-16)
     assert a_v is f_v and h_v is k_h
@@ -45,14 +49,17 @@ def test_fused_gates_equal_the_numpy_formulas_in_float64(rng, scale):
 def test_the_normalised_gates_stay_exact_when_both_gates_underflow():
     # σ(-800) underflows to 0 in float64: f / (f + i) would be 0 / 0; δ = softplus(800) - softplus(801) = -1
     k_f, k_i, k_h = np.array([-800.0]), np.array([-801.0]), np.array([0.3])
-    f_n, i_n, a, b, _ = minlstm._fused_gates(k_f, k_i, k_h, True)
+    f_n, i_n, a, b, _, _ = minlstm._fused_gates(k_f, k_i, k_h, True)
     np.testing.assert_allclose(f_n, 1 / (1 + np.exp(-1.0)), rtol=1e-15)
     np.testing.assert_allclose(i_n, 1 / (1 + np.exp(1.0)), rtol=1e-15)
     np.testing.assert_allclose(a, -np.log1p(np.exp(-1.0)), rtol=1e-15)
-    f_v, i_v, _, b_v, _ = minlstm._fused_gates(k_f, k_i, k_h, False)      # vanilla: C / (A + C), both scaled
+    f_v, i_v, _, b_v, _, (s_f, s_i) = minlstm._fused_gates(k_f, k_i, k_h, False)   # C / (A + C), both scaled
     np.testing.assert_allclose(f_v, 1 / (1 + np.exp(-1.0)), rtol=1e-15)
     np.testing.assert_allclose(i_v, 1 / (1 + np.exp(1.0)), rtol=1e-15)
     np.testing.assert_allclose(b_v, 0.3 / (1 + np.exp(1.0)), rtol=1e-15)
+    # σ(−k_f) = σ(−k_i) = 1 to float64: both slopes are f' i' = σ(1) σ(−1), not 0 · ∞
+    for s in (s_f, s_i):
+        np.testing.assert_allclose(s, 1 / ((1 + np.exp(-1.0)) * (1 + np.exp(1.0))), rtol=1e-15)
 
 
 @pytest.mark.parametrize("scale", [1.0, 30.0, 800.0])

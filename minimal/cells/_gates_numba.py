@@ -17,9 +17,9 @@ from numba import njit
 
 from ..scan.numba_log import exp_nonpositive, log1p_unit
 
-__all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "normalised_scaled", "mingru_gates",
-           "mingru_log_gates", "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients",
-           "dlog_g", "log_normal", "flush_and_sum_"]
+__all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "minlstm_log_gates_backward",
+           "normalised_scaled", "mingru_gates", "mingru_log_gates", "mingru_gates_backward", "sigmoid", "sigmoid_neg",
+           "normalised", "log_coefficients", "dlog_g", "log_normal", "flush_and_sum_"]
 
 _LN2 = 6.93147180559945309417e-01
 _MANTISSA = np.int64(0x000FFFFFFFFFFFFF)
@@ -105,8 +105,9 @@ def log_coefficients(d, e, kh):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b):
-    """Vanilla forward gates over flat (n,) arrays: f_n = f', i_n = i', b = i' k_h (the scan's a is f').
+def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b, s_f, s_i):
+    """Vanilla forward gates over flat (n,) arrays: f_n = f', i_n = i', b = i' k_h (the scan's a is f'), and the
+    slopes s_f = ∂f'/∂k_f, s_i = ∂i'/∂k_i that the backward multiplies (``normalised_scaled``).
 
     Here no log is needed: with f = 1 / A, i = 1 / C (A = 1 + e^{−k_f}, C = 1 + e^{−k_i}), f' = C / (A + C) and
     i' = A / (A + C). Both A and C are scaled by e^{−m}, m = max(0, −k_f, −k_i), so that every exponent is <= 0
@@ -114,9 +115,11 @@ def minlstm_gates(k_f, k_i, k_h, f_n, i_n, b):
     f' = e^{k_f} / (e^{k_f} + e^{k_i}) = σ(k_f − k_i) exactly as the δ form gives, from two exps and one
     division (``normalised_scaled``; the δ form: three exps, two log1p and three divisions)."""
     for j in range(k_f.shape[0]):
-        fj, ij = normalised_scaled(np.float64(k_f[j]), np.float64(k_i[j]))
+        fj, ij, sf, si = normalised_scaled(np.float64(k_f[j]), np.float64(k_i[j]))
         f_n[j] = fj
         i_n[j] = ij
+        s_f[j] = sf
+        s_i[j] = si
         b[j] = ij * np.float64(k_h[j])
 
 
@@ -127,17 +130,25 @@ def normalised_scaled(kf, ki):
     m = max(0, −k_f, −k_i). Of the three exponents −m, −k_f − m, −k_i − m the largest is exactly 0, so its exp is
     exactly 1 and two exps are taken, of the other two (chosen by selects, not branches, so that the loop stays
     vectorised): the same numbers, bit for bit, as three exps, in less time.
-    A NaN gives NaN."""
+
+    Returns (f', i', s_f, s_i) with the slopes s_f = ∂f'/∂k_f = f' i' σ(−k_f) and s_i = ∂i'/∂k_i = f' i' σ(−k_i)
+    (i' = σ(δ), δ = softplus(−k_f) − softplus(−k_i), and f' = 1 − i'). As σ(−k_f) = e^{−k_f − m} / A and
+    σ(−k_i) = e^{−k_i − m} / C, they are s_f = f' r e^{−k_f − m}, s_i = i' r e^{−k_i − m} with r = 1 / (A + C):
+    two products each from the exps and the division above, where the backward would take two more exps and two
+    divisions for the σs. A NaN gives NaN."""
     u, v = -kf, -ki
     zero_max = u <= 0.0 and v <= 0.0          # m = 0
     u_max = u >= v                            # else m = −k_f (u_max) or −k_i
     eP = exp_nonpositive(u if zero_max else (-u if u_max else u - v))
     eQ = exp_nonpositive(v if zero_max else (v - u if u_max else -v))
     e0 = 1.0 if zero_max else (eP if u_max else eQ)           # e^{−m}
-    A = e0 + (eP if zero_max or not u_max else 1.0)          # e^{−m} + e^{−k_f − m}
-    C = e0 + (eQ if zero_max or u_max else 1.0)              # e^{−m} + e^{−k_i − m}
+    e_f = eP if zero_max or not u_max else 1.0                # e^{−k_f − m}
+    e_i = eQ if zero_max or u_max else 1.0                    # e^{−k_i − m}
+    A = e0 + e_f
+    C = e0 + e_i
     r = 1.0 / (A + C)
-    return C * r, A * r
+    f, i = C * r, A * r
+    return f, i, f * r * e_f, i * r * e_i
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -152,20 +163,28 @@ def minlstm_log_gates(k_f, k_i, k_h, f_n, i_n, log_a, log_b, h_tilde):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def minlstm_gates_backward(d_a, d_b, f_n, i_n, k_f, k_i, k_h, log_space, dk_f, dk_i, dk_h):
-    """Backward of ``minlstm_gates`` / ``minlstm_log_gates`` over flat (n,) arrays, given the scan's gradients d_a, d_b:
-        vanilla (a = f', b = i' k_h):  dδ = (d_b k_h − d_a) f' i',   dk_h = d_b i'
-        log space (a = log f', b = log i' + log g):  dδ = d_b f' − d_a i',   dk_h = d_b (log g)'(k_h)
-    and dk_f = −dδ σ(−k_f), dk_i = dδ σ(−k_i) (δ = softplus(−k_f) − softplus(−k_i))."""
+def minlstm_gates_backward(d_a, d_b, i_n, s_f, s_i, k_h, dk_f, dk_i, dk_h):
+    """Backward of ``minlstm_gates`` over flat (n,) arrays, given the scan's gradients d_a, d_b (a = f',
+    b = i' k_h) and the slopes s_f = ∂f'/∂k_f, s_i = ∂i'/∂k_i it stored; as f' + i' = 1, ∂i'/∂k_f = −s_f and
+    ∂f'/∂k_i = −s_i, so with u = d_b k_h − d_a:  dk_f = −u s_f,   dk_i = u s_i,   dk_h = d_b i'."""
+    for j in range(k_h.shape[0]):
+        da, db = np.float64(d_a[j]), np.float64(d_b[j])
+        u = db * np.float64(k_h[j]) - da
+        dk_h[j] = db * np.float64(i_n[j])
+        dk_f[j] = -u * np.float64(s_f[j])
+        dk_i[j] = u * np.float64(s_i[j])
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def minlstm_log_gates_backward(d_a, d_b, f_n, i_n, k_f, k_i, k_h, dk_f, dk_i, dk_h):
+    """Backward of ``minlstm_log_gates`` over flat (n,) arrays, given the scan's gradients d_a, d_b
+    (a = log f', b = log i' + log g): dδ = d_b f' − d_a i', dk_h = d_b (log g)'(k_h), and dk_f = −dδ σ(−k_f),
+    dk_i = dδ σ(−k_i) (δ = softplus(−k_f) − softplus(−k_i))."""
     for j in range(k_f.shape[0]):
         fj, ij = np.float64(f_n[j]), np.float64(i_n[j])
-        da, db, kh = np.float64(d_a[j]), np.float64(d_b[j]), np.float64(k_h[j])
-        if not log_space:
-            dd = (db * kh - da) * fj * ij
-            dk_h[j] = db * ij
-        else:
-            dd = db * fj - da * ij
-            dk_h[j] = db * dlog_g(kh)
+        da, db = np.float64(d_a[j]), np.float64(d_b[j])
+        dd = db * fj - da * ij
+        dk_h[j] = db * dlog_g(np.float64(k_h[j]))
         dk_f[j] = -dd * sigmoid_neg(np.float64(k_f[j]))
         dk_i[j] = dd * sigmoid_neg(np.float64(k_i[j]))
 

@@ -157,7 +157,7 @@ def minlstm_log_linear_into(k_f, k_i, k_h, h0, has_h0, tiny, f_n, i_n, h_tilde, 
             for c in range(H):
                 kf, ki, kh = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]), np.float64(k_h[i, t, c])
                 bad[c] += 0.0 * kf + 0.0 * ki + 0.0 * kh
-                fc, ic = normalised_scaled(kf, ki)
+                fc, ic, _, _ = normalised_scaled(kf, ki)
                 g, _ = _candidate(kh)
                 f_n[i, t, c] = fc
                 i_n[i, t, c] = ic

@@ -83,10 +83,10 @@ def mingru_scan_backward(z, k_h, h, h0, dh, dk_z, dk_h):
 
 
 @njit(cache=True, error_model="numpy")
-def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, h):
+def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, s_f, s_i, h):
     """Vanilla minLSTM's normalised gates (``minlstm_gates``) and recurrence h_t = f'_t h_{t−1} + i'_t k_h,t in one
-    pass over C-contiguous (B, T, H) arrays from h0 (B, H); writes f_n = f', i_n = i' and h. As
-    ``mingru_scan_into``."""
+    pass over C-contiguous (B, T, H) arrays from h0 (B, H); writes f_n = f', i_n = i', the slopes s_f = ∂f'/∂k_f,
+    s_i = ∂i'/∂k_i (``normalised_scaled``) and h. As ``mingru_scan_into``."""
     B, T, H = k_f.shape
     prev, b = np.empty(H, h.dtype), np.empty(H, h.dtype)
     bad = np.zeros(H, np.float64)     # as in ``mingru_scan_into``
@@ -98,9 +98,11 @@ def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, h):
             for c in range(H):
                 kf, ki = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c])
                 bad[c] += 0.0 * kf + 0.0 * ki
-                fc, ic = normalised_scaled(kf, ki)
+                fc, ic, sf, si = normalised_scaled(kf, ki)
                 f_n[i, t, c] = fc
                 i_n[i, t, c] = ic
+                s_f[i, t, c] = sf
+                s_i[i, t, c] = si
                 b[c] = ic * np.float64(k_h[i, t, c])
             for c in range(H):
                 s = f_n[i, t, c] * prev[c] + b[c]
@@ -112,11 +114,11 @@ def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, h):
 
 
 @njit(cache=True, error_model="numpy")
-def minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, h0, dh, dk_f, dk_i, dk_h):
+def minlstm_scan_backward(f_n, i_n, s_f, s_i, k_h, h, h0, dh, dk_f, dk_i, dk_h):
     """Backward of ``minlstm_scan_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
-    g_t = dh_t + f'_{t+1} g_{t+1} and the gates' backward (``minlstm_gates_backward``, vanilla, with
-    d_a = g_t h_{t−1}, d_b = g_t): dδ = (g_t k_h,t − d_a) f'_t i'_t, dk_h = g_t i'_t, dk_f = −dδ σ(−k_f),
-    dk_i = dδ σ(−k_i)."""
+    g_t = dh_t + f'_{t+1} g_{t+1} and the gates' backward (``minlstm_gates_backward``, with d_a = g_t h_{t−1},
+    d_b = g_t): u = g_t k_h,t − d_a, dk_f = −u s_f, dk_i = u s_i, dk_h = g_t i'_t, from the slopes s_f, s_i the
+    forward stored (no exp here)."""
     B, T, H = f_n.shape
     g, a_next = np.empty(H, h.dtype), np.empty(H, h.dtype)     # g_{t+1}, f'_{t+1}
     for i in range(B):
@@ -128,11 +130,10 @@ def minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, h0, dh, dk_f, dk_i, dk_h):
             for c in range(H):
                 gc = dh[i, t, c] + a_next[c] * g[c]
                 da = gc * prev[c]
-                fc, ic = np.float64(f_n[i, t, c]), np.float64(i_n[i, t, c])
-                dd = (np.float64(gc) * np.float64(k_h[i, t, c]) - np.float64(da)) * fc * ic
-                dk_h[i, t, c] = np.float64(gc) * ic
-                dk_f[i, t, c] = -dd * sigmoid_neg(np.float64(k_f[i, t, c]))
-                dk_i[i, t, c] = dd * sigmoid_neg(np.float64(k_i[i, t, c]))
+                u = np.float64(gc) * np.float64(k_h[i, t, c]) - np.float64(da)
+                dk_h[i, t, c] = np.float64(gc) * np.float64(i_n[i, t, c])
+                dk_f[i, t, c] = -u * np.float64(s_f[i, t, c])
+                dk_i[i, t, c] = u * np.float64(s_i[i, t, c])
                 g[c] = gc
                 a_next[c] = f_n[i, t, c]
 

@@ -78,8 +78,8 @@ def normalised_gates(k_f, k_i):
 class Cache(NamedTuple):
     x: np.ndarray            # (B, T, D)
     h0: np.ndarray           # (B, H) or None
-    k_f: np.ndarray          # (B, T, H)  Linear_f(x)
-    k_i: np.ndarray          # (B, T, H)  Linear_i(x)
+    k_f: np.ndarray          # (B, T, H)  Linear_f(x); None where s_f is kept instead
+    k_i: np.ndarray          # (B, T, H)  Linear_i(x); None where s_i is kept instead
     k_h: np.ndarray          # (B, T, H)  Linear_h(x)
     f_n: np.ndarray          # (B, T, H)  f'
     i_n: np.ndarray          # (B, T, H)  i'
@@ -90,6 +90,8 @@ class Cache(NamedTuple):
     log_space: bool
     method: str
     backend: str
+    s_f: np.ndarray = None   # (B, T, H)  ∂f'/∂k_f: the vanilla parallel mode's fused gates only, else None
+    s_i: np.ndarray = None   # (B, T, H)  ∂i'/∂k_i: as s_f
 
 
 def step_forward(params, x_t, h_prev, log_space=False):
@@ -120,14 +122,16 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
     if mode == "parallel" and scan_fused(log_space, method, backend):
         fused_out = _scan_fused(k_f, k_i, k_h, h0, log_space, out)
         if fused_out is not None:
-            h, f_n, i_n, h_tilde, log_h = fused_out
-            return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
+            h, f_n, i_n, h_tilde, log_h, slopes = fused_out
+            return h, _cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend,
+                             slopes)
     # as in minGRU: a pre-activation that is not finite is an overflow, named here rather than as the scan's b
     check_finite_result("the gate pre-activations x W^T + b", (k_f, k_i, k_h), {"x": x, **params})
     if mode == "parallel" and fused(backend):
-        f_n, i_n, a, b, h_tilde = _fused_gates(k_f, k_i, k_h, log_space)
+        f_n, i_n, a, b, h_tilde, slopes = _fused_gates(k_f, k_i, k_h, log_space)
         h, log_h = parallel_scan(a, b, h0, log_space, method, backend, out)
-        return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
+        return h, _cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend,
+                         slopes)
     f_n, i_n, delta = normalised_gates(k_f, k_i)
     h_tilde = g(k_h) if log_space else k_h
     if mode == "sequential":
@@ -142,41 +146,53 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
     return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
 
 
+def _cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, slopes):
+    """The fused parallel mode's cache: with the vanilla gates' slopes (s_f, s_i) in place of k_f, k_i, which
+    their backward no longer reads (the same memory: two (B, T, H) arrays for two)."""
+    if slopes is None:
+        return Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
+    return Cache(x, h0, None, None, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, *slopes)
+
+
 def _fused_gates(k_f, k_i, k_h, log_space):
-    """(f', i', a, b, h̃) of the parallel mode in one compiled pass: a = f' (vanilla) or log f', b = i' k_h or
-    log i' + log g(k_h), h̃ = k_h or g(k_h); arrays of k_f's shape and dtype."""
+    """(f', i', a, b, h̃, slopes) of the parallel mode in one compiled pass: a = f' (vanilla) or log f',
+    b = i' k_h or log i' + log g(k_h), h̃ = k_h or g(k_h); slopes = (∂f'/∂k_f, ∂i'/∂k_i) for the vanilla
+    backward (``_gates_numba.normalised_scaled``), None in log space; arrays of k_f's shape and dtype."""
     from . import _gates_numba
 
     f_n, i_n, b = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
     flat = (k_f.ravel(), k_i.ravel(), k_h.ravel(), f_n.ravel(), i_n.ravel())
     if not log_space:
-        _gates_numba.minlstm_gates(*flat, b.ravel())
-        return f_n, i_n, f_n, b, k_h
+        s_f, s_i = np.empty_like(k_f), np.empty_like(k_f)
+        _gates_numba.minlstm_gates(*flat, b.ravel(), s_f.ravel(), s_i.ravel())
+        return f_n, i_n, f_n, b, k_h, (s_f, s_i)
     a, h_tilde = np.empty_like(k_f), np.empty_like(k_f)
     _gates_numba.minlstm_log_gates(*flat, a.ravel(), b.ravel(), h_tilde.ravel())
-    return f_n, i_n, a, b, h_tilde
+    return f_n, i_n, a, b, h_tilde, None
 
 
 def _scan_fused(k_f, k_i, k_h, h0, log_space, out):
-    """(h, f', i', h̃, log h) of the parallel mode on the CPU with the default scan, the gates and the scan in one
-    pass (``_min_scan_numba.minlstm_scan_into`` / ``minlstm_log_scan_into``; log h None when vanilla); None when
-    some value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
+    """(h, f', i', h̃, log h, slopes) of the parallel mode on the CPU with the default scan, the gates and the scan
+    in one pass (``_min_scan_numba.minlstm_scan_into`` / ``minlstm_log_scan_into``; log h None when vanilla,
+    slopes as ``_fused_gates``); None when some value is not finite, so that the gates-then-scan path, which names
+    the culprit, runs instead."""
     from . import _min_log_linear as l, _min_scan_numba as k
 
     f_n, i_n = np.empty_like(k_f), np.empty_like(k_f)
     if not log_space:
+        s_f, s_i = np.empty_like(k_f), np.empty_like(k_f)
         h = np.empty_like(k_f) if out is None else out
-        ok = k.minlstm_scan_into(k_f, k_i, k_h, initial_state(h0, k_f), f_n, i_n, h)
-        return (h, f_n, i_n, k_h, None) if ok else None
+        ok = k.minlstm_scan_into(k_f, k_i, k_h, initial_state(h0, k_f), f_n, i_n, s_f, s_i, h)
+        return (h, f_n, i_n, k_h, None, (s_f, s_i)) if ok else None
     h_tilde, log_h = np.empty_like(k_f), np.empty_like(k_f)
     h = np.empty_like(k_f) if out is None else out
     if l.minlstm_log_linear_into(k_f, k_i, k_h, initial_state(h0, k_f), h0 is not None, l.tiny(k_f), f_n, i_n,
                                  h_tilde, h, log_h):
-        return h, f_n, i_n, h_tilde, log_h
+        return h, f_n, i_n, h_tilde, log_h, None
     log_h0 = initial_state(h0, k_f, log=True)
     if not k.minlstm_log_scan_into(k_f, k_i, k_h, log_h0, h0 is not None, f_n, i_n, h_tilde, log_h):
         return None
-    return np.exp(log_h, out=out), f_n, i_n, h_tilde, log_h
+    return np.exp(log_h, out=out), f_n, i_n, h_tilde, log_h, None
 
 
 def _fused_backward(cache, dy):
@@ -185,12 +201,12 @@ def _fused_backward(cache, dy):
     passes, which name it)."""
     from . import _gates_numba, _min_log_linear, _min_scan_numba
 
-    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
+    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, s_f, s_i = cache
     if scan_fused(log_space, method, backend):
-        dk_f, dk_i, dk_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
+        dk_f, dk_i, dk_h = np.empty_like(k_h), np.empty_like(k_h), np.empty_like(k_h)
         dy = np.ascontiguousarray(dy)
         if not log_space:
-            _min_scan_numba.minlstm_scan_backward(f_n, i_n, k_f, k_i, k_h, h, initial_state(h0, k_f), dy, dk_f, dk_i,
+            _min_scan_numba.minlstm_scan_backward(f_n, i_n, s_f, s_i, k_h, h, initial_state(h0, k_h), dy, dk_f, dk_i,
                                                   dk_h)
             return dk_f, dk_i, dk_h
         if _min_log_linear.minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, initial_state(h0, k_f),
@@ -204,10 +220,13 @@ def _fused_backward(cache, dy):
     # log a, log b recomputed (one pass) rather than cached: the cache keeps the memory the paper counts
     a, b = _fused_gates(k_f, k_i, k_h, True)[2:4] if log_space else (f_n, None)
     d_a, d_b = parallel_scan_backward(a, b, log_h, h, h0, dy, log_space, method, backend)
-    dk_f, dk_i, dk_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
-    _gates_numba.minlstm_gates_backward(d_a.ravel(), d_b.ravel(), f_n.ravel(), i_n.ravel(), k_f.ravel(),
-                                        k_i.ravel(), k_h.ravel(), log_space, dk_f.ravel(), dk_i.ravel(),
-                                        dk_h.ravel())
+    dk_f, dk_i, dk_h = np.empty_like(k_h), np.empty_like(k_h), np.empty_like(k_h)
+    if log_space:
+        _gates_numba.minlstm_log_gates_backward(d_a.ravel(), d_b.ravel(), f_n.ravel(), i_n.ravel(), k_f.ravel(),
+                                                k_i.ravel(), k_h.ravel(), dk_f.ravel(), dk_i.ravel(), dk_h.ravel())
+    else:
+        _gates_numba.minlstm_gates_backward(d_a.ravel(), d_b.ravel(), i_n.ravel(), s_f.ravel(), s_i.ravel(),
+                                            k_h.ravel(), dk_f.ravel(), dk_i.ravel(), dk_h.ravel())
     return dk_f, dk_i, dk_h
 
 
@@ -218,7 +237,7 @@ def backward(params, cache, dy):
 
 
 def _backward(params, cache, dy):
-    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend = cache
+    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, _, _ = cache
     check_dy(dy, h, params)
     if mode == "parallel" and fused(backend):
         dk_f, dk_i, dk_h = _fused_backward(cache, dy)
