@@ -12,7 +12,9 @@ for every k: f'_t = σ(−δ_t), i'_t = σ(δ_t), log f'_t = −softplus(δ_t), 
 "sequential" mode the step loop (``step_forward``). In parallel mode the gates (forward and backward) run in one
 compiled pass each (``cells/_gates_numba.py``, beside this file: the same formulas, every exp and log vectorised, float64 inside;
 the vanilla forward needs no log and takes f' = C / (A + C), i' = A / (A + C) with A = 1 + e^{−k_f},
-C = 1 + e^{−k_i} both scaled by the largest of 1, e^{−k_f}, e^{−k_i}: as exact when both gates underflow),
+C = 1 + e^{−k_i} both scaled by the largest of 1, e^{−k_f}, e^{−k_i}: as exact when both gates underflow, and
+keeps the slopes ∂f'/∂k_f = f' i' σ(−k_f), ∂i'/∂k_i = f' i' σ(−k_i) from the same exps, in place of k_f, k_i,
+so that its backward takes no exp),
 on every backend but "numpy", which keeps the NumPy formulas below as the reference the pass is tested against
 (the NumPy path is slower: its exp and log1p are scalar calls; ``python -m minimal bench train`` times the
 training steps, ``bench/results/train_cpu_2026-11-26.txt``). On the CPU with the default scan (vanilla) and in log
