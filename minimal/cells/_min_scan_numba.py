@@ -255,7 +255,7 @@ def minlstm_log_scan_into(k_f, k_i, k_h, log_h0, has_h0, f_n, i_n, h_tilde, log_
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def minlstm_log_scan_backward(k_f, k_i, k_h, f_n, i_n, log_h, h, dh, log_h0, has_h0, dk_f, dk_i, dk_h):
     """Backward of ``minlstm_log_scan_into`` in one reverse pass, as ``mingru_log_scan_backward``, with the gates'
-    backward of ``minlstm_gates_backward`` (log space): dδ = dlog b f' − dlog a i', dk_h = dlog b (log g)'(k_h),
+    backward of ``minlstm_log_gates_backward``: dδ = dlog b f' − dlog a i', dk_h = dlog b (log g)'(k_h),
     dk_f = −dδ σ(−k_f), dk_i = dδ σ(−k_i)."""
     B, T, H = k_f.shape
     G = np.empty(H, np.float64)
