@@ -13,9 +13,9 @@ c K N <= 10^6, and ``sum_outer`` sums c-row blocks of x^T y. At the ``bench trai
 256, M = B T = 2048 or 4096) a blocked product takes 0.54 to 1.09 of the plain one's time, float32 and float64
 alike, most of them below 0.97, and a training step 0.85 to 1.05 of its time with every product plain (``python
 bench/products.py --steps``, one thread, in a run whose two timings of one call differed by up to 15 %;
-``bench/results/products_2026-12-01.txt``). Where that leaves fewer than
-``LEAST_ROWS`` rows a block, or on any other BLAS, core or thread count, the product is the one plain ``x @ W``: on
-OpenBLAS's Haswell and Sandybridge kernels the same blocks take 0.99 to 1.28 of the plain time (``--force-blocks``).
+``bench/results/products_2026-12-01.txt``). Where that leaves fewer than ``LEAST_ROWS`` rows a block, or on any
+other BLAS, core or thread count, the product is the one plain ``x @ W``: on OpenBLAS's Haswell and Sandybridge
+kernels the same blocks take 0.99 to 1.28 of the plain time (``--force-blocks``).
 The check looks at every BLAS loaded in the process (threadpoolctl cannot tell which one NumPy calls), so another
 BLAS beside NumPy's turns the blocks off: the plain product, never a wrong one.
 
@@ -50,10 +50,8 @@ def small_kernel():
     (``SMALL_CORES``, as threadpoolctl reads it from the library, ``OPENBLAS_CORETYPE`` included) and runs one
     thread now (read at each call: ``minimal.run.speed.tune`` and threadpoolctl's limits change it); False where it
     cannot tell."""
-    for lib in _small_core_openblas() or (None,):
-        if lib is None or lib.get_num_threads() != 1:
-            return False
-    return True
+    libs = _small_core_openblas()
+    return bool(libs) and all(lib.get_num_threads() == 1 for lib in libs)
 
 
 @functools.cache
