@@ -18,12 +18,24 @@ from .. import products, scan
 from . import _gates_numba
 
 
-def affine(params, x, n):
-    """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H)."""
+def affine(params, x, n, bias=True):
+    """Linear_n(x) = x W_n^T + b_n over the last axis: (..., D) to (..., H); x W_n^T alone when not ``bias`` (for a
+    pass that adds b_n as it reads the result: ``add_bias``, ``bias_or_zeros``)."""
     k = products.times_t(x, params[f"W_{n}"])
+    return add_bias(params, k, n) if bias else k
+
+
+def add_bias(params, k, n):
+    """k += b_n in place (no second (..., H) array), when params has b_n. Returns k."""
     if f"b_{n}" in params:
-        k += params[f"b_{n}"]           # in place: no second (..., H) array
+        k += params[f"b_{n}"]
     return k
+
+
+def bias_or_zeros(params, n, k):
+    """b_n (H,), or zeros of k's dtype without it: what a compiled pass adds to each row of k (..., H)."""
+    b = params.get(f"b_{n}")
+    return np.zeros(k.shape[-1], k.dtype) if b is None else np.ascontiguousarray(b)
 
 
 def affine_backward(params, x, dk):

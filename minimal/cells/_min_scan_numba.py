@@ -7,9 +7,12 @@ cells call them in parallel mode with the default CPU scan (``_min_modes.scan_fu
 Each kernel computes what the two passes it replaces compute, in the same order: the gates as ``_gates_numba``'s
 kernels (float64 registers), a and b (or log a, log b) rounded to the storage dtype as those kernels store them,
 and the recurrence and its adjoint as ``minimal.scan.numba_linear`` / ``numba_log`` do: the vanilla state and
-adjoint in the storage dtype without fused multiply-adds, the log-space ones in float64. So a float32 cell gives
-bit for bit what the two passes give (tests/test_gates_numba.py), and a float32 counter whose 1 − h_t reaches
-float32's resolution stops there, as in ``notebooks/minrnn_c_selective_copy.ipynb``.
+adjoint in the storage dtype without fused multiply-adds, the log-space ones in float64. So a float32 cell's
+states are bit for bit those of the two passes, and in log space its gradients too (tests/test_gates_numba.py):
+a float32 counter whose 1 − h_t reaches float32's resolution stops there, as in
+``notebooks/minrnn_c_selective_copy.ipynb``. The vanilla kernels also add the biases and keep each step's
+derivatives for the reverse pass (below), whose gradients into k_z (k_f, k_i) then differ from the two passes'
+in the last bits.
 
 Arrays: C-contiguous (B, T, H), time the outer loop and the channel the inner one; h0 or log h0 (B, H).
 """
@@ -27,15 +30,25 @@ __all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "min
 
 
 # --- vanilla (``numba_linear.sequential_into`` / ``sequential_backward``'s arithmetic) -----------------------------
+# The forward also stores the local derivatives of one step, ∂h_t/∂k_t for each pre-activation k (a diagonal
+# Jacobian: h_t = a_t h_{t−1} + b_t is elementwise), so that the reverse pass is the adjoint g_t times them and reads
+# neither k_h nor h_{t−1}:
+#   minGRU   ∂h_t/∂k_z,t = z_t (1 − z_t)(h̃_t − h_{t−1}),   ∂h_t/∂k_h,t = z_t
+#   minLSTM  ∂h_t/∂k_f,t = −s_f (h̃_t − h_{t−1}),   ∂h_t/∂k_i,t = s_i (h̃_t − h_{t−1}),   ∂h_t/∂k_h,t = i'_t
+# (s_f = ∂f'/∂k_f, s_i = ∂i'/∂k_i, and ∂i'/∂k_f = −s_f, ∂f'/∂k_i = −s_i since f' + i' = 1). The two-pass path's
+# (d_b h̃_t − d_a) with d_a = g_t h_{t−1} rounded first is the same product, g_t (h̃_t − h_{t−1}), rounded
+# differently; here the difference is taken in float64 from the stored values and rounded once.
 @njit(cache=True, error_model="numpy")
-def mingru_scan_into(k_z, k_h, h0, z, h):
-    """Vanilla minGRU's gates and recurrence in one pass over C-contiguous (B, T, H) arrays: z_t = σ(k_z,t),
-    h_t = (1 − z_t) h_{t−1} + z_t k_h,t from h0 (B, H); writes z and h. Time is the outer loop and the channel the
-    inner one (``minimal.scan.numba_linear.sequential_into``). Returns whether every input and every h_t is finite:
-    NaN and inf are absorbing here as in the scan, so the last step's states decide it, and a pre-activation of
-    ±inf, which a saturated σ would turn into a finite gate, is caught on its own."""
+def mingru_scan_into(k_z, k_h, b_z, b_h, h0, z, j_z, h):
+    """Vanilla minGRU's gates and recurrence in one pass over C-contiguous (B, T, H) arrays: k_z + b_z and
+    k_h + b_h (the biases (H,), added in the storage dtype as ``_min_modes.affine`` adds them), z_t = σ(k_z,t),
+    h_t = (1 − z_t) h_{t−1} + z_t k_h,t from h0 (B, H); writes z, j_z = ∂h_t/∂k_z,t (above) and h. Time is the
+    outer loop and the channel the inner one (``minimal.scan.numba_linear.sequential_into``). Returns whether every
+    input and every h_t is finite: NaN and inf are absorbing here as in the scan, so the last step's states decide
+    it, and a pre-activation of ±inf, which a saturated σ would turn into a finite gate, is caught on its own."""
     B, T, H = k_z.shape
     prev, a, b = np.empty(H, h.dtype), np.empty(H, h.dtype), np.empty(H, h.dtype)
+    w, kh = np.empty(H, np.float64), np.empty(H, np.float64)     # z (1 − z) and h̃ of step t
     bad = np.zeros(H, np.float64)     # NaN once a pre-activation is not finite (0 · ±inf): a saturated gate would hide it
     finite = True
     for i in range(B):
@@ -43,13 +56,17 @@ def mingru_scan_into(k_z, k_h, h0, z, h):
             prev[c] = h0[i, c]
         for t in range(T):
             for c in range(H):
-                kz = np.float64(k_z[i, t, c])
+                kz = np.float64(k_z[i, t, c] + b_z[c])
                 bad[c] += 0.0 * kz
                 zc = sigmoid(kz)
                 z[i, t, c] = zc
+                zs = np.float64(z[i, t, c])            # as stored: the z the two-pass backward reads
+                w[c] = zs * (1.0 - zs)
+                kh[c] = np.float64(k_h[i, t, c] + b_h[c])
                 a[c] = 1.0 - zc
-                b[c] = zc * np.float64(k_h[i, t, c])
+                b[c] = zc * kh[c]
             for c in range(H):
+                j_z[i, t, c] = w[c] * (kh[c] - np.float64(prev[c]))
                 v = a[c] * prev[c] + b[c]
                 prev[c] = v
                 h[i, t, c] = v
@@ -59,36 +76,35 @@ def mingru_scan_into(k_z, k_h, h0, z, h):
 
 
 @njit(cache=True, error_model="numpy")
-def mingru_scan_backward(z, k_h, h, h0, dh, dk_z, dk_h):
+def mingru_scan_backward(z, j_z, dh, dk_z, dk_h):
     """Backward of ``mingru_scan_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
-    g_t = dh_t + (1 − z_{t+1}) g_{t+1} (``numba_linear.sequential_backward``) and at once the gates' backward
-    (``mingru_gates_backward``, vanilla, with d_a = g_t h_{t−1}, d_b = g_t): dk_z = (g_t k_h,t − d_a) z_t (1 − z_t),
-    dk_h = g_t z_t."""
+    g_t = dh_t + (1 − z_{t+1}) g_{t+1} (``numba_linear.sequential_backward``) times the step's derivatives:
+    dk_z = g_t j_z, dk_h = g_t z_t."""
     B, T, H = z.shape
-    g, a_next = np.empty(H, h.dtype), np.empty(H, h.dtype)     # g_{t+1}, a_{t+1} = 1 − z_{t+1}
+    g, a_next = np.empty(H, dh.dtype), np.empty(H, dh.dtype)     # g_{t+1}, a_{t+1} = 1 − z_{t+1}
     for i in range(B):
         for c in range(H):
             g[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
-            prev = h[i, t - 1] if t > 0 else h0[i]
             for c in range(H):
                 gc = dh[i, t, c] + a_next[c] * g[c]
-                da = gc * prev[c]
                 zc = np.float64(z[i, t, c])
-                dk_z[i, t, c] = (np.float64(gc) * np.float64(k_h[i, t, c]) - np.float64(da)) * zc * (1.0 - zc)
+                dk_z[i, t, c] = np.float64(gc) * np.float64(j_z[i, t, c])
                 dk_h[i, t, c] = np.float64(gc) * zc
                 g[c] = gc
                 a_next[c] = 1.0 - zc
 
 
 @njit(cache=True, error_model="numpy")
-def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, s_f, s_i, h):
+def minlstm_scan_into(k_f, k_i, k_h, b_f, b_i, b_h, h0, f_n, i_n, j_f, j_i, h):
     """Vanilla minLSTM's normalised gates (``minlstm_gates``) and recurrence h_t = f'_t h_{t−1} + i'_t k_h,t in one
-    pass over C-contiguous (B, T, H) arrays from h0 (B, H); writes f_n = f', i_n = i', the slopes s_f = ∂f'/∂k_f,
-    s_i = ∂i'/∂k_i (``normalised_scaled``) and h. As ``mingru_scan_into``."""
+    pass over C-contiguous (B, T, H) arrays from h0 (B, H), the biases (H,) added as in ``mingru_scan_into``;
+    writes f_n = f', i_n = i', j_f = ∂h_t/∂k_f,t, j_i = ∂h_t/∂k_i,t (above, from the slopes of
+    ``normalised_scaled``) and h. As ``mingru_scan_into``."""
     B, T, H = k_f.shape
     prev, b = np.empty(H, h.dtype), np.empty(H, h.dtype)
+    sf, si, kh = np.empty(H, np.float64), np.empty(H, np.float64), np.empty(H, np.float64)
     bad = np.zeros(H, np.float64)     # as in ``mingru_scan_into``
     finite = True
     for i in range(B):
@@ -96,15 +112,19 @@ def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, s_f, s_i, h):
             prev[c] = h0[i, c]
         for t in range(T):
             for c in range(H):
-                kf, ki = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c])
+                kf, ki = np.float64(k_f[i, t, c] + b_f[c]), np.float64(k_i[i, t, c] + b_i[c])
                 bad[c] += 0.0 * kf + 0.0 * ki
-                fc, ic, sf, si = normalised_scaled(kf, ki)
+                fc, ic, sfc, sic = normalised_scaled(kf, ki)
+                sf[c] = sfc
+                si[c] = sic
                 f_n[i, t, c] = fc
                 i_n[i, t, c] = ic
-                s_f[i, t, c] = sf
-                s_i[i, t, c] = si
-                b[c] = ic * np.float64(k_h[i, t, c])
+                kh[c] = np.float64(k_h[i, t, c] + b_h[c])
+                b[c] = ic * kh[c]
             for c in range(H):
+                d = kh[c] - np.float64(prev[c])
+                j_f[i, t, c] = -sf[c] * d
+                j_i[i, t, c] = si[c] * d
                 s = f_n[i, t, c] * prev[c] + b[c]
                 prev[c] = s
                 h[i, t, c] = s
@@ -114,26 +134,22 @@ def minlstm_scan_into(k_f, k_i, k_h, h0, f_n, i_n, s_f, s_i, h):
 
 
 @njit(cache=True, error_model="numpy")
-def minlstm_scan_backward(f_n, i_n, s_f, s_i, k_h, h, h0, dh, dk_f, dk_i, dk_h):
+def minlstm_scan_backward(f_n, i_n, j_f, j_i, dh, dk_f, dk_i, dk_h):
     """Backward of ``minlstm_scan_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
-    g_t = dh_t + f'_{t+1} g_{t+1} and the gates' backward (``minlstm_gates_backward``, with d_a = g_t h_{t−1},
-    d_b = g_t): u = g_t k_h,t − d_a, dk_f = −u s_f, dk_i = u s_i, dk_h = g_t i'_t, from the slopes s_f, s_i the
-    forward stored (no exp here)."""
+    g_t = dh_t + f'_{t+1} g_{t+1} times the step's derivatives: dk_f = g_t j_f, dk_i = g_t j_i, dk_h = g_t i'_t
+    (no exp here, and neither k_h nor h read)."""
     B, T, H = f_n.shape
-    g, a_next = np.empty(H, h.dtype), np.empty(H, h.dtype)     # g_{t+1}, f'_{t+1}
+    g, a_next = np.empty(H, dh.dtype), np.empty(H, dh.dtype)     # g_{t+1}, f'_{t+1}
     for i in range(B):
         for c in range(H):
             g[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
-            prev = h[i, t - 1] if t > 0 else h0[i]
             for c in range(H):
                 gc = dh[i, t, c] + a_next[c] * g[c]
-                da = gc * prev[c]
-                u = np.float64(gc) * np.float64(k_h[i, t, c]) - np.float64(da)
                 dk_h[i, t, c] = np.float64(gc) * np.float64(i_n[i, t, c])
-                dk_f[i, t, c] = -u * np.float64(s_f[i, t, c])
-                dk_i[i, t, c] = u * np.float64(s_i[i, t, c])
+                dk_f[i, t, c] = np.float64(gc) * np.float64(j_f[i, t, c])
+                dk_i[i, t, c] = np.float64(gc) * np.float64(j_i[i, t, c])
                 g[c] = gc
                 a_next[c] = f_n[i, t, c]
 

@@ -41,8 +41,9 @@ from scipy.special import expit
 # App. B.3's g, log g and log σ live in _gates (minLSTM uses them too); they stay importable from here.
 from ._gates import (MODES, check_dy, check_forward, check_step, dg, dlog_g, g, guarded_backward, input_gates_init,
                      input_gates_n_params, log_g, log_sigmoid, min_rnn_examples)
-from ._min_modes import (affine, affine_backward, bptt, fused, initial_state, linear_scan_backward, log_scan_backward,
-                         parallel_scan, parallel_scan_backward, scan_fused, step_loop)
+from ._min_modes import (add_bias, affine, affine_backward, bias_or_zeros, bptt, fused, initial_state,
+                         linear_scan_backward, log_scan_backward, parallel_scan, parallel_scan_backward, scan_fused,
+                         step_loop)
 from ..validate import check_finite_result
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params"]
@@ -71,16 +72,17 @@ def init(rng, d_in, d_hidden, bias=True):
 class Cache(NamedTuple):
     x: np.ndarray            # (B, T, D)
     h0: np.ndarray           # (B, H) or None
-    k_z: np.ndarray          # (B, T, H)  Linear_z(x)
-    k_h: np.ndarray          # (B, T, H)  Linear_h(x)
+    k_z: np.ndarray          # (B, T, H)  Linear_z(x); None where j_z is kept instead
+    k_h: np.ndarray          # (B, T, H)  Linear_h(x); as k_z
     z: np.ndarray            # (B, T, H)  σ(k_z)
-    h_tilde: np.ndarray      # (B, T, H)  k_h, or g(k_h) in log space
+    h_tilde: np.ndarray      # (B, T, H)  k_h, or g(k_h) in log space; as k_z
     h: np.ndarray            # (B, T, H)
     log_h: np.ndarray        # (B, T, H)  log-space parallel mode only, else None
     mode: str
     log_space: bool
     method: str
     backend: str
+    j_z: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_z,t: the vanilla one pass only, which keeps no k_z, k_h, h̃
 
 
 def _fused_gates(k_z, k_h, log_space):
@@ -97,16 +99,26 @@ def _fused_gates(k_z, k_h, log_space):
     return z, a, b, h_tilde
 
 
-def _scan_fused(k_z, k_h, h0, log_space, out):
-    """(h, z, h̃, log h) of the parallel mode on the CPU with the default scan, the gates and the scan in one pass
-    (``_min_scan_numba.mingru_scan_into`` / ``mingru_log_scan_into``; log h None when vanilla); None when some
+def _one_pass(params, k_z, k_h, h0, out):
+    """(h, z, j_z) of the vanilla parallel mode on the CPU with the default scan: the gates and the scan in one pass
+    (``_min_scan_numba.mingru_scan_into``) from k_z, k_h without their biases, which the pass adds; j_z =
+    ∂h_t/∂k_z,t is what the backward reads in place of k_h and h. None when some value is not finite, so that the
+    gates-then-scan path, which names the culprit, runs instead."""
+    from . import _min_scan_numba
+
+    z, j_z, h = np.empty_like(k_z), np.empty_like(k_z), (np.empty_like(k_z) if out is None else out)
+    b_z, b_h = (bias_or_zeros(params, n, k_z) for n in GATES)
+    ok = _min_scan_numba.mingru_scan_into(k_z, k_h, b_z, b_h, initial_state(h0, k_z), z, j_z, h)
+    return (h, z, j_z) if ok else None
+
+
+def _scan_fused(k_z, k_h, h0, out):
+    """(h, z, h̃, log h) of the log-space parallel mode on the CPU, the gates and the scan in one pass
+    (``_min_log_linear.mingru_log_linear_into``, else ``_min_scan_numba.mingru_log_scan_into``); None when some
     value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
     from . import _min_log_linear as l, _min_scan_numba as k
 
     z = np.empty_like(k_z)
-    if not log_space:
-        h = np.empty_like(k_z) if out is None else out
-        return (h, z, k_h, None) if k.mingru_scan_into(k_z, k_h, initial_state(h0, k_z), z, h) else None
     h_tilde, log_h = np.empty_like(k_z), np.empty_like(k_z)
     h = np.empty_like(k_z) if out is None else out
     if l.mingru_log_linear_into(k_z, k_h, initial_state(h0, k_z), h0 is not None, l.tiny(k_z), z, h_tilde, h,
@@ -120,16 +132,17 @@ def _scan_fused(k_z, k_h, h0, log_space, out):
 
 def _fused_backward(cache, dy):
     """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (with the
-    default CPU scan: both in one reverse pass, ``_min_scan_numba``; a non-finite value there reruns the two
-    passes, which name it)."""
+    default CPU scan: both in one reverse pass, ``_min_scan_numba``, vanilla from the cached j_z; a non-finite value
+    in log space reruns the two passes, which name it)."""
     from . import _gates_numba, _min_log_linear, _min_scan_numba
 
-    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
-    if scan_fused(log_space, method, backend):
+    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend, j_z = cache
+    if j_z is not None:
+        dk_z, dk_h = np.empty_like(z), np.empty_like(z)
+        _min_scan_numba.mingru_scan_backward(z, j_z, np.ascontiguousarray(dy), dk_z, dk_h)
+        return dk_z, dk_h
+    if log_space and scan_fused(log_space, method, backend):
         dk_z, dk_h, dy = np.empty_like(k_z), np.empty_like(k_z), np.ascontiguousarray(dy)
-        if not log_space:
-            _min_scan_numba.mingru_scan_backward(z, k_h, h, initial_state(h0, k_z), dy, dk_z, dk_h)
-            return dk_z, dk_h
         if _min_log_linear.mingru_log_linear_backward(k_z, k_h, h, initial_state(h0, k_z), h0 is not None,
                                                       _min_log_linear.tiny(k_z), dy, dk_z, dk_h):
             return dk_z, dk_h
@@ -187,10 +200,19 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
     H, h0, mode, method, backend = check_forward("mingru.forward", params, GATES, x, h0, mode, log_space,
                                                  method, backend, out)
 
+    one_pass = mode == "parallel" and scan_fused(log_space, method, backend)
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is named below, not warned about
-        k_z, k_h = (affine(params, x, n) for n in GATES)   # (B, T, H) each
-    if mode == "parallel" and scan_fused(log_space, method, backend):
-        fused_out = _scan_fused(k_z, k_h, h0, log_space, out)
+        # (B, T, H) each; the vanilla one pass adds the biases as it reads them
+        k_z, k_h = (affine(params, x, n, bias=not one_pass or log_space) for n in GATES)
+    if one_pass and not log_space:
+        fused_out = _one_pass(params, k_z, k_h, h0, out)
+        if fused_out is not None:
+            h, z, j_z = fused_out
+            return h, Cache(x, h0, None, None, z, None, h, None, mode, log_space, method, backend, j_z)
+        with np.errstate(over="ignore", invalid="ignore"):
+            k_z, k_h = (add_bias(params, k, n) for k, n in zip((k_z, k_h), GATES))
+    elif one_pass:
+        fused_out = _scan_fused(k_z, k_h, h0, out)
         if fused_out is not None:
             h, z, h_tilde, log_h = fused_out
             return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
@@ -227,7 +249,7 @@ def backward(params, cache, dy):
 
 
 def _backward(params, cache, dy):
-    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache
+    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend, _ = cache
     check_dy(dy, h, params)
     if mode == "parallel" and fused(backend):
         dk_z, dk_h = _fused_backward(cache, dy)

@@ -46,8 +46,9 @@ from scipy.special import expit
 # Same paper as minGRU: the same input-only gates, checks and scans; g is App. B.3's positive candidate.
 from ._gates import (MODES, check_dy, check_forward, check_step, dg, dlog_g, g, guarded_backward, input_gates_init,
                      input_gates_n_params, log_g, log_sigmoid, min_rnn_examples)
-from ._min_modes import (affine, affine_backward, bptt, fused, initial_state, linear_scan_backward, log_scan_backward,
-                         parallel_scan, parallel_scan_backward, scan_fused, step_loop)
+from ._min_modes import (add_bias, affine, affine_backward, bias_or_zeros, bptt, fused, initial_state,
+                         linear_scan_backward, log_scan_backward, parallel_scan, parallel_scan_backward, scan_fused,
+                         step_loop)
 from ..validate import check_finite_result
 
 __all__ = ["init", "forward", "backward", "step_forward", "examples", "n_params", "normalised_gates"]
@@ -80,12 +81,12 @@ def normalised_gates(k_f, k_i):
 class Cache(NamedTuple):
     x: np.ndarray            # (B, T, D)
     h0: np.ndarray           # (B, H) or None
-    k_f: np.ndarray          # (B, T, H)  Linear_f(x); None where s_f is kept instead
-    k_i: np.ndarray          # (B, T, H)  Linear_i(x); None where s_i is kept instead
-    k_h: np.ndarray          # (B, T, H)  Linear_h(x)
+    k_f: np.ndarray          # (B, T, H)  Linear_f(x); None where s_f or j_f is kept instead
+    k_i: np.ndarray          # (B, T, H)  Linear_i(x); None where s_i or j_i is kept instead
+    k_h: np.ndarray          # (B, T, H)  Linear_h(x); None where j_f is kept
     f_n: np.ndarray          # (B, T, H)  f'
     i_n: np.ndarray          # (B, T, H)  i'
-    h_tilde: np.ndarray      # (B, T, H)  k_h, or g(k_h) in log space
+    h_tilde: np.ndarray      # (B, T, H)  k_h, or g(k_h) in log space; None where j_f is kept
     h: np.ndarray            # (B, T, H)
     log_h: np.ndarray        # (B, T, H)  log-space parallel mode only, else None
     mode: str
@@ -94,6 +95,8 @@ class Cache(NamedTuple):
     backend: str
     s_f: np.ndarray = None   # (B, T, H)  ∂f'/∂k_f: the vanilla parallel mode's fused gates only, else None
     s_i: np.ndarray = None   # (B, T, H)  ∂i'/∂k_i: as s_f
+    j_f: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_f,t: the vanilla one pass only, which keeps no k_f, k_i, k_h, h̃
+    j_i: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_i,t: as j_f
 
 
 def step_forward(params, x_t, h_prev, log_space=False):
@@ -119,14 +122,23 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
     H, h0, mode, method, backend = check_forward("minlstm.forward", params, GATES, x, h0, mode, log_space,
                                                  method, backend, out)
 
+    one_pass = mode == "parallel" and scan_fused(log_space, method, backend)
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is named below, not warned about
-        k_f, k_i, k_h = (affine(params, x, n) for n in GATES)     # (B, T, H) each
-    if mode == "parallel" and scan_fused(log_space, method, backend):
-        fused_out = _scan_fused(k_f, k_i, k_h, h0, log_space, out)
+        # (B, T, H) each; the vanilla one pass adds the biases as it reads them
+        k_f, k_i, k_h = (affine(params, x, n, bias=not one_pass or log_space) for n in GATES)
+    if one_pass and not log_space:
+        fused_out = _one_pass(params, k_f, k_i, k_h, h0, out)
         if fused_out is not None:
-            h, f_n, i_n, h_tilde, log_h, slopes = fused_out
-            return h, _cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend,
-                             slopes)
+            h, f_n, i_n, j_f, j_i = fused_out
+            return h, Cache(x, h0, None, None, None, f_n, i_n, None, h, None, mode, log_space, method, backend,
+                            j_f=j_f, j_i=j_i)
+        with np.errstate(over="ignore", invalid="ignore"):
+            k_f, k_i, k_h = (add_bias(params, k, n) for k, n in zip((k_f, k_i, k_h), GATES))
+    elif one_pass:
+        fused_out = _scan_fused(k_f, k_i, k_h, h0, out)
+        if fused_out is not None:
+            h, f_n, i_n, h_tilde, log_h = fused_out
+            return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
     # as in minGRU: a pre-activation that is not finite is an overflow, named here rather than as the scan's b
     check_finite_result("the gate pre-activations x W^T + b", (k_f, k_i, k_h), {"x": x, **params})
     if mode == "parallel" and fused(backend):
@@ -173,44 +185,52 @@ def _fused_gates(k_f, k_i, k_h, log_space):
     return f_n, i_n, a, b, h_tilde, None
 
 
-def _scan_fused(k_f, k_i, k_h, h0, log_space, out):
-    """(h, f', i', h̃, log h, slopes) of the parallel mode on the CPU with the default scan, the gates and the scan
-    in one pass (``_min_scan_numba.minlstm_scan_into`` / ``minlstm_log_scan_into``; log h None when vanilla,
-    slopes as ``_fused_gates``); None when some value is not finite, so that the gates-then-scan path, which names
-    the culprit, runs instead."""
+def _one_pass(params, k_f, k_i, k_h, h0, out):
+    """(h, f', i', j_f, j_i) of the vanilla parallel mode on the CPU with the default scan: the gates and the scan in
+    one pass (``_min_scan_numba.minlstm_scan_into``) from k_f, k_i, k_h without their biases, which the pass adds;
+    j_f = ∂h_t/∂k_f,t and j_i = ∂h_t/∂k_i,t are what the backward reads in place of k_h, h and the slopes. None
+    when some value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
+    from . import _min_scan_numba
+
+    f_n, i_n, j_f, j_i = (np.empty_like(k_f) for _ in range(4))
+    h = np.empty_like(k_f) if out is None else out
+    biases = (bias_or_zeros(params, n, k_f) for n in GATES)
+    ok = _min_scan_numba.minlstm_scan_into(k_f, k_i, k_h, *biases, initial_state(h0, k_f), f_n, i_n, j_f, j_i, h)
+    return (h, f_n, i_n, j_f, j_i) if ok else None
+
+
+def _scan_fused(k_f, k_i, k_h, h0, out):
+    """(h, f', i', h̃, log h) of the log-space parallel mode on the CPU, the gates and the scan in one pass
+    (``_min_log_linear.minlstm_log_linear_into``, else ``_min_scan_numba.minlstm_log_scan_into``); None when some
+    value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
     from . import _min_log_linear as l, _min_scan_numba as k
 
     f_n, i_n = np.empty_like(k_f), np.empty_like(k_f)
-    if not log_space:
-        s_f, s_i = np.empty_like(k_f), np.empty_like(k_f)
-        h = np.empty_like(k_f) if out is None else out
-        ok = k.minlstm_scan_into(k_f, k_i, k_h, initial_state(h0, k_f), f_n, i_n, s_f, s_i, h)
-        return (h, f_n, i_n, k_h, None, (s_f, s_i)) if ok else None
     h_tilde, log_h = np.empty_like(k_f), np.empty_like(k_f)
     h = np.empty_like(k_f) if out is None else out
     if l.minlstm_log_linear_into(k_f, k_i, k_h, initial_state(h0, k_f), h0 is not None, l.tiny(k_f), f_n, i_n,
                                  h_tilde, h, log_h):
-        return h, f_n, i_n, h_tilde, log_h, None
+        return h, f_n, i_n, h_tilde, log_h
     log_h0 = initial_state(h0, k_f, log=True)
     if not k.minlstm_log_scan_into(k_f, k_i, k_h, log_h0, h0 is not None, f_n, i_n, h_tilde, log_h):
         return None
-    return np.exp(log_h, out=out), f_n, i_n, h_tilde, log_h, None
+    return np.exp(log_h, out=out), f_n, i_n, h_tilde, log_h
 
 
 def _fused_backward(cache, dy):
     """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (with
-    the default CPU scan: both in one reverse pass, ``_min_scan_numba``; a non-finite value there reruns the two
-    passes, which name it)."""
+    the default CPU scan: both in one reverse pass, ``_min_scan_numba``, vanilla from the cached j_f, j_i; a
+    non-finite value in log space reruns the two passes, which name it)."""
     from . import _gates_numba, _min_log_linear, _min_scan_numba
 
-    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, s_f, s_i = cache
-    if scan_fused(log_space, method, backend):
+    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, s_f, s_i, j_f, j_i = cache
+    if j_f is not None:
+        dk_f, dk_i, dk_h = np.empty_like(f_n), np.empty_like(f_n), np.empty_like(f_n)
+        _min_scan_numba.minlstm_scan_backward(f_n, i_n, j_f, j_i, np.ascontiguousarray(dy), dk_f, dk_i, dk_h)
+        return dk_f, dk_i, dk_h
+    if log_space and scan_fused(log_space, method, backend):
         dk_f, dk_i, dk_h = np.empty_like(k_h), np.empty_like(k_h), np.empty_like(k_h)
         dy = np.ascontiguousarray(dy)
-        if not log_space:
-            _min_scan_numba.minlstm_scan_backward(f_n, i_n, s_f, s_i, k_h, h, initial_state(h0, k_h), dy, dk_f, dk_i,
-                                                  dk_h)
-            return dk_f, dk_i, dk_h
         if _min_log_linear.minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, initial_state(h0, k_f),
                                                        h0 is not None, _min_log_linear.tiny(k_f), dy, dk_f, dk_i,
                                                        dk_h):
@@ -239,7 +259,7 @@ def backward(params, cache, dy):
 
 
 def _backward(params, cache, dy):
-    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, _, _ = cache
+    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, *_ = cache
     check_dy(dy, h, params)
     if mode == "parallel" and fused(backend):
         dk_f, dk_i, dk_h = _fused_backward(cache, dy)
