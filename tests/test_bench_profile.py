@@ -196,6 +196,12 @@ FLOOR_FILES = {
         "# 3. The split and the floor",
         {"selective copy minlstm x2": 0.74, "selective copy minlstm x3": 0.76, "Shakespeare Transformer": 0.68},
         "the two alone are\n# 0.66-0.76 of the fastest framework's step"),
+    "train_cpu_2026-12-01_jacobians.txt": (
+        ("# 1. The step table (command 1)\n", "#\n# 2. "), ("# 2. The profile (command 2)\n", "#\n# 3. "),
+        "# 3. The split and the floor",
+        {"selective copy mingru x2": 0.66, "selective copy minlstm x2": 0.74, "selective copy minlstm x3": 0.74,
+         "Shakespeare Transformer": 0.68},
+        "the two alone are 0.66-0.69 (minGRU) and 0.74 (minLSTM) of the fastest framework's step"),
 }
 
 
