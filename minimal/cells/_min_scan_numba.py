@@ -4,11 +4,12 @@ reverse pass runs the adjoint and the gates' backward, with no a, b, da, db arra
 cells call them in parallel mode with the default CPU scan (``_min_modes.scan_fused``); the gates-then-scan path
 (``_gates_numba`` and ``minimal.scan``) stays the reference they are tested against.
 
-Each kernel computes what the two passes it replaces compute, in the same order: the gates as ``_gates_numba``'s
-kernels (float64 registers), a and b (or log a, log b) rounded to the storage dtype as those kernels store them,
+Each forward kernel computes what the two passes it replaces compute, in the same order: the gates as
+``_gates_numba``'s kernels (float64 registers), a and b (or log a, log b) rounded to the storage dtype as those kernels store them,
 and the recurrence and its adjoint as ``minimal.scan.numba_linear`` / ``numba_log`` do: the vanilla state and
-adjoint in the storage dtype without fused multiply-adds, the log-space ones in float64. So a float32 cell's
-states are bit for bit those of the two passes, and in log space its gradients too (tests/test_gates_numba.py):
+adjoint in the storage dtype without fused multiply-adds, the log-space ones in float64; so does each log-space
+reverse pass. So a float32 cell's states are bit for bit those of the two passes, and in log space its gradients
+too (tests/test_gates_numba.py):
 a float32 counter whose 1 − h_t reaches float32's resolution stops there, as in
 ``notebooks/minrnn_c_selective_copy.ipynb``. The vanilla kernels also add the biases and keep each step's
 derivatives for the reverse pass (below), whose gradients into k_z (k_f, k_i) then differ from the two passes'
@@ -37,7 +38,8 @@ __all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "min
 #   minLSTM  ∂h_t/∂k_f,t = −s_f (h̃_t − h_{t−1}),   ∂h_t/∂k_i,t = s_i (h̃_t − h_{t−1}),   ∂h_t/∂k_h,t = i'_t
 # (s_f = ∂f'/∂k_f, s_i = ∂i'/∂k_i, and ∂i'/∂k_f = −s_f, ∂f'/∂k_i = −s_i since f' + i' = 1). The two-pass path's
 # (d_b h̃_t − d_a) with d_a = g_t h_{t−1} rounded first is the same product, g_t (h̃_t − h_{t−1}), rounded
-# differently; here the difference is taken in float64 from the stored values and rounded once.
+# differently: here h̃_t − h_{t−1} is taken in float64 from the stored h̃_t and h_{t−1}, times the float64 z (1 − z)
+# or slope, and rounded once into j; the reverse pass rounds g_t j once more.
 @njit(cache=True, error_model="numpy")
 def mingru_scan_into(k_z, k_h, b_z, b_h, h0, z, j_z, h):
     """Vanilla minGRU's gates and recurrence in one pass over C-contiguous (B, T, H) arrays: k_z + b_z and

@@ -11,7 +11,8 @@ mode the gates (forward and backward) run in one compiled pass each (``cells/_ga
 exp and log vectorised, float64 inside) on every backend but "numpy" (so also with backend=None, "numba"), which
 keeps the NumPy formulas below as the reference the pass is tested against. Vanilla, with the default scan on the
 CPU (the sequential loop), and in log space on the CPU, the gates and the scan are one pass and their backward one
-reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory. In log
+reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory (vanilla,
+the pass adds the biases and keeps each step's ∂h_t/∂k_z,t, which the reverse pass multiplies by the adjoint). In log
 space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``:
 the same h to float64 rounding, with two exps an element where the log form takes about six), which it keeps
 when every b_t is a normal number of the storage dtype, and runs the log-space recurrence below otherwise.
@@ -216,7 +217,8 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
         if fused_out is not None:
             h, z, h_tilde, log_h = fused_out
             return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
-    # x and the params are finite, so a pre-activation that is not overflowed: named here, not as the scan's b
+    # x and the params are finite, so a pre-activation that is not finite has overflowed: named here, not as the
+    # scan's b
     check_finite_result("the gate pre-activations x W^T + b", (k_z, k_h), {"x": x, **params})
     if mode == "parallel" and fused(backend):
         z, a, b, h_tilde = _fused_gates(k_z, k_h, log_space)

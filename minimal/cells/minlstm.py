@@ -18,8 +18,9 @@ so that its backward takes no exp),
 on every backend but "numpy", which keeps the NumPy formulas below as the reference the pass is tested against
 (the NumPy path is slower: its exp and log1p are scalar calls; ``python -m minimal bench train`` times the
 training steps, ``bench/results/train_cpu_2026-11-26.txt``). On the CPU with the default scan (vanilla) and in log
-space, gates and scan are one pass and their backward one reverse pass (``cells/_min_scan_numba.py``); in log
-space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``, the
+space, gates and scan are one pass and their backward one reverse pass (``cells/_min_scan_numba.py``; vanilla, the
+pass adds the biases and keeps each step's ∂h_t/∂k_f,t and ∂h_t/∂k_i,t, which the reverse pass multiplies by the
+adjoint); in log space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``, the
 same h to float64 rounding with fewer exps and no log per step), kept when every b_t is a normal number of the
 storage dtype.
 
@@ -93,7 +94,7 @@ class Cache(NamedTuple):
     log_space: bool
     method: str
     backend: str
-    s_f: np.ndarray = None   # (B, T, H)  ∂f'/∂k_f: the vanilla parallel mode's fused gates only, else None
+    s_f: np.ndarray = None   # (B, T, H)  ∂f'/∂k_f: the vanilla gates-then-scan path only (Blelloch), else None
     s_i: np.ndarray = None   # (B, T, H)  ∂i'/∂k_i: as s_f
     j_f: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_f,t: the vanilla one pass only, which keeps no k_f, k_i, k_h, h̃
     j_i: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_i,t: as j_f
