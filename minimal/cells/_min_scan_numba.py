@@ -40,6 +40,10 @@ __all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "min
 # (d_b h̃_t − d_a) with d_a = g_t h_{t−1} rounded first is the same product, g_t (h̃_t − h_{t−1}), rounded
 # differently: here h̃_t − h_{t−1} is taken in float64 from the stored h̃_t and h_{t−1}, times the float64 z (1 − z)
 # or slope, and rounded once into j; the reverse pass rounds g_t j once more.
+# The reverse pass runs the channels in descending order too, so that it reads and writes each (B, T, H) array as
+# one descending stream, which the CPU's prefetchers follow; ascending rows taken from the last one back are no
+# stream, and in a training step, where these arrays come from main memory, that pass was the slower for it
+# (bench/results/train_cpu_2026-12-01_reverse.txt). The channels are independent: the same numbers either way.
 @njit(cache=True, error_model="numpy")
 def mingru_scan_into(k_z, k_h, b_z, b_h, h0, z, j_z, h):
     """Vanilla minGRU's gates and recurrence in one pass over C-contiguous (B, T, H) arrays: k_z + b_z and
@@ -89,11 +93,12 @@ def mingru_scan_backward(z, j_z, dh, dk_z, dk_h):
             g[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
-            for c in range(H):
-                gc = dh[i, t, c] + a_next[c] * g[c]
-                zc = np.float64(z[i, t, c])
-                dk_z[i, t, c] = np.float64(gc) * np.float64(j_z[i, t, c])
-                dk_h[i, t, c] = np.float64(gc) * zc
+            z_t, j_t, dh_t, dkz_t, dkh_t = z[i, t], j_z[i, t], dh[i, t], dk_z[i, t], dk_h[i, t]
+            for c in range(H - 1, -1, -1):      # descending, as t: each array one descending stream (above)
+                gc = dh_t[c] + a_next[c] * g[c]
+                zc = np.float64(z_t[c])
+                dkz_t[c] = np.float64(gc) * np.float64(j_t[c])
+                dkh_t[c] = np.float64(gc) * zc
                 g[c] = gc
                 a_next[c] = 1.0 - zc
 
@@ -147,13 +152,15 @@ def minlstm_scan_backward(f_n, i_n, j_f, j_i, dh, dk_f, dk_i, dk_h):
             g[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
-            for c in range(H):
-                gc = dh[i, t, c] + a_next[c] * g[c]
-                dk_h[i, t, c] = np.float64(gc) * np.float64(i_n[i, t, c])
-                dk_f[i, t, c] = np.float64(gc) * np.float64(j_f[i, t, c])
-                dk_i[i, t, c] = np.float64(gc) * np.float64(j_i[i, t, c])
+            f_t, i_t, jf_t, ji_t, dh_t = f_n[i, t], i_n[i, t], j_f[i, t], j_i[i, t], dh[i, t]
+            dkf_t, dki_t, dkh_t = dk_f[i, t], dk_i[i, t], dk_h[i, t]
+            for c in range(H - 1, -1, -1):      # descending, as t (``mingru_scan_backward``)
+                gc = dh_t[c] + a_next[c] * g[c]
+                dkh_t[c] = np.float64(gc) * np.float64(i_t[c])
+                dkf_t[c] = np.float64(gc) * np.float64(jf_t[c])
+                dki_t[c] = np.float64(gc) * np.float64(ji_t[c])
                 g[c] = gc
-                a_next[c] = f_n[i, t, c]
+                a_next[c] = f_t[c]
 
 
 # --- log space (``numba_log.log_scan_into`` / ``_log_scan_backward``'s arithmetic) ------------------------------
