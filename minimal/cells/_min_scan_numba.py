@@ -40,10 +40,11 @@ __all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "min
 # (d_b h̃_t − d_a) with d_a = g_t h_{t−1} rounded first is the same product, g_t (h̃_t − h_{t−1}), rounded
 # differently: here h̃_t − h_{t−1} is taken in float64 from the stored h̃_t and h_{t−1}, times the float64 z (1 − z)
 # or slope, and rounded once into j; the reverse pass rounds g_t j once more.
-# The reverse pass runs the channels in descending order too, so that it reads and writes each (B, T, H) array as
-# one descending stream, which the CPU's prefetchers follow; ascending rows taken from the last one back are no
-# stream, and in a training step, where these arrays come from main memory, that pass was the slower for it
-# (bench/results/train_cpu_2026-12-01_reverse.txt). The channels are independent: the same numbers either way.
+# The reverse pass runs the batch rows and the channels in descending order as well as time, so that it reads and
+# writes each C-contiguous (B, T, H) array as one descending stream, which the CPU's prefetchers follow; rows taken
+# from the last one back and each read forward are no stream, and in a training step, where these arrays come from
+# main memory, that pass was the slower for it (bench/results/train_cpu_2026-12-01_reverse.txt,
+# bench/reverse_order.py). Batch rows and channels are independent: the same numbers in any order.
 @njit(cache=True, error_model="numpy")
 def mingru_scan_into(k_z, k_h, b_z, b_h, h0, z, j_z, h):
     """Vanilla minGRU's gates and recurrence in one pass over C-contiguous (B, T, H) arrays: k_z + b_z and
@@ -88,13 +89,13 @@ def mingru_scan_backward(z, j_z, dh, dk_z, dk_h):
     dk_z = g_t j_z, dk_h = g_t z_t."""
     B, T, H = z.shape
     g, a_next = np.empty(H, dh.dtype), np.empty(H, dh.dtype)     # g_{t+1}, a_{t+1} = 1 − z_{t+1}
-    for i in range(B):
+    for i in range(B - 1, -1, -1):     # every loop descending (comment above)
         for c in range(H):
             g[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
             z_t, j_t, dh_t, dkz_t, dkh_t = z[i, t], j_z[i, t], dh[i, t], dk_z[i, t], dk_h[i, t]
-            for c in range(H - 1, -1, -1):      # descending, as t: each array one descending stream (above)
+            for c in range(H - 1, -1, -1):
                 gc = dh_t[c] + a_next[c] * g[c]
                 zc = np.float64(z_t[c])
                 dkz_t[c] = np.float64(gc) * np.float64(j_t[c])
@@ -147,14 +148,14 @@ def minlstm_scan_backward(f_n, i_n, j_f, j_i, dh, dk_f, dk_i, dk_h):
     (no exp here, and neither k_h nor h read)."""
     B, T, H = f_n.shape
     g, a_next = np.empty(H, dh.dtype), np.empty(H, dh.dtype)     # g_{t+1}, f'_{t+1}
-    for i in range(B):
+    for i in range(B - 1, -1, -1):
         for c in range(H):
             g[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
             f_t, i_t, jf_t, ji_t, dh_t = f_n[i, t], i_n[i, t], j_f[i, t], j_i[i, t], dh[i, t]
             dkf_t, dki_t, dkh_t = dk_f[i, t], dk_i[i, t], dk_h[i, t]
-            for c in range(H - 1, -1, -1):      # descending, as t (``mingru_scan_backward``)
+            for c in range(H - 1, -1, -1):
                 gc = dh_t[c] + a_next[c] * g[c]
                 dkh_t[c] = np.float64(gc) * np.float64(i_t[c])
                 dkf_t[c] = np.float64(gc) * np.float64(jf_t[c])
