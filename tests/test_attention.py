@@ -83,7 +83,7 @@ def test_softmax_rnn_mode_is_stable_where_exp_of_the_scores_overflows(rng):
     params = {k: 40.0 * w for k, w in sa.init(rng, 4).items()}
     x = 3.0 * rng.standard_normal((2, 7, 4))
     y_par, c = sa.forward(params, x)
-    scores = c.q @ c.k.transpose(0, 2, 1) / np.sqrt(4)
+    scores = c.q @ np.swapaxes(c.k, -1, -2) / np.sqrt(4)
     assert np.max(np.tril(scores)) > 800  # exp() of this overflows float64
     y_rnn, _ = sa.forward(params, x, mode="sequential")
     assert np.all(np.isfinite(y_par))
@@ -127,7 +127,7 @@ def test_causal_products_by_row_blocks_match_finite_differences_and_one_block(mo
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 1e-6)])
-@pytest.mark.parametrize("T", [1, 2, 7, 33])
+@pytest.mark.parametrize("T", [1, 2, 7, 33, 128])
 def test_fused_causal_softmax_and_its_backward_equal_the_numpy_formulas(rng, dtype, tol, T):
     from minimal.cells import _softmax_numba
 
@@ -145,16 +145,18 @@ def test_fused_causal_softmax_and_its_backward_equal_the_numpy_formulas(rng, dty
 
 
 @pytest.mark.parametrize("t,s", [(5, 2), (20, 3), (20, 17), (32, 32)])
-def test_a_nan_score_makes_its_row_of_the_fused_softmax_nan_and_no_other(rng, t, s):
+@pytest.mark.parametrize("dtype,nan", [(np.float64, np.nan), (np.float32, np.nan), (np.float32, -np.nan)])
+def test_a_nan_score_makes_its_row_of_the_fused_softmax_nan_and_no_other(rng, t, s, dtype, nan):
     """Whether the NaN sits in the row's whole vectors of eight or in its remainder, it is not skipped by the max
-    (kept in eight lanes) without poisoning the row's sum: that row is NaN up to the diagonal, every other row as
-    before."""
+    (kept in eight lanes; float32: an integer max, where a NaN with its sign bit set, the x86 default NaN, sorts
+    below -inf) without poisoning the row's sum: that row is NaN up to the diagonal, every other row as before."""
     from minimal.cells import _softmax_numba
 
-    A = rng.standard_normal((2, 33, 33))
+    A = rng.standard_normal((2, 33, 33)).astype(dtype)
     ref = A.copy()
     _softmax_numba.causal_softmax_(ref, 0.5)
-    A[1, t, s] = np.nan
+    A[1, t, s] = dtype(nan)
+    assert np.signbit(A[1, t, s]) == np.signbit(nan)
     _softmax_numba.causal_softmax_(A, 0.5)
     assert np.isnan(A[1, t, :t + 1]).all() and np.all(A[1, t, t + 1:] == 0)
     others = np.ones(A.shape, bool)

@@ -68,9 +68,9 @@ class KVState(NamedTuple):
 
 class Cache(NamedTuple):
     x: np.ndarray  # (B, T, D)
-    q: np.ndarray  # (B, T, D_k)
-    k: np.ndarray  # (B, T, D_k)
-    v: np.ndarray  # (B, T, D_v)
+    q: np.ndarray  # (B, h, T, D_k / h) each head's queries (a strided view of the projection where D_k = D_v)
+    k: np.ndarray  # (B, h, T, D_k / h)
+    v: np.ndarray  # (B, h, T, D_v / h)
     P: np.ndarray  # (B h, T, T) attention weights P_{t,s} of each head (batch-major), zero for s > t
     o: np.ndarray  # (B, T, D_v) attention output before W_O (the heads' outputs, concatenated)
     n_heads: int = 1
@@ -116,17 +116,14 @@ def _stacked(params):
 
 
 def _project_heads(params, x, h):
-    """q, k, v = x W_Q^T, x W_K^T, x W_V^T split into heads, (B h, T, d) each (as ``_split``), from one matmul
-    and one copy into head-major layout."""
+    """q, k, v = x W_Q^T, x W_K^T, x W_V^T split into heads, (B, h, T, d) each: strided views of one matmul's
+    (B, T, 2 D_k + D_v) output, no copy (``_heads_of``; the heads' products read them in place, and copying them
+    out into head-major arrays cost more time than it saved those products)."""
     B, T, D = x.shape
     D_k, D_v = params["W_Q"].shape[0], params["W_V"].shape[0]
-    qkv = products.times_t(x.reshape(B * T, D), _stacked(params))  # (B T, 2 D_k + D_v)
-    if D_k != D_v:
-        q, k, v = qkv[:, :D_k], qkv[:, D_k:2 * D_k], qkv[:, 2 * D_k:]
-        return tuple(_split(a.reshape(B, T, a.shape[1]), h) for a in (q, k, v))
-    d = D_k // h
-    heads = np.ascontiguousarray(qkv.reshape(B, T, 3, h, d).transpose(2, 0, 3, 1, 4))   # (3, B, h, T, d)
-    return tuple(heads[i].reshape(B * h, T, d) for i in range(3))
+    qkv = products.times_t(x.reshape(B * T, D), _stacked(params)).reshape(B, T, 2 * D_k + D_v)
+    return (_heads_of(qkv[:, :, :D_k], h), _heads_of(qkv[:, :, D_k:2 * D_k], h),
+            _heads_of(qkv[:, :, 2 * D_k:], h))
 
 
 def _check_heads(n_heads, D_k, D_v):
@@ -140,6 +137,13 @@ def _split(a, h):
     """(B, T, h d) -> (B h, T, d): each head a batch entry (batch-major)."""
     B, T, F = a.shape
     return a.reshape(B, T, h, F // h).transpose(0, 2, 1, 3).reshape(B * h, T, F // h)
+
+
+def _heads_of(a, h):
+    """(B, T, h d) -> (B, h, T, d), a view where a's last axis is contiguous (a column block of a C-contiguous
+    array included: only that axis is split), so that products written into it land in a."""
+    B, T, F = a.shape
+    return a.reshape(B, T, h, F // h).transpose(0, 2, 1, 3)
 
 
 def _merge(a, h):
@@ -158,29 +162,30 @@ def _blocks(T):
 
 
 def _causal_scores(q, k):
-    """a @ b^T on and below the diagonal: (N, T, d) and (N, T, d) -> (N, T, T); entries above the diagonal that
-    no block reaches are left unset (the fused softmax and its backward read only s <= t and zero the rest).
-    k^T is copied once into (N, d, T): the blocks' products read it faster than the transposed view of k."""
-    N, T, _ = q.shape
-    S = np.empty((N, T, T), dtype=np.result_type(q, k))
-    kT = np.ascontiguousarray(k.transpose(0, 2, 1))
+    """a @ b^T on and below the diagonal: (..., T, d) and (..., T, d) -> (..., T, T), a new C-contiguous array;
+    entries above the diagonal that no block reaches are left unset (the fused softmax and its backward read only
+    s <= t and zero the rest). k^T is copied once into (..., d, T): the blocks' products read it faster than the
+    transposed view of k."""
+    T = q.shape[-2]
+    S = np.empty(q.shape[:-1] + (T,), dtype=np.result_type(q, k))
+    kT = np.ascontiguousarray(np.swapaxes(k, -1, -2))
     for r0, r1 in _blocks(T):
-        np.matmul(q[:, r0:r1], kT[:, :, :r1], out=S[:, r0:r1, :r1])
+        np.matmul(q[..., r0:r1, :], kT[..., :r1], out=S[..., r0:r1, :r1])
     return S
 
 
 def _causal_apply(P, v, out):
-    """out = P @ v for P (N, T, T) zero above the diagonal, v (N, T, d)."""
-    for r0, r1 in _blocks(P.shape[1]):
-        np.matmul(P[:, r0:r1, :r1], v[:, :r1], out=out[:, r0:r1])
+    """out = P @ v for P (..., T, T) zero above the diagonal, v (..., T, d)."""
+    for r0, r1 in _blocks(P.shape[-1]):
+        np.matmul(P[..., r0:r1, :r1], v[..., :r1, :], out=out[..., r0:r1, :])
     return out
 
 
 def _causal_apply_t(P, x, out):
-    """out = P^T @ x for P (N, T, T) zero above the diagonal, x (N, T, d): column block [c0, c1) of P^T reads
+    """out = P^T @ x for P (..., T, T) zero above the diagonal, x (..., T, d): column block [c0, c1) of P^T reads
     rows t >= c0 only."""
-    for c0, c1 in _blocks(P.shape[1]):
-        np.matmul(P[:, c0:, c0:c1].transpose(0, 2, 1), x[:, c0:], out=out[:, c0:c1])
+    for c0, c1 in _blocks(P.shape[-1]):
+        np.matmul(np.swapaxes(P[..., c0:, c0:c1], -1, -2), x[..., c0:, :], out=out[..., c0:c1, :])
     return out
 
 
@@ -280,20 +285,24 @@ def forward(params, x, mode=None, n_heads=1):
     check_dtype("x", x, dtype)
     mode = choose("mode", mode, "softmax_attention.forward")
     h = _check_heads(n_heads, params["W_Q"].shape[0], params["W_V"].shape[0])
-    q, k, v = _project_heads(params, x, h)                    # (B h, T, d) each
-    T = x.shape[1]
-    scale = 1.0 / math.sqrt(k.shape[2])
+    q, k, v = _project_heads(params, x, h)                    # (B, h, T, d) each
+    B, T = x.shape[:2]
+    d_v = v.shape[3]
+    scale = 1.0 / math.sqrt(k.shape[3])
+    o = np.empty((B, T, h, d_v), dtype=np.result_type(q, v))  # the heads' outputs, written in place, merged
     if mode == "parallel":
-        P = _causal_scores(q, k)                              # (B h, T, T) scores, then P in place
+        P = _causal_scores(q, k)                              # (B, h, T, T) scores, then P in place
+        P = P.reshape(B * h, T, T)
         _softmax_numba.causal_softmax_(P, scale)              # = softmax_weights(q, k, scale), one pass a row
-        o = _causal_apply(P, v, np.empty(q.shape[:2] + v.shape[2:], dtype=np.result_type(P, v)))
+        _causal_apply(P.reshape(B, h, T, T), v, o.transpose(0, 2, 1, 3))
     else:
         # The state after step t is the prefix (k[:, :t+1], v[:, :t+1]); step_forward builds it by appending.
-        P = np.zeros((q.shape[0], T, T), dtype=q.dtype)
-        o = np.empty(q.shape[:2] + v.shape[2:], dtype=np.result_type(q, v))
+        q3, k3, v3 = (a.reshape(B * h, T, a.shape[3]) for a in (q, k, v))
+        P = np.zeros((B * h, T, T), dtype=q.dtype)
         for t in range(T):
-            o[:, t], P[:, t, :t + 1] = online_read(q[:, t], KVState(k[:, :t + 1], v[:, :t + 1]), scale)
-    o = _merge(o, h)
+            o_t, P[:, t, :t + 1] = online_read(q3[:, t], KVState(k3[:, :t + 1], v3[:, :t + 1]), scale)
+            o[:, t] = o_t.reshape(B, h, d_v)
+    o = o.reshape(B, T, h * d_v)
     y = products.times_t(o, params["W_O"]) if "W_O" in params else o
     check_finite_result("the scores q_t . k_s / sqrt(D_k) or the output y", y, {"x": x, **params})
     return y, Cache(x, q, k, v, P, o, h)
@@ -311,6 +320,7 @@ def backward(params, cache, dy):
     """
     x, q, k, v, P, o, h = cache
     B, T, D = x.shape
+    d_k, d_v = q.shape[3], v.shape[3]
     grads = {}
     # 3. y = W_O o
     if "W_O" in params:
@@ -322,24 +332,20 @@ def backward(params, cache, dy):
         check_array("dy", dy, o.shape, names=("B", "T", "D_v"))
         check_grad_dtype("dy", dy, params)
         do = dy
-    do = _split(do, h)                                        # per head, (B h, T, d_v)
+    do = _heads_of(do, h)                                     # per head, (B, h, T, d_v)
+    P = P.reshape(B, h, T, T)
     # 2. o = P v
-    dP = _causal_scores(do, v)                                # dL/dP on and below the diagonal
+    dP = _causal_scores(do, v)                                # dL/dP on and below the diagonal, (B, h, T, T)
     # 1. P = softmax(a) row-wise, a = q k^T / sqrt(d); masked entries have P = 0, so they get no gradient.
-    _softmax_numba.causal_softmax_backward_(P, dP, 1.0 / math.sqrt(k.shape[2]))   # dP <- dL/d(q k^T)
-    # dq, dk, dv written per head into one (3, B, h, T, d) array, merged once for one matmul each below
-    d_k, d_v = q.shape[2], v.shape[2]
-    if d_k == d_v:
-        dqkv = np.empty((3, B * h, T, d_k), q.dtype)
-        _causal_apply(dP, k, dqkv[0])
-        _causal_apply_t(dP, q, dqkv[1])
-        _causal_apply_t(P, do, dqkv[2])
-        dcat = dqkv.reshape(3, B, h, T, d_k).transpose(1, 3, 0, 2, 4).reshape(B * T, 3 * h * d_k)
-    else:
-        dcat = np.concatenate([_merge(_causal_apply(dP, k, np.empty_like(q)), h),
-                               _merge(_causal_apply_t(dP, q, np.empty_like(k)), h),
-                               _merge(_causal_apply_t(P, do, np.empty_like(v)), h)],
-                              axis=2).reshape(B * T, h * (2 * d_k + d_v))
+    _softmax_numba.causal_softmax_backward_(P.reshape(B * h, T, T), dP.reshape(B * h, T, T),
+                                            1.0 / math.sqrt(d_k))            # dP <- dL/d(q k^T)
+    # dq, dk, dv written per head in place into their columns of dcat = [dq dk dv] (B, T, h (2 d_k + d_v)), the
+    # columns of [W_Q; W_K; W_V]'s rows, for one matmul each below
+    dcat = np.empty((B, T, h * (2 * d_k + d_v)), q.dtype)
+    _causal_apply(dP, k, _heads_of(dcat[:, :, :h * d_k], h))
+    _causal_apply_t(dP, q, _heads_of(dcat[:, :, h * d_k:2 * h * d_k], h))
+    _causal_apply_t(P, do, _heads_of(dcat[:, :, 2 * h * d_k:], h))
+    dcat = dcat.reshape(B * T, h * (2 * d_k + d_v))
     # 0. [q k v] = x [W_Q; W_K; W_V]^T
     W = _stacked(params)                                      # (2 D_k + D_v, D)
     dW = products.sum_outer(dcat, x.reshape(B * T, D))

@@ -9,9 +9,9 @@ GELU is the tanh approximation of Hendrycks & Gimpel (2016), Sec. 2:
 
 chosen over ReLU because it is smooth, so a finite-difference check never straddles a kink. ``forward`` and
 ``backward`` evaluate it and dL/du = dL/dh · GELU'(u) in one compiled pass each (``_gelu_numba``: the same function
-written with σ(2y) = (1 + tanh y) / 2, float64 inside); ``gelu`` and ``gelu_grad`` below are the NumPy reference
-they are tested against (NumPy's float32 tanh is a scalar call per element: the two took ~1/5 of a Shakespeare
-training step).
+written with σ(2y) = (1 + tanh y) / 2; float32 arrays in float32 arithmetic, others in float64); ``gelu`` and
+``gelu_grad`` below are the NumPy reference they are tested against (NumPy's float32 tanh is a scalar call per
+element: the two took ~1/5 of a Shakespeare training step).
 Shapes: x (..., D_in); W_1 (D_in, H), b_1 (H,); W_2 (H, D_out), b_2 (D_out,); y (..., D_out).
 """
 from __future__ import annotations
@@ -51,22 +51,23 @@ def gelu_grad(u):
 
 
 def _gelu_fused(u):
-    """``gelu(u)`` in one compiled pass (module docstring)."""
-    from ._gelu_numba import gelu_into
+    """``gelu(u)`` in one compiled pass (module docstring): float32 in float32 arithmetic, else float64."""
+    from ._gelu_numba import gelu_into, gelu_into_f32
 
     u = np.ascontiguousarray(u)
     out = np.empty_like(u)
-    gelu_into(u.ravel(), out.ravel())
+    (gelu_into_f32 if u.dtype == np.float32 else gelu_into)(u.ravel(), out.ravel())
     return out
 
 
 def _gelu_backward_fused(u, dh):
     """``dh * gelu_grad(u)`` in one compiled pass."""
-    from ._gelu_numba import gelu_backward_into
+    from ._gelu_numba import gelu_backward_into, gelu_backward_into_f32
 
     u, dh = np.ascontiguousarray(u), np.ascontiguousarray(dh)
     du = np.empty_like(u)
-    gelu_backward_into(u.ravel(), dh.ravel(), du.ravel())
+    f32 = u.dtype == np.float32 and dh.dtype == np.float32
+    (gelu_backward_into_f32 if f32 else gelu_backward_into)(u.ravel(), dh.ravel(), du.ravel())
     return du
 
 
