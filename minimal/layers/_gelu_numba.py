@@ -9,10 +9,9 @@ with no cancellation anywhere, and that exp is the vectorisable one of ``minimal
 float32 arrays is a scalar call per element, and the backward's formula another five passes with temporaries.
 ``gelu_into`` / ``gelu_backward_into`` compute in float64 registers whatever the storage dtype; the ``_f32`` pair
 computes float32 arrays in float32 registers with ``exp_nonpositive_f32`` (twice the vector lanes, a shorter
-series: ~2.5x faster here, the MLP's two passes in a Shakespeare training step). Their error is float32's: a few ulp
-of GELU(u), times |2y| + O(1) in the tail where s ~ e^{2y} inherits the rounding of 2y; in the backward, a few
-ulp of the larger of its two terms, s and 2 u s (1 − s) c (1 + 3 a u^2), which cancel where GELU'(u) ~ 0
-(u ~ −0.75; tests/test_gates_numba.py bounds both).
+series). Their error is float32's: a few ulp of GELU(u), times |2y| + O(1) in the tail where s ~ e^{2y} inherits
+the rounding of 2y; in the backward, a few ulp of the larger of its two terms, s and 2 u s (1 − s) c (1 + 3 a u^2),
+which cancel where GELU'(u) ~ 0 (u ~ −0.75; tests/test_gates_numba.py bounds both).
 """
 from __future__ import annotations
 
