@@ -717,7 +717,7 @@ def test_vectorised_exp_and_log1p_agree_with_numpy():
 
 def test_float32_exp_agrees_with_numpy_to_two_float32_ulp():
     """The float32 kernels' exp (GELU's, the causal softmax's) is within 2 float32 ulp of the exact exp of its
-    float32 argument on [-87, 0], 0 below -87 (under float32's smallest normal there) and 1 above 0, NaN for NaN,
+    float32 argument on [-87, 0], 0 below -87 (where exp < 1.7e-38) and 1 above 0, NaN for NaN,
     and float32 throughout."""
     from numba import njit
 

@@ -27,7 +27,7 @@ from ..scan.numba_log import exp_nonpositive, exp_nonpositive_f32
 __all__ = ["causal_softmax_", "causal_softmax_backward_"]
 
 _LANES = 8    # float64 lanes of an AVX-512 vector
-_PAD = 32     # float32 rows rounded up to a multiple of this (faster here than 16 or none)
+_PAD = 32     # float32 rows rounded up to a multiple of this
 
 
 def causal_softmax_(A, scale):

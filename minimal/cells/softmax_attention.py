@@ -68,7 +68,7 @@ class KVState(NamedTuple):
 
 class Cache(NamedTuple):
     x: np.ndarray  # (B, T, D)
-    q: np.ndarray  # (B, h, T, D_k / h) each head's queries (a strided view of the projection where D_k = D_v)
+    q: np.ndarray  # (B, h, T, D_k / h) each head's queries (a strided view of the projection)
     k: np.ndarray  # (B, h, T, D_k / h)
     v: np.ndarray  # (B, h, T, D_v / h)
     P: np.ndarray  # (B h, T, T) attention weights P_{t,s} of each head (batch-major), zero for s > t
@@ -117,8 +117,7 @@ def _stacked(params):
 
 def _project_heads(params, x, h):
     """q, k, v = x W_Q^T, x W_K^T, x W_V^T split into heads, (B, h, T, d) each: strided views of one matmul's
-    (B, T, 2 D_k + D_v) output, no copy (``_heads_of``; the heads' products read them in place, and copying them
-    out into head-major arrays cost more time than it saved those products)."""
+    (B, T, 2 D_k + D_v) output, no copy (``_heads_of``; the heads' products read them in place)."""
     B, T, D = x.shape
     D_k, D_v = params["W_Q"].shape[0], params["W_V"].shape[0]
     qkv = products.times_t(x.reshape(B * T, D), _stacked(params)).reshape(B, T, 2 * D_k + D_v)

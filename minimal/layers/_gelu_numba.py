@@ -56,6 +56,7 @@ def gelu_backward_into(u, dh, du):
 _F32 = np.float32
 _C_F32, _A_F32 = _F32(_C), _F32(_A)
 _ZERO_F32, _ONE_F32, _TWO_F32, _THREE_F32 = _F32(0.0), _F32(1.0), _F32(2.0), _F32(3.0)
+_U2_CAP_F32 = _F32(1e36)
 
 
 @njit(cache=True, inline="always")
@@ -80,4 +81,7 @@ def gelu_backward_into_f32(u, dh, du):
     for j in range(u.shape[0]):
         v = u[j]
         s = _s_f32(v)
-        du[j] = dh[j] * (s + _TWO_F32 * v * s * (_ONE_F32 - s) * _C_F32 * (_ONE_F32 + _THREE_F32 * _A_F32 * v * v))
+        # s (1 − s) first and u^2 capped: where u^2 would overflow float32 (|u| > 5e19), s (1 − s) is exactly 0 and
+        # the term must be 0, not inf · 0
+        w = _TWO_F32 * s * (_ONE_F32 - s)
+        du[j] = dh[j] * (s + w * v * _C_F32 * (_ONE_F32 + _THREE_F32 * _A_F32 * min(v * v, _U2_CAP_F32)))
