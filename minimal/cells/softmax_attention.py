@@ -290,10 +290,10 @@ def forward(params, x, mode=None, n_heads=1):
     scale = 1.0 / math.sqrt(k.shape[3])
     o = np.empty((B, T, h, d_v), dtype=np.result_type(q, v))  # the heads' outputs, written in place, merged
     if mode == "parallel":
-        P = _causal_scores(q, k)                              # (B, h, T, T) scores, then P in place
-        P = P.reshape(B * h, T, T)
+        P4 = _causal_scores(q, k)                             # (B, h, T, T) scores, then P in place
+        P = P4.reshape(B * h, T, T)                           # the same array, heads batch-major (Cache.P)
         _softmax_numba.causal_softmax_(P, scale)              # = softmax_weights(q, k, scale), one pass a row
-        _causal_apply(P.reshape(B, h, T, T), v, o.transpose(0, 2, 1, 3))
+        _causal_apply(P4, v, o.transpose(0, 2, 1, 3))
     else:
         # The state after step t is the prefix (k[:, :t+1], v[:, :t+1]); step_forward builds it by appending.
         q3, k3, v3 = (a.reshape(B * h, T, a.shape[3]) for a in (q, k, v))

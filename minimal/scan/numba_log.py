@@ -67,9 +67,9 @@ _ZERO_F32, _HALF_F32, _MIN_X_F32 = _F32(0.0), _F32(0.5), _F32(-87.0)
 def exp_nonpositive_f32(x):
     """``exp_nonpositive`` in float32 arithmetic, for float32 x: exp(x) for -87 <= x <= 0 to a few float32 ulp
     (tests/test_scan.py), x > 0 taken as 0, x < -87 gives 0 (an absolute error < 1.7e-38, about 1.4 times
-    float32's smallest normal number), a NaN x gives NaN. Twice the vector lanes of the float64 form, and a shorter series:
-    Taylor to r^7 (|r| <= ln 2 / 2: remainder < 8e-9 relative, below float32's half ulp, 6e-8); 2^k, 0 <= -k
-    <= 126, from the bits of 2^23 + 127 + k as in the float64 form."""
+    float32's smallest normal number), a NaN x gives NaN. Twice the vector lanes of the float64 form, and a shorter
+    series: Taylor to r^7 (|r| <= ln 2 / 2: remainder < 8e-9 relative, below float32's half ulp, 6e-8); 2^k,
+    0 <= -k <= 126, from the bits of 2^23 + 127 + k as in the float64 form."""
     x = min(x, _ZERO_F32)
     k = np.floor(x * _INV_LN2_F32 + _HALF_F32)
     r = (x - k * _LN2_HI_F32) - k * _LN2_LO_F32
