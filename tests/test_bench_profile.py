@@ -208,6 +208,12 @@ FLOOR_FILES = {
         {"selective copy mingru x2": 0.61, "selective copy minlstm x2": 0.66, "selective copy minlstm x3": 0.66,
          "Shakespeare Transformer": 0.69},
         "our compiled kernels alone are 0.60-0.61 (minGRU) and 0.66 (minLSTM) of the fastest framework's\n# step"),
+    "train_cpu_2026-12-02_kernel.txt": (   # OpenBLAS's own kernel's pair (sections 3 and 4)
+        ("# 3. OpenBLAS's own kernel, SkylakeX: the step table (command 3)\n", "#\n# 4. "),
+        ("# 4. OpenBLAS's own kernel, SkylakeX: the profile (command 4)\n", "#\n# 5. "),
+        "# 5. The split and the floor",
+        {"selective copy minlstm x3": 0.62, "Shakespeare Transformer": 0.42},
+        "framework's warm step on selective copy minLSTM x3 and 0.42 on the Transformer"),
 }
 
 

@@ -96,6 +96,11 @@ def _bench(args):
             if args.no_anchors and args.anchors:
                 raise InputError("--anchors and --no-anchors contradict each other: give one")
             anchors = () if args.no_anchors else tuple(args.anchors or bench_train.ANCHORS)
+            from ..run import speed
+
+            advice = speed.blas_kernel_advice()   # a step's products run at the kernel's rate: say when it is off
+            if advice:
+                print(advice, file=sys.stderr)
             if args.profile:
                 from . import profile
 

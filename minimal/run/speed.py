@@ -8,6 +8,9 @@ Both knobs act on the running process (no environment variables needed before Nu
 where the library is not there (no glibc, a BLAS other than NumPy's bundled OpenBLAS). Neither changes a
 single computed number: they change only where memory comes from and how many threads one matmul uses.
 
+``blas_kernel_advice()`` changes nothing: it says when NumPy's OpenBLAS runs a kernel without AVX-512 on a CPU
+that has it, which only the environment can change before Python starts (``OPENBLAS_CORETYPE``).
+
 A third knob does change numbers, and is not part of ``tune``: ``flush_subnormals()`` sets the calling thread's
 x86-64 SSE control register (MXCSR) to flush subnormal results to zero and read subnormal inputs as zero (the FTZ
 and DAZ bits), the arithmetic JAX uses on the CPU (``jax.jit(lambda a: a * 1.5)`` of a float32 1e-39 gives 0 on
@@ -21,7 +24,8 @@ import ctypes
 import ctypes.util
 import re
 
-__all__ = ["tune", "set_blas_threads", "get_blas_threads", "tune_malloc", "flush_subnormals", "subnormals_flushed"]
+__all__ = ["tune", "set_blas_threads", "get_blas_threads", "tune_malloc", "flush_subnormals", "subnormals_flushed",
+           "AVX512_KERNELS", "blas_kernel_advice"]
 
 # glibc's mallopt parameter numbers (malloc.h)
 _M_TRIM_THRESHOLD = -1
@@ -88,6 +92,69 @@ def tune_malloc(mmap_threshold=32 << 20, trim_threshold=1 << 30):
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, int(mmap_threshold))) and bool(mallopt(_M_TRIM_THRESHOLD,
                                                                                  int(trim_threshold)))
+
+
+# OpenBLAS's x86-64 kernels ("cores") that use AVX-512, and the CPU flags its SkylakeX kernel needs
+AVX512_KERNELS = ("SkylakeX", "Cooperlake", "SapphireRapids")
+_SKYLAKEX_FLAGS = ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")
+
+
+def _cpu_flags():
+    """The CPU's feature flags as Linux lists them (/proc/cpuinfo), or None elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def _openblas_kernels():
+    """The kernel of every OpenBLAS loaded (threadpoolctl reads it from the library), or None where a BLAS
+    other than OpenBLAS is loaded too, or none is, or a kernel cannot be read."""
+    import numpy  # noqa: F401  (loads the library)
+    from threadpoolctl import ThreadpoolController
+
+    blas = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    names = tuple(getattr(lib, "architecture", None) for lib in blas)
+    if not blas or any(lib.internal_api != "openblas" for lib in blas) or not all(names):
+        return None
+    return names
+
+
+def blas_kernel_advice(cpu_flags=None, kernels=None, environ=None):
+    """A note when NumPy's OpenBLAS runs narrower arithmetic than this CPU has: the CPU has AVX-512 (the flags
+    OpenBLAS's SkylakeX kernel needs) and every OpenBLAS loaded runs a kernel without it. OpenBLAS picks its
+    kernel ("core") from the CPU when it loads, unless ``OPENBLAS_CORETYPE`` names one: an environment can hold it
+    to an older kernel (a machine of this project's, an AMD EPYC of cpu family 26, came with
+    ``OPENBLAS_CORETYPE=Haswell`` set, AVX2, where OpenBLAS's own choice is SkylakeX: ``python .ci/blas_core.py``
+    with and without the variable), and a CPU model newer than the library gets one too. A step's matrix products run at that kernel's
+    rate (``bench/results/train_cpu_2026-12-02_kernel.txt``), so ``bench train`` prints the note before it times
+    anything. The fix is in the environment before Python starts: OpenBLAS reads the variable once, as it loads.
+    None when there is nothing to say or it cannot tell (not Linux, a BLAS other than OpenBLAS).
+
+    ``cpu_flags`` (a set of /proc/cpuinfo flag names), ``kernels`` (the loaded OpenBLAS kernels' names) and
+    ``environ`` (a mapping) default to this process's own."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    cpu_flags = _cpu_flags() if cpu_flags is None else frozenset(cpu_flags)
+    if not cpu_flags or not all(flag in cpu_flags for flag in _SKYLAKEX_FLAGS):
+        return None
+    kernels = _openblas_kernels() if kernels is None else tuple(kernels)
+    if not kernels or any(k.lower() in (a.lower() for a in AVX512_KERNELS) for k in kernels):
+        return None
+    names = ", ".join(sorted(set(kernels)))
+    forced = environ.get("OPENBLAS_CORETYPE")
+    if forced:
+        why = (f"OPENBLAS_CORETYPE={forced} in the environment holds it there; unset it (or set "
+               f"OPENBLAS_CORETYPE=SkylakeX) before Python starts")
+    else:
+        why = "OpenBLAS does not know this CPU model; set OPENBLAS_CORETYPE=SkylakeX before Python starts"
+    return (f"note: this CPU has AVX-512, but NumPy's OpenBLAS runs its {names} kernel, without it: {why} for its "
+            f"AVX-512 kernel (minimal.run.speed.blas_kernel_advice)")
 
 
 def tune(blas_threads=1):
