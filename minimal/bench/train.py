@@ -29,7 +29,11 @@ side with its decay off (``LD_PRELOAD=.../libjemalloc.so.2 MALLOC_CONF=dirty_dec
 Under glibc, JAX's per-step scratch (57-73 MB) exceeds the mmap threshold and the kernel zero-fills it every step
 (14,000-18,000 page faults a step), which times the allocator, not the framework; jemalloc with its default decay
 hands those pages back too, and gives our NumPy step ~10,000 faults a step it has not under glibc; with decay off
-both sides run at under 100 (``jax_models``' docstring). The "faults" column shows which case a run was in.
+both sides run at under 100 (``jax_models``' docstring). The "faults" column shows which case a run was in. And
+NumPy's OpenBLAS on the kernel it picks for the CPU: an environment can name an older one (``OPENBLAS_CORETYPE``),
+and an AVX2 kernel on an AVX-512 core ran the steps' products at about half the rate of the AVX-512 one
+(``bench/results/train_cpu_2026-12-02_kernel.txt``); the command prints a note when that is so
+(``minimal.run.speed.blas_kernel_advice``).
 
 The anchors (never dependencies of ``minimal``): each model is first run in float64 by ours and by every version
 of each framework, from the same parameters on the same batch with dropout off, and the losses and every gradient

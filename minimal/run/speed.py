@@ -99,10 +99,10 @@ AVX512_KERNELS = ("SkylakeX", "Cooperlake", "SapphireRapids")
 _SKYLAKEX_FLAGS = ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")
 
 
-def _cpu_flags():
-    """The CPU's feature flags as Linux lists them (/proc/cpuinfo), or None elsewhere."""
+def _cpu_flags(path="/proc/cpuinfo"):
+    """The CPU's feature flags as Linux lists them (the first "flags" line of ``path``), or None elsewhere."""
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(path) as f:
             for line in f:
                 if line.startswith("flags"):
                     return frozenset(line.split(":", 1)[1].split())
@@ -135,10 +135,13 @@ def blas_kernel_advice(cpu_flags=None, kernels=None, environ=None):
     anything. The fix is in the environment before Python starts: OpenBLAS reads the variable once, as it loads.
     None when there is nothing to say or it cannot tell (not Linux, a BLAS other than OpenBLAS).
 
-    ``cpu_flags`` (a set of /proc/cpuinfo flag names), ``kernels`` (the loaded OpenBLAS kernels' names) and
-    ``environ`` (a mapping) default to this process's own."""
+    ``cpu_flags`` (a collection of /proc/cpuinfo flag names), ``kernels`` (the loaded OpenBLAS kernels' names) and
+    ``environ`` (a mapping) default to this process's own; a single string for either collection is a ValueError."""
     import os
 
+    for name, value in (("cpu_flags", cpu_flags), ("kernels", kernels)):
+        if isinstance(value, (str, bytes)):
+            raise ValueError(f"{name} must be a collection of names, not one string: got {value!r}")
     environ = os.environ if environ is None else environ
     cpu_flags = _cpu_flags() if cpu_flags is None else frozenset(cpu_flags)
     if not cpu_flags or not all(flag in cpu_flags for flag in _SKYLAKEX_FLAGS):
@@ -147,12 +150,12 @@ def blas_kernel_advice(cpu_flags=None, kernels=None, environ=None):
     if not kernels or any(k.lower() in (a.lower() for a in AVX512_KERNELS) for k in kernels):
         return None
     names = ", ".join(sorted(set(kernels)))
-    forced = environ.get("OPENBLAS_CORETYPE")
-    if forced:
+    forced = environ.get("OPENBLAS_CORETYPE", "")
+    if forced and forced.lower() in (k.lower() for k in kernels):     # the variable took: it is the cause
         why = (f"OPENBLAS_CORETYPE={forced} in the environment holds it there; unset it (or set "
                f"OPENBLAS_CORETYPE=SkylakeX) before Python starts")
-    else:
-        why = "OpenBLAS does not know this CPU model; set OPENBLAS_CORETYPE=SkylakeX before Python starts"
+    else:   # nothing set, or a name OpenBLAS did not take: its own choice
+        why = "OpenBLAS may not know this CPU model; set OPENBLAS_CORETYPE=SkylakeX before Python starts"
     return (f"note: this CPU has AVX-512, but NumPy's OpenBLAS runs its {names} kernel, without it: {why} for its "
             f"AVX-512 kernel (minimal.run.speed.blas_kernel_advice)")
 
