@@ -31,9 +31,12 @@ Under glibc, JAX's per-step scratch (57-73 MB) exceeds the mmap threshold and th
 hands those pages back too, and gives our NumPy step ~10,000 faults a step it has not under glibc; with decay off
 both sides run at under 100 (``jax_models``' docstring). The "faults" column shows which case a run was in. And
 NumPy's OpenBLAS on the kernel it picks for the CPU: an environment can name an older one (``OPENBLAS_CORETYPE``),
-and an AVX2 kernel on an AVX-512 core ran the steps' products at about half the rate of the AVX-512 one
+and an AVX2 kernel on an AVX-512 core ran a sgemm of the steps' shapes at about half the rate of the AVX-512 one
 (``bench/results/train_cpu_2026-12-02_kernel.txt``); the command prints a note when that is so
-(``minimal.run.speed.blas_kernel_advice``).
+(``minimal.run.speed.blas_kernel_advice``). And memory left resident: a kernel that reclaims idle memory (Linux
+DAMON with a pageout scheme, /sys/kernel/mm/damon/admin) pages out each row's arrays between its rounds in a long run,
+and its steps then page-fault thousands of times (``bench/results/train_cpu_2026-12-02_f32.txt``, section 7; with it
+off, ``train_cpu_2026-12-02_kernel.txt``): switch it off for the run, or time fewer rows (``--only``).
 
 The anchors (never dependencies of ``minimal``): each model is first run in float64 by ours and by every version
 of each framework, from the same parameters on the same batch with dropout off, and the losses and every gradient
