@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-__all__ = ["SMALL_CORES", "SMALL_PRODUCT", "LEAST_ROWS", "MOST_ROWS", "small_kernel", "rows_per_block", "times",
-           "times_t", "sum_outer"]
+__all__ = ["SMALL_CORES", "SMALL_PRODUCT", "LEAST_ROWS", "MOST_ROWS", "small_kernel", "loaded_openblas",
+           "rows_per_block", "times", "times_t", "sum_outer"]
 
 SMALL_CORES = ("SkylakeX", "Cooperlake", "SapphireRapids")   # OpenBLAS cores with the small-matrix kernel
 SMALL_PRODUCT = 100 ** 3   # the kernel's limit on M N K
@@ -54,16 +54,22 @@ def small_kernel():
     return bool(libs) and all(lib.get_num_threads() == 1 for lib in libs)
 
 
-@functools.cache
-def _small_core_openblas():
-    """threadpoolctl's controllers of the loaded BLAS libraries if each is OpenBLAS on a ``SMALL_CORES`` core, else
-    (); read once (the core is fixed when OpenBLAS loads)."""
+def loaded_openblas():
+    """threadpoolctl's controllers of the loaded BLAS libraries if each is OpenBLAS whose kernel ("core",
+    ``.architecture``) threadpoolctl can read, else ()."""
     from threadpoolctl import ThreadpoolController
 
     blas = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
-    small = bool(blas) and all(lib.internal_api == "openblas" and getattr(lib, "architecture", None) in SMALL_CORES
-                               for lib in blas)
-    return tuple(blas) if small else ()
+    ok = bool(blas) and all(lib.internal_api == "openblas" and getattr(lib, "architecture", None) for lib in blas)
+    return tuple(blas) if ok else ()
+
+
+@functools.cache
+def _small_core_openblas():
+    """``loaded_openblas()`` if each is on a ``SMALL_CORES`` core, else (); read once (the core is fixed when
+    OpenBLAS loads)."""
+    blas = loaded_openblas()
+    return blas if all(lib.architecture in SMALL_CORES for lib in blas) else ()
 
 
 def _check_operands(x, W, k_axis, shape):

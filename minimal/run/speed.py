@@ -112,16 +112,11 @@ def _cpu_flags(path="/proc/cpuinfo"):
 
 
 def _openblas_kernels():
-    """The kernel of every OpenBLAS loaded (threadpoolctl reads it from the library), or None where a BLAS
-    other than OpenBLAS is loaded too, or none is, or a kernel cannot be read."""
-    import numpy  # noqa: F401  (loads the library)
-    from threadpoolctl import ThreadpoolController
+    """The kernel of every OpenBLAS loaded (``minimal.products.loaded_openblas``), or None where a BLAS other
+    than OpenBLAS is loaded too, or none is, or a kernel cannot be read."""
+    from ..products import loaded_openblas
 
-    blas = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
-    names = tuple(getattr(lib, "architecture", None) for lib in blas)
-    if not blas or any(lib.internal_api != "openblas" for lib in blas) or not all(names):
-        return None
-    return names
+    return tuple(lib.architecture for lib in loaded_openblas()) or None
 
 
 def blas_kernel_advice(cpu_flags=None, kernels=None, environ=None):
@@ -130,10 +125,11 @@ def blas_kernel_advice(cpu_flags=None, kernels=None, environ=None):
     kernel ("core") from the CPU when it loads, unless ``OPENBLAS_CORETYPE`` names one: an environment can hold it
     to an older kernel (a machine of this project's, an AMD EPYC of cpu family 26, came with
     ``OPENBLAS_CORETYPE=Haswell`` set, AVX2, where OpenBLAS's own choice is SkylakeX: ``python .ci/blas_core.py``
-    with and without the variable), and a CPU model newer than the library gets one too. A step's matrix products run at that kernel's
-    rate (``bench/results/train_cpu_2026-12-02_kernel.txt``), so ``bench train`` prints the note before it times
-    anything. The fix is in the environment before Python starts: OpenBLAS reads the variable once, as it loads.
-    None when there is nothing to say or it cannot tell (not Linux, a BLAS other than OpenBLAS).
+    with and without the variable), and a CPU model newer than the library gets one too. A step's matrix products
+    run at that kernel's rate (``bench/results/train_cpu_2026-12-02_kernel.txt``), so ``bench train`` prints the
+    note before it times anything. The fix is in the environment before Python starts: OpenBLAS reads the
+    variable once, as it loads. None when there is nothing to say or it cannot tell (not Linux, a BLAS other than
+    OpenBLAS).
 
     ``cpu_flags`` (a collection of /proc/cpuinfo flag names), ``kernels`` (the loaded OpenBLAS kernels' names) and
     ``environ`` (a mapping) default to this process's own; a single string for either collection is a ValueError."""
