@@ -18,7 +18,7 @@ from numba import njit
 from ..scan.numba_log import exp_nonpositive, log1p_unit
 
 __all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "minlstm_log_gates_backward",
-           "normalised_scaled", "mingru_gates", "mingru_log_gates", "mingru_gates_backward", "sigmoid", "sigmoid_neg",
+           "normalised_scaled", "normalised_exponents", "normalised_from_exps", "mingru_gates", "mingru_log_gates", "mingru_gates_backward", "sigmoid", "sigmoid_neg",
            "normalised", "log_coefficients", "dlog_g", "log_normal", "flush_and_sum_"]
 
 _LN2 = 6.93147180559945309417e-01
@@ -136,11 +136,26 @@ def normalised_scaled(kf, ki):
     σ(−k_i) = e^{−k_i − m} / C, they are s_f = f' r e^{−k_f − m}, s_i = i' r e^{−k_i − m} with r = 1 / (A + C):
     two products each from the exps and the division above, where the backward would take two more exps and two
     divisions for the σs. A NaN gives NaN."""
+    p, q = normalised_exponents(kf, ki)
+    return normalised_from_exps(kf, ki, exp_nonpositive(p), exp_nonpositive(q))
+
+
+@njit(cache=True, inline="always")
+def normalised_exponents(kf, ki):
+    """The two exponents (<= 0) whose exps ``normalised_scaled`` takes: of −m, −k_f − m, −k_i − m, the two that
+    are not the largest (which is exactly 0)."""
     u, v = -kf, -ki
     zero_max = u <= 0.0 and v <= 0.0          # m = 0
     u_max = u >= v                            # else m = −k_f (u_max) or −k_i
-    eP = exp_nonpositive(u if zero_max else (-u if u_max else u - v))
-    eQ = exp_nonpositive(v if zero_max else (v - u if u_max else -v))
+    return (u if zero_max else (-u if u_max else u - v)), (v if zero_max else (v - u if u_max else -v))
+
+
+@njit(cache=True, inline="always")
+def normalised_from_exps(kf, ki, eP, eQ):
+    """``normalised_scaled`` given the exps eP, eQ of ``normalised_exponents(kf, ki)``."""
+    u, v = -kf, -ki
+    zero_max = u <= 0.0 and v <= 0.0
+    u_max = u >= v
     e0 = 1.0 if zero_max else (eP if u_max else eQ)           # e^{−m}
     e_f = eP if zero_max or not u_max else 1.0                # e^{−k_f − m}
     e_i = eQ if zero_max or u_max else 1.0                    # e^{−k_i − m}
