@@ -251,16 +251,18 @@ def _vanilla_runs(cell, with_h0, rng, monkeypatch):
 
 @pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_vanilla_one_pass_gates_are_the_gates_kernels_bit_for_bit(rng, cell, dtype, monkeypatch):
+def test_the_vanilla_one_pass_gates_and_states_are_the_two_passes_bit_for_bit(rng, cell, dtype, monkeypatch):
     """σ (f', i') in the one pass are the gates kernels' to the last bit, in float64 as in float32: the exps inside
     run with fused multiply-adds in both (``_min_scan_numba._exp_fma``), though the one pass's recurrence does
-    not."""
+    not; so the states h are the two passes' too."""
     params = {k: v.astype(dtype) for k, v in cell.init(rng, 6, 40).items()}
     x = (4.0 * rng.standard_normal((4, 33, 6))).astype(dtype)
     caches = [cell.forward(params, x)[1]]
     monkeypatch.setattr(cell, "scan_fused", lambda *args: False)
     caches.append(cell.forward(params, x)[1])
-    for n in ("z",) if cell is mingru else ("f_n", "i_n"):
+    assert caches[0].j_z is not None if cell is mingru else caches[0].j_f is not None   # the one pass ran
+    assert (caches[1].j_z if cell is mingru else caches[1].j_f) is None                  # and then the two
+    for n in ("z", "h") if cell is mingru else ("f_n", "i_n", "h"):
         one, two = (getattr(c, n) for c in caches)
         assert one.dtype == dtype and np.array_equal(one, two), n
 

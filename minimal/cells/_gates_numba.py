@@ -18,8 +18,9 @@ from numba import njit
 from ..scan.numba_log import exp_nonpositive, log1p_unit
 
 __all__ = ["minlstm_gates", "minlstm_log_gates", "minlstm_gates_backward", "minlstm_log_gates_backward",
-           "normalised_scaled", "normalised_exponents", "normalised_from_exps", "mingru_gates", "mingru_log_gates", "mingru_gates_backward", "sigmoid", "sigmoid_neg",
-           "normalised", "log_coefficients", "dlog_g", "log_normal", "flush_and_sum_"]
+           "normalised_scaled", "normalised_exponents", "normalised_from_exps", "mingru_gates", "mingru_log_gates",
+           "mingru_gates_backward", "sigmoid", "sigmoid_neg", "normalised", "log_coefficients", "dlog_g", "log_normal",
+           "flush_and_sum_"]
 
 _LN2 = 6.93147180559945309417e-01
 _MANTISSA = np.int64(0x000FFFFFFFFFFFFF)

@@ -11,7 +11,8 @@ adjoint in the storage dtype without fused multiply-adds, the log-space ones in 
 reverse pass. So a float32 cell's states are bit for bit those of the two passes, and in log space its gradients
 too (tests/test_gates_numba.py):
 a float32 counter whose 1 − h_t reaches float32's resolution stops there, as in
-``notebooks/minrnn_c_selective_copy.ipynb``. The vanilla kernels also add the biases and keep each step's
+``notebooks/minrnn_c_selective_copy.ipynb``. A vanilla float64 cell's gates and states are the two passes' bit for
+bit as well, its exps taken as the gates kernels take them (``_exp_fma``). The vanilla kernels also add the biases and keep each step's
 derivatives for the reverse pass (below), whose gradients into k_z (k_f, k_i) then differ from the two passes'
 in the last bits.
 
@@ -48,10 +49,12 @@ __all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "min
 # bench/reverse_order.py). Batch rows and channels are independent: the same numbers in any order.
 # The gates' exps with fused multiply-adds, the recurrence without: ``fastmath`` flags are set per function, and
 # this exp is compiled apart with LLVM's contract flag, which each of its instructions keeps when LLVM inlines it
-# into the kernels below (unflagged). So σ, f' and i' here are the gates kernels' (``_gates_numba``, contracted
-# throughout) bit for bit, in float64 as in float32, in less time: (64, 64, 192) float32, ten processes of each in
-# turn, min / median of their best of 60 calls, minGRU's one pass 1.76 / 1.90 -> 1.49 / 1.69 ms, minLSTM's
-# 3.54 / 3.66 -> 3.10 / 3.24 ms (an AMD EPYC, family 25; within a whole step that is less than the step's noise).
+# into the kernels below (unflagged; nothing forces the inlining, but the kernels stay vectorised and faster, as
+# timed below, which a call per element would not). So σ, f' and i' here are the gates kernels' (``_gates_numba``,
+# contracted throughout) bit for bit, in float64 as in float32, in less time: (64, 64, 192) float32, ten processes
+# of each in turn, min / median of their best of 60 calls, minGRU's one pass 1.76 / 1.90 -> 1.49 / 1.69 ms,
+# minLSTM's 3.54 / 3.66 -> 3.10 / 3.24 ms (an AMD EPYC, family 25; within a whole step that is less than the step's
+# noise).
 @njit(cache=True, fastmath={"contract"})
 def _exp_fma(x):
     return exp_nonpositive(x)
