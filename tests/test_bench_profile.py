@@ -214,6 +214,11 @@ FLOOR_FILES = {
         "# 5. The split and the floor",
         {"selective copy minlstm x3": 0.62, "Shakespeare Transformer": 0.42},
         "framework's warm step on selective copy minLSTM x3 and 0.42 on the Transformer"),
+    "train_cpu_2026-12-02_zen4.txt": (
+        ("# 1. The step table (command 1)\n", "#\n# 2. "), ("# 2. The profile (command 2)\n", "#\n# 3. "),
+        "# 3. The split and the floor",
+        {"Shakespeare minGRU": 0.58, "Shakespeare minLSTM": 0.46, "Shakespeare Transformer": 0.60},
+        "0.58 / 0.46 / 0.60 on the Shakespeare minGRU /\n# minLSTM / Transformer"),
 }
 
 
