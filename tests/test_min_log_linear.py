@@ -35,7 +35,7 @@ def _kernel_accepts(cell, params, x, h0):
     from minimal.cells._min_modes import affine, initial_state
 
     k = [affine(params, x, n) for n in (("f", "i", "h") if cell is minlstm else ("z", "h"))]
-    outs = [np.empty_like(k[0]) for _ in range(5 if cell is minlstm else 4)]
+    outs = [np.empty_like(k[0]) for _ in range(5 if cell is minlstm else 6)]
     fn = L.minlstm_log_linear_into if cell is minlstm else L.mingru_log_linear_into
     return fn(*k, initial_state(h0, k[0]), h0 is not None, L.tiny(k[0]), *outs)
 
@@ -51,12 +51,39 @@ def test_in_float64_the_linear_form_is_the_log_space_reference(rng, cell, with_h
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
 
 
+def test_the_mingru_linear_form_keeps_the_steps_derivatives_for_its_reverse_pass_and_no_pre_activations(rng):
+    """minGRU's linear form caches ∂h_t/∂k_z,t, ∂h_t/∂k_h,t and a_t = σ(−k_z,t), which its reverse pass
+    multiplies by the adjoint, and neither the pre-activations nor h̃ (the reverse pass reads no k). a_t is
+    1 − z_t to float64 rounding; each j is the derivative of the kernel's own h_t, by central differences."""
+    params, x, h0, dy = _problem(mingru, rng, np.float64, True)
+    h, cache = mingru.forward(params, x, h0, log_space=True)
+    assert cache.k_z is None and cache.k_h is None and cache.h_tilde is None
+    assert all(a is not None and a.shape == h.shape for a in (cache.j_z, cache.j_h, cache.a))
+    np.testing.assert_allclose(cache.a, 1.0 - cache.z, rtol=1e-15, atol=1e-15)
+    # h_t's rows and channels depend on step t's pre-activations each through its own, so one central difference
+    # over a whole step t gives every ∂h_t/∂k_n,t of that step at once
+    from minimal.cells._min_modes import affine
+    eps = 1e-6
+    for n, j in (("z", cache.j_z), ("h", cache.j_h)):
+        for t in (0, 5, x.shape[1] - 1):
+            moved = []
+            for s in (eps, -eps):
+                k = {m: affine(params, x, m) for m in ("z", "h")}
+                k[n][:, t] += s
+                z, h_s, log_h, a, j_z, j_h = (np.empty_like(k[n]) for _ in range(6))
+                assert L.mingru_log_linear_into(k["z"], k["h"], h0, True, L.tiny(h0), z, h_s, log_h, a, j_z, j_h)
+                moved.append(h_s[:, t])
+            fd = (moved[0] - moved[1]) / (2 * eps)
+            assert np.abs(fd - j[:, t]).max() <= 1e-6 * np.abs(j[:, t]).max()
+
+
 @CELLS
 @pytest.mark.parametrize("seed", range(4))
 def test_in_float32_the_linear_form_is_as_close_to_float64_as_the_log_pass(cell, seed, monkeypatch):
     """float32 h, dx, grads against the float64 NumPy reference of the same inputs: the largest error relative to
-    each array's largest entry, 20 seeds of this problem, was 5.6e-7 (minGRU) / 7.1e-7 (minLSTM) for the linear
-    form and 6.4e-7 / 6.2e-7 for the log-space pass; both are held to the fused cells' float32 bound, 3e-6."""
+    each array's largest entry, 20 seeds of this problem, was 6.4e-7 (minGRU; 5.6e-7 when its reverse pass
+    recomputed the gates instead of reading the forward's derivatives) / 7.1e-7 (minLSTM) for the linear form
+    and 6.4e-7 / 6.2e-7 for the log-space pass; both are held to the fused cells' float32 bound, 3e-6."""
     rng = np.random.default_rng(seed)
     params, x, h0, dy = _problem(cell, rng, np.float32, seed % 2 == 1)
     ref = _run(cell, {k: v.astype(np.float64) for k, v in params.items()}, x.astype(np.float64),

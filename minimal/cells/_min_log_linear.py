@@ -11,11 +11,16 @@ finite) they return False and the cell runs the log-space pass (``_min_scan_numb
 
 The backward is the adjoint of the same recurrence, g_t = dL/dh_t + a_{t+1} g_{t+1}, with
 dL/dlog a_t = g_t a_t h_{t−1} and dL/dlog b_t = g_t b_t: the log-space adjoint G_t = g_t h_t
-(``minimal.scan.log_scan_backward``) multiplied out. Per element, minGRU's forward takes two exps and one log
-(for the cached log h) where the log-space pass takes seven exps and log1ps, and its backward two exps where that
-takes up to seven; minLSTM's, three exps and a log against eleven, and three exps against thirteen. The values equal
-the log pass's to float64 rounding (the log pass rounds log a, log b to the storage dtype first; these use a, b in
-float64): tests/test_min_log_linear.py.
+(``minimal.scan.log_scan_backward``) multiplied out, and through the gates dL/dk_n,t = g_t ∂h_t/∂k_n,t. minGRU's
+forward, which has its gates and h_{t−1} at hand in float64, writes those derivatives j_z, j_h (storage dtype) and
+a_t = σ(−k_z,t) (whose 1 − z would cancel in the storage dtype), so its reverse pass (``log_linear_backward``) is
+the adjoint times them: no exp, and neither k nor h read. minLSTM's reverse pass recomputes its gates from k_f, k_i,
+k_h and reads the cached h. Per element, minGRU's forward takes two exps and one log (for the cached log h) where
+the log-space pass takes seven exps and log1ps, and its backward none where that takes up to seven; minLSTM's,
+three exps and a log against eleven, and three exps against thirteen. The values equal the log pass's to float64
+rounding (the log pass rounds log a, log b to the storage dtype first; these use a, b in float64); in float32,
+minGRU's gradients carry one more rounding (of j) than a reverse pass that recomputes the gates:
+tests/test_min_log_linear.py.
 
 Arrays: C-contiguous (B, T, H), time the outer loop and the channel the inner one; h0 (B, H) > 0, read only when
 ``has_h0``. Each kernel writes log h = log(h) (the cache of the log-space cell) from h in float64.
@@ -29,7 +34,7 @@ from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive
 from ._gates_numba import log_normal, normalised_scaled, sigmoid_neg
 
-__all__ = ["tiny", "mingru_log_linear_into", "mingru_log_linear_backward", "minlstm_log_linear_into",
+__all__ = ["tiny", "mingru_log_linear_into", "log_linear_backward", "minlstm_log_linear_into",
            "minlstm_log_linear_backward"]
 
 
@@ -60,6 +65,16 @@ def _candidate(kh):
 
 
 @njit(cache=True, inline="always")
+def _candidate_slope(kh):
+    """(g(k_h), g'(k_h)) from exp(−|k_h|): k + 1/2 and 1 for k >= 0, σ(k) and σ(k) σ(−k) for k < 0."""
+    eh = exp_nonpositive(-abs(kh))
+    pos = kh >= 0.0
+    q = 1.0 / (1.0 + eh)
+    g = eh * q
+    return (kh + 0.5 if pos else g), (1.0 if pos else g * q)
+
+
+@njit(cache=True, inline="always")
 def _update_gate(kz):
     """(z, 1 − z) = (σ(k_z), σ(−k_z)), each from exp(−|k_z|) without cancellation."""
     e = exp_nonpositive(-abs(kz))
@@ -82,10 +97,12 @@ def _step_row(a, b, s, lo, h, log_h):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def mingru_log_linear_into(k_z, k_h, h0, has_h0, tiny, z, h_tilde, h, log_h):
+def mingru_log_linear_into(k_z, k_h, h0, has_h0, tiny, z, h, log_h, a_out, j_z, j_h):
     """Log-space minGRU: z = σ(k_z), h̃ = g(k_h), h_t = (1 − z_t) h_{t−1} + z_t h̃_t from h0 (0 unless
-    ``has_h0``), the state in float64; writes z, h_tilde, h and log h. Returns whether every input was finite and
-    every b_t = z_t h̃_t >= ``tiny`` (module docstring); False leaves the outputs to the log-space pass."""
+    ``has_h0``), the state in float64; writes z, h, log h, and for the reverse pass a = 1 − z (as σ(−k_z)) and the
+    step's derivatives j_z = ∂h_t/∂k_z,t = z_t (1 − z_t) (h̃_t − h_{t−1}), j_h = ∂h_t/∂k_h,t = z_t g'(k_h,t), each
+    from float64 values. Returns whether every input was finite and every b_t = z_t h̃_t >= ``tiny`` (module
+    docstring); False leaves the outputs to the log-space pass."""
     B, T, H = k_z.shape
     s, a, b = np.empty(H, np.float64), np.empty(H, np.float64), np.empty(H, np.float64)
     lo = np.full(H, np.inf)
@@ -97,49 +114,37 @@ def mingru_log_linear_into(k_z, k_h, h0, has_h0, tiny, z, h_tilde, h, log_h):
             for c in range(H):
                 kz, kh = np.float64(k_z[i, t, c]), np.float64(k_h[i, t, c])
                 bad[c] += 0.0 * kz + 0.0 * kh
-                zc, a[c] = _update_gate(kz)
-                g, _ = _candidate(kh)
+                zc, ac = _update_gate(kz)
+                g, dg = _candidate_slope(kh)
                 z[i, t, c] = zc
-                h_tilde[i, t, c] = g
+                a_out[i, t, c] = ac
+                j_z[i, t, c] = zc * ac * (g - s[c])      # s: h_{t−1}, the carry before this step
+                j_h[i, t, c] = zc * dg
+                a[c] = ac
                 b[c] = zc * g
             _step_row(a, b, s, lo, h[i, t], log_h[i, t])
     return all_zero(bad) and _at_least(lo, tiny)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def mingru_log_linear_backward(k_z, k_h, h, h0, has_h0, tiny, dh, dk_z, dk_h):
-    """Backward of ``mingru_log_linear_into`` in one reverse pass, given dh = dL/dh (B, T, H): the adjoint
-    g_t = dh_t + (1 − z_{t+1}) g_{t+1} in float64, dlog a = g_t (1 − z_t) h_{t−1}, dlog b = g_t z_t h̃_t, and the
-    gates' backward of the log-space cell: dk_z = dlog b (1 − z) − dlog a z, dk_h = dlog b (log g)'(k_h). Returns
-    the forward's check (z recomputed in float64 from the same k_z: the same answer) and whether every dh was
-    finite."""
-    B, T, H = k_z.shape
+def log_linear_backward(a, j_1, j_2, dh, dk_1, dk_2):
+    """The reverse pass of minGRU's linear form (``mingru_log_linear_into``, j_1 = j_z, j_2 = j_h) given dh = dL/dh
+    (B, T, H): the adjoint g_t = dh_t + a_{t+1} g_{t+1} in float64 from the cached a, times the cached step's
+    derivatives, dk_1 = g_t j_1, dk_2 = g_t j_2. A dh that is not finite gives gradients that are not, which the
+    cell reports (``_gates.guarded_backward``)."""
+    B, T, H = a.shape
     gad, a_next = np.empty(H, np.float64), np.empty(H, np.float64)    # g_{t+1}, a_{t+1}
-    lo = np.full(H, np.inf)
-    bad = np.zeros(H, np.float64)
     for i in range(B):
         for c in range(H):
             gad[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
-            prev = h[i, t - 1] if t > 0 else h0[i]
-            has_prev = t > 0 or has_h0
             for c in range(H):
-                kz, kh, d = np.float64(k_z[i, t, c]), np.float64(k_h[i, t, c]), np.float64(dh[i, t, c])
-                bad[c] += 0.0 * kz + 0.0 * kh + 0.0 * d
-                zc, ac = _update_gate(kz)
-                g, dlg = _candidate(kh)
-                gc = d + a_next[c] * gad[c]
-                hp = np.float64(prev[c]) if has_prev else 0.0
-                da = gc * ac * hp
-                b = zc * g
-                db = gc * b
-                dk_z[i, t, c] = db * ac - da * zc
-                dk_h[i, t, c] = db * dlg
-                lo[c] = min(lo[c], b)
+                gc = np.float64(dh[i, t, c]) + a_next[c] * gad[c]
+                dk_1[i, t, c] = gc * np.float64(j_1[i, t, c])
+                dk_2[i, t, c] = gc * np.float64(j_2[i, t, c])
                 gad[c] = gc
-                a_next[c] = ac
-    return all_zero(bad) and _at_least(lo, tiny)
+                a_next[c] = np.float64(a[i, t, c])
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})

@@ -14,8 +14,9 @@ CPU (the sequential loop), and in log space on the CPU, the gates and the scan a
 reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory (vanilla,
 the pass adds the biases and keeps each step's ∂h_t/∂k_z,t, which the reverse pass multiplies by the adjoint). In log
 space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``:
-the same h to float64 rounding, with two exps an element where the log form takes about six), which it keeps
-when every b_t is a normal number of the storage dtype, and runs the log-space recurrence below otherwise.
+the same h to float64 rounding, with two exps an element where the log form takes about six, and it too keeps
+each step's ∂h_t/∂k_z,t, ∂h_t/∂k_h,t for the reverse pass), which it keeps when every b_t is a normal number of
+the storage dtype, and runs the log-space recurrence below otherwise.
 
 Log space (App. B.3; Heinsen 2023), for numerical stability of long scans. The candidate is made positive
 with g(k) = k + 1/2 (k ≥ 0), σ(k) (k < 0), which is continuous at 0 (g(0) = 1/2), so every state is positive:
@@ -83,7 +84,9 @@ class Cache(NamedTuple):
     log_space: bool
     method: str
     backend: str
-    j_z: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_z,t: the vanilla one pass only, which keeps no k_z, k_h, h̃
+    j_z: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_z,t: the one passes only, which keep no k_z, k_h, h̃
+    j_h: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_h,t: the log-space one pass in linear form only
+    a: np.ndarray = None     # (B, T, H)  a_t = 1 − z_t = σ(−k_z,t) from k_z: as j_h
 
 
 def _fused_gates(k_z, k_h, log_space):
@@ -114,39 +117,42 @@ def _one_pass(params, k_z, k_h, h0, out):
 
 
 def _scan_fused(k_z, k_h, h0, out):
-    """(h, z, h̃, log h) of the log-space parallel mode on the CPU, the gates and the scan in one pass
-    (``_min_log_linear.mingru_log_linear_into``, else ``_min_scan_numba.mingru_log_scan_into``); None when some
-    value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
+    """(h, z, h̃, log h, (a, j_z, j_h)) of the log-space parallel mode on the CPU, the gates and the scan in one pass:
+    in linear form (``_min_log_linear.mingru_log_linear_into``), which keeps a = 1 − z and the step's derivatives
+    j_z, j_h for the reverse pass and no h̃ (None), else the log-space pass (``_min_scan_numba.mingru_log_scan_into``;
+    no a, j_z, j_h: None); None when some value is not finite, so that the gates-then-scan path, which names the
+    culprit, runs instead."""
     from . import _min_log_linear as l, _min_scan_numba as k
 
-    z = np.empty_like(k_z)
-    h_tilde, log_h = np.empty_like(k_z), np.empty_like(k_z)
+    z, log_h = np.empty_like(k_z), np.empty_like(k_z)
     h = np.empty_like(k_z) if out is None else out
-    if l.mingru_log_linear_into(k_z, k_h, initial_state(h0, k_z), h0 is not None, l.tiny(k_z), z, h_tilde, h,
-                                log_h):
-        return h, z, h_tilde, log_h
+    a, j_z, j_h = np.empty_like(k_z), np.empty_like(k_z), np.empty_like(k_z)
+    if l.mingru_log_linear_into(k_z, k_h, initial_state(h0, k_z), h0 is not None, l.tiny(k_z), z, h, log_h,
+                                a, j_z, j_h):
+        return h, z, None, log_h, (a, j_z, j_h)
+    h_tilde = a      # the linear form's buffers, unused now
     log_h0 = initial_state(h0, k_z, log=True)
     if not k.mingru_log_scan_into(k_z, k_h, log_h0, h0 is not None, z, h_tilde, log_h):
         return None
-    return np.exp(log_h, out=out), z, h_tilde, log_h
+    return np.exp(log_h, out=out), z, h_tilde, log_h, (None, None, None)
 
 
 def _fused_backward(cache, dy):
     """dL/dk_z, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (with the
-    default CPU scan: both in one reverse pass, ``_min_scan_numba``, vanilla from the cached j_z; a non-finite value
-    in log space reruns the two passes, which name it)."""
+    default CPU scan: both in one reverse pass, ``_min_scan_numba`` / ``_min_log_linear``, from the cached j_z (and
+    in log space j_h, a); a non-finite value in the log-space pass reruns the two passes, which name it)."""
     from . import _gates_numba, _min_log_linear, _min_scan_numba
 
-    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend, j_z = cache
+    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend, j_z, j_h, a = cache
     if j_z is not None:
         dk_z, dk_h = np.empty_like(z), np.empty_like(z)
-        _min_scan_numba.mingru_scan_backward(z, j_z, np.ascontiguousarray(dy), dk_z, dk_h)
+        if j_h is not None:
+            _min_log_linear.log_linear_backward(a, j_z, j_h, np.ascontiguousarray(dy), dk_z, dk_h)
+        else:
+            _min_scan_numba.mingru_scan_backward(z, j_z, np.ascontiguousarray(dy), dk_z, dk_h)
         return dk_z, dk_h
     if log_space and scan_fused(log_space, method, backend):
         dk_z, dk_h, dy = np.empty_like(k_z), np.empty_like(k_z), np.ascontiguousarray(dy)
-        if _min_log_linear.mingru_log_linear_backward(k_z, k_h, h, initial_state(h0, k_z), h0 is not None,
-                                                      _min_log_linear.tiny(k_z), dy, dk_z, dk_h):
-            return dk_z, dk_h
         log_h0 = initial_state(h0, k_z, log=True)
         if _min_scan_numba.mingru_log_scan_backward(k_z, k_h, z, log_h, h, dy, log_h0, h0 is not None, dk_z, dk_h):
             return dk_z, dk_h
@@ -215,8 +221,10 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
     elif one_pass:
         fused_out = _scan_fused(k_z, k_h, h0, out)
         if fused_out is not None:
-            h, z, h_tilde, log_h = fused_out
-            return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend)
+            h, z, h_tilde, log_h, (a, j_z, j_h) = fused_out
+            if j_z is not None:
+                k_z = k_h = None
+            return h, Cache(x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend, j_z, j_h, a)
     # x and the params are finite, so a pre-activation that is not finite has overflowed: named here, not as the
     # scan's b
     check_finite_result("the gate pre-activations x W^T + b", (k_z, k_h), {"x": x, **params})
@@ -251,7 +259,7 @@ def backward(params, cache, dy):
 
 
 def _backward(params, cache, dy):
-    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend, _ = cache
+    x, h0, k_z, k_h, z, h_tilde, h, log_h, mode, log_space, method, backend = cache[:12]
     check_dy(dy, h, params)
     if mode == "parallel" and fused(backend):
         dk_z, dk_h = _fused_backward(cache, dy)
