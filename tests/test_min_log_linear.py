@@ -35,6 +35,8 @@ def _kernel_accepts(cell, params, x, h0):
     from minimal.cells._min_modes import affine, initial_state
 
     k = [affine(params, x, n) for n in (("f", "i", "h") if cell is minlstm else ("z", "h"))]
+    if cell is mingru:        # its kernel adds the biases itself: here, with k holding them, zeros
+        k += [np.zeros(k[0].shape[-1], k[0].dtype)] * 2
     outs = [np.empty_like(k[0]) for _ in range(5 if cell is minlstm else 6)]
     fn = L.minlstm_log_linear_into if cell is minlstm else L.mingru_log_linear_into
     return fn(*k, initial_state(h0, k[0]), h0 is not None, L.tiny(k[0]), *outs)
@@ -71,10 +73,32 @@ def test_the_mingru_linear_form_keeps_the_steps_derivatives_for_its_reverse_pass
                 k = {m: affine(params, x, m) for m in ("z", "h")}
                 k[n][:, t] += s
                 z, h_s, log_h, a, j_z, j_h = (np.empty_like(k[n]) for _ in range(6))
-                assert L.mingru_log_linear_into(k["z"], k["h"], h0, True, L.tiny(h0), z, h_s, log_h, a, j_z, j_h)
+                no_bias = np.zeros(h0.shape[1])
+                assert L.mingru_log_linear_into(k["z"], k["h"], no_bias, no_bias, h0, True, L.tiny(h0), z, h_s, log_h,
+                                                a, j_z, j_h)
                 moved.append(h_s[:, t])
             fd = (moved[0] - moved[1]) / (2 * eps)
             assert np.abs(fd - j[:, t]).max() <= 1e-6 * np.abs(j[:, t]).max()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_mingru_kernel_adds_the_biases_as_the_affine_layer_does_bit_for_bit(rng, dtype):
+    """k + b read inside the kernel (storage dtype, then float64) gives every output bit for bit as k already
+    holding b (``_min_modes.affine``) with zero biases."""
+    from minimal.cells._min_modes import affine
+
+    params = {k: (v + rng.standard_normal(v.shape)).astype(dtype) for k, v in mingru.init(rng, 6, 40).items()}
+    x = rng.standard_normal((4, 33, 6)).astype(dtype)
+    h0 = rng.uniform(0.1, 1.0, (4, 40)).astype(dtype)
+    runs = []
+    for k_z, k_h, b_z, b_h in ((affine(params, x, "z", bias=False), affine(params, x, "h", bias=False),
+                                params["b_z"], params["b_h"]),
+                               (affine(params, x, "z"), affine(params, x, "h"), np.zeros(40, dtype),
+                                np.zeros(40, dtype))):
+        outs = [np.empty_like(k_z) for _ in range(6)]
+        assert L.mingru_log_linear_into(k_z, k_h, b_z, b_h, h0, True, L.tiny(k_z), *outs)
+        runs.append(outs)
+    assert all(np.array_equal(a, b) for a, b in zip(*runs))
 
 
 @CELLS

@@ -97,8 +97,9 @@ def _step_row(a, b, s, lo, h, log_h):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def mingru_log_linear_into(k_z, k_h, h0, has_h0, tiny, z, h, log_h, a_out, j_z, j_h):
-    """Log-space minGRU: z = σ(k_z), h̃ = g(k_h), h_t = (1 − z_t) h_{t−1} + z_t h̃_t from h0 (0 unless
+def mingru_log_linear_into(k_z, k_h, b_z, b_h, h0, has_h0, tiny, z, h, log_h, a_out, j_z, j_h):
+    """Log-space minGRU from k_z + b_z and k_h + b_h (the biases (H,) added in the storage dtype, as
+    ``_min_modes.affine`` adds them): z = σ(k_z), h̃ = g(k_h), h_t = (1 − z_t) h_{t−1} + z_t h̃_t from h0 (0 unless
     ``has_h0``), the state in float64; writes z, h, log h, and for the reverse pass a = 1 − z (as σ(−k_z)) and the
     step's derivatives j_z = ∂h_t/∂k_z,t = z_t (1 − z_t) (h̃_t − h_{t−1}), j_h = ∂h_t/∂k_h,t = z_t g'(k_h,t), each
     from float64 values. Returns whether every input was finite and every b_t = z_t h̃_t >= ``tiny`` (module
@@ -112,7 +113,7 @@ def mingru_log_linear_into(k_z, k_h, h0, has_h0, tiny, z, h, log_h, a_out, j_z, 
             s[c] = np.float64(h0[i, c]) if has_h0 else 0.0
         for t in range(T):
             for c in range(H):
-                kz, kh = np.float64(k_z[i, t, c]), np.float64(k_h[i, t, c])
+                kz, kh = np.float64(k_z[i, t, c] + b_z[c]), np.float64(k_h[i, t, c] + b_h[c])
                 bad[c] += 0.0 * kz + 0.0 * kh
                 zc, ac = _update_gate(kz)
                 g, dg = _candidate_slope(kh)

@@ -116,20 +116,25 @@ def _one_pass(params, k_z, k_h, h0, out):
     return (h, z, j_z) if ok else None
 
 
-def _scan_fused(k_z, k_h, h0, out):
-    """(h, z, h̃, log h, (a, j_z, j_h)) of the log-space parallel mode on the CPU, the gates and the scan in one pass:
-    in linear form (``_min_log_linear.mingru_log_linear_into``), which keeps a = 1 − z and the step's derivatives
-    j_z, j_h for the reverse pass and no h̃ (None), else the log-space pass (``_min_scan_numba.mingru_log_scan_into``;
-    no a, j_z, j_h: None); None when some value is not finite, so that the gates-then-scan path, which names the
-    culprit, runs instead."""
+def _scan_fused(params, k_z, k_h, h0, out):
+    """(h, z, h̃, log h, (a, j_z, j_h)) of the log-space parallel mode on the CPU, the gates and the scan in one pass,
+    from k_z, k_h without their biases: in linear form (``_min_log_linear.mingru_log_linear_into``, which adds the
+    biases as it reads them, and keeps a = 1 − z and the step's derivatives j_z, j_h for the reverse pass and no h̃:
+    None), else, with the biases added to k_z, k_h in place, the log-space pass
+    (``_min_scan_numba.mingru_log_scan_into``; no a, j_z, j_h: None). None when some value is not finite (k_z, k_h
+    then hold their biases), so that the gates-then-scan path, which names the culprit, runs instead."""
     from . import _min_log_linear as l, _min_scan_numba as k
 
     z, log_h = np.empty_like(k_z), np.empty_like(k_z)
     h = np.empty_like(k_z) if out is None else out
     a, j_z, j_h = np.empty_like(k_z), np.empty_like(k_z), np.empty_like(k_z)
-    if l.mingru_log_linear_into(k_z, k_h, initial_state(h0, k_z), h0 is not None, l.tiny(k_z), z, h, log_h,
-                                a, j_z, j_h):
+    b_z, b_h = (bias_or_zeros(params, n, k_z) for n in GATES)
+    if l.mingru_log_linear_into(k_z, k_h, b_z, b_h, initial_state(h0, k_z), h0 is not None, l.tiny(k_z), z, h,
+                                log_h, a, j_z, j_h):
         return h, z, None, log_h, (a, j_z, j_h)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for kn, n in zip((k_z, k_h), GATES):
+            add_bias(params, kn, n)
     h_tilde = a      # the linear form's buffers, unused now
     log_h0 = initial_state(h0, k_z, log=True)
     if not k.mingru_log_scan_into(k_z, k_h, log_h0, h0 is not None, z, h_tilde, log_h):
@@ -209,8 +214,8 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
 
     one_pass = mode == "parallel" and scan_fused(log_space, method, backend)
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is named below, not warned about
-        # (B, T, H) each; the vanilla one pass adds the biases as it reads them
-        k_z, k_h = (affine(params, x, n, bias=not one_pass or log_space) for n in GATES)
+        # (B, T, H) each; the one passes add the biases as they read them
+        k_z, k_h = (affine(params, x, n, bias=not one_pass) for n in GATES)
     if one_pass and not log_space:
         fused_out = _one_pass(params, k_z, k_h, h0, out)
         if fused_out is not None:
@@ -219,7 +224,7 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
         with np.errstate(over="ignore", invalid="ignore"):
             k_z, k_h = (add_bias(params, k, n) for k, n in zip((k_z, k_h), GATES))
     elif one_pass:
-        fused_out = _scan_fused(k_z, k_h, h0, out)
+        fused_out = _scan_fused(params, k_z, k_h, h0, out)
         if fused_out is not None:
             h, z, h_tilde, log_h, (a, j_z, j_h) = fused_out
             if j_z is not None:
