@@ -135,12 +135,12 @@ def log_linear_backward(a, j_1, j_2, dh, dk_1, dk_2):
     cell reports (``_gates.guarded_backward``)."""
     B, T, H = a.shape
     gad, a_next = np.empty(H, np.float64), np.empty(H, np.float64)    # g_{t+1}, a_{t+1}
-    for i in range(B):
-        for c in range(H):
+    for i in range(B - 1, -1, -1):     # every loop descending: each array one descending stream, as the vanilla
+        for c in range(H):             # reverse pass (``_min_scan_numba.mingru_scan_backward``)
             gad[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
-            for c in range(H):
+            for c in range(H - 1, -1, -1):
                 gc = np.float64(dh[i, t, c]) + a_next[c] * gad[c]
                 dk_1[i, t, c] = gc * np.float64(j_1[i, t, c])
                 dk_2[i, t, c] = gc * np.float64(j_2[i, t, c])
