@@ -219,6 +219,12 @@ FLOOR_FILES = {
         "# 3. The split and the floor",
         {"Shakespeare minGRU": 0.58, "Shakespeare minLSTM": 0.46, "Shakespeare Transformer": 0.60},
         "0.58 / 0.46 / 0.60 on the Shakespeare minGRU /\n# minLSTM / Transformer"),
+    "train_cpu_2026-12-03_log_linear.txt": (
+        ("# 2. The step table (command 2)\n", "#\n# 3. "), ("# 3. The profile (command 3)\n", "#\n# 4. "),
+        "# 4. The split and the floor",
+        {"selective copy minlstm x2": 0.59, "selective copy minlstm x3": 0.60, "selective copy mingru x2 log": 0.37,
+         "selective copy mingru x3 log": 0.37},
+        "the floor is 0.59 / 0.60 on selective copy minLSTM x2 / x3 and\n# 0.37 / 0.37 on minGRU x2 log / x3 log"),
 }
 
 
