@@ -14,7 +14,7 @@ CPU (the sequential loop), and in log space on the CPU, the gates and the scan a
 reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory (vanilla,
 the pass adds the biases and keeps each step's ∂h_t/∂k_z,t, which the reverse pass multiplies by the adjoint). In log
 space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``:
-the same h to float64 rounding, with two exps an element where the log form takes about six, and it too keeps
+the same h to float64 rounding, with two exps an element where the log form takes seven, and it too keeps
 each step's ∂h_t/∂k_z,t, ∂h_t/∂k_h,t for the reverse pass), which it keeps when every b_t is a normal number of
 the storage dtype, and runs the log-space recurrence below otherwise.
 
