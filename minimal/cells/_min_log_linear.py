@@ -15,12 +15,12 @@ dL/dlog a_t = g_t a_t h_{t−1} and dL/dlog b_t = g_t b_t: the log-space adjoint
 forward, which has its gates and h_{t−1} at hand in float64, writes those derivatives j_z, j_h (storage dtype) and
 a_t = σ(−k_z,t) (whose 1 − z would cancel in the storage dtype), so its reverse pass (``log_linear_backward``) is
 the adjoint times them: no exp, and neither k nor h read. minLSTM's reverse pass reads the cached f', i' and h and
-recomputes g(k_h), (log g)'(k_h), σ(−k_f) and σ(−k_i) from k_f, k_i, k_h. Per element, minGRU's forward takes two exps and one log (for the cached log h) where
-the log-space pass takes seven exps and log1ps, and its backward none where that takes up to seven; minLSTM's,
-three exps and a log against eleven, and three exps against thirteen. The values equal the log pass's to float64
-rounding (the log pass rounds log a, log b to the storage dtype first; these use a, b in float64); in float32,
-minGRU's gradients carry one more rounding (of j and a) than a reverse pass that recomputes the gates:
-tests/test_min_log_linear.py.
+recomputes g(k_h), (log g)'(k_h), σ(−k_f) and σ(−k_i) from k_f, k_i, k_h. Per element, minGRU's forward takes two
+exps and one log (for the cached log h) where the log-space pass takes seven exps and log1ps, and its backward none
+where that takes up to seven; minLSTM's, three exps and a log against eleven, and three exps against thirteen.
+The values equal the log pass's to float64 rounding (the log pass rounds log a, log b to the storage dtype first;
+these use a, b in float64); in float32, minGRU's gradients carry one more rounding (of j and a) than a reverse pass
+that recomputes the gates: tests/test_min_log_linear.py.
 
 Arrays: C-contiguous (B, T, H), time the outer loop and the channel the inner one; h0 (B, H) > 0, read only when
 ``has_h0``. Each kernel writes log h = log(h) (the cache of the log-space cell) from h in float64.

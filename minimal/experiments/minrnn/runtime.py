@@ -22,9 +22,10 @@ every operation, the scan's included. The paper: "The minimal variants (minGRU a
 compared to their traditional counterpart" (Sec. 4.1), i.e. a ratio of ~1.88. Our caches, per (B, T) position in
 units of floats: GRU D + 5H (x, gates z r h̃, r ⊙ h, h), minGRU D + 4H (x, k_z, k_h, z, h), minGRU log D + 6H
 (x, z, h, log h, and for its reverse pass 1 − z and ∂h_t/∂k_z,t, ∂h_t/∂k_h,t); LSTM D + 7H (x, gates f i o c̃, c,
-tanh c, h), minLSTM D + 6H (x, k_h, f', i', h and the slopes ∂f'/∂k_f, ∂i'/∂k_i; k_f, k_i on the NumPy reference), minLSTM log D + 8H (x, k_f, k_i, k_h, f', i', h, g(k_h),
-log h). A hand-written backward keeps only what it needs, so the minimal cells here hold 5/6 and 7/8 of the
-traditional cells' caches at D = H (vanilla), 7/6 and 9/8 in log space.
+tanh c, h), minLSTM D + 6H (x, k_h, f', i', h and the slopes ∂f'/∂k_f, ∂i'/∂k_i; k_f, k_i on the NumPy
+reference), minLSTM log D + 8H (x, k_f, k_i, k_h, f', i', h, g(k_h), log h). A hand-written backward keeps only
+what it needs, so the minimal cells here hold 5/6 and 7/8 of the traditional cells' caches at D = H (vanilla), 7/6
+and 9/8 in log space.
 
 Differs from the paper:
 - Hardware: one core of a shared 2-core CPU (``minimal.run.speed``: one BLAS thread) instead of a T4 GPU. On the GPU
