@@ -8,6 +8,7 @@ from minimal.cells import _min_log_linear as L
 from minimal.cells import mingru, minlstm
 
 CELLS = pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
+N_OUT = {mingru: 6, minlstm: 7}     # the forward kernels' output arrays: z, h, ... / f', i', h, ...
 
 
 def _linear_form_off(monkeypatch):
@@ -35,9 +36,8 @@ def _kernel_accepts(cell, params, x, h0):
     from minimal.cells._min_modes import affine, initial_state
 
     k = [affine(params, x, n) for n in (("f", "i", "h") if cell is minlstm else ("z", "h"))]
-    if cell is mingru:        # its kernel adds the biases itself: here, with k holding them, zeros
-        k += [np.zeros(k[0].shape[-1], k[0].dtype)] * 2
-    outs = [np.empty_like(k[0]) for _ in range(5 if cell is minlstm else 6)]
+    k += [np.zeros(k[0].shape[-1], k[0].dtype)] * len(k)     # the kernels add the biases: here, k holds them
+    outs = [np.empty_like(k[0]) for _ in range(N_OUT[cell])]
     fn = L.minlstm_log_linear_into if cell is minlstm else L.mingru_log_linear_into
     return fn(*k, initial_state(h0, k[0]), h0 is not None, L.tiny(k[0]), *outs)
 
@@ -53,50 +53,57 @@ def test_in_float64_the_linear_form_is_the_log_space_reference(rng, cell, with_h
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
 
 
-def test_the_mingru_linear_form_keeps_the_steps_derivatives_for_its_reverse_pass_and_no_pre_activations(rng):
-    """minGRU's linear form caches ∂h_t/∂k_z,t, ∂h_t/∂k_h,t and a_t = σ(−k_z,t), which its reverse pass
-    multiplies by the adjoint, and neither the pre-activations nor h̃ (the reverse pass reads no k). a_t is
-    1 − z_t to float64 rounding; each j is the derivative of the kernel's own h_t, by central differences."""
-    params, x, h0, dy = _problem(mingru, rng, np.float64, True)
-    h, cache = mingru.forward(params, x, h0, log_space=True)
-    assert cache.k_z is None and cache.k_h is None and cache.h_tilde is None
-    assert all(a is not None and a.shape == h.shape for a in (cache.j_z, cache.j_h, cache.a))
-    np.testing.assert_allclose(cache.a, 1.0 - cache.z, rtol=1e-15, atol=1e-15)
+@CELLS
+def test_the_linear_form_keeps_the_steps_derivatives_for_its_reverse_pass_and_no_pre_activations(rng, cell):
+    """The linear form caches ∂h_t/∂k_n,t for every gate n and a_t (minGRU: σ(−k_z,t); minLSTM: f'_t), which its
+    reverse pass multiplies by the adjoint, and neither the pre-activations nor h̃ (the reverse pass reads no k).
+    minGRU's a_t is 1 − z_t to float64 rounding; each j is the derivative of the kernel's own h_t, by central
+    differences."""
+    params, x, h0, dy = _problem(cell, rng, np.float64, True)
+    h, cache = cell.forward(params, x, h0, log_space=True)
+    gates = ("f", "i", "h") if cell is minlstm else ("z", "h")
+    j = {"f": cache.j_f, "i": cache.j_i, "h": cache.j_h} if cell is minlstm else {"z": cache.j_z, "h": cache.j_h}
+    assert all(getattr(cache, "k_" + n) is None for n in gates) and cache.h_tilde is None
+    assert all(a is not None and a.shape == h.shape for a in j.values())
+    if cell is mingru:
+        assert cache.a.shape == h.shape
+        np.testing.assert_allclose(cache.a, 1.0 - cache.z, rtol=1e-15, atol=1e-15)
     # h_t's rows and channels depend on step t's pre-activations each through its own, so one central difference
     # over a whole step t gives every ∂h_t/∂k_n,t of that step at once
     from minimal.cells._min_modes import affine
+    fn = L.minlstm_log_linear_into if cell is minlstm else L.mingru_log_linear_into
+    no_bias = [np.zeros(h0.shape[1])] * len(gates)
     eps = 1e-6
-    for n, j in (("z", cache.j_z), ("h", cache.j_h)):
+    for n in gates:
         for t in (0, 5, x.shape[1] - 1):
             moved = []
             for s in (eps, -eps):
-                k = {m: affine(params, x, m) for m in ("z", "h")}
+                k = {m: affine(params, x, m) for m in gates}
                 k[n][:, t] += s
-                z, h_s, log_h, a, j_z, j_h = (np.empty_like(k[n]) for _ in range(6))
-                no_bias = np.zeros(h0.shape[1])
-                assert L.mingru_log_linear_into(k["z"], k["h"], no_bias, no_bias, h0, True, L.tiny(h0), z, h_s, log_h,
-                                                a, j_z, j_h)
-                moved.append(h_s[:, t])
+                outs = [np.empty_like(k[n]) for _ in range(N_OUT[cell])]
+                assert fn(*(k[m] for m in gates), *no_bias, h0, True, L.tiny(h0), *outs)
+                moved.append(outs[1 if cell is mingru else 2][:, t])      # h
             fd = (moved[0] - moved[1]) / (2 * eps)
-            assert np.abs(fd - j[:, t]).max() <= 1e-6 * np.abs(j[:, t]).max()
+            assert np.abs(fd - j[n][:, t]).max() <= 1e-6 * np.abs(j[n][:, t]).max()
 
 
+@CELLS
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_mingru_kernel_adds_the_biases_as_the_affine_layer_does_bit_for_bit(rng, dtype):
+def test_the_kernel_adds_the_biases_as_the_affine_layer_does_bit_for_bit(rng, cell, dtype):
     """k + b read inside the kernel (storage dtype, then float64) gives every output bit for bit as k already
     holding b (``_min_modes.affine``) with zero biases."""
     from minimal.cells._min_modes import affine
 
-    params = {k: (v + rng.standard_normal(v.shape)).astype(dtype) for k, v in mingru.init(rng, 6, 40).items()}
+    params = {k: (v + rng.standard_normal(v.shape)).astype(dtype) for k, v in cell.init(rng, 6, 40).items()}
     x = rng.standard_normal((4, 33, 6)).astype(dtype)
     h0 = rng.uniform(0.1, 1.0, (4, 40)).astype(dtype)
+    gates = ("f", "i", "h") if cell is minlstm else ("z", "h")
+    fn = L.minlstm_log_linear_into if cell is minlstm else L.mingru_log_linear_into
     runs = []
-    for k_z, k_h, b_z, b_h in ((affine(params, x, "z", bias=False), affine(params, x, "h", bias=False),
-                                params["b_z"], params["b_h"]),
-                               (affine(params, x, "z"), affine(params, x, "h"), np.zeros(40, dtype),
-                                np.zeros(40, dtype))):
-        outs = [np.empty_like(k_z) for _ in range(6)]
-        assert L.mingru_log_linear_into(k_z, k_h, b_z, b_h, h0, True, L.tiny(k_z), *outs)
+    for k, b in (([affine(params, x, n, bias=False) for n in gates], [params["b_" + n] for n in gates]),
+                 ([affine(params, x, n) for n in gates], [np.zeros(40, dtype)] * len(gates))):
+        outs = [np.empty_like(k[0]) for _ in range(N_OUT[cell])]
+        assert fn(*k, *b, h0, True, L.tiny(k[0]), *outs)
         runs.append(outs)
     assert all(np.array_equal(a, b) for a, b in zip(*runs))
 
@@ -106,8 +113,8 @@ def test_the_mingru_kernel_adds_the_biases_as_the_affine_layer_does_bit_for_bit(
 def test_in_float32_the_linear_form_is_as_close_to_float64_as_the_log_pass(cell, seed, monkeypatch):
     """float32 h, dx, grads against the float64 NumPy reference of the same inputs: the largest error relative to
     each array's largest entry, 20 seeds of this problem, was 6.4e-7 (minGRU; 5.6e-7 when its reverse pass
-    recomputed the gates instead of reading the forward's derivatives) / 7.1e-7 (minLSTM) for the linear form
-    and 6.4e-7 / 6.2e-7 for the log-space pass; both are held to the fused cells' float32 bound, 3e-6."""
+    recomputed the gates instead of reading the forward's derivatives) / 7.1e-7 (minLSTM, either way) for the
+    linear form and 6.4e-7 / 6.2e-7 for the log-space pass; both are held to the fused cells' float32 bound, 3e-6."""
     rng = np.random.default_rng(seed)
     params, x, h0, dy = _problem(cell, rng, np.float32, seed % 2 == 1)
     ref = _run(cell, {k: v.astype(np.float64) for k, v in params.items()}, x.astype(np.float64),

@@ -72,13 +72,13 @@ def test_runtime_tiny_run_returns_every_key(tmp_path):
 
 
 def test_runtime_cache_sizes_follow_the_float_counts():
-    """Per (B, T) position: GRU D + 5H, minGRU D + 4H (log D + 6H), LSTM D + 7H, minLSTM D + 6H (log D + 8H),
+    """Per (B, T) position: GRU D + 5H, minGRU D + 4H (log D + 6H), LSTM D + 7H, minLSTM D + 6H (log D + 7H),
     plus the (B, H) initial states GRU and LSTM keep."""
     B, T, D, H = 2, 5, 3, 4
     cfg = R.Config(T_values=(T,), batch=B, d_in=D, d_hidden=H, repeats=1)
     m = R.run(cfg, progress=False)
     per_pos = {"gru": D + 5 * H, "mingru": D + 4 * H, "mingru_log": D + 6 * H,
-               "lstm": D + 7 * H, "minlstm": D + 6 * H, "minlstm_log": D + 8 * H}
+               "lstm": D + 7 * H, "minlstm": D + 6 * H, "minlstm_log": D + 7 * H}
     states = {"gru": 1, "lstm": 2}
     for name, n in per_pos.items():
         assert m["cache_bytes"][name] == [4 * (B * T * n + states.get(name, 0) * B * H)], name

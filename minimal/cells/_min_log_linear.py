@@ -11,16 +11,16 @@ finite) they return False and the cell runs the log-space pass (``_min_scan_numb
 
 The backward is the adjoint of the same recurrence, g_t = dL/dh_t + a_{t+1} g_{t+1}, with
 dL/dlog a_t = g_t a_t h_{t−1} and dL/dlog b_t = g_t b_t: the log-space adjoint G_t = g_t h_t
-(``minimal.scan.log_scan_backward``) multiplied out, and through the gates dL/dk_n,t = g_t ∂h_t/∂k_n,t. minGRU's
-forward, which has its gates and h_{t−1} at hand in float64, writes those derivatives j_z, j_h (storage dtype) and
-a_t = σ(−k_z,t) (whose 1 − z would cancel in the storage dtype), so its reverse pass (``log_linear_backward``) is
-the adjoint times them: no exp, and neither k nor h read. minLSTM's reverse pass reads the cached f', i' and h and
-recomputes g(k_h), (log g)'(k_h), σ(−k_f) and σ(−k_i) from k_f, k_i, k_h. Per element, minGRU's forward takes two
-exps and one log (for the cached log h) where the log-space pass takes seven exps and log1ps, and its backward none
-where that takes up to seven; minLSTM's, three exps and a log against eleven, and three exps against thirteen.
+(``minimal.scan.log_scan_backward``) multiplied out, and through the gates dL/dk_n,t = g_t ∂h_t/∂k_n,t. The
+forwards, which have the gates and h_{t−1} at hand in float64, write those derivatives (storage dtype), and minGRU
+also a_t = σ(−k_z,t) (whose 1 − z would cancel in the storage dtype; minLSTM's a_t = f'_t is cached as it is), so
+each reverse pass (``log_linear_backward``, ``minlstm_log_linear_backward``) is the adjoint times them: no exp,
+and neither k nor h read. Per element, minGRU's forward takes two exps and one log (for the cached log h) where the
+log-space pass takes seven exps and log1ps, and its backward none where that takes up to seven; minLSTM's, three
+exps and a log against eleven, and none against thirteen.
 The values equal the log pass's to float64 rounding (the log pass rounds log a, log b to the storage dtype first;
-these use a, b in float64); in float32, minGRU's gradients carry one more rounding (of j and a) than a reverse pass
-that recomputes the gates: tests/test_min_log_linear.py.
+these use a, b in float64); in float32, the gradients carry one more rounding (of the cached j, and minGRU's a)
+than a reverse pass that recomputes the gates: tests/test_min_log_linear.py.
 
 Arrays: C-contiguous (B, T, H), time the outer loop and the channel the inner one; h0 (B, H) > 0, read only when
 ``has_h0``. Each kernel writes log h = log(h) (the cache of the log-space cell) from h in float64.
@@ -32,7 +32,7 @@ from numba import njit
 
 from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive
-from ._gates_numba import log_normal, normalised_scaled, sigmoid_neg
+from ._gates_numba import log_normal, normalised_scaled
 
 __all__ = ["tiny", "mingru_log_linear_into", "log_linear_backward", "minlstm_log_linear_into",
            "minlstm_log_linear_backward"]
@@ -53,15 +53,6 @@ def _at_least(lo, tiny):
         if not v >= tiny:
             return False
     return True
-
-
-@njit(cache=True, inline="always")
-def _candidate(kh):
-    """(g(k_h), (log g)'(k_h)) from exp(−|k_h|): k + 1/2 and 1 / (k + 1/2) for k >= 0, σ(k) and σ(−k) for k < 0."""
-    eh = exp_nonpositive(-abs(kh))
-    pos = kh >= 0.0
-    q = 1.0 / (1.0 + eh)
-    return (kh + 0.5 if pos else eh * q), (1.0 / (max(kh, 0.0) + 0.5) if pos else q)
 
 
 @njit(cache=True, inline="always")
@@ -149,9 +140,12 @@ def log_linear_backward(a, j_1, j_2, dh, dk_1, dk_2):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def minlstm_log_linear_into(k_f, k_i, k_h, h0, has_h0, tiny, f_n, i_n, h_tilde, h, log_h):
-    """Log-space minLSTM: f', i' (normalised gates), h̃ = g(k_h), h_t = f'_t h_{t−1} + i'_t h̃_t from h0, the state
-    in float64; writes f_n, i_n, h_tilde, h and log h. Returns as ``mingru_log_linear_into``."""
+def minlstm_log_linear_into(k_f, k_i, k_h, b_f, b_i, b_h, h0, has_h0, tiny, f_n, i_n, h, log_h, j_f, j_i, j_h):
+    """Log-space minLSTM from k_n + b_n (the biases (H,) added as in ``mingru_log_linear_into``): f', i' (the
+    normalised gates, with their slopes s_f = ∂f'/∂k_f, s_i = ∂i'/∂k_i: ``_gates_numba.normalised_scaled``),
+    h̃ = g(k_h), h_t = f'_t h_{t−1} + i'_t h̃_t from h0, the state in float64; writes f', i', h, log h and the step's
+    derivatives j_f = ∂h_t/∂k_f,t = s_f (h_{t−1} − h̃_t), j_i = ∂h_t/∂k_i,t = s_i (h̃_t − h_{t−1}) (i' = 1 − f'),
+    j_h = ∂h_t/∂k_h,t = i'_t g'(k_h,t), each from float64 values. Returns as ``mingru_log_linear_into``."""
     B, T, H = k_f.shape
     s, a, b = np.empty(H, np.float64), np.empty(H, np.float64), np.empty(H, np.float64)
     lo = np.full(H, np.inf)
@@ -161,13 +155,17 @@ def minlstm_log_linear_into(k_f, k_i, k_h, h0, has_h0, tiny, f_n, i_n, h_tilde, 
             s[c] = np.float64(h0[i, c]) if has_h0 else 0.0
         for t in range(T):
             for c in range(H):
-                kf, ki, kh = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]), np.float64(k_h[i, t, c])
+                kf, ki = np.float64(k_f[i, t, c] + b_f[c]), np.float64(k_i[i, t, c] + b_i[c])
+                kh = np.float64(k_h[i, t, c] + b_h[c])
                 bad[c] += 0.0 * kf + 0.0 * ki + 0.0 * kh
-                fc, ic, _, _ = normalised_scaled(kf, ki)
-                g, _ = _candidate(kh)
+                fc, ic, sf, si = normalised_scaled(kf, ki)
+                g, dg = _candidate_slope(kh)
+                d = g - s[c]                             # s: h_{t−1}, the carry before this step
                 f_n[i, t, c] = fc
                 i_n[i, t, c] = ic
-                h_tilde[i, t, c] = g
+                j_f[i, t, c] = -sf * d
+                j_i[i, t, c] = si * d
+                j_h[i, t, c] = ic * dg
                 a[c] = fc
                 b[c] = ic * g
             _step_row(a, b, s, lo, h[i, t], log_h[i, t])
@@ -175,40 +173,21 @@ def minlstm_log_linear_into(k_f, k_i, k_h, h0, has_h0, tiny, f_n, i_n, h_tilde, 
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, h0, has_h0, tiny, dh, dk_f, dk_i, dk_h):
-    """Backward of ``minlstm_log_linear_into`` in one reverse pass: the adjoint g_t = dh_t + f'_{t+1} g_{t+1},
-    dlog a = g_t f'_t h_{t−1}, dlog b = g_t i'_t h̃_t, and the gates' backward of the log-space cell:
-    dδ = dlog b f' − dlog a i', dk_h = dlog b (log g)'(k_h), dk_f = −dδ σ(−k_f), dk_i = dδ σ(−k_i). f', i' are
-    the stored ones, so the check on b = i' h̃ reads i' in the storage dtype where the forward read it in float64:
-    at the boundary the two may choose differently, and either backward is the adjoint of the cached h (the log
-    pass's reads the cached log h, the same states). Returns the check and whether every dh was finite."""
-    B, T, H = k_f.shape
-    gad, a_next = np.empty(H, np.float64), np.empty(H, np.float64)
-    lo = np.full(H, np.inf)
-    bad = np.zeros(H, np.float64)
-    for i in range(B):
+def minlstm_log_linear_backward(f_n, j_f, j_i, j_h, dh, dk_f, dk_i, dk_h):
+    """The reverse pass of ``minlstm_log_linear_into`` given dh = dL/dh (B, T, H), as ``log_linear_backward`` with
+    three gates: the adjoint g_t = dh_t + f'_{t+1} g_{t+1} in float64 from the cached f', times the cached
+    derivatives, dk_n = g_t j_n."""
+    B, T, H = f_n.shape
+    gad, a_next = np.empty(H, np.float64), np.empty(H, np.float64)    # g_{t+1}, f'_{t+1}
+    for i in range(B - 1, -1, -1):
         for c in range(H):
             gad[c] = 0.0
             a_next[c] = 0.0
         for t in range(T - 1, -1, -1):
-            prev = h[i, t - 1] if t > 0 else h0[i]
-            has_prev = t > 0 or has_h0
-            for c in range(H):
-                kf, ki, kh = np.float64(k_f[i, t, c]), np.float64(k_i[i, t, c]), np.float64(k_h[i, t, c])
-                d = np.float64(dh[i, t, c])
-                bad[c] += 0.0 * kf + 0.0 * ki + 0.0 * kh + 0.0 * d
-                fc, ic = np.float64(f_n[i, t, c]), np.float64(i_n[i, t, c])
-                g, dlg = _candidate(kh)
-                gc = d + a_next[c] * gad[c]
-                hp = np.float64(prev[c]) if has_prev else 0.0
-                da = gc * fc * hp
-                b = ic * g
-                db = gc * b
-                dd = db * fc - da * ic
-                dk_h[i, t, c] = db * dlg
-                dk_f[i, t, c] = -dd * sigmoid_neg(kf)
-                dk_i[i, t, c] = dd * sigmoid_neg(ki)
-                lo[c] = min(lo[c], b)
+            for c in range(H - 1, -1, -1):
+                gc = np.float64(dh[i, t, c]) + a_next[c] * gad[c]
+                dk_f[i, t, c] = gc * np.float64(j_f[i, t, c])
+                dk_i[i, t, c] = gc * np.float64(j_i[i, t, c])
+                dk_h[i, t, c] = gc * np.float64(j_h[i, t, c])
                 gad[c] = gc
-                a_next[c] = fc
-    return all_zero(bad) and _at_least(lo, tiny)
+                a_next[c] = np.float64(f_n[i, t, c])

@@ -96,8 +96,9 @@ class Cache(NamedTuple):
     backend: str
     s_f: np.ndarray = None   # (B, T, H)  ∂f'/∂k_f: the vanilla gates-then-scan path only (Blelloch), else None
     s_i: np.ndarray = None   # (B, T, H)  ∂i'/∂k_i: as s_f
-    j_f: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_f,t: the vanilla one pass only, which keeps no k_f, k_i, k_h, h̃
+    j_f: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_f,t: the one passes only, which keep no k_f, k_i, k_h, h̃
     j_i: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_i,t: as j_f
+    j_h: np.ndarray = None   # (B, T, H)  ∂h_t/∂k_h,t: the log-space one pass in linear form only
 
 
 def step_forward(params, x_t, h_prev, log_space=False):
@@ -125,8 +126,8 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
 
     one_pass = mode == "parallel" and scan_fused(log_space, method, backend)
     with np.errstate(over="ignore", invalid="ignore"):   # an overflow is named below, not warned about
-        # (B, T, H) each; the vanilla one pass adds the biases as it reads them
-        k_f, k_i, k_h = (affine(params, x, n, bias=not one_pass or log_space) for n in GATES)
+        # (B, T, H) each; the one passes add the biases as they read them
+        k_f, k_i, k_h = (affine(params, x, n, bias=not one_pass) for n in GATES)
     if one_pass and not log_space:
         fused_out = _one_pass(params, k_f, k_i, k_h, h0, out)
         if fused_out is not None:
@@ -136,10 +137,13 @@ def forward(params, x, h0=None, mode=None, log_space=False, method=None, backend
         with np.errstate(over="ignore", invalid="ignore"):
             k_f, k_i, k_h = (add_bias(params, k, n) for k, n in zip((k_f, k_i, k_h), GATES))
     elif one_pass:
-        fused_out = _scan_fused(k_f, k_i, k_h, h0, out)
+        fused_out = _scan_fused(params, k_f, k_i, k_h, h0, out)
         if fused_out is not None:
-            h, f_n, i_n, h_tilde, log_h = fused_out
-            return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend)
+            h, f_n, i_n, h_tilde, log_h, (j_f, j_i, j_h) = fused_out
+            if j_f is not None:
+                k_f = k_i = k_h = None
+            return h, Cache(x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend,
+                            j_f=j_f, j_i=j_i, j_h=j_h)
     # as in minGRU: a pre-activation that is not finite is an overflow, named here rather than as the scan's b
     check_finite_result("the gate pre-activations x W^T + b", (k_f, k_i, k_h), {"x": x, **params})
     if mode == "parallel" and fused(backend):
@@ -200,42 +204,49 @@ def _one_pass(params, k_f, k_i, k_h, h0, out):
     return (h, f_n, i_n, j_f, j_i) if ok else None
 
 
-def _scan_fused(k_f, k_i, k_h, h0, out):
-    """(h, f', i', h̃, log h) of the log-space parallel mode on the CPU, the gates and the scan in one pass
-    (``_min_log_linear.minlstm_log_linear_into``, else ``_min_scan_numba.minlstm_log_scan_into``); None when some
-    value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
+def _scan_fused(params, k_f, k_i, k_h, h0, out):
+    """(h, f', i', h̃, log h, (j_f, j_i, j_h)) of the log-space parallel mode on the CPU, the gates and the scan in one
+    pass, from k_f, k_i, k_h without their biases: in linear form (``_min_log_linear.minlstm_log_linear_into``, which
+    adds the biases as it reads them and keeps the step's derivatives j_f, j_i, j_h for the reverse pass and no h̃:
+    None), else, with the biases added to k_f, k_i, k_h in place, the log-space pass
+    (``_min_scan_numba.minlstm_log_scan_into``; no j: None). None when some value is not finite (the k then hold
+    their biases), so that the gates-then-scan path, which names the culprit, runs instead."""
     from . import _min_log_linear as l, _min_scan_numba as k
 
-    f_n, i_n = np.empty_like(k_f), np.empty_like(k_f)
-    h_tilde, log_h = np.empty_like(k_f), np.empty_like(k_f)
+    f_n, i_n, log_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
     h = np.empty_like(k_f) if out is None else out
-    if l.minlstm_log_linear_into(k_f, k_i, k_h, initial_state(h0, k_f), h0 is not None, l.tiny(k_f), f_n, i_n,
-                                 h_tilde, h, log_h):
-        return h, f_n, i_n, h_tilde, log_h
+    j_f, j_i, j_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
+    biases = (bias_or_zeros(params, n, k_f) for n in GATES)
+    if l.minlstm_log_linear_into(k_f, k_i, k_h, *biases, initial_state(h0, k_f), h0 is not None, l.tiny(k_f), f_n,
+                                 i_n, h, log_h, j_f, j_i, j_h):
+        return h, f_n, i_n, None, log_h, (j_f, j_i, j_h)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for kn, n in zip((k_f, k_i, k_h), GATES):
+            add_bias(params, kn, n)
+    h_tilde = j_f      # the linear form's buffers, unused now
     log_h0 = initial_state(h0, k_f, log=True)
     if not k.minlstm_log_scan_into(k_f, k_i, k_h, log_h0, h0 is not None, f_n, i_n, h_tilde, log_h):
         return None
-    return np.exp(log_h, out=out), f_n, i_n, h_tilde, log_h
+    return np.exp(log_h, out=out), f_n, i_n, h_tilde, log_h, (None, None, None)
 
 
 def _fused_backward(cache, dy):
     """dL/dk_f, dL/dk_i, dL/dk_h of the fused parallel mode: the scan's backward, then the gates' in one pass (with
-    the default CPU scan: both in one reverse pass, ``_min_scan_numba``, vanilla from the cached j_f, j_i; a
-    non-finite value in log space reruns the two passes, which name it)."""
+    the default CPU scan: both in one reverse pass, ``_min_scan_numba`` / ``_min_log_linear``, from the cached j_f,
+    j_i (and in log space j_h); a non-finite value in the log-space pass reruns the two passes, which name it)."""
     from . import _gates_numba, _min_log_linear, _min_scan_numba
 
-    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, s_f, s_i, j_f, j_i = cache
+    x, h0, k_f, k_i, k_h, f_n, i_n, h_tilde, h, log_h, mode, log_space, method, backend, s_f, s_i, j_f, j_i, j_h = cache
     if j_f is not None:
         dk_f, dk_i, dk_h = np.empty_like(f_n), np.empty_like(f_n), np.empty_like(f_n)
-        _min_scan_numba.minlstm_scan_backward(f_n, i_n, j_f, j_i, np.ascontiguousarray(dy), dk_f, dk_i, dk_h)
+        if j_h is not None:
+            _min_log_linear.minlstm_log_linear_backward(f_n, j_f, j_i, j_h, np.ascontiguousarray(dy), dk_f, dk_i, dk_h)
+        else:
+            _min_scan_numba.minlstm_scan_backward(f_n, i_n, j_f, j_i, np.ascontiguousarray(dy), dk_f, dk_i, dk_h)
         return dk_f, dk_i, dk_h
     if log_space and scan_fused(log_space, method, backend):
         dk_f, dk_i, dk_h = np.empty_like(k_h), np.empty_like(k_h), np.empty_like(k_h)
         dy = np.ascontiguousarray(dy)
-        if _min_log_linear.minlstm_log_linear_backward(k_f, k_i, k_h, f_n, i_n, h, initial_state(h0, k_f),
-                                                       h0 is not None, _min_log_linear.tiny(k_f), dy, dk_f, dk_i,
-                                                       dk_h):
-            return dk_f, dk_i, dk_h
         log_h0 = initial_state(h0, k_f, log=True)
         if _min_scan_numba.minlstm_log_scan_backward(k_f, k_i, k_h, f_n, i_n, log_h, h, dy, log_h0, h0 is not None,
                                                      dk_f, dk_i, dk_h):
