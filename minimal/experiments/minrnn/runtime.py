@@ -14,6 +14,8 @@ batch B = 64 as in Fig. 1. Models, each one layer of the library's cell:
 All models are timed side by side in one process (for each T, ``repeats`` rounds of one step per model, the
 best of the rounds kept), with one BLAS thread and glibc's malloc thresholds set (``minimal.run.speed.tune``).
 Speedup = time(gru) / time(mingru) and time(lstm) / time(minlstm) per T (Fig. 1, middle).
+``python -m minimal reproduce minrnn --full --only runtime`` rewrites the lesson's ``data/minrnn/runtime_full.json``
+(made 2026-12-03: log-space time 0.96-1.12 of vanilla over T), timing the cells as they are then.
 
 Memory: the bytes of the arrays each forward keeps for its backward (the distinct arrays of its cache; minGRU's
 vanilla h̃ is k_h itself and counts once). This is exact and deterministic, but it is not what the paper measured:
@@ -23,9 +25,9 @@ compared to their traditional counterpart" (Sec. 4.1), i.e. a ratio of ~1.88. Ou
 units of floats: GRU D + 5H (x, gates z r h̃, r ⊙ h, h), minGRU D + 4H (x, k_z, k_h, z, h), minGRU log D + 6H
 (x, z, h, log h, and for its reverse pass 1 − z and ∂h_t/∂k_z,t, ∂h_t/∂k_h,t); LSTM D + 7H (x, gates f i o c̃, c,
 tanh c, h), minLSTM D + 6H (x, k_h, f', i', h and the slopes ∂f'/∂k_f, ∂i'/∂k_i; k_f, k_i on the NumPy
-reference), minLSTM log D + 8H (x, k_f, k_i, k_h, f', i', h, g(k_h), log h). A hand-written backward keeps only
-what it needs, so the minimal cells here hold 5/6 and 7/8 of the traditional cells' caches at D = H (vanilla), 7/6
-and 9/8 in log space.
+reference), minLSTM log D + 7H (x, f', i', h, log h, and for its reverse pass ∂h_t/∂k_f,t, ∂h_t/∂k_i,t,
+∂h_t/∂k_h,t). A hand-written backward keeps only what it needs, so the minimal cells here hold 5/6 and 7/8 of the
+traditional cells' caches at D = H (vanilla), 7/6 and 8/8 in log space.
 
 Differs from the paper:
 - Hardware: one core of a shared 2-core CPU (``minimal.run.speed``: one BLAS thread) instead of a T4 GPU. On the GPU
@@ -35,11 +37,9 @@ Differs from the paper:
   work over B T H values (gates, exp/log in log space, the scan and its adjoint), which grows linearly in T just
   like the GRU's loop. What the CPU ratio then measures is one large matmul + vectorised passes against T small
   (64 x H) matmuls and a dozen NumPy calls per step (Python and call overhead dominate those at H = 32), so it is
-  a constant-ish factor of a few, not a growing one. The log-space variants pay for exp / log over every
-  element (``minimal.cells._gates.log_sigmoid``) and are slower than the vanilla ones, and than the GRU / LSTM
-  loops. The committed ``runtime_full.json`` times the cells as they were when it was made (``python -m
-  minimal reproduce minrnn --full --only runtime`` writes it); the cells' later speed work (fused gate passes)
-  is not in it, and rerunning that command times the current code.
+  a constant-ish factor of a few, not a growing one. The log-space variants run their recurrence in linear form
+  while every state is a normal number (``minimal.cells._min_log_linear``: two or three exps and a log per element
+  forward, none backward), and in the committed run take about as long as the vanilla ones.
 - Sizes: the paper states only the batch (64) for Fig. 1; we use D = H = 32 (α = 1) so that the largest caches
   (T = 4096: 64 x 4096 x 32 float32 = 32 MiB per array) and a full run stay within a few CPU minutes; a larger H
   makes minGRU's elementwise work grow in proportion while the GRU's per-step overhead does not, lowering the
@@ -61,13 +61,15 @@ from ...run import speed
 from ...validate import check_config, check_fits
 from ...cells import gru, lstm, mingru, minlstm
 
-__all__ = ["Config", "PAPER", "MODELS", "run", "plot", "train_step", "cache_nbytes", "make_model"]
+__all__ = ["Config", "PAPER", "SAVE_METRICS", "MODELS", "run", "plot", "train_step", "cache_nbytes", "make_model"]
 
 PAPER = {  # Sec. 4.1 / Fig. 1 (T4 GPU, batch 64): speedup per training step; memory of minimal vs traditional
     "speedup_mingru_T512": 175, "speedup_minlstm_T512": 235,
     "speedup_mingru_T4096": 1324, "speedup_minlstm_T4096": 1361,
     "mem_ratio_mingru_gru": 1.88, "mem_ratio_minlstm_lstm": 1.88,   # "~88% more memory"
 }
+
+SAVE_METRICS = True   # data/minrnn/runtime_full.json: the lesson reads it
 
 # name -> (cell module, forward keywords)
 MODELS = {
