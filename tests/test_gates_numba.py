@@ -249,12 +249,24 @@ def _vanilla_runs(cell, with_h0, rng, monkeypatch):
     return runs, h0, dy
 
 
+def _float64_registers(monkeypatch):
+    """Let the float32 one pass run the float64-register kernels (``_min_scan_numba``'s ``*_scan_into``, which take
+    any storage dtype) in place of their float32-register twins (``_min_scan_f32``)."""
+    from minimal.cells import _min_scan_f32, _min_scan_numba as k
+
+    monkeypatch.setattr(_min_scan_f32, "mingru_scan_into_f32", k.mingru_scan_into)
+    monkeypatch.setattr(_min_scan_f32, "minlstm_scan_into_f32", k.minlstm_scan_into)
+
+
 @pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_vanilla_one_pass_gates_and_states_are_the_two_passes_bit_for_bit(rng, cell, dtype, monkeypatch):
-    """σ (f', i') in the one pass are the gates kernels' to the last bit, in float64 as in float32: the exps inside
-    run with fused multiply-adds in both (``_min_scan_numba._exp_fma``), though the one pass's recurrence does
-    not; so the states h are the two passes' too."""
+    """σ (f', i') in the float64-register one pass are the gates kernels' to the last bit, in float64 as in float32
+    storage: the exps inside run with fused multiply-adds in both (``_min_scan_numba._exp_fma``), though the one
+    pass's recurrence does not; so the states h are the two passes' too. (A float32 cell runs the float32-register
+    twin, the next test; here it is made to run this one.)"""
+    if dtype == np.float32:
+        _float64_registers(monkeypatch)
     params = {k: v.astype(dtype) for k, v in cell.init(rng, 6, 40).items()}
     x = (4.0 * rng.standard_normal((4, 33, 6))).astype(dtype)
     caches = [cell.forward(params, x)[1]]
@@ -283,6 +295,7 @@ def test_in_float32_the_vanilla_one_pass_rounds_as_the_two_passes_but_for_one_pr
     number."""
     from minimal import scan
 
+    _float64_registers(monkeypatch)     # the argument is the float64-register pass's (the test below for float32's)
     ((h1, dk1, _), (h2, dk2, cache)), h0, dy = _vanilla_runs(cell, with_h0, rng, monkeypatch)
     assert np.array_equal(h1, h2)
     a = 1.0 - cache.z if cell is mingru else cache.f_n
@@ -299,6 +312,43 @@ def test_in_float32_the_vanilla_one_pass_rounds_as_the_two_passes_but_for_one_pr
         diff = np.abs(dk1[n].astype(np.float64) - dk2[n])
         assert np.all(diff <= 2.0 ** -21 * np.abs(s) * scale + np.finfo(np.float32).tiny), n
         assert np.any(diff > 0)         # the roundings do differ (36-47 % of entries here): the bound is tested
+
+
+@pytest.mark.parametrize("scale", [1.0, 4.0, 30.0, 60.0])
+def test_the_float32_register_one_pass_rounds_its_gates_as_float32_arithmetic_does(scale):
+    """A float32 vanilla cell takes its gates in float32 registers (``_min_scan_f32.*_scan_into_f32``: twice the
+    vector lanes). Against the float64-register pass on the same float32 pre-activations, a gate g (z, f', i') is
+    off by a few float32 roundings of the exp's argument, which the exp turns into a relative error |argument| times
+    as large, plus the float32 exp's absolute error where its argument is below −87 (it gives 0 there, off by less
+    than 1.7e-38; f' and i' sum two such exps): the bound |Δg| <= 4 · 2^-24 (1 + |k|) |g| + 3 tiny (tiny: float32's
+    smallest normal number, 1.18e-38), |k| = |k_z| or |k_f| + |k_i| (biases added). Over this test's 40 problems
+    the largest error above 3 tiny was 1.93 (f'), 1.96 (i') and 2.00 (z) times 2^-24 (1 + |k|) |g|. The states and
+    the step's derivatives j then stay within 4.5e-7 of each array's largest entry (the same problems: h 1.9e-7,
+    j_z 4.5e-7), held to 2e-6."""
+    from minimal.cells import _min_scan_f32 as k32, _min_scan_numba as k
+
+    f32, tiny = np.float32, np.finfo(np.float32).tiny
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        k_f, k_i, k_z, k_h = ((scale * rng.standard_normal((4, 33, 40))).astype(f32) for _ in range(4))
+        b_f, b_i, b_h = (rng.standard_normal(40).astype(f32) for _ in range(3))
+        h0 = rng.uniform(-1.0, 1.0, (4, 40)).astype(f32)
+        lstm, gru = {}, {}
+        for regs, run_lstm, run_gru in (("f64", k.minlstm_scan_into, k.mingru_scan_into),
+                                        ("f32", k32.minlstm_scan_into_f32, k32.mingru_scan_into_f32)):
+            lstm[regs] = [np.empty_like(k_f) for _ in range(5)]      # f', i', j_f, j_i, h
+            gru[regs] = [np.empty_like(k_f) for _ in range(3)]       # z, j_z, h
+            assert run_lstm(k_f, k_i, k_h, b_f, b_i, b_h, h0, *lstm[regs])
+            assert run_gru(k_z, k_h, b_f, b_h, h0, *gru[regs])
+        arg_lstm = 1.0 + np.abs((k_f + b_f).astype(np.float64)) + np.abs((k_i + b_i).astype(np.float64))
+        arg_gru = 1.0 + np.abs((k_z + b_f).astype(np.float64))
+        for want, got, arg in ((lstm["f64"][0], lstm["f32"][0], arg_lstm), (lstm["f64"][1], lstm["f32"][1], arg_lstm),
+                               (gru["f64"][0], gru["f32"][0], arg_gru)):
+            assert got.dtype == f32
+            err = np.abs(got.astype(np.float64) - want)
+            assert np.all(err <= 4 * 2.0 ** -24 * arg * np.abs(want.astype(np.float64)) + 3 * tiny)
+        for want, got in zip(lstm["f64"][2:] + gru["f64"][1:], lstm["f32"][2:] + gru["f32"][1:]):
+            assert np.abs(got.astype(np.float64) - want).max() <= 2e-6 * np.abs(want).max()
 
 
 @pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])

@@ -5,14 +5,16 @@ cells call them in parallel mode with the default CPU scan (``_min_modes.scan_fu
 (``_gates_numba`` and ``minimal.scan``) stays the reference they are tested against.
 
 Each forward kernel computes what the two passes it replaces compute, in the same order: the gates as
-``_gates_numba``'s kernels (float64 registers), a and b (or log a, log b) rounded to the storage dtype as those kernels store them,
-and the recurrence and its adjoint as ``minimal.scan.numba_linear`` / ``numba_log`` do: the vanilla state and
-adjoint in the storage dtype without fused multiply-adds, the log-space ones in float64; so does each log-space
-reverse pass. So a float32 cell's states are bit for bit those of the two passes, and in log space its gradients
-too (tests/test_gates_numba.py):
-a float32 counter whose 1 − h_t reaches float32's resolution stops there, as in
-``notebooks/minrnn_c_selective_copy.ipynb``. A vanilla float64 cell's gates and states are the two passes' bit for
-bit as well, its exps taken as the gates kernels take them (``_exp_fma``). The vanilla kernels also add the biases and keep each step's
+``_gates_numba``'s kernels (float64 registers), a and b (or log a, log b) rounded to the storage dtype as those
+kernels store them, and the recurrence and its adjoint as ``minimal.scan.numba_linear`` / ``numba_log`` do: the
+vanilla state and adjoint in the storage dtype without fused multiply-adds, the log-space ones in float64; so does
+each log-space reverse pass. So a log-space float32 cell's states and gradients are bit for bit those of the two
+passes (tests/test_gates_numba.py), and a vanilla cell's gates and states are too, its exps taken as the gates
+kernels take them (``_exp_fma``), in float64 storage. A vanilla float32 cell runs their twins in ``_min_scan_f32``
+instead, whose gates are float32 arithmetic (twice the vector lanes, a shorter exp series): within a few float32
+roundings of the float64-register gates (tests/test_gates_numba.py bounds them), the state still the storage
+dtype's, so a float32 counter whose 1 − h_t reaches float32's resolution stops there, as in
+``notebooks/minrnn_c_selective_copy.ipynb``. The vanilla kernels also add the biases and keep each step's
 derivatives for the reverse pass (below), whose gradients into k_z (k_f, k_i) then differ from the two passes'
 in the last bits.
 

@@ -12,7 +12,8 @@ exp and log vectorised, float64 inside) on every backend but "numpy" (so also wi
 keeps the NumPy formulas below as the reference the pass is tested against. Vanilla, with the default scan on the
 CPU (the sequential loop), and in log space on the CPU, the gates and the scan are one pass and their backward one
 reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory (vanilla,
-the pass adds the biases and keeps each step's ∂h_t/∂k_z,t, which the reverse pass multiplies by the adjoint). In log
+the pass adds the biases and keeps each step's ∂h_t/∂k_z,t, which the reverse pass multiplies by the adjoint; on
+float32 arrays its gates are float32 arithmetic, twice the vector lanes, within a few float32 roundings). In log
 space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``:
 the same h to float64 rounding, with two exps an element where the log form takes seven, and it too keeps
 each step's ∂h_t/∂k_z,t, ∂h_t/∂k_h,t for the reverse pass), which it keeps when every b_t is a normal number of
@@ -105,14 +106,16 @@ def _fused_gates(k_z, k_h, log_space):
 
 def _one_pass(params, k_z, k_h, h0, out):
     """(h, z, j_z) of the vanilla parallel mode on the CPU with the default scan: the gates and the scan in one pass
-    (``_min_scan_numba.mingru_scan_into``) from k_z, k_h without their biases, which the pass adds; j_z =
-    ∂h_t/∂k_z,t is what the backward reads in place of k_h and h. None when some value is not finite, so that the
-    gates-then-scan path, which names the culprit, runs instead."""
-    from . import _min_scan_numba
+    (``_min_scan_numba.mingru_scan_into``; on float32 arrays ``_min_scan_f32``'s) from k_z, k_h without their
+    biases, which the pass adds; j_z = ∂h_t/∂k_z,t is what the backward reads in place of k_h and h. None when some
+    value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
+    from . import _min_scan_f32, _min_scan_numba
 
     z, j_z, h = np.empty_like(k_z), np.empty_like(k_z), (np.empty_like(k_z) if out is None else out)
     b_z, b_h = (bias_or_zeros(params, n, k_z) for n in GATES)
-    ok = _min_scan_numba.mingru_scan_into(k_z, k_h, b_z, b_h, initial_state(h0, k_z), z, j_z, h)
+    kernel = (_min_scan_f32.mingru_scan_into_f32 if k_z.dtype == np.float32    # float32 in float32 registers
+              else _min_scan_numba.mingru_scan_into)
+    ok = kernel(k_z, k_h, b_z, b_h, initial_state(h0, k_z), z, j_z, h)
     return (h, z, j_z) if ok else None
 
 

@@ -20,7 +20,8 @@ on every backend but "numpy", which keeps the NumPy formulas below as the refere
 training steps, ``bench/results/train_cpu_2026-11-26.txt``). On the CPU with the default scan (vanilla) and in log
 space, gates and scan are one pass and their backward one reverse pass (``cells/_min_scan_numba.py``; vanilla, the
 pass adds the biases and keeps each step's ∂h_t/∂k_f,t and ∂h_t/∂k_i,t, which the reverse pass multiplies by the
-adjoint); in log space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``, the
+adjoint; on float32 arrays its gates are float32 arithmetic, twice the vector lanes, within a few float32
+roundings); in log space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``, the
 same h to float64 rounding with fewer exps and no log per step), kept when every b_t is a normal number of the
 storage dtype.
 
@@ -192,15 +193,18 @@ def _fused_gates(k_f, k_i, k_h, log_space):
 
 def _one_pass(params, k_f, k_i, k_h, h0, out):
     """(h, f', i', j_f, j_i) of the vanilla parallel mode on the CPU with the default scan: the gates and the scan in
-    one pass (``_min_scan_numba.minlstm_scan_into``) from k_f, k_i, k_h without their biases, which the pass adds;
-    j_f = ∂h_t/∂k_f,t and j_i = ∂h_t/∂k_i,t are what the backward reads in place of k_h, h and the slopes. None
-    when some value is not finite, so that the gates-then-scan path, which names the culprit, runs instead."""
-    from . import _min_scan_numba
+    one pass (``_min_scan_numba.minlstm_scan_into``; on float32 arrays ``_min_scan_f32``'s) from k_f, k_i, k_h
+    without their biases, which the pass adds; j_f = ∂h_t/∂k_f,t and j_i = ∂h_t/∂k_i,t are what the backward reads
+    in place of k_h, h and the slopes. None when some value is not finite, so that the gates-then-scan path, which
+    names the culprit, runs instead."""
+    from . import _min_scan_f32, _min_scan_numba
 
     f_n, i_n, j_f, j_i = (np.empty_like(k_f) for _ in range(4))
     h = np.empty_like(k_f) if out is None else out
     biases = (bias_or_zeros(params, n, k_f) for n in GATES)
-    ok = _min_scan_numba.minlstm_scan_into(k_f, k_i, k_h, *biases, initial_state(h0, k_f), f_n, i_n, j_f, j_i, h)
+    kernel = (_min_scan_f32.minlstm_scan_into_f32 if k_f.dtype == np.float32    # float32 in float32 registers
+              else _min_scan_numba.minlstm_scan_into)
+    ok = kernel(k_f, k_i, k_h, *biases, initial_state(h0, k_f), f_n, i_n, j_f, j_i, h)
     return (h, f_n, i_n, j_f, j_i) if ok else None
 
 
