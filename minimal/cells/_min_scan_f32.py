@@ -3,8 +3,9 @@ the gates in float32 registers (Feng et al., "Were RNNs All We Needed?", Sec. 3.
 ``minimal.cells.minlstm``). The formulas, outputs, order and the recurrence (the storage dtype, no fused multiply-add)
 are those kernels'; the gates, minLSTM's slopes and the step's derivatives j are float32 arithmetic, with
 ``exp_nonpositive_f32`` (twice the vector lanes of the float64 form and a shorter series) and float32 constants (a
-Python float would promote the arithmetic to float64). So they are not the gates kernels' bit for bit: within a few
-float32 roundings of the exp's argument, times |argument| (tests/test_gates_numba.py bounds them against the
+Python float would promote the arithmetic to float64). So they are not the gates kernels' bit for bit: z is within a
+few float32 roundings, minLSTM's f' and i' within a few roundings times 1 + |k_f| + |k_i|, since their exps' arguments
+are differences such as k_i − k_f rounded to float32 first (tests/test_gates_numba.py bounds both against the
 float64-register kernels). Their reverse passes are ``_min_scan_numba``'s, which read only the stored arrays.
 
 ``python bench/f32_gates.py`` times the two forms side by side on (64, 64, 192) float32 arrays: minGRU's pass

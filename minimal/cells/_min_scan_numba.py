@@ -11,9 +11,10 @@ vanilla state and adjoint in the storage dtype without fused multiply-adds, the 
 each log-space reverse pass. So a log-space float32 cell's states and gradients are bit for bit those of the two
 passes (tests/test_gates_numba.py), and a vanilla cell's gates and states are too, its exps taken as the gates
 kernels take them (``_exp_fma``), in float64 storage. A vanilla float32 cell runs their twins in ``_min_scan_f32``
-instead, whose gates are float32 arithmetic (twice the vector lanes, a shorter exp series): within a few float32
-roundings of the float64-register gates (tests/test_gates_numba.py bounds them), the state still the storage
-dtype's, so a float32 counter whose 1 − h_t reaches float32's resolution stops there, as in
+instead, whose gates are float32 arithmetic (twice the vector lanes, a shorter exp series): z within a few float32
+roundings of the float64-register gates, minLSTM's f' and i' within a few roundings times 1 + |k_f| + |k_i| (their
+exps' arguments are differences rounded to float32; tests/test_gates_numba.py bounds both), the state still the
+storage dtype's, so a float32 counter whose 1 − h_t reaches float32's resolution stops there, as in
 ``notebooks/minrnn_c_selective_copy.ipynb``. The vanilla kernels also add the biases and keep each step's
 derivatives for the reverse pass (below), whose gradients into k_z (k_f, k_i) then differ from the two passes'
 in the last bits.
@@ -53,7 +54,8 @@ __all__ = ["mingru_scan_into", "mingru_scan_backward", "minlstm_scan_into", "min
 # this exp is compiled apart with LLVM's contract flag, which each of its instructions keeps when LLVM inlines it
 # into the kernels below (unflagged; nothing forces the inlining, but the kernels stay vectorised and faster, as
 # timed below, which a call per element would not). So σ, f' and i' here are the gates kernels' (``_gates_numba``,
-# contracted throughout) bit for bit, in float64 as in float32, in less time: (64, 64, 192) float32, ten processes
+# contracted throughout) bit for bit, in float64 as in float32 storage (float32 cells run ``_min_scan_f32``), in
+# less time: (64, 64, 192) float32, ten processes
 # of each in turn, min / median of their best of 60 calls, minGRU's one pass 1.76 / 1.90 -> 1.49 / 1.69 ms,
 # minLSTM's 3.54 / 3.66 -> 3.10 / 3.24 ms (an AMD EPYC, family 25; within a whole step that is less than the step's
 # noise).

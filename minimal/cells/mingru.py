@@ -13,7 +13,8 @@ keeps the NumPy formulas below as the reference the pass is tested against. Vani
 CPU (the sequential loop), and in log space on the CPU, the gates and the scan are one pass and their backward one
 reverse pass (``cells/_min_scan_numba.py``): the same equations, with no a, b, da, db arrays in memory (vanilla,
 the pass adds the biases and keeps each step's ∂h_t/∂k_z,t, which the reverse pass multiplies by the adjoint; on
-float32 arrays its gates are float32 arithmetic, twice the vector lanes, within a few float32 roundings). In log
+float32 arrays its gates are float32 arithmetic, ``cells/_min_scan_f32.py``: twice the vector lanes, z within a few
+float32 roundings). In log
 space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``:
 the same h to float64 rounding, with two exps an element where the log form takes seven, and it too keeps
 each step's ∂h_t/∂k_z,t, ∂h_t/∂k_h,t for the reverse pass), which it keeps when every b_t is a normal number of

@@ -20,10 +20,10 @@ on every backend but "numpy", which keeps the NumPy formulas below as the refere
 training steps, ``bench/results/train_cpu_2026-11-26.txt``). On the CPU with the default scan (vanilla) and in log
 space, gates and scan are one pass and their backward one reverse pass (``cells/_min_scan_numba.py``; vanilla, the
 pass adds the biases and keeps each step's ∂h_t/∂k_f,t and ∂h_t/∂k_i,t, which the reverse pass multiplies by the
-adjoint; on float32 arrays its gates are float32 arithmetic, twice the vector lanes, within a few float32
-roundings); in log space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``, the
-same h to float64 rounding with fewer exps and no log per step), kept when every b_t is a normal number of the
-storage dtype.
+adjoint; on float32 arrays its gates are float32 arithmetic, ``cells/_min_scan_f32.py``: twice the vector lanes,
+f' and i' within a few float32 roundings times 1 + |k_f| + |k_i|); in log space that pass first tries the linear
+form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``, the same h to float64 rounding with fewer exps
+and no log per step), kept when every b_t is a normal number of the storage dtype.
 
 Log space (App. B.3): the candidate is made positive with g (``minimal.cells.mingru.g``) and
     log a_t = −softplus(δ_t),   log b_t = −softplus(−δ_t) + log g(k_h,t),
