@@ -9,7 +9,10 @@ for the Shakespeare language model (0.1 for selective copying and RL).
 
 The mask comes from ``rng``: an int seed (the same mask on every call: what a gradient check needs) or a
 ``numpy.random.Generator`` (advanced by the call: a new mask each training step); None draws fresh entropy.
-The cache holds the scaled mask m / (1 - rate); backward multiplies dy by it.
+The cache holds the scaled mask m / (1 - rate); backward multiplies dy by it. On a PCG64 generator (what
+``default_rng`` makes) and a float32 or float64 x, the draw, the mask and the product run in one compiled pass
+(``_dropout_numba``) that draws the same numbers as ``Generator.random``; the NumPy lines of ``forward`` are its
+reference and run for any other generator.
 Shapes: x any float array; y and the mask of x's shape. No parameters (params = {}).
 """
 from __future__ import annotations
@@ -58,7 +61,13 @@ def forward(params, x, rate, rng=None, train=True):
         raise ValueError(f"train must be a bool, got {train!r}")
     if not train or rate == 0.0:
         return x, Cache(None)
-    keep = np.random.default_rng(rng).random(x.shape) >= rate        # P(keep) = 1 - rate
+    gen = np.random.default_rng(rng)
+    if type(gen.bit_generator) is np.random.PCG64 and x.dtype in (np.float32, np.float64):
+        from ._dropout_numba import dropout_pcg64
+
+        y, mask = dropout_pcg64(x, rate, gen)   # the lines below in one compiled pass, the same draws bit for bit
+        return y, Cache(mask)
+    keep = gen.random(x.shape) >= rate                                # P(keep) = 1 - rate
     mask = keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - rate))   # x's dtype: float32 stays float32
     return x * mask, Cache(mask)
 
