@@ -4,7 +4,10 @@ The same operations in the same order and the same dtype as ``adamw_step``'s Num
 the array's dtype first, as NumPy does with Python floats, and no fused multiply-add), so the results are
 bit-identical; NumPy spends ~10 passes with temporaries and ~20 calls a parameter, which on the course's models
 (35-45 arrays, 0.08-0.17 M numbers) cost more than the arithmetic. The pass also reports whether every input and
-output is finite, as a sum of 0 * each value (NaN or inf make it NaN).
+output is finite: z − z is 0 for a finite z and NaN for NaN or inf, so an OR over the elements of (z − z ≠ 0), z the
+sum of the inputs and the sum of the outputs, is an integer reduction the loop vectorises. (A float sum of 0 · each
+value, which the strict order of float additions kept scalar, made the pass 13 times slower on float32 arrays:
+3.4 ns a number against 0.26, (16384,) arrays, timed once.)
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ __all__ = ["adamw_update"]
 def adamw_update(p, g, m, v, s, decay, new_p, new_m, new_v):
     """Flat (n,) arrays of one dtype; s = [β1, 1 − β1, β2, 1 − β2, c1, c2, ε, wd, lr] in that dtype; ``decay``:
     whether wd applies. Writes new_m, new_v, new_p; returns whether every input and output is finite."""
-    acc = 0.0
+    bad = False
     for j in range(p.shape[0]):
         gj = g[j]
         mj = s[0] * m[j] + s[1] * gj
@@ -30,5 +33,6 @@ def adamw_update(p, g, m, v, s, decay, new_p, new_m, new_v):
         new_m[j] = mj
         new_v[j] = vj
         new_p[j] = pj
-        acc += 0.0 * (gj + m[j] + v[j] + p[j]) + 0.0 * (mj + vj + pj)
-    return acc == 0.0
+        z_in, z_out = gj + m[j] + v[j] + p[j], mj + vj + pj
+        bad |= (z_in - z_in != 0.0) | (z_out - z_out != 0.0)
+    return not bad
