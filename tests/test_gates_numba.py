@@ -362,11 +362,12 @@ def test_in_float32_the_log_space_one_pass_is_the_gates_then_the_scan_bit_for_bi
     float64), so a float32 cell gives exactly what the fused gates followed by the Numba scan give (the path with
     ``scan_fused`` off), forward and backward. This is the log-space pass, which runs when the linear form
     (``_min_log_linear``, tests/test_min_log_linear.py) refuses. (Vanilla: the test above.)"""
-    from minimal.cells import _min_log_linear
+    from minimal.cells import _min_log_linear, _min_log_linear_f32
 
-    for name in _min_log_linear.__all__:
-        if name != "tiny":
-            monkeypatch.setattr(_min_log_linear, name, lambda *args: False)
+    for module in (_min_log_linear, _min_log_linear_f32):
+        for name in module.__all__:
+            if name.endswith("_into") or name.endswith("_into_f32"):
+                monkeypatch.setattr(module, name, lambda *args: False)
     params = {k: v.astype(np.float32) for k, v in cell.init(rng, 6, 40).items()}
     x = rng.standard_normal((4, 33, 6)).astype(np.float32)
     h0 = rng.uniform(0.1, 1.0, (4, 40)).astype(np.float32) if with_h0 else None

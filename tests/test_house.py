@@ -27,6 +27,7 @@ REFERENCE = {
     "cells/_gates_numba.py": "cells/_gates.py",
     "cells/_min_scan_numba.py": "cells/_min_modes.py",
     "cells/_min_log_linear.py": "cells/_min_modes.py",
+    "cells/_min_log_linear_f32.py": "cells/_min_modes.py",
     "cells/_min_scan_f32.py": "cells/_min_modes.py",
     "cells/_gril_numba.py": "cells/gril.py",
     "cells/_softmax_numba.py": "cells/softmax_attention.py",

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from minimal.cells import _min_log_linear as L
+from minimal.cells import _min_log_linear_f32 as L32
 from minimal.cells import mingru, minlstm
 
 CELLS = pytest.mark.parametrize("cell", [minlstm, mingru], ids=["minlstm", "mingru"])
@@ -12,9 +13,10 @@ N_OUT = {mingru: 6, minlstm: 7}     # the forward kernels' output arrays: z, h, 
 
 
 def _linear_form_off(monkeypatch):
-    for name in L.__all__:
-        if name != "tiny":
-            monkeypatch.setattr(L, name, lambda *args: False)
+    for module in (L, L32):
+        for name in module.__all__:
+            if name.endswith("_into") or name.endswith("_into_f32"):
+                monkeypatch.setattr(module, name, lambda *args: False)
 
 
 def _run(cell, params, x, h0, dy, **kw):
@@ -38,7 +40,10 @@ def _kernel_accepts(cell, params, x, h0):
     k = [affine(params, x, n) for n in (("f", "i", "h") if cell is minlstm else ("z", "h"))]
     k += [np.zeros(k[0].shape[-1], k[0].dtype)] * len(k)     # the kernels add the biases: here, k holds them
     outs = [np.empty_like(k[0]) for _ in range(N_OUT[cell])]
-    fn = L.minlstm_log_linear_into if cell is minlstm else L.mingru_log_linear_into
+    if k[0].dtype == np.float32:      # the float32-register kernels, as the cells choose
+        fn = L32.minlstm_log_linear_into_f32 if cell is minlstm else L32.mingru_log_linear_into_f32
+    else:
+        fn = L.minlstm_log_linear_into if cell is minlstm else L.mingru_log_linear_into
     return fn(*k, initial_state(h0, k[0]), h0 is not None, L.tiny(k[0]), *outs)
 
 
@@ -181,3 +186,67 @@ def test_the_cached_log_h_is_log_h_down_to_float64_s_smallest_normal_number(rng)
     h, cache = mingru.forward(params, x, log_space=True)
     assert h.max() < 1e-300 and h.min() > np.finfo(np.float64).tiny
     np.testing.assert_allclose(cache.log_h, np.log(h), rtol=1e-14)
+
+
+def test_the_float32_log_is_within_two_roundings_of_its_size():
+    """``log_normal_f32`` over 2 million float32 numbers drawn uniformly from the bit patterns of the normal range,
+    and the range's ends: |error| <= 2 · 2^-24 (1 + |log x|) against float64's log (the largest seen: 0.99 of
+    2^-24 (1 + |log x|), 3.0 float32 ulp of the result)."""
+    from numba import njit
+
+    @njit
+    def run(x, out):
+        for n in range(x.shape[0]):
+            out[n] = L32.log_normal_f32(x[n])
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0x00800000, 0x7F800000, 2_000_000).astype(np.int32).view(np.float32)
+    x = np.concatenate([x, np.float32([np.finfo(np.float32).tiny, np.finfo(np.float32).max, 1.0, 0.5, 2.0,
+                                       np.sqrt(2.0), np.nextafter(np.float32(1.0), 0), np.nextafter(np.float32(1.0), 2)])])
+    got = np.empty_like(x)
+    run(x, got)
+    want = np.log(x.astype(np.float64))
+    assert got.dtype == np.float32 and got[-6] == 0.0       # log 1 = 0 exactly
+    assert np.all(np.abs(got - want) <= 2 * 2.0 ** -24 * (1.0 + np.abs(want)))
+
+
+@pytest.mark.parametrize("scale", [1.0, 4.0, 8.0])
+def test_the_float32_register_linear_form_rounds_its_gates_as_float32_arithmetic_does(scale):
+    """A float32 log-space cell runs the linear form with its gates in float32 registers (``_min_log_linear_f32``).
+    Against the float64-register kernels on the same float32 pre-activations (both accept every problem here: each
+    b_t stays above float32's smallest normal number, tiny), each gate is off by float32's roundings as in the
+    vanilla twin (tests/test_gates_numba.py): |Δz|, |Δ(1 − z)| <= 8 · 2^-24 |z| + 3 tiny, |Δf'|, |Δi'| <=
+    4 · 2^-24 (1 + |k_f| + |k_i|) |g| + 3 tiny; j_h = z g'(k_h) (i' g'(k_h)) takes two more products, so 16 · 2^-24
+    |j_h| + 3 tiny (minGRU) and 8 · 2^-24 (1 + |k_f| + |k_i|) |j_h| + 3 tiny (minLSTM). Over these 30 problems the
+    largest errors were 4.14 (z, 1 − z), 1.94 / 1.96 (f', i'), 7.76 / 3.81 (j_h) of those units, and some entries
+    differ in every array. The states and the step's derivatives j_z, j_f, j_i stay within 3.4e-7 of each array's
+    largest entry (held to 2e-6, the vanilla twin's bound), and log h is the float32 log of the kernel's own h
+    (the bound of the test above)."""
+    f32, tiny, u = np.float32, np.finfo(np.float32).tiny, 2.0 ** -24
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        k_f, k_i, k_z, k_h = ((scale * rng.standard_normal((4, 33, 40))).astype(f32) for _ in range(4))
+        b_f, b_i, b_h = (rng.standard_normal(40).astype(f32) for _ in range(3))
+        h0 = rng.uniform(0.1, 1.0, (4, 40)).astype(f32)
+        lstm, gru = {}, {}
+        for regs, run_lstm, run_gru in (("f64", L.minlstm_log_linear_into, L.mingru_log_linear_into),
+                                        ("f32", L32.minlstm_log_linear_into_f32, L32.mingru_log_linear_into_f32)):
+            lstm[regs] = [np.empty_like(k_f) for _ in range(7)]      # f', i', h, log h, j_f, j_i, j_h
+            gru[regs] = [np.empty_like(k_f) for _ in range(6)]       # z, h, log h, 1 − z, j_z, j_h
+            assert run_lstm(k_f, k_i, k_h, b_f, b_i, b_h, h0, True, tiny, *lstm[regs])
+            assert run_gru(k_z, k_h, b_f, b_h, h0, True, tiny, *gru[regs])
+        k_sum = 1.0 + np.abs((k_f + b_f).astype(np.float64)) + np.abs((k_i + b_i).astype(np.float64))
+        lstm64, lstm32, gru64, gru32 = lstm["f64"], lstm["f32"], gru["f64"], gru["f32"]
+        for want, got, rel in ((lstm64[0], lstm32[0], 4 * u * k_sum), (lstm64[1], lstm32[1], 4 * u * k_sum),
+                               (lstm64[6], lstm32[6], 8 * u * k_sum), (gru64[0], gru32[0], 8 * u),
+                               (gru64[3], gru32[3], 8 * u), (gru64[5], gru32[5], 16 * u)):
+            assert got.dtype == f32
+            err = np.abs(got.astype(np.float64) - want)
+            assert np.all(err <= rel * np.abs(want.astype(np.float64)) + 3 * tiny)
+            assert np.any(err > 0)
+        for want, got in zip([lstm64[n] for n in (2, 4, 5)] + [gru64[n] for n in (1, 4)],
+                             [lstm32[n] for n in (2, 4, 5)] + [gru32[n] for n in (1, 4)]):
+            assert np.abs(got.astype(np.float64) - want).max() <= 2e-6 * np.abs(want).max()
+        for h, log_h in ((lstm32[2], lstm32[3]), (gru32[1], gru32[2])):
+            want = np.log(h.astype(np.float64))
+            assert np.all(np.abs(log_h - want) <= 2 * u * (1.0 + np.abs(want)))

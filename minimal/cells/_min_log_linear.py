@@ -20,7 +20,8 @@ log-space pass takes seven exps and log1ps, and its backward none where that tak
 exps and a log against eleven, and none against thirteen.
 The values equal the log pass's to float64 rounding (the log pass rounds log a, log b to the storage dtype first;
 these use a, b in float64); in float32, the gradients carry one more rounding (of the cached j, and minGRU's a)
-than a reverse pass that recomputes the gates: tests/test_min_log_linear.py.
+than a reverse pass that recomputes the gates: tests/test_min_log_linear.py. Float32 arrays run the twins of
+``_min_log_linear_f32.py``, the same forms with the gates and log h in float32 registers and the state in float64.
 
 Arrays: C-contiguous (B, T, H), time the outer loop and the channel the inner one; h0 (B, H) > 0, read only when
 ``has_h0``. Each kernel writes log h = log(h) (the cache of the log-space cell) from h in float64.

@@ -17,8 +17,9 @@ float32 arrays its gates are float32 arithmetic, ``cells/_min_scan_f32.py``: twi
 float32 roundings). In log
 space that pass first tries the linear form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``:
 the same h to float64 rounding, with two exps an element where the log form takes seven, and it too keeps
-each step's ∂h_t/∂k_z,t, ∂h_t/∂k_h,t for the reverse pass), which it keeps when every b_t is a normal number of
-the storage dtype, and runs the log-space recurrence below otherwise.
+each step's ∂h_t/∂k_z,t, ∂h_t/∂k_h,t for the reverse pass; on float32 arrays its gates and log h are float32
+arithmetic, ``cells/_min_log_linear_f32.py``, the state still float64), which it keeps when every b_t is a normal
+number of the storage dtype, and runs the log-space recurrence below otherwise.
 
 Log space (App. B.3; Heinsen 2023), for numerical stability of long scans. The candidate is made positive
 with g(k) = k + 1/2 (k ≥ 0), σ(k) (k < 0), which is continuous at 0 (g(0) = 1/2), so every state is positive:
@@ -122,19 +123,21 @@ def _one_pass(params, k_z, k_h, h0, out):
 
 def _scan_fused(params, k_z, k_h, h0, out):
     """(h, z, h̃, log h, (a, j_z, j_h)) of the log-space parallel mode on the CPU, the gates and the scan in one pass,
-    from k_z, k_h without their biases: in linear form (``_min_log_linear.mingru_log_linear_into``, which adds the
+    from k_z, k_h without their biases: in linear form (``_min_log_linear.mingru_log_linear_into``; on float32 arrays
+    ``_min_log_linear_f32``'s, the gates in float32 registers; the kernel adds the
     biases as it reads them, and keeps a = 1 − z and the step's derivatives j_z, j_h for the reverse pass and no h̃:
     None), else, with the biases added to k_z, k_h in place, the log-space pass
     (``_min_scan_numba.mingru_log_scan_into``; no a, j_z, j_h: None). None when some value is not finite (k_z, k_h
     then hold their biases), so that the gates-then-scan path, which names the culprit, runs instead."""
-    from . import _min_log_linear as l, _min_scan_numba as k
+    from . import _min_log_linear as l, _min_log_linear_f32, _min_scan_numba as k
 
     z, log_h = np.empty_like(k_z), np.empty_like(k_z)
     h = np.empty_like(k_z) if out is None else out
     a, j_z, j_h = np.empty_like(k_z), np.empty_like(k_z), np.empty_like(k_z)
     b_z, b_h = (bias_or_zeros(params, n, k_z) for n in GATES)
-    if l.mingru_log_linear_into(k_z, k_h, b_z, b_h, initial_state(h0, k_z), h0 is not None, l.tiny(k_z), z, h,
-                                log_h, a, j_z, j_h):
+    linear = (_min_log_linear_f32.mingru_log_linear_into_f32 if k_z.dtype == np.float32    # float32 registers
+              else l.mingru_log_linear_into)
+    if linear(k_z, k_h, b_z, b_h, initial_state(h0, k_z), h0 is not None, l.tiny(k_z), z, h, log_h, a, j_z, j_h):
         return h, z, None, log_h, (a, j_z, j_h)
     with np.errstate(over="ignore", invalid="ignore"):
         for kn, n in zip((k_z, k_h), GATES):

@@ -23,7 +23,8 @@ pass adds the biases and keeps each step's ∂h_t/∂k_f,t and ∂h_t/∂k_i,t, 
 adjoint; on float32 arrays its gates are float32 arithmetic, ``cells/_min_scan_f32.py``: twice the vector lanes,
 f' and i' within a few float32 roundings times 1 + |k_f| + |k_i|); in log space that pass first tries the linear
 form h_t = a_t h_{t−1} + b_t in float64 (``cells/_min_log_linear.py``, the same h to float64 rounding with fewer exps
-and no log per step), kept when every b_t is a normal number of the storage dtype.
+and no log per step; on float32 arrays its gates are float32 arithmetic, ``cells/_min_log_linear_f32.py``), kept
+when every b_t is a normal number of the storage dtype.
 
 Log space (App. B.3): the candidate is made positive with g (``minimal.cells.mingru.g``) and
     log a_t = −softplus(δ_t),   log b_t = −softplus(−δ_t) + log g(k_h,t),
@@ -210,19 +211,22 @@ def _one_pass(params, k_f, k_i, k_h, h0, out):
 
 def _scan_fused(params, k_f, k_i, k_h, h0, out):
     """(h, f', i', h̃, log h, (j_f, j_i, j_h)) of the log-space parallel mode on the CPU, the gates and the scan in one
-    pass, from k_f, k_i, k_h without their biases: in linear form (``_min_log_linear.minlstm_log_linear_into``, which
+    pass, from k_f, k_i, k_h without their biases: in linear form (``_min_log_linear.minlstm_log_linear_into``; on
+    float32 arrays ``_min_log_linear_f32``'s, the gates in float32 registers; the kernel
     adds the biases as it reads them and keeps the step's derivatives j_f, j_i, j_h for the reverse pass and no h̃:
     None), else, with the biases added to k_f, k_i, k_h in place, the log-space pass
     (``_min_scan_numba.minlstm_log_scan_into``; no j: None). None when some value is not finite (the k then hold
     their biases), so that the gates-then-scan path, which names the culprit, runs instead."""
-    from . import _min_log_linear as l, _min_scan_numba as k
+    from . import _min_log_linear as l, _min_log_linear_f32, _min_scan_numba as k
 
     f_n, i_n, log_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
     h = np.empty_like(k_f) if out is None else out
     j_f, j_i, j_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)
     biases = (bias_or_zeros(params, n, k_f) for n in GATES)
-    if l.minlstm_log_linear_into(k_f, k_i, k_h, *biases, initial_state(h0, k_f), h0 is not None, l.tiny(k_f), f_n,
-                                 i_n, h, log_h, j_f, j_i, j_h):
+    linear = (_min_log_linear_f32.minlstm_log_linear_into_f32 if k_f.dtype == np.float32   # float32 registers
+              else l.minlstm_log_linear_into)
+    if linear(k_f, k_i, k_h, *biases, initial_state(h0, k_f), h0 is not None, l.tiny(k_f), f_n, i_n, h, log_h, j_f,
+              j_i, j_h):
         return h, f_n, i_n, None, log_h, (j_f, j_i, j_h)
     with np.errstate(over="ignore", invalid="ignore"):
         for kn, n in zip((k_f, k_i, k_h), GATES):
