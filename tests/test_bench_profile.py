@@ -1,5 +1,8 @@
 """`bench train --profile` (minimal.bench.profile): each function's time goes to the part of the library its file
 belongs to, the FLOP count is the step's matrix products, and the tool refuses the benchmarks it does not profile."""
+import gc
+import time
+
 import numpy as np
 import pytest
 
@@ -47,6 +50,29 @@ def test_a_profile_splits_the_profiled_time_among_the_parts():
     text = P.format_profile("m", parts, line)
     assert "gates and cells" in text and "% of the sgemm rate" in text
     assert f"of which compiled kernels (Numba), across the parts above: {1e3 * parts[P.KERNELS]:.2f} ms" in text
+
+
+def _busy(seconds):
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pass
+
+
+def test_each_entry_is_the_median_over_separately_profiled_steps_with_the_collector_off():
+    """One step of three slowed 30-fold (as the machine now and then slows one) moves no entry: each is the median
+    over the steps, each profiled on its own; and Python's garbage collector is off while they run, on after."""
+    calls, collector = [], []
+
+    def step():
+        collector.append(gc.isenabled())
+        calls.append(None)
+        _busy(0.06 if len(calls) == 3 else 0.002)    # the first, untimed call is call 1
+
+    assert gc.isenabled()
+    parts = P.profile_step(step, steps=3)
+    assert len(calls) == 4 and collector == [True, False, False, False] and gc.isenabled()
+    assert 0.002 <= parts["total"] < 0.02
+    assert 0.001 < sum(v for k, v in parts.items() if k not in ("total", P.KERNELS)) < 0.02
 
 
 def test_a_compiled_kernel_is_told_from_a_python_function():

@@ -32,6 +32,7 @@ a gap between our step and theirs that is the matrix library (``bench/blas_bound
 from __future__ import annotations
 
 import cProfile
+import gc
 import pstats
 import sys
 import time
@@ -91,25 +92,37 @@ def profile_step(step, steps=5):
     """{part: seconds per step} of ``step()`` (a ``bench.train.project_step`` closure) under cProfile, the profiled
     seconds per step under "total", and under KERNELS the part of the parts' time spent inside Numba-compiled
     kernels (one call each, which the profiler does not slow: the arithmetic of the step's elementwise passes and
-    scans); ``steps`` >= 1 calls after one untimed."""
+    scans); ``steps`` >= 1 calls after one untimed, each profiled on its own, every entry the median over them (a
+    step the machine slowed, as it does now and then, moves a median no more than one step of any other length),
+    with Python's garbage collector off during them."""
     steps = check_positive_int("steps", steps)
     step()
-    prof = cProfile.Profile()
-    t0 = time.perf_counter()
-    prof.enable()
-    for _ in range(steps):
-        step()
-    prof.disable()
-    wall = time.perf_counter() - t0
-    out, kernels, modules = {}, 0.0, _modules_by_file()
-    for (filename, _, function), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
-        part = _part(filename)
-        out[part] = out.get(part, 0.0) + tottime / steps
-        if _is_compiled(filename, function, modules):
-            kernels += tottime / steps
-    out["total"] = wall / steps
-    out[KERNELS] = kernels
-    return out
+    modules, runs = _modules_by_file(), []
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()    # as timeit does: a collection walks every object of the process (torch's, JAX's) and is charged
+    try:            # to whichever function allocated last (bench/results/train_cpu_2026-12-03_dropout_adamw_log32.txt)
+        for _ in range(steps):
+            prof = cProfile.Profile()
+            t0 = time.perf_counter()
+            prof.enable()
+            step()
+            prof.disable()
+            runs.append((time.perf_counter() - t0, prof))
+    finally:
+        if was_enabled:
+            gc.enable()
+    parts = []
+    for wall, prof in runs:
+        out = {"total": wall, KERNELS: 0.0}
+        for (filename, _, function), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
+            part = _part(filename)
+            out[part] = out.get(part, 0.0) + tottime
+            if _is_compiled(filename, function, modules):
+                out[KERNELS] += tottime
+        parts.append(out)
+    names = {name for out in parts for name in out}
+    return {name: float(np.median([out.get(name, 0.0) for out in parts])) for name in names}
 
 
 def gemm_shapes(model):
