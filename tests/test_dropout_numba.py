@@ -75,3 +75,15 @@ def test_a_strided_input_gives_the_numpy_result():
     y_ref, mask_ref = _numpy_dropout(x, 0.4, np.random.default_rng(9))
     np.testing.assert_array_equal(y, y_ref, strict=True)
     np.testing.assert_array_equal(cache.mask, mask_ref, strict=True)
+
+
+def test_a_draw_equal_to_the_rate_is_kept_as_numpy_keeps_it():
+    """u >= rate keeps u = rate: rates set to drawn numbers themselves (and to their neighbours) give NumPy's mask."""
+    u = np.random.default_rng(11).random(64)
+    x = np.ones(64, np.float32)
+    for k in (0, 5, 63):
+        for rate in (u[k], np.nextafter(u[k], 0.0), np.nextafter(u[k], 1.0)):
+            y, cache = dropout.forward({}, x, float(rate), np.random.default_rng(11))
+            np.testing.assert_array_equal(cache.mask, _numpy_dropout(x, float(rate), np.random.default_rng(11))[1])
+            if rate == u[k]:
+                assert cache.mask[k] > 0

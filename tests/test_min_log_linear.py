@@ -215,8 +215,8 @@ def test_the_float32_register_linear_form_rounds_its_gates_as_float32_arithmetic
     """A float32 log-space cell runs the linear form with its gates in float32 registers (``_min_log_linear_f32``).
     Against the float64-register kernels on the same float32 pre-activations (both accept every problem here: each
     b_t stays above float32's smallest normal number, tiny), each gate is off by float32's roundings as in the
-    vanilla twin (tests/test_gates_numba.py): |Δz|, |Δ(1 − z)| <= 8 · 2^-24 |z| + 3 tiny, |Δf'|, |Δi'| <=
-    4 · 2^-24 (1 + |k_f| + |k_i|) |g| + 3 tiny; j_h = z g'(k_h) (i' g'(k_h)) takes two more products, so 16 · 2^-24
+    vanilla twin (tests/test_gates_numba.py): |Δz|, |Δ(1 − z)| <= 8 · 2^-24 |z| + 3 tiny (|1 − z|), |Δf'|, |Δi'| <=
+    4 · 2^-24 (1 + |k_f| + |k_i|) |f'| + 3 tiny (|i'|); j_h = z g'(k_h) (i' g'(k_h)) takes two more products, so 16 · 2^-24
     |j_h| + 3 tiny (minGRU) and 8 · 2^-24 (1 + |k_f| + |k_i|) |j_h| + 3 tiny (minLSTM). Over these 30 problems the
     largest errors were 4.14 (z, 1 − z), 1.94 / 1.96 (f', i'), 7.76 / 3.81 (j_h) of those units, and some entries
     differ in every array. The states and the step's derivatives j_z, j_f, j_i stay within 3.4e-7 of each array's
@@ -250,3 +250,34 @@ def test_the_float32_register_linear_form_rounds_its_gates_as_float32_arithmetic
         for h, log_h in ((lstm32[2], lstm32[3]), (gru32[1], gru32[2])):
             want = np.log(h.astype(np.float64))
             assert np.all(np.abs(log_h - want) <= 2 * u * (1.0 + np.abs(want)))
+
+
+@CELLS
+def test_a_float32_cell_runs_the_float32_register_linear_form(rng, cell, monkeypatch):
+    name = "minlstm_log_linear_into_f32" if cell is minlstm else "mingru_log_linear_into_f32"
+    kernel, calls = getattr(L32, name), []
+    monkeypatch.setattr(L32, name, lambda *args: calls.append(args[0].dtype) or kernel(*args))
+    for dtype in (np.float32, np.float64):
+        params, x, h0, dy = _problem(cell, rng, dtype, True)
+        cell.forward(params, x, h0, log_space=True)
+    assert calls == [np.float32]
+
+
+@CELLS
+def test_states_at_float32_s_largest_size_stay_finite(rng, cell, monkeypatch):
+    """Pre-activations and h0 at float32's largest number: the float32 gates' a_t + b_t / h̃_t can round above 1, so
+    the state is capped at that number (module docstring of ``_min_log_linear_f32``); the cell's h is finite, as the
+    float64-register kernel's is, and equal to it within 2e-6 of the largest entry."""
+    big = np.finfo(np.float32).max
+    params = {k: v.astype(np.float32) for k, v in cell.init(rng, 1, 256).items()}
+    for k in params:
+        params[k][:] = 0.0 if k.startswith("W") else rng.uniform(-5.0, 5.0, params[k].shape)
+    params["W_h"][:], params["b_h"][:] = 1.0, 0.0
+    x, h0 = np.full((1, 3, 1), big, np.float32), np.full((1, 256), big, np.float32)
+    assert _kernel_accepts(cell, params, x, h0)
+    h, _ = cell.forward(params, x, h0, log_space=True)
+    name = "minlstm_log_linear_into" if cell is minlstm else "mingru_log_linear_into"
+    monkeypatch.setattr(L32, name + "_f32", getattr(L, name))
+    h64, _ = cell.forward(params, x, h0, log_space=True)
+    assert np.isfinite(h).all() and np.isfinite(h64).all() and h.max() == big
+    assert np.abs(h.astype(np.float64) - h64).max() <= 2e-6 * big

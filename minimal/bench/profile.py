@@ -55,7 +55,7 @@ PARTS = (
     ("embedding and loss", ("layers/embedding", "layers/_embedding", "layers/cross_entropy", "layers/mse",
                             "layers/positional", "layers/token_position")),
     ("linear layers", ("layers/linear", "layers/glu", "layers/mlp", "layers/causal_conv", "layers/_causal_conv",
-                       "layers/_gelu", "layers/dropout")),
+                       "layers/_gelu", "layers/dropout", "layers/_dropout")),
     ("gates and cells", ("minimal/cells/",)),
     ("AdamW and clipping", ("minimal/optim/",)),
     ("stack glue", ("minimal/models.py", "minimal/experiments/", "minimal/bench/")),

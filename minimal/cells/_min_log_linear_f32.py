@@ -13,7 +13,10 @@ float64 form, a shorter series), where the float64 kernels spend two or three fl
 element. So the gates are within a few float32 roundings of the float64-register kernels' (minLSTM's f', i' within
 a few roundings times 1 + |k_f| + |k_i|, as in ``_min_scan_f32``), and h within a few roundings of its largest
 entry: tests/test_min_log_linear.py bounds both, and holds the cells' float32 h, dx and gradients to the same bound
-against the float64 reference as the float64-register kernels.
+against the float64 reference as the float64-register kernels. One more difference: the float32 gates' a_t + b_t / h̃_t
+can round above 1, so a state of float32's largest size could round past it and be stored as inf; as the exact state
+is a convex combination of h0 and the candidates, at most float32's largest number, the state is capped there (the
+float64-register kernels' exceeds it by less than its rounding to float32 takes back).
 
 Arrays: C-contiguous (B, T, H) float32, time the outer loop and the channel the inner one; h0 (B, H) > 0, read only
 when ``has_h0``.
@@ -33,6 +36,7 @@ __all__ = ["log_normal_f32", "mingru_log_linear_into_f32", "minlstm_log_linear_i
 _F32 = np.float32
 _ZERO, _HALF, _ONE, _TWO = _F32(0.0), _F32(0.5), _F32(1.0), _F32(2.0)
 _TINY = _F32(np.finfo(np.float32).tiny)
+_MAX = float(np.finfo(np.float32).max)      # a Python float: compared with the float64 state
 _SQRT2 = _F32(1.41421356237309504880)
 _LN2_HI, _LN2_LO = _F32(0.693359375), _F32(-2.12194440e-4)    # ln 2 split as in exp_nonpositive_f32
 _ATANH = tuple(_F32(1.0 / (2 * n + 1)) for n in range(5))      # 1, 1/3, ..., 1/9
@@ -42,7 +46,7 @@ _ATANH = tuple(_F32(1.0 / (2 * n + 1)) for n in range(5))      # 1, 1/3, ..., 1/
 def log_normal_f32(x):
     """log x for a positive normal float32 x, float32 arithmetic, to a few float32 ulp: x = m 2^e with m in
     [1/√2, √2), log x = e ln 2 + 2 atanh(s), s = (m − 1) / (m + 1), |s| <= 0.172, the series to s^9 (remainder
-    < 2e-9 relative, below float32's half ulp); m − 1 exact (Sterbenz), e ln 2 in two parts (e * _LN2_HI exact)."""
+    about 2e-9 relative, below float32's half ulp); m − 1 exact (Sterbenz), e ln 2 in two parts (e * _LN2_HI exact)."""
     bits = np.float32(x).view(np.int32)
     e = np.float32((bits >> 23) - 127)
     m = np.int32((bits & np.int32(0x007FFFFF)) | np.int32(0x3F800000)).view(np.float32)   # in [1, 2)
@@ -109,7 +113,7 @@ def mingru_log_linear_into_f32(k_z, k_h, b_z, b_h, h0, has_h0, tiny, z, h, log_h
             for c in range(H):                           # s: h_{t−1} in float64, a and b widened exactly
                 prev = s[c]
                 j_z[i, t, c] = np.float64(w[c]) * (np.float64(g[c]) - prev)
-                v = np.float64(a[c]) * prev + np.float64(b[c])
+                v = min(np.float64(a[c]) * prev + np.float64(b[c]), _MAX)    # module docstring
                 s[c] = v
                 h[i, t, c] = v
             _log_row(h[i, t], log_h[i, t])
@@ -150,7 +154,7 @@ def minlstm_log_linear_into_f32(k_f, k_i, k_h, b_f, b_i, b_h, h0, has_h0, tiny, 
                 d = np.float64(g[c]) - prev
                 j_f[i, t, c] = -np.float64(sf[c]) * d
                 j_i[i, t, c] = np.float64(si[c]) * d
-                v = np.float64(a[c]) * prev + np.float64(b[c])
+                v = min(np.float64(a[c]) * prev + np.float64(b[c]), _MAX)    # module docstring
                 s[c] = v
                 h[i, t, c] = v
             _log_row(h[i, t], log_h[i, t])

@@ -277,11 +277,11 @@ def clip_by_global_norm(grads, max_norm):
         raise ValueError(f"grads must be a non-empty dict of name -> float array, got {type(grads).__name__}")
     for k, g in grads.items():
         check_array(f"grads[{k!r}]", g, finite=False)
-    max_norm = check_scalar("max_norm", max_norm, 0.0, low_open=True)
     norm = global_norm(grads)
     if not math.isfinite(norm):     # a NaN or inf among the grads (or float64 squares past 1.8e308): name it
         for k, g in grads.items():
             check_array(f"grads[{k!r}]", g)
+    max_norm = check_scalar("max_norm", max_norm, 0.0, low_open=True)
     if norm <= max_norm:
         return dict(grads), norm
     scale = max_norm / norm

@@ -5,7 +5,8 @@ the array's dtype first, as NumPy does with Python floats, and no fused multiply
 bit-identical; NumPy spends ~10 passes with temporaries and ~20 calls a parameter, which on the course's models
 (35-45 arrays, 0.08-0.17 M numbers) cost more than the arithmetic. The pass also reports whether every input and
 output is finite: z − z is 0 for a finite z and NaN for NaN or inf, so an OR over the elements of (z − z ≠ 0), z the
-sum of the inputs and the sum of the outputs, is an integer reduction the loop vectorises. (A float sum of 0 · each
+sum of the inputs and the sum of the outputs, is an integer reduction the loop vectorises. (Finite values whose sum
+overflows read as not finite too: the step then runs the NumPy lines, which decide.) (A float sum of 0 · each
 value, which the strict order of float additions kept scalar, made the pass many times slower:
 ``bench/results/train_cpu_2026-12-03_dropout_adamw_log32.txt``, section 2.)
 """
