@@ -35,7 +35,7 @@ from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive
 from ._gates_numba import log_normal, normalised_scaled
 
-__all__ = ["tiny", "mingru_log_linear_into", "log_linear_backward", "minlstm_log_linear_into",
+__all__ = ["tiny", "at_least", "mingru_log_linear_into", "log_linear_backward", "minlstm_log_linear_into",
            "minlstm_log_linear_backward"]
 
 
@@ -48,7 +48,7 @@ _TINY64 = float(np.finfo(np.float64).tiny)
 
 
 @njit(cache=True, inline="always")
-def _at_least(lo, tiny):
+def at_least(lo, tiny):
     """Whether every entry of ``lo`` is >= ``tiny`` (True for no entry: H = 0)."""
     for v in lo:
         if not v >= tiny:
@@ -116,7 +116,7 @@ def mingru_log_linear_into(k_z, k_h, b_z, b_h, h0, has_h0, tiny, z, h, log_h, a_
                 a[c] = ac
                 b[c] = zc * g
             _step_row(a, b, s, lo, h[i, t], log_h[i, t])
-    return all_zero(bad) and _at_least(lo, tiny)
+    return all_zero(bad) and at_least(lo, tiny)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -170,7 +170,7 @@ def minlstm_log_linear_into(k_f, k_i, k_h, b_f, b_i, b_h, h0, has_h0, tiny, f_n,
                 a[c] = fc
                 b[c] = ic * g
             _step_row(a, b, s, lo, h[i, t], log_h[i, t])
-    return all_zero(bad) and _at_least(lo, tiny)
+    return all_zero(bad) and at_least(lo, tiny)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})

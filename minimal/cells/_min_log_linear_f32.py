@@ -6,7 +6,7 @@ What stays as there: the outputs and their order, the biases added in the storag
 + b_t carried in float64 (a_t and b_t widened exactly), the check that every b_t is at least float32's smallest
 normal number and every input finite (False leaves the cell to the log-space pass), and the reverse passes, which
 read only the stored arrays. What is float32 arithmetic here: the gates σ(±k_z), g(k_h) and g'(k_h), minLSTM's f',
-i' and slopes (``_min_scan_f32._normalised_scaled_f32``), b_t = z_t h̃_t or i'_t h̃_t, and log h, taken of the stored
+i' and slopes (``_min_scan_f32.normalised_scaled_f32``), b_t = z_t h̃_t or i'_t h̃_t, and log h, taken of the stored
 float32 h (``log_normal_f32``); the step's derivatives j_z, j_f, j_i multiply a float32 slope by h̃_t − h_{t−1}
 formed in float64 from the carry, as there. The exps are ``exp_nonpositive_f32`` (twice the vector lanes of the
 float64 form, a shorter series), where the float64 kernels spend two or three float64 exps and a float64 log an
@@ -28,8 +28,8 @@ from numba import njit
 
 from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive_f32
-from ._min_log_linear import _at_least
-from ._min_scan_f32 import _normalised_scaled_f32
+from ._min_log_linear import at_least
+from ._min_scan_f32 import normalised_scaled_f32
 
 __all__ = ["log_normal_f32", "mingru_log_linear_into_f32", "minlstm_log_linear_into_f32"]
 
@@ -117,7 +117,7 @@ def mingru_log_linear_into_f32(k_z, k_h, b_z, b_h, h0, has_h0, tiny, z, h, log_h
                 s[c] = v
                 h[i, t, c] = v
             _log_row(h[i, t], log_h[i, t])
-    return all_zero(bad) and _at_least(lo, tiny)
+    return all_zero(bad) and at_least(lo, tiny)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
@@ -138,7 +138,7 @@ def minlstm_log_linear_into_f32(k_f, k_i, k_h, b_f, b_i, b_h, h0, has_h0, tiny, 
             for c in range(H):
                 kf, ki, kh = k_f[i, t, c] + b_f[c], k_i[i, t, c] + b_i[c], k_h[i, t, c] + b_h[c]
                 bad[c] += _ZERO * kf + _ZERO * ki + _ZERO * kh
-                fc, ic, sfc, sic = _normalised_scaled_f32(kf, ki)
+                fc, ic, sfc, sic = normalised_scaled_f32(kf, ki)
                 gc, dg = _candidate_slope_f32(kh)
                 f_n[i, t, c] = fc
                 i_n[i, t, c] = ic
@@ -158,4 +158,4 @@ def minlstm_log_linear_into_f32(k_f, k_i, k_h, b_f, b_i, b_h, h0, has_h0, tiny, 
                 s[c] = v
                 h[i, t, c] = v
             _log_row(h[i, t], log_h[i, t])
-    return all_zero(bad) and _at_least(lo, tiny)
+    return all_zero(bad) and at_least(lo, tiny)

@@ -22,7 +22,7 @@ from numba import njit
 from ..scan.numba_linear import all_zero
 from ..scan.numba_log import exp_nonpositive_f32
 
-__all__ = ["mingru_scan_into_f32", "minlstm_scan_into_f32"]
+__all__ = ["mingru_scan_into_f32", "minlstm_scan_into_f32", "normalised_scaled_f32"]
 
 _F32 = np.float32
 _ZERO_F32, _ONE_F32 = _F32(0.0), _F32(1.0)
@@ -68,7 +68,7 @@ def mingru_scan_into_f32(k_z, k_h, b_z, b_h, h0, z, j_z, h):
 
 
 @njit(cache=True, inline="always")
-def _normalised_scaled_f32(kf, ki):
+def normalised_scaled_f32(kf, ki):
     """``_gates_numba.normalised_scaled`` for float32 k_f, k_i in float32 arithmetic: (f', i', s_f, s_i)."""
     u, v = -kf, -ki
     zero_max = u <= _ZERO_F32 and v <= _ZERO_F32         # m = 0
@@ -101,7 +101,7 @@ def minlstm_scan_into_f32(k_f, k_i, k_h, b_f, b_i, b_h, h0, f_n, i_n, j_f, j_i, 
             for c in range(H):
                 kf, ki = k_f[i, t, c] + b_f[c], k_i[i, t, c] + b_i[c]
                 bad[c] += _ZERO_F32 * kf + _ZERO_F32 * ki
-                fc, ic, sfc, sic = _normalised_scaled_f32(kf, ki)
+                fc, ic, sfc, sic = normalised_scaled_f32(kf, ki)
                 sf[c] = sfc
                 si[c] = sic
                 f_n[i, t, c] = fc
