@@ -1,9 +1,10 @@
 """What dropout's compiled pass saves (``minimal/layers/_dropout_numba.py``).
 
 ``dropout.forward`` on a float32 array with a PCG64 generator (the compiled pass, which draws its own mask) against
-the NumPy lines it is tested against (a float64 draw, a comparison, a cast and two products: what ``forward`` ran
-before), each from a generator of the same seed, called in turn in every round, one thread; the two masks, outputs and
-generator states are checked equal first. Input: standard normal x (seed 0), rate 0.1 (the Shakespeare Config()'s).
+``dropout.numpy_pass``, the NumPy lines it is tested against (a float64 draw, a comparison, a cast and two products:
+what ``forward`` ran before), each from a generator of the same seed, called in turn in every round, one thread; the
+two masks, outputs and generator states are checked equal first. Input: standard normal x (seed 0), rate 0.1 (the
+Shakespeare Config()'s).
 
     python bench/dropout_pass.py [--repeats 100] [--shape 16 128 64]
 
@@ -21,13 +22,6 @@ from minimal.layers import dropout
 RATE = 0.1
 
 
-def numpy_lines(x, rate, gen):
-    """``dropout.forward``'s NumPy lines (its reference for any generator but PCG64)."""
-    keep = gen.random(x.shape) >= rate
-    mask = keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - rate))
-    return x * mask, mask
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=100)
@@ -40,11 +34,11 @@ def main(argv=None):
     x = np.random.default_rng(0).standard_normal(tuple(args.shape), dtype=np.float32)
     ours, theirs = np.random.default_rng(1), np.random.default_rng(1)
     y, cache = dropout.forward({}, x, RATE, ours)
-    y_ref, mask_ref = numpy_lines(x, RATE, theirs)
+    y_ref, mask_ref = dropout.numpy_pass(x, RATE, theirs)
     assert np.array_equal(y, y_ref) and np.array_equal(cache.mask, mask_ref)
     assert ours.bit_generator.state == theirs.bit_generator.state
     calls = {"compiled pass": lambda: dropout.forward({}, x, RATE, ours),
-             "NumPy lines": lambda: numpy_lines(x, RATE, theirs)}
+             "NumPy lines": lambda: dropout.numpy_pass(x, RATE, theirs)}
     times = {name: [] for name in calls}
     for _ in range(args.repeats):
         for name, call in calls.items():

@@ -1,19 +1,12 @@
 """Dropout's compiled pass (``minimal.layers._dropout_numba``) draws what NumPy's ``Generator.random`` draws on a
-PCG64, bit for bit: the same masks, the same outputs, the same generator state afterwards (the NumPy lines of
-``dropout.forward`` are its reference)."""
+PCG64, bit for bit: the same masks, the same outputs, the same generator state afterwards (``dropout.numpy_pass``,
+the NumPy lines, is its reference)."""
 import math
 
 import numpy as np
 import pytest
 
 from minimal.layers import _dropout_numba, dropout
-
-
-def _numpy_dropout(x, rate, gen):
-    """dropout.forward's NumPy lines."""
-    keep = gen.random(x.shape) >= rate
-    mask = keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - rate))
-    return x * mask, mask
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -25,7 +18,7 @@ def test_the_compiled_pass_draws_what_numpy_draws(dtype, shape, rate):
         ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
         for _ in range(3):    # successive calls continue the stream
             y, cache = dropout.forward({}, x, rate, ours)
-            y_ref, mask_ref = _numpy_dropout(x, rate, theirs)
+            y_ref, mask_ref = dropout.numpy_pass(x, rate, theirs)
             assert y.dtype == cache.mask.dtype == x.dtype and y.shape == x.shape
             np.testing.assert_array_equal(y, y_ref, strict=True)
             np.testing.assert_array_equal(cache.mask, mask_ref, strict=True)
@@ -41,7 +34,7 @@ def test_the_states_buffered_half_word_is_left_as_random_leaves_it():
         g.integers(0, 2**31, size=3, dtype=np.uint32)
     assert ours.bit_generator.state["has_uint32"] == 1
     x = np.ones((6, 11), np.float32)
-    np.testing.assert_array_equal(dropout.forward({}, x, 0.3, ours)[0], _numpy_dropout(x, 0.3, theirs)[0])
+    np.testing.assert_array_equal(dropout.forward({}, x, 0.3, ours)[0], dropout.numpy_pass(x, 0.3, theirs)[0])
     assert ours.bit_generator.state == theirs.bit_generator.state
     assert ours.integers(0, 2**31, dtype=np.uint32) == theirs.integers(0, 2**31, dtype=np.uint32)
 
@@ -64,7 +57,7 @@ def test_other_bit_generators_take_the_numpy_lines(monkeypatch):
     x = np.random.default_rng(0).standard_normal((4, 9))
     for bits in (np.random.Philox, np.random.PCG64DXSM, np.random.SFC64):
         y, cache = dropout.forward({}, x, 0.25, np.random.Generator(bits(7)))
-        np.testing.assert_array_equal(y, _numpy_dropout(x, 0.25, np.random.Generator(bits(7)))[0])
+        np.testing.assert_array_equal(y, dropout.numpy_pass(x, 0.25, np.random.Generator(bits(7)))[0])
     with pytest.raises(AssertionError, match="PCG64 pass"):
         dropout.forward({}, x, 0.25, 7)
 
@@ -72,7 +65,7 @@ def test_other_bit_generators_take_the_numpy_lines(monkeypatch):
 def test_a_strided_input_gives_the_numpy_result():
     x = np.random.default_rng(0).standard_normal((6, 10)).astype(np.float32)[:, ::3]
     y, cache = dropout.forward({}, x, 0.4, np.random.default_rng(9))
-    y_ref, mask_ref = _numpy_dropout(x, 0.4, np.random.default_rng(9))
+    y_ref, mask_ref = dropout.numpy_pass(x, 0.4, np.random.default_rng(9))
     np.testing.assert_array_equal(y, y_ref, strict=True)
     np.testing.assert_array_equal(cache.mask, mask_ref, strict=True)
 
@@ -84,6 +77,7 @@ def test_a_draw_equal_to_the_rate_is_kept_as_numpy_keeps_it():
     for k in (0, 5, 63):
         for rate in (u[k], np.nextafter(u[k], 0.0), np.nextafter(u[k], 1.0)):
             y, cache = dropout.forward({}, x, float(rate), np.random.default_rng(11))
-            np.testing.assert_array_equal(cache.mask, _numpy_dropout(x, float(rate), np.random.default_rng(11))[1])
+            want = dropout.numpy_pass(x, float(rate), np.random.default_rng(11))[1]
+            np.testing.assert_array_equal(cache.mask, want)
             if rate == u[k]:
                 assert cache.mask[k] > 0

@@ -123,12 +123,12 @@ def _one_pass(params, k_z, k_h, h0, out):
 
 def _scan_fused(params, k_z, k_h, h0, out):
     """(h, z, h̃, log h, (a, j_z, j_h)) of the log-space parallel mode on the CPU, the gates and the scan in one pass,
-    from k_z, k_h without their biases: in linear form (``_min_log_linear.mingru_log_linear_into``; on float32 arrays
-    ``_min_log_linear_f32``'s, the gates in float32 registers; the kernel adds the
-    biases as it reads them, and keeps a = 1 − z and the step's derivatives j_z, j_h for the reverse pass and no h̃:
-    None), else, with the biases added to k_z, k_h in place, the log-space pass
-    (``_min_scan_numba.mingru_log_scan_into``; no a, j_z, j_h: None). None when some value is not finite (k_z, k_h
-    then hold their biases), so that the gates-then-scan path, which names the culprit, runs instead."""
+    from k_z, k_h without their biases: in linear form (``_min_log_linear.mingru_log_linear_into``; on float32
+    arrays ``_min_log_linear_f32``'s, the gates in float32 registers; the kernel adds the biases as it reads
+    them, and keeps a = 1 − z and the step's derivatives j_z, j_h for the reverse pass and no h̃: None), else,
+    with the biases added to k_z, k_h in place, the log-space pass (``_min_scan_numba.mingru_log_scan_into``; no
+    a, j_z, j_h: None). None when some value is not finite (k_z, k_h then hold their biases), so that the
+    gates-then-scan path, which names the culprit, runs instead."""
     from . import _min_log_linear as l, _min_log_linear_f32, _min_scan_numba as k
 
     z, log_h = np.empty_like(k_z), np.empty_like(k_z)

@@ -211,12 +211,12 @@ def _one_pass(params, k_f, k_i, k_h, h0, out):
 
 def _scan_fused(params, k_f, k_i, k_h, h0, out):
     """(h, f', i', h̃, log h, (j_f, j_i, j_h)) of the log-space parallel mode on the CPU, the gates and the scan in one
-    pass, from k_f, k_i, k_h without their biases: in linear form (``_min_log_linear.minlstm_log_linear_into``; on
-    float32 arrays ``_min_log_linear_f32``'s, the gates in float32 registers; the kernel
-    adds the biases as it reads them and keeps the step's derivatives j_f, j_i, j_h for the reverse pass and no h̃:
-    None), else, with the biases added to k_f, k_i, k_h in place, the log-space pass
-    (``_min_scan_numba.minlstm_log_scan_into``; no j: None). None when some value is not finite (the k then hold
-    their biases), so that the gates-then-scan path, which names the culprit, runs instead."""
+    pass, from k_f, k_i, k_h without their biases: in linear form (``_min_log_linear.minlstm_log_linear_into``;
+    on float32 arrays ``_min_log_linear_f32``'s, the gates in float32 registers; the kernel adds the biases as it
+    reads them and keeps the step's derivatives j_f, j_i, j_h for the reverse pass and no h̃: None), else, with
+    the biases added to k_f, k_i, k_h in place, the log-space pass (``_min_scan_numba.minlstm_log_scan_into``; no
+    j: None). None when some value is not finite (the k then hold their biases), so that the gates-then-scan
+    path, which names the culprit, runs instead."""
     from . import _min_log_linear as l, _min_log_linear_f32, _min_scan_numba as k
 
     f_n, i_n, log_h = np.empty_like(k_f), np.empty_like(k_f), np.empty_like(k_f)

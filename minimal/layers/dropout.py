@@ -10,9 +10,8 @@ for the Shakespeare language model (0.1 for selective copying and RL).
 The mask comes from ``rng``: an int seed (the same mask on every call: what a gradient check needs) or a
 ``numpy.random.Generator`` (advanced by the call: a new mask each training step); None draws fresh entropy.
 The cache holds the scaled mask m / (1 - rate); backward multiplies dy by it. On a PCG64 generator (what
-``default_rng`` makes) and a float32 or float64 x, the draw, the mask and the product run in one compiled pass
-(``_dropout_numba``) that draws the same numbers as ``Generator.random``; the NumPy lines of ``forward`` are its
-reference and run for any other generator.
+``default_rng`` makes) the draw, the mask and the product run in one compiled pass (``_dropout_numba``) that draws
+the same numbers as ``Generator.random``; ``numpy_pass`` is its reference and runs for any other generator.
 Shapes: x any float array; y and the mask of x's shape. No parameters (params = {}).
 """
 from __future__ import annotations
@@ -24,7 +23,7 @@ import numpy as np
 from ..validate import check_array
 from ..contract import Example
 
-__all__ = ["init", "forward", "backward", "check_rate", "examples"]
+__all__ = ["init", "forward", "backward", "check_rate", "numpy_pass", "examples"]
 
 
 class Cache(NamedTuple):
@@ -62,14 +61,21 @@ def forward(params, x, rate, rng=None, train=True):
     if not train or rate == 0.0:
         return x, Cache(None)
     gen = np.random.default_rng(rng)
-    if type(gen.bit_generator) is np.random.PCG64 and x.dtype in (np.float32, np.float64):
+    if type(gen.bit_generator) is np.random.PCG64:     # x is float32 or float64 (check_array)
         from ._dropout_numba import dropout_pcg64
 
-        y, mask = dropout_pcg64(x, rate, gen)   # the lines below in one compiled pass, the same draws bit for bit
-        return y, Cache(mask)
+        y, mask = dropout_pcg64(x, rate, gen)   # numpy_pass in one compiled pass, the same draws bit for bit
+    else:
+        y, mask = numpy_pass(x, rate, gen)
+    return y, Cache(mask)
+
+
+def numpy_pass(x, rate, gen):
+    """(y, mask) of the training forward in NumPy, for x (any shape), rate in (0, 1) and a Generator ``gen``
+    (advanced by x.size draws): the reference of the compiled pass (``_dropout_numba``), which PCG64 generators run."""
     keep = gen.random(x.shape) >= rate                                # P(keep) = 1 - rate
     mask = keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - rate))   # x's dtype: float32 stays float32
-    return x * mask, Cache(mask)
+    return x * mask, mask
 
 
 def backward(params, cache, dy):
