@@ -316,6 +316,57 @@ def test_layernorm_compiled_pass_equals_the_numpy_formulas(dtype, tol, shape):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
 
 
+@pytest.mark.parametrize("offset,scale", [(0.0, 1.0), (3.0, 2.0), (100.0, 1.0), (1e4, 1.0), (0.0, 1e-3), (0.0, 1e3)])
+@pytest.mark.parametrize("shape", [(2, 3, 4), (5, 1, 7), (64, 32), (16, 128, 64), (4, 9, 300)])
+def test_layernorm_float32_registers_are_within_a_few_roundings_of_the_float64_formulas(offset, scale, shape):
+    """The float32 pair (``_layernorm_numba``'s ``_f32`` kernels) against the float64 formulas of the same float32
+    inputs, each entry in units of 2^-24 times its scale: xhat and inv_std's |xhat| + 1 and 1 plus |mu| / sigma
+    (the mean rounded to float32 once), y's the same times |gamma| plus |y|; dx (from the same float32 cache) r times
+    |dy gamma| plus the row means of |dy gamma| and |dy gamma xhat| |xhat|; dgamma, dbeta the sums of
+    |dy xhat|, |dy|. The largest seen over five seeds of these cases: 3.1 (inv_std at D = 300); the bound is 8."""
+    rng = np.random.default_rng(0)
+    U, D = 2.0 ** -24, shape[-1]
+    params = {"gamma": (1.0 + 0.5 * rng.standard_normal(D)).astype(np.float32),
+              "beta": rng.standard_normal(D).astype(np.float32)}
+    x = (offset + scale * rng.standard_normal(shape)).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    p64 = {k: v.astype(np.float64) for k, v in params.items()}
+    y, c = layernorm.forward(params, x)
+    y64, c64 = layernorm._forward_numpy(p64, x.astype(np.float64))
+    r, xh = c64.inv_std, np.abs(c64.xhat)
+    mu_r = np.abs(x.astype(np.float64).mean(axis=-1, keepdims=True)) * r
+    assert c.xhat.dtype == y.dtype == c.inv_std.dtype == np.float32
+    assert np.all(np.abs(c.xhat - c64.xhat) <= 8 * U * (mu_r + xh + 1))
+    assert np.all(np.abs(c.inv_std - r) <= 8 * U * r * (1 + mu_r))
+    assert np.all(np.abs(y - y64) <= 8 * U * (np.abs(p64["gamma"]) * (mu_r + xh + 1) + np.abs(y64)))
+    dx, g = layernorm.backward(params, c, dy)
+    c32 = layernorm.Cache(c.xhat.astype(np.float64), c.inv_std.astype(np.float64))
+    dx64, g64 = layernorm._backward_numpy(p64, c32, dy.astype(np.float64))
+    dyg, xh32 = np.abs(dy * p64["gamma"]), np.abs(c32.xhat)
+    scale_dx = c32.inv_std * (dyg + dyg.mean(axis=-1, keepdims=True)
+                              + xh32 * (dyg * xh32).mean(axis=-1, keepdims=True))
+    assert dx.dtype == np.float32 and np.all(np.abs(dx - dx64) <= 8 * U * scale_dx)
+    sums = {"gamma": (np.abs(dy) * xh32).reshape(-1, D).sum(axis=0), "beta": np.abs(dy).reshape(-1, D).sum(axis=0)}
+    for n in ("gamma", "beta"):
+        assert g[n].dtype == np.float32 and np.all(np.abs(g[n] - g64[n]) <= 8 * U * sums[n])
+
+
+def test_layernorm_runs_the_float32_kernels_on_float32_arrays_only(rng, monkeypatch):
+    """float32 arrays take the ``_f32`` pair, float64 ones the float64-register pair (each the one that runs)."""
+    from minimal.layers import _layernorm_numba as k
+
+    ran = []
+    for name in ("layernorm_forward", "layernorm_backward", "layernorm_forward_f32", "layernorm_backward_f32"):
+        monkeypatch.setattr(k, name, lambda *a, _f=getattr(k, name), _n=name: ran.append(_n) or _f(*a))
+    for dtype, suffix in ((np.float32, "_f32"), (np.float64, "")):
+        ran.clear()
+        params = {key: v.astype(dtype) for key, v in layernorm.init(rng, 5).items()}
+        x = rng.standard_normal((2, 3, 5)).astype(dtype)
+        y, c = layernorm.forward(params, x)
+        layernorm.backward(params, c, np.ones_like(y))
+        assert ran == ["layernorm_forward" + suffix, "layernorm_backward" + suffix]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,k", [((2, 7, 3), 4), ((3, 1, 5), 4), ((1, 3, 2), 4), ((2, 5, 2), 1),
                                      ((16, 128, 64), 4)])

@@ -5,8 +5,8 @@
 
 Shapes: x (..., D); gamma, beta (D,); y (..., D). sigma^2 is the biased (1/D) variance; eps keeps the
 division finite for a constant input and is a fixed setting, not a parameter. Forward and backward run in one
-compiled pass a row (``_layernorm_numba``, sums in float64); ``_forward_numpy`` / ``_backward_numpy`` are the
-NumPy formulas they are tested against.
+compiled pass a row (``_layernorm_numba``: sums in float64; float32 arrays in float32 registers but the mean's
+sum); ``_forward_numpy`` / ``_backward_numpy`` are the NumPy formulas they are tested against.
 """
 from __future__ import annotations
 
@@ -46,13 +46,14 @@ def forward(params, x, eps=EPS):
         raise ValueError(f"eps must be a positive number, got {eps!r}")
     if x.dtype.kind != "f":
         return _forward_numpy(params, x, eps)
-    from ._layernorm_numba import layernorm_forward
+    from . import _layernorm_numba as k
 
     D = gamma.shape[0]
     x2 = np.ascontiguousarray(x).reshape(-1, D)
     y, xhat = np.empty_like(x2), np.empty_like(x2)
     inv_std = np.empty(x2.shape[0], x.dtype)
-    layernorm_forward(x2, gamma, params["beta"], float(eps), y, xhat, inv_std)
+    kernel = k.layernorm_forward_f32 if x.dtype == np.float32 else k.layernorm_forward
+    kernel(x2, gamma, params["beta"], float(eps), y, xhat, inv_std)
     return y.reshape(x.shape), Cache(xhat.reshape(x.shape), inv_std.reshape(x.shape[:-1] + (1,)))
 
 
@@ -73,13 +74,14 @@ def backward(params, cache, dy):
     check_array("dy", dy, xhat.shape)
     check_grad_dtype("dy", dy, params)
     if xhat.dtype.kind == "f" and dy.dtype == xhat.dtype:
-        from ._layernorm_numba import layernorm_backward
+        from . import _layernorm_numba as k
 
         D = xhat.shape[-1]
         gamma = params["gamma"]
         dx = np.empty(xhat.shape, xhat.dtype)
         dgamma, dbeta = np.empty(D), np.empty(D)                  # float64 sums
-        layernorm_backward(np.ascontiguousarray(dy).reshape(-1, D), np.ascontiguousarray(xhat).reshape(-1, D),
+        kernel = k.layernorm_backward_f32 if xhat.dtype == np.float32 else k.layernorm_backward
+        kernel(np.ascontiguousarray(dy).reshape(-1, D), np.ascontiguousarray(xhat).reshape(-1, D),
                            np.ascontiguousarray(inv_std).reshape(-1), gamma, dx.reshape(-1, D), dgamma, dbeta)
         return dx, {"gamma": dgamma.astype(gamma.dtype), "beta": dbeta.astype(gamma.dtype)}
     return _backward_numpy(params, cache, dy)
