@@ -102,6 +102,15 @@ def _sub(params, prefix):
     return {k[n:]: v for k, v in params.items() if k.startswith(prefix)}
 
 
+def _by_layer(params):
+    """{"<i>": ``_sub(params, "<i>.")``} for every layer index i at once: one pass over params, not one a layer."""
+    out = {}
+    for k, v in params.items():
+        i, _, rest = k.partition(".")
+        out.setdefault(i, {})[rest] = v
+    return out
+
+
 def init(rng, spec, dtype=None):
     """Params of every layer, in spec order, namespaced "<i>.<name>" ("<i>.<j>.<name>" inside a Residual).
 
@@ -173,7 +182,7 @@ def _culprits(name, a, params):
 
 
 def _nonfinite(arrays):
-    return any(isinstance(a, np.ndarray) and a.dtype.kind in "fc" and not np.all(np.isfinite(a)) for a in arrays)
+    return any(isinstance(a, np.ndarray) and a.dtype.kind in "fc" and not np.isfinite(a).all() for a in arrays)
 
 
 def _forward(params, x, spec, readout, culprits, where):
@@ -185,9 +194,9 @@ def _forward(params, x, spec, readout, culprits, where):
     T_cut = None
     if readout == "last" and cut == -1:      # no layer mixes time: only the last step's input matters
         T_cut, x = x.shape[1], x[:, -1:]
-    caches, h = [], x
+    caches, h, layers = [], x, _by_layer(params)
     for i, e in enumerate(spec):
-        p = _sub(params, f"{i}.")
+        p = layers.get(str(i), {})
         if isinstance(e, Residual):
             fx, c = _forward(p, h, e.layers, "all", culprits, f" in residual block {i}{where}")
             if fx.shape != h.shape:
@@ -236,10 +245,10 @@ def backward(params, caches, dy, spec=None):
 
 def _backward(params, caches, dy):
     spec = caches.spec
-    grads = {}
+    grads, layers = {}, _by_layer(params)
     for i in reversed(range(len(spec))):
         e, c = spec[i], caches.caches[i]
-        p = _sub(params, f"{i}.")
+        p = layers.get(str(i), {})
         if i == caches.cut and caches.T_cut is not None:
             dy = _pad(dy, caches.T_cut)
         if isinstance(e, Residual):

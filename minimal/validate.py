@@ -69,7 +69,7 @@ def check_finite_values(values):
     """Raise an ``InputError`` naming the first float array of the dict ``values`` (name -> array) that holds NaN
     or inf; other entries (integer ids, non-arrays) are left to the code that reads them."""
     for name, v in values.items():
-        if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+        if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.isfinite(v).all():
             raise InputError(f"{name} contains NaN or inf")
 
 
@@ -116,7 +116,7 @@ def check_array(name, x, shape=None, *, ndim=None, names=None, kind="f", finite=
                              f"got {x.dtype}")
         if k == "f":
             check_float_dtype(name, x.dtype)   # float16 & co.: refused by name, not by Numba's NotImplementedError
-    if finite and x.dtype.kind in "fc" and not _VALUES_CHECKED.get() and not np.all(np.isfinite(x)):
+    if finite and x.dtype.kind in "fc" and not _VALUES_CHECKED.get() and not np.isfinite(x).all():
         raise InputError(f"{name} contains NaN or inf")
     return x
 
@@ -209,7 +209,7 @@ def check_finite_result(what, result, inputs, advice="scale them down, or use fl
     the inputs were too large for their dtype, and the error names them instead of an internal array."""
     arrays = result.values() if isinstance(result, dict) else result if isinstance(result, tuple) else (result,)
     for a in arrays:
-        if a is not None and not np.all(np.isfinite(a)):
+        if a is not None and not np.isfinite(a).all():
             raise overflow_error(what, inputs, advice)
     return result
 

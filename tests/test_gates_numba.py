@@ -171,6 +171,26 @@ def test_float32_gelu_and_its_backward_are_within_a_few_float32_ulp(rng):
     assert np.all(np.abs(got - dh * (s + t)) <= bound)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2048, 256), (3, 5, 7), (1, 1), (0, 4)])
+def test_the_gelu_pass_adds_the_bias_and_sums_its_gradient(rng, dtype, shape):
+    """GELU(u + b) bit for bit GELU of u + b added first in the storage dtype (as ``linear.forward`` adds a bias),
+    its backward bit for bit that of u + b, and db = Σ du over the leading indices: the float64 sum of the stored du
+    in row order (what NumPy's float64 sum over axis 0 adds), rounded to du's dtype."""
+    from minimal.layers import mlp
+
+    u = (3.0 * rng.standard_normal(shape)).astype(dtype)
+    b = rng.standard_normal(shape[-1]).astype(dtype)
+    dh = rng.standard_normal(shape).astype(dtype)
+    h = mlp._gelu_fused(u, b)
+    assert h.dtype == dtype and h.shape == shape
+    np.testing.assert_array_equal(h, mlp._gelu_fused(u + b))
+    du, db = mlp._gelu_backward_sums(u, dh, b)
+    assert du.dtype == db.dtype == dtype and du.shape == shape and db.shape == shape[-1:]
+    np.testing.assert_array_equal(du, mlp._gelu_backward_fused(u + b, dh))
+    np.testing.assert_array_equal(db, du.reshape(-1, shape[-1]).astype(np.float64).sum(axis=0).astype(dtype))
+
+
 def test_mlp_with_the_fused_gelu_passes_the_float64_gradient_check(rng):
     from minimal.gradcheck import check_cell
     from minimal.layers import mlp

@@ -73,6 +73,15 @@ def _sub(params, prefix):
     return {k[n:]: v for k, v in params.items() if k.startswith(prefix)}
 
 
+def _by_part(params):
+    """{part: ``_sub(params, part + ".")``} for every part ("rnn_ln", "rnn", ...) at once, in one pass."""
+    out = {}
+    for k, v in params.items():
+        part, _, rest = k.partition(".")
+        out.setdefault(part, {})[rest] = v
+    return out
+
+
 def _sublayers(params):
     """The sublayers present, in order: rnn, conv (if "conv.W" is in params), mlp."""
     return ("rnn", "conv", "mlp") if "conv.W" in params else ("rnn", "mlp")
@@ -121,16 +130,16 @@ class Cache(NamedTuple):
     caches: list       # one SublayerCache per sublayer
 
 
-def _rnn_forward(params, u, kind, log_space, n_heads):
+def _rnn_forward(parts, u, kind, log_space, n_heads):
     cell = _CELLS[kind]
-    p = _sub(params, "rnn.")
+    p = parts.get("rnn", {})
     if kind in ("mingru", "minlstm"):
         h, c = cell.forward(p, u, mode="parallel", log_space=log_space)
     elif kind == "attention":
         h, c = cell.forward(p, u, mode="parallel", n_heads=n_heads)
     else:
         h, c = cell.forward(p, u)
-    y, c_out = linear.forward(_sub(params, "rnn_out."), h)
+    y, c_out = linear.forward(parts.get("rnn_out", {}), h)
     return y, (c, c_out)
 
 
@@ -161,17 +170,17 @@ def forward(params, x, kind, dropout_rate=0.0, rng=None, train=True, log_space=F
     _check_kind_options(kind, log_space, n_heads)
     # One generator for the whole block: the sublayers' masks are successive draws from it.
     gen = np.random.default_rng(rng) if train and dropout_rate > 0 else None
-    sublayers, caches = _sublayers(params), []
+    sublayers, caches, parts = _sublayers(params), [], _by_part(params)
     h = x
     for name in sublayers:
-        u, c_ln = layernorm.forward(_sub(params, f"{name}_ln."), h)
+        u, c_ln = layernorm.forward(parts.get(f"{name}_ln", {}), h)
         if values_checked():    # in a stack no sublayer scans its input; a gate saturated by an inf in u would hide it
             check_finite_result(f"the {name} sublayer's LayerNorm output", u,
-                                {"x": x, **{k: v for k, v in params.items() if k.startswith(f"{name}_ln.")}})
+                                {"x": x, **{f"{name}_ln.{k}": v for k, v in parts.get(f"{name}_ln", {}).items()}})
         if name == "rnn":
-            f, c_inner = _rnn_forward(params, u, kind, log_space, n_heads)
+            f, c_inner = _rnn_forward(parts, u, kind, log_space, n_heads)
         else:
-            f, c = (causal_conv if name == "conv" else mlp).forward(_sub(params, f"{name}."), u)
+            f, c = (causal_conv if name == "conv" else mlp).forward(parts.get(name, {}), u)
             c_inner = (c,)
         f, c_drop = dropout.forward({}, f, dropout_rate, gen, train)
         h = h + f
@@ -184,21 +193,21 @@ def backward(params, cache, dy):
     kind, sublayers, caches = cache
     check_array("dy", dy, caches[0].ln.xhat.shape, names=("B", "T", "D"))
     check_grad_dtype("dy", dy, params)
-    grads = {}
+    grads, parts = {}, _by_part(params)
     for name, c in zip(reversed(sublayers), reversed(caches)):
         # 3. h <- h + Dropout(f): the residual passes dy on unchanged; the branch gets the masked dy.
         df, _ = dropout.backward({}, c.drop, dy)
         # 2. f = sublayer(u)
         if name == "rnn":
             c_cell, c_out = c.inner
-            dh, g = linear.backward(_sub(params, "rnn_out."), c_out, df)
+            dh, g = linear.backward(parts.get("rnn_out", {}), c_out, df)
             grads |= {f"rnn_out.{k}": v for k, v in g.items()}
-            du, g = _CELLS[kind].backward(_sub(params, "rnn."), c_cell, dh)
+            du, g = _CELLS[kind].backward(parts.get("rnn", {}), c_cell, dh)
         else:
-            du, g = (causal_conv if name == "conv" else mlp).backward(_sub(params, f"{name}."), c.inner[0], df)
+            du, g = (causal_conv if name == "conv" else mlp).backward(parts.get(name, {}), c.inner[0], df)
         grads |= {f"{name}.{k}": v for k, v in g.items()}
         # 1. u = LN(h)
-        dh_in, g = layernorm.backward(_sub(params, f"{name}_ln."), c.ln, du)
+        dh_in, g = layernorm.backward(parts.get(f"{name}_ln", {}), c.ln, du)
         grads |= {f"{name}_ln.{k}": v for k, v in g.items()}
         dy = dy + dh_in
     return dy, {k: grads[k] for k in params}

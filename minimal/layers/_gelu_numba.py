@@ -36,21 +36,37 @@ def _s(u):
     return (1.0 if y >= 0.0 else e) / (1.0 + e)     # one division of a selected numerator
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
-def gelu_into(u, out):
-    """out = GELU(u) over flat (n,) arrays."""
-    for j in range(u.shape[0]):
-        v = np.float64(u[j])
-        out[j] = v * _s(v)
+@njit(cache=True, inline="always")
+def _add_row(acc, row):
+    """acc (C,) float64 += row (C,), a loop of its own after the row is written (inside the row's loop, the sum kept
+    the pass from vectorising: 2.2x its time at (2048, 256) float32)."""
+    for c in range(row.shape[0]):
+        acc[c] += np.float64(row[c])
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def gelu_backward_into(u, dh, du):
-    """du = dh · GELU'(u) over flat (n,) arrays."""
-    for j in range(u.shape[0]):
-        v = np.float64(u[j])
-        s = _s(v)
-        du[j] = np.float64(dh[j]) * (s + 2.0 * v * s * (1.0 - s) * _C * (1.0 + 3.0 * _A * v * v))
+def gelu_into(u, b, out):
+    """out = GELU(u + b) over (R, C) arrays u, out and b (C,) (the sum rounded to the storage dtype first)."""
+    R, C = u.shape
+    for r in range(R):
+        for c in range(C):
+            v = np.float64(u[r, c] + b[c])
+            out[r, c] = v * _s(v)
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def gelu_backward_into(u, b, dh, du, db):
+    """du = dh · GELU'(u + b) over (R, C) arrays, and db (C,) = Σ_r du (float64 sums of the stored du)."""
+    R, C = u.shape
+    acc = np.zeros(C)
+    for r in range(R):
+        ur, dhr, dur = u[r], dh[r], du[r]
+        for c in range(C):
+            v = np.float64(ur[c] + b[c])
+            s = _s(v)
+            dur[c] = np.float64(dhr[c]) * (s + 2.0 * v * s * (1.0 - s) * _C * (1.0 + 3.0 * _A * v * v))
+        _add_row(acc, dur)
+    db[:] = acc
 
 
 _F32 = np.float32
@@ -68,20 +84,28 @@ def _s_f32(u):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def gelu_into_f32(u, out):
+def gelu_into_f32(u, b, out):
     """``gelu_into`` for float32 arrays, in float32 arithmetic (module docstring)."""
-    for j in range(u.shape[0]):
-        v = u[j]
-        out[j] = v * _s_f32(v)
+    R, C = u.shape
+    for r in range(R):
+        for c in range(C):
+            v = u[r, c] + b[c]
+            out[r, c] = v * _s_f32(v)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def gelu_backward_into_f32(u, dh, du):
-    """``gelu_backward_into`` for float32 arrays, in float32 arithmetic (module docstring)."""
-    for j in range(u.shape[0]):
-        v = u[j]
-        s = _s_f32(v)
-        # s (1 − s) first and u^2 capped: where u^2 would overflow float32 (|u| > 5e19), s (1 − s) is exactly 0 and
-        # the term must be 0, not inf · 0
-        w = _TWO_F32 * s * (_ONE_F32 - s)
-        du[j] = dh[j] * (s + w * v * _C_F32 * (_ONE_F32 + _THREE_F32 * _A_F32 * min(v * v, _U2_CAP_F32)))
+def gelu_backward_into_f32(u, b, dh, du, db):
+    """``gelu_backward_into`` for float32 arrays, in float32 arithmetic (module docstring); db still float64 sums."""
+    R, C = u.shape
+    acc = np.zeros(C)
+    for r in range(R):
+        ur, dhr, dur = u[r], dh[r], du[r]
+        for c in range(C):
+            v = ur[c] + b[c]
+            s = _s_f32(v)
+            # s (1 − s) first and u^2 capped: where u^2 would overflow float32 (|u| > 5e19), s (1 − s) is exactly 0
+            # and the term must be 0, not inf · 0
+            w = _TWO_F32 * s * (_ONE_F32 - s)
+            dur[c] = dhr[c] * (s + w * v * _C_F32 * (_ONE_F32 + _THREE_F32 * _A_F32 * min(v * v, _U2_CAP_F32)))
+        _add_row(acc, dur)
+    db[:] = acc

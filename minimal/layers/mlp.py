@@ -9,7 +9,8 @@ GELU is the tanh approximation of Hendrycks & Gimpel (2016), Sec. 2:
 
 chosen over ReLU because it is smooth, so a finite-difference check never straddles a kink. ``forward`` and
 ``backward`` evaluate it and dL/du = dL/dh · GELU'(u) in one compiled pass each (``_gelu_numba``: the same function
-written with σ(2y) = (1 + tanh y) / 2; float32 arrays in float32 arithmetic, others in float64); ``gelu`` and
+written with σ(2y) = (1 + tanh y) / 2; float32 arrays in float32 arithmetic, others in float64), the forward's adding
+b_1 to x W_1 as it reads it and the backward's summing dL/db_1 = Σ dL/du as it writes it; ``gelu`` and
 ``gelu_grad`` below are the NumPy reference they are tested against (NumPy's float32 tanh is a scalar call per
 element: the two took ~1/5 of a Shakespeare training step).
 Shapes: x (..., D_in); W_1 (D_in, H), b_1 (H,); W_2 (H, D_out), b_2 (D_out,); y (..., D_out).
@@ -23,6 +24,7 @@ import math
 import numpy as np
 
 from ..validate import check_array, check_dtype, check_grad_dtype, check_keys, check_positive_int, common_dtype
+from .. import products
 from . import linear
 from ..contract import Example
 
@@ -35,7 +37,7 @@ _A = 0.044715
 
 class Cache(NamedTuple):
     first: linear.Cache   # input of x W_1 + b_1
-    u: np.ndarray         # (..., H) pre-activation
+    u: np.ndarray         # (..., H) x W_1, the pre-activation without b_1
     second: linear.Cache  # input of h W_2 + b_2
 
 
@@ -50,25 +52,42 @@ def gelu_grad(u):
     return 0.5 * (1.0 + th) + 0.5 * u * (1.0 - th * th) * _C * (1.0 + 3.0 * _A * u * u)
 
 
-def _gelu_fused(u):
-    """``gelu(u)`` in one compiled pass (module docstring): float32 in float32 arithmetic, else float64."""
+def _rows(a):
+    """a (..., C) as (rows, C) (a 0-d array as one row of one), no copy when C-contiguous."""
+    a = np.ascontiguousarray(a)
+    C = a.shape[-1] if a.ndim else 1
+    return a.reshape(math.prod(a.shape[:-1]) if a.ndim else 1, C)
+
+
+def _gelu_fused(u, b=None):
+    """``gelu(u + b)`` (b (H,), None: 0) in one compiled pass (module docstring): float32 in float32 arithmetic,
+    else float64. u + b is rounded to the storage dtype first, as ``linear.forward`` adds its bias."""
     from ._gelu_numba import gelu_into, gelu_into_f32
 
-    u = np.ascontiguousarray(u)
-    out = np.empty_like(u)
-    (gelu_into_f32 if u.dtype == np.float32 else gelu_into)(u.ravel(), out.ravel())
-    return out
+    u2 = _rows(u)
+    b = np.zeros(u2.shape[1], u2.dtype) if b is None else np.ascontiguousarray(b)
+    out = np.empty_like(u2)
+    f32 = u2.dtype == np.float32 and b.dtype == np.float32
+    (gelu_into_f32 if f32 else gelu_into)(u2, b, out)
+    return out.reshape(np.shape(u))
+
+
+def _gelu_backward_sums(u, dh, b=None):
+    """(du, db): du = ``dh * gelu_grad(u + b)`` and db = Σ du over the leading indices (float64 sums, rounded to
+    du's dtype), in one compiled pass."""
+    from ._gelu_numba import gelu_backward_into, gelu_backward_into_f32
+
+    u2, dh2 = _rows(u), _rows(dh)
+    b = np.zeros(u2.shape[1], u2.dtype) if b is None else np.ascontiguousarray(b)
+    du, db = np.empty(u2.shape, np.result_type(u2, dh2, b)), np.empty(u2.shape[1])
+    f32 = u2.dtype == np.float32 and dh2.dtype == np.float32 and b.dtype == np.float32
+    (gelu_backward_into_f32 if f32 else gelu_backward_into)(u2, b, dh2, du, db)
+    return du.reshape(np.shape(u)), db.astype(du.dtype)
 
 
 def _gelu_backward_fused(u, dh):
     """``dh * gelu_grad(u)`` in one compiled pass."""
-    from ._gelu_numba import gelu_backward_into, gelu_backward_into_f32
-
-    u, dh = np.ascontiguousarray(u), np.ascontiguousarray(dh)
-    du = np.empty_like(u)
-    f32 = u.dtype == np.float32 and dh.dtype == np.float32
-    (gelu_backward_into_f32 if f32 else gelu_backward_into)(u.ravel(), dh.ravel(), du.ravel())
-    return du
+    return _gelu_backward_sums(u, dh)[0]
 
 
 def init(rng, D_in, H, D_out=None):
@@ -88,9 +107,11 @@ def forward(params, x):
     check_array("b_2", params["b_2"], params["W_2"].shape[1:], names=("D_out",))
     check_array("x", x, min_ndim=1)
     check_dtype("x", x, common_dtype(params))
-    u, first = linear.forward({"W": params["W_1"], "b": params["b_1"]}, x)
-    y, second = linear.forward({"W": params["W_2"], "b": params["b_2"]}, _gelu_fused(u))
-    return y, Cache(first, u, second)
+    if x.shape[-1] != W_1.shape[0]:
+        raise ValueError(f"x must have shape (..., D_in={W_1.shape[0]}), got shape {x.shape}")
+    u = products.times(x, W_1)      # without b_1: the GELU pass adds it as it reads u (one pass fewer)
+    y, second = linear.forward({"W": params["W_2"], "b": params["b_2"]}, _gelu_fused(u, params["b_1"]))
+    return y, Cache(linear.Cache(x), u, second)
 
 
 def backward(params, cache, dy):
@@ -100,11 +121,11 @@ def backward(params, cache, dy):
     check_grad_dtype("dy", dy, params)
     # 3. y = h W_2 + b_2
     dh, g2 = linear.backward({"W": params["W_2"], "b": params["b_2"]}, cache.second, dy)
-    # 2. h = GELU(u)
-    du = _gelu_backward_fused(cache.u, dh)
-    # 1. u = x W_1 + b_1
-    dx, g1 = linear.backward({"W": params["W_1"], "b": params["b_1"]}, cache.first, du)
-    return dx, {"W_1": g1["W"], "b_1": g1["b"], "W_2": g2["W"], "b_2": g2["b"]}
+    # 2. h = GELU(u + b_1), and 1. u + b_1 = x W_1 + b_1: db_1 = Σ du, summed in the GELU's pass
+    du, db_1 = _gelu_backward_sums(cache.u, dh, params["b_1"])
+    x = cache.first.x
+    dx = products.times_t(du, params["W_1"])
+    return dx, {"W_1": products.sum_outer(x, du), "b_1": db_1, "W_2": g2["W"], "b_2": g2["b"]}
 
 
 def _with_random_biases(rng, params):

@@ -28,6 +28,7 @@ floor, m/v first/second moment estimates, t update count.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Callable, Mapping, NamedTuple, Union
@@ -98,9 +99,12 @@ def _check_hyperparameters(lr, beta1, beta2, eps, weight_decay):
             check_scalar("weight_decay", weight_decay, 0.0))
 
 
+_default_decay = functools.lru_cache(maxsize=None)(default_decay_mask)   # the same names every step
+
+
 def _resolve_mask(decay_mask: DecayMask, params) -> dict:
     if decay_mask is None:
-        decay_mask = default_decay_mask
+        decay_mask = _default_decay
     if callable(decay_mask):
         return {k: bool(decay_mask(k)) for k in params}
     if isinstance(decay_mask, Mapping):
@@ -258,8 +262,16 @@ def cosine_schedule(step, total_steps, peak_lr, warmup_steps, final_lr):
 
 
 def global_norm(grads: Mapping[str, np.ndarray]) -> float:
-    """‖g‖ = sqrt(Σ over all arrays and entries of g²), accumulated in float64."""
-    return math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values()))
+    """‖g‖ = sqrt(Σ over all arrays and entries of g²), accumulated in float64 (a C-contiguous float32 or float64
+    array's Σ g² in one compiled pass, ``_adamw_numba.sum_of_squares``; others as NumPy's float64 squares)."""
+    from ._adamw_numba import sum_of_squares
+
+    return math.sqrt(sum(sum_of_squares(g.reshape(-1)) if _flat_float(g) else
+                         float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values()))
+
+
+def _flat_float(a):
+    return isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float64) and a.flags.c_contiguous
 
 
 def clip_by_global_norm(grads, max_norm):

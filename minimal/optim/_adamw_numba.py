@@ -9,13 +9,16 @@ sum of the inputs and the sum of the outputs, is an integer reduction the loop v
 overflows read as not finite too: the step then runs the NumPy lines, which decide.) (A float sum of 0 · each
 value, which the strict order of float additions kept scalar, made the pass many times slower:
 ``bench/results/train_cpu_2026-12-03_dropout_adamw_log32.txt``, section 2.)
+
+``sum_of_squares`` is the clip's Σ g² of one array (``minimal.optim.global_norm``) in one pass, in float64, with no
+float64 copy of a float32 array and none of NumPy's per-call wrappers (59 arrays a Shakespeare step).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["adamw_update"]
+__all__ = ["adamw_update", "sum_of_squares"]
 
 
 @njit(cache=True, error_model="numpy")
@@ -37,3 +40,13 @@ def adamw_update(p, g, m, v, s, decay, new_p, new_m, new_v):
         z_in, z_out = gj + m[j] + v[j] + p[j], mj + vj + pj
         bad |= (z_in - z_in != 0.0) | (z_out - z_out != 0.0)
     return not bad
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def sum_of_squares(a):
+    """Σ a_j² of a flat (n,) array, each term and the sum in float64 (reassociated: vector partial sums)."""
+    s = 0.0
+    for j in range(a.shape[0]):
+        x = np.float64(a[j])
+        s += x * x
+    return s
