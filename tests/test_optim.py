@@ -164,17 +164,21 @@ def test_clipping_scales_to_exactly_max_norm_and_keeps_direction():
 
 
 def test_the_global_norm_sums_every_layout_and_dtype_in_float64():
-    """Contiguous float32 and float64 arrays take the compiled pass, a transposed one, a 0-d one and an integer one
-    NumPy's float64 squares: each within float64 rounding of the exact sum (float32 squares are exact in float64,
-    and 1e20² would overflow float32 but not float64)."""
+    """Contiguous float32 and float64 arrays (a 0-d one too) take the compiled pass, a transposed one, a strided
+    float32 one, an integer one and a masked one NumPy's float64 squares: each within float64 rounding of the exact
+    sum (float32 squares are exact in float64, and 1e20² would overflow float32 but not float64); a masked array's
+    masked entries count for nothing, as in NumPy's sum."""
     from fractions import Fraction
 
     rng = np.random.default_rng(0)
     grads = {"f32": rng.standard_normal((7, 33)).astype(np.float32), "f64": rng.standard_normal(1000),
              "t": rng.standard_normal((5, 4)).T, "0d": np.array(2.5), "i": np.arange(4),
-             "big": np.array([1e20, -1e20], np.float32), "empty": np.zeros((0, 3), np.float32)}
+             "big": np.array([1e20, -1e20], np.float32), "empty": np.zeros((0, 3), np.float32),
+             "strided": rng.standard_normal(20).astype(np.float32)[::3]}
     exact = sum(Fraction(float(x)) ** 2 for g in grads.values() for x in np.asarray(g, np.float64).ravel())
     assert global_norm(grads) == pytest.approx(float(exact) ** 0.5, rel=1e-14)
+    masked = np.ma.masked_array(np.float32([3.0, 4.0, 100.0]), mask=[False, False, True])
+    assert global_norm({"m": masked}) == 5.0
     assert global_norm({"a": np.float32([3.0, 4.0])}) == 5.0
 
 

@@ -12,10 +12,10 @@ On float32 arrays the ``_f32`` pair runs instead: the mean is still summed in fl
 the centred values, their variance, xhat and y in float32 registers (twice the vector lanes, no conversions); the
 backward's two row sums in float32 registers, dgamma and dbeta in float64 across the rows. Their error is
 float32's: a few ulp of each output, plus, where |mu| is large against sigma, |mu| 2^-24 / sigma in xhat
-(tests/test_layers.py bounds both against the float64 formulas). At (16, 128, 64) float32, one thread, the forward
-took 34.0-34.8 µs against 70.0-72.1, the backward 34.8 and 39.2 against 53.0 and 50.4 in two runs (a third was slow
-throughout); a training step 0.95-0.97 of its time, every bench train row (python bench/layernorm_pass.py,
-bench/results/train_cpu_2026-12-03_layernorm_f32.txt).
+(tests/test_layers.py bounds both against the float64 formulas). At (16, 128, 64) float32, one thread, three runs, the
+forward took 34.0-34.8 µs against 70.0-72.1, the backward 39.2, 34.8 and 54.1 against 53.0, 50.4 and 52.3 (the third
+run slow throughout); the first step of every bench train row 0.95-0.97 of its time before (python
+bench/layernorm_pass.py, bench/results/train_cpu_2026-12-03_layernorm_f32.txt).
 """
 from __future__ import annotations
 
@@ -27,25 +27,31 @@ from numba import njit
 __all__ = ["layernorm_forward", "layernorm_backward", "layernorm_forward_f32", "layernorm_backward_f32"]
 
 
+@njit(cache=True, inline="always")
+def _row(x, gamma, beta, eps, y, xhat, inv_std, n):
+    """Row n of ``layernorm_forward``, in float64 registers."""
+    D = x.shape[1]
+    s = 0.0
+    for i in range(D):
+        s += np.float64(x[n, i])
+    mu = s / D
+    ss = 0.0
+    for i in range(D):
+        c = np.float64(x[n, i]) - mu
+        ss += c * c
+    r = 1.0 / math.sqrt(ss / D + eps)
+    inv_std[n] = r
+    for i in range(D):
+        xh = (np.float64(x[n, i]) - mu) * r
+        xhat[n, i] = xh
+        y[n, i] = np.float64(gamma[i]) * xh + np.float64(beta[i])
+
+
 @njit(cache=True, error_model="numpy", fastmath={"reassoc"})
 def layernorm_forward(x, gamma, beta, eps, y, xhat, inv_std):
     """x (N, D) -> y = gamma xhat + beta, xhat, inv_std (N,), written into the given arrays."""
-    N, D = x.shape
-    for n in range(N):
-        s = 0.0
-        for i in range(D):
-            s += np.float64(x[n, i])
-        mu = s / D
-        ss = 0.0
-        for i in range(D):
-            c = np.float64(x[n, i]) - mu
-            ss += c * c
-        r = 1.0 / math.sqrt(ss / D + eps)
-        inv_std[n] = r
-        for i in range(D):
-            xh = (np.float64(x[n, i]) - mu) * r
-            xhat[n, i] = xh
-            y[n, i] = np.float64(gamma[i]) * xh + np.float64(beta[i])
+    for n in range(x.shape[0]):
+        _row(x, gamma, beta, eps, y, xhat, inv_std, n)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"reassoc"})
@@ -74,13 +80,15 @@ def layernorm_backward(dy, xhat, inv_std, gamma, dx, dgamma, dbeta):
 
 
 _F32 = np.float32
-_ZERO_F32, _ONE_F32 = _F32(0.0), _F32(1.0)
+_ZERO_F32, _ONE_F32, _INF_F32 = _F32(0.0), _F32(1.0), _F32(np.inf)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"reassoc"})
 def layernorm_forward_f32(x, gamma, beta, eps, y, xhat, inv_std):
     """``layernorm_forward`` of float32 arrays: the mean summed in float64, the rest in float32 registers (module
-    docstring)."""
+    docstring); a row whose float32 sum of squares overflows (|x − mu| above ~1.8e19 / sqrt(D)) runs in float64
+    registers instead. ``eps`` must be a normal float32 number (``layernorm.forward`` sends others to the float64
+    pair)."""
     N, D = x.shape
     inv_d, e = _F32(1.0 / D), _F32(eps)
     for n in range(N):
@@ -92,6 +100,9 @@ def layernorm_forward_f32(x, gamma, beta, eps, y, xhat, inv_std):
         for i in range(D):
             c = x[n, i] - mu
             ss += c * c
+        if not ss < _INF_F32:
+            _row(x, gamma, beta, eps, y, xhat, inv_std, n)
+            continue
         r = _ONE_F32 / np.sqrt(ss * inv_d + e)
         inv_std[n] = r
         for i in range(D):

@@ -20,6 +20,7 @@ from ..contract import Example
 __all__ = ["init", "forward", "backward", "examples", "EPS"]
 
 EPS = 1e-5
+_F32_TINY, _F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 
 
 class Cache(NamedTuple):
@@ -52,7 +53,8 @@ def forward(params, x, eps=EPS):
     x2 = np.ascontiguousarray(x).reshape(-1, D)
     y, xhat = np.empty_like(x2), np.empty_like(x2)
     inv_std = np.empty(x2.shape[0], x.dtype)
-    kernel = k.layernorm_forward_f32 if x.dtype == np.float32 else k.layernorm_forward
+    f32 = x.dtype == np.float32 and _F32_TINY <= eps <= _F32_MAX     # eps a normal float32 number
+    kernel = k.layernorm_forward_f32 if f32 else k.layernorm_forward
     kernel(x2, gamma, params["beta"], float(eps), y, xhat, inv_std)
     return y.reshape(x.shape), Cache(xhat.reshape(x.shape), inv_std.reshape(x.shape[:-1] + (1,)))
 

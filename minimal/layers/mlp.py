@@ -61,7 +61,7 @@ def _rows(a):
 
 def _gelu_fused(u, b=None):
     """``gelu(u + b)`` (b (H,), None: 0) in one compiled pass (module docstring): float32 in float32 arithmetic,
-    else float64. u + b is rounded to the storage dtype first, as ``linear.forward`` adds its bias."""
+    else float64. For u and b of one dtype, u + b is rounded to it first, as ``linear.forward`` adds its bias."""
     from ._gelu_numba import gelu_into, gelu_into_f32
 
     u2 = _rows(u)
@@ -121,7 +121,10 @@ def backward(params, cache, dy):
     check_grad_dtype("dy", dy, params)
     # 3. y = h W_2 + b_2
     dh, g2 = linear.backward({"W": params["W_2"], "b": params["b_2"]}, cache.second, dy)
-    # 2. h = GELU(u + b_1), and 1. u + b_1 = x W_1 + b_1: db_1 = Σ du, summed in the GELU's pass
+    # 2. h = GELU(u + b_1), and 1. u + b_1 = x W_1 + b_1: db_1 = Σ du, summed in the GELU's pass (which indexes
+    # b_1 and dh by u's last axis: checked first)
+    check_array("b_1", params["b_1"], cache.u.shape[-1:], names=("H",))
+    check_array("W_2", params["W_2"], (cache.u.shape[-1], None), names=("H", "D_out"))
     du, db_1 = _gelu_backward_sums(cache.u, dh, params["b_1"])
     x = cache.first.x
     dx = products.times_t(du, params["W_1"])

@@ -271,7 +271,8 @@ def global_norm(grads: Mapping[str, np.ndarray]) -> float:
 
 
 def _flat_float(a):
-    return isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float64) and a.flags.c_contiguous
+    # exactly ndarray: a subclass (a masked array, np.matrix) keeps NumPy's formula, which honours it
+    return type(a) is np.ndarray and a.dtype in (np.float32, np.float64) and a.flags.c_contiguous
 
 
 def clip_by_global_norm(grads, max_norm):
